@@ -1,0 +1,181 @@
+"""Shared fixtures: users, API clients, a tiny hand-built cluster, a real Celery worker.
+
+The worker is a separate ``celery worker`` process pointed at the *test*
+database and a queue of its own, so integration tests exercise the same path
+as production: API → Redis broker → worker → database.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture
+def admin_user(db) -> User:
+    return User.objects.create_superuser("admin", "admin@example.com", "admin-pass-123")
+
+
+@pytest.fixture
+def reader(db) -> User:
+    """A logged-in user with no model permissions."""
+    return User.objects.create_user("reader", "reader@example.com", "reader-pass-123")
+
+
+@pytest.fixture
+def staff_user(db) -> User:
+    """Staff with every hardware permission (what an operator has)."""
+    user = User.objects.create_user("operator", "op@example.com", "operator-pass-123",
+                                    is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="hardware"))
+    return User.objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def anon_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def reader_client(reader: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(reader)
+    return client
+
+
+@pytest.fixture
+def admin_client_api(admin_user: User) -> APIClient:
+    """API client authenticated by a real ``Authorization: Token …`` header."""
+    token, _ = Token.objects.get_or_create(user=admin_user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def tiny_cluster(db):
+    """One cluster: a 2×2×2 torus supernode of 8 H100s in one server in one
+    40 kW rack, with a PCIe switch, a smart NIC, a leaf switch in a network
+    rack, and the links between them. Built by hand so model tests do not
+    depend on the builder."""
+    from twin.hardware.models import (
+        AcceleratorType,
+        Card,
+        Cluster,
+        Link,
+        NetworkDevice,
+        Rack,
+        Server,
+        SuperNode,
+    )
+
+    h100 = AcceleratorType.objects.get(slug="h100-sxm5-80gb")
+    cluster = Cluster.objects.create(name="tiny")
+    sn = SuperNode.objects.create(cluster=cluster, name="sn0", index=0, fabric="torus3d",
+                                  card_count=8, dim_x=2, dim_y=2, dim_z=2, link_gbps=400,
+                                  link_latency_ns=150)
+    rack = Rack.objects.create(cluster=cluster, supernode=sn, name="r0", row=0, slot=0)
+    net_rack = Rack.objects.create(cluster=cluster, name="net0", row=1, slot=0)
+    server = Server.objects.create(rack=rack, supernode=sn, name="sn0-s0", hostname="node0",
+                                   cards_per_server=8, overhead_w=1800)
+    cards = [
+        Card.objects.create(supernode=sn, server=server, accelerator=h100, index=i, slot=i,
+                            x=i % 2, y=(i // 2) % 2, z=i // 4, serial=f"TINY-{i:04d}",
+                            uuid=uuid.UUID(int=i + 1))
+        for i in range(8)
+    ]
+    switch = NetworkDevice.objects.create(cluster=cluster, rack=rack, server=server,
+                                          kind="pcie_switch", name="sn0-s0-pcie0", ports=48,
+                                          port_gbps=512, power_w=60)
+    nic = NetworkDevice.objects.create(cluster=cluster, rack=rack, server=server,
+                                       kind="smart_nic", name="sn0-s0-nic0", ports=1,
+                                       port_gbps=400, power_w=25)
+    leaf = NetworkDevice.objects.create(cluster=cluster, rack=net_rack, kind="leaf",
+                                        name="leaf0", ports=64, port_gbps=400, power_w=1500)
+    links = [
+        Link.objects.create(cluster=cluster, a_card=cards[0], b_card=cards[1],
+                            kind="scale_up", bandwidth_gbps=400, latency_ns=150),
+        Link.objects.create(cluster=cluster, a_card=cards[0], b_device=switch, kind="pcie",
+                            bandwidth_gbps=512, latency_ns=100),
+        Link.objects.create(cluster=cluster, a_device=switch, b_device=nic, kind="pcie",
+                            bandwidth_gbps=512, latency_ns=100),
+        Link.objects.create(cluster=cluster, a_device=nic, b_device=leaf, kind="roce",
+                            bandwidth_gbps=400, latency_ns=500),
+    ]
+    return {"cluster": cluster, "supernode": sn, "rack": rack, "net_rack": net_rack,
+            "server": server, "cards": cards, "switch": switch, "nic": nic, "leaf": leaf,
+            "links": links, "h100": h100}
+
+
+def _worker_env(db_settings: dict) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "twin.settings_test"
+    if db_settings["ENGINE"].endswith("sqlite3"):
+        env.pop("DATABASE_URL", None)
+        env["TWIN_SQLITE_PATH"] = str(db_settings["NAME"])
+    else:
+        user = db_settings.get("USER") or ""
+        password = db_settings.get("PASSWORD") or ""
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        host = db_settings.get("HOST") or "127.0.0.1"
+        port = db_settings.get("PORT") or 5432
+        env["DATABASE_URL"] = f"postgres://{auth}{host}:{port}/{db_settings['NAME']}"
+    from django.conf import settings
+
+    env["REDIS_URL"] = settings.REDIS_URL
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
+    """A real ``celery worker`` process on a queue private to this test session.
+
+    Tests that use it need ``transactional_db`` so their rows are committed
+    where the worker can see them.
+    """
+    from django.db import connection
+
+    from twin.celery import app
+
+    queue = f"twin-test-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    with django_db_blocker.unblock():
+        db_settings = dict(connection.settings_dict)
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "celery-worker.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", queue, "-P", "solo",
+         "-l", "info", "--without-gossip", "--without-mingle", "-n", f"{queue}@%h"],
+        cwd=ROOT, env=_worker_env(db_settings), stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited early; see {log.name}")
+            replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"],
+                                       timeout=0.5)
+            if replies:
+                break
+        else:
+            raise RuntimeError(f"celery worker did not answer within 60 s; see {log.name}")
+        yield queue
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -1,0 +1,19 @@
+"""Who may read and write through the API."""
+from django.conf import settings
+from rest_framework.permissions import SAFE_METHODS, DjangoModelPermissions
+
+__all__ = ["TwinModelPermissions"]
+
+
+class TwinModelPermissions(DjangoModelPermissions):
+    """Writes need the model permission; reads need a login unless
+    ``TWIN_PUBLIC_READ`` opens them for a demo."""
+
+    def has_permission(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+        if request.method in SAFE_METHODS:
+            if settings.TWIN_PUBLIC_READ:
+                return True
+            return bool(request.user and request.user.is_authenticated)
+        if getattr(view, "_ignore_model_permissions", False):
+            return bool(request.user and request.user.is_authenticated)
+        return super().has_permission(request, view)

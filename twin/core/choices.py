@@ -1,0 +1,29 @@
+"""Choices as classes with labels and colours the UI reuses (NetBox ``ChoiceSet``)."""
+from __future__ import annotations
+
+__all__ = ["ChoiceSet"]
+
+
+class ChoiceSet:
+    """Subclasses declare ``CHOICES = [(value, label, colour), ...]``.
+
+    ``choices()`` feeds model fields; ``colours`` feeds badges in admin and UI.
+    """
+
+    CHOICES: list[tuple[str, str, str]] = []
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        return [(value, label) for value, label, _ in cls.CHOICES]
+
+    @classmethod
+    def values(cls) -> list[str]:
+        return [value for value, _, _ in cls.CHOICES]
+
+    @classmethod
+    def colour(cls, value: str) -> str:
+        return {v: c for v, _, c in cls.CHOICES}.get(value, "gray")
+
+    @classmethod
+    def label(cls, value: str) -> str:
+        return {v: lbl for v, lbl, _ in cls.CHOICES}.get(value, value)

@@ -1,0 +1,96 @@
+"""Choice sets of the hardware model, with colours the admin and UI reuse."""
+from twin.core.choices import ChoiceSet
+
+__all__ = [
+    "CardStatusChoices",
+    "CoolingChoices",
+    "DeviceKindChoices",
+    "FabricChoices",
+    "JobStatusChoices",
+    "LinkKindChoices",
+    "LinkStatusChoices",
+]
+
+
+class FabricChoices(ChoiceSet):
+    TORUS_3D = "torus3d"
+    TORUS_2D = "torus2d"
+    RING = "ring"
+    PCIE_STAR = "pcie_star"
+    FULL_MESH = "full_mesh"
+    FAT_TREE = "fat_tree"
+    CHOICES = [
+        (TORUS_3D, "3D torus", "blue"),
+        (TORUS_2D, "2D torus", "cyan"),
+        (RING, "Ring", "teal"),
+        (PCIE_STAR, "PCIe-switch star", "orange"),
+        (FULL_MESH, "Full mesh", "purple"),
+        (FAT_TREE, "Fat tree", "green"),
+    ]
+
+
+class CoolingChoices(ChoiceSet):
+    LIQUID = "liquid"
+    AIR = "air"
+    CHOICES = [(LIQUID, "Liquid", "blue"), (AIR, "Air", "gray")]
+
+
+class CardStatusChoices(ChoiceSet):
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    MAINTENANCE = "maintenance"
+    CHOICES = [
+        (OK, "OK", "green"),
+        (DEGRADED, "Degraded", "orange"),
+        (FAILED, "Failed", "red"),
+        (MAINTENANCE, "Maintenance", "gray"),
+    ]
+
+
+class DeviceKindChoices(ChoiceSet):
+    PCIE_SWITCH = "pcie_switch"
+    SMART_NIC = "smart_nic"
+    LEAF = "leaf"
+    SPINE = "spine"
+    CORE = "core"
+    CHOICES = [
+        (PCIE_SWITCH, "PCIe switch", "orange"),
+        (SMART_NIC, "Smart NIC", "purple"),
+        (LEAF, "Leaf switch", "teal"),
+        (SPINE, "Spine switch", "blue"),
+        (CORE, "Core switch", "indigo"),
+    ]
+
+
+class LinkKindChoices(ChoiceSet):
+    SCALE_UP = "scale_up"
+    PCIE = "pcie"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    CHOICES = [
+        (SCALE_UP, "Scale-up fabric", "blue"),
+        (PCIE, "PCIe", "orange"),
+        (INFINIBAND, "InfiniBand", "green"),
+        (ROCE, "RoCE", "purple"),
+    ]
+
+
+class LinkStatusChoices(ChoiceSet):
+    UP = "up"
+    DEGRADED = "degraded"
+    DOWN = "down"
+    CHOICES = [(UP, "Up", "green"), (DEGRADED, "Degraded", "orange"), (DOWN, "Down", "red")]
+
+
+class JobStatusChoices(ChoiceSet):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CHOICES = [
+        (QUEUED, "Queued", "gray"),
+        (RUNNING, "Running", "blue"),
+        (SUCCEEDED, "Succeeded", "green"),
+        (FAILED, "Failed", "red"),
+    ]

@@ -1,0 +1,150 @@
+"""One filterset per model, used by the REST API and by the admin changelists."""
+from __future__ import annotations
+
+import django_filters as df
+from django.db.models import F, Q, QuerySet
+
+from twin.hardware.choices import (
+    CardStatusChoices,
+    CoolingChoices,
+    DeviceKindChoices,
+    FabricChoices,
+    JobStatusChoices,
+    LinkKindChoices,
+    LinkStatusChoices,
+)
+from twin.hardware.models import (
+    AcceleratorType,
+    Card,
+    Cluster,
+    ClusterBuild,
+    Link,
+    NetworkDevice,
+    Rack,
+    Server,
+    SuperNode,
+)
+
+__all__ = [
+    "AcceleratorTypeFilterSet",
+    "CardFilterSet",
+    "ClusterBuildFilterSet",
+    "ClusterFilterSet",
+    "LinkFilterSet",
+    "NetworkDeviceFilterSet",
+    "RackFilterSet",
+    "ServerFilterSet",
+    "SuperNodeFilterSet",
+]
+
+
+class SearchFilterSet(df.FilterSet):
+    """Adds ``q``: a case-insensitive match on the model's ``search_fields``."""
+
+    q = df.CharFilter(method="search", label="Search")
+    search_fields: tuple[str, ...] = ("name",)
+
+    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        value = value.strip()
+        if not value:
+            return queryset
+        query = Q()
+        for field in self.search_fields:
+            query |= Q(**{f"{field}__icontains": value})
+        return queryset.filter(query)
+
+
+class AcceleratorTypeFilterSet(SearchFilterSet):
+    search_fields = ("name", "vendor", "slug")
+
+    class Meta:
+        model = AcceleratorType
+        fields = ["vendor", "slug"]
+
+
+class ClusterFilterSet(SearchFilterSet):
+    search_fields = ("name", "description", "preset")
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "preset"]
+
+
+class SuperNodeFilterSet(SearchFilterSet):
+    fabric = df.MultipleChoiceFilter(choices=FabricChoices.choices())
+
+    class Meta:
+        model = SuperNode
+        fields = ["cluster", "fabric", "index"]
+
+
+class RackFilterSet(SearchFilterSet):
+    cooling = df.ChoiceFilter(choices=CoolingChoices.choices())
+    over_budget = df.BooleanFilter(method="filter_over_budget", label="Over budget")
+
+    class Meta:
+        model = Rack
+        fields = ["cluster", "supernode", "row", "cooling"]
+
+    def filter_over_budget(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        if "power_w" not in queryset.query.annotations:
+            queryset = queryset.with_power()
+        condition = Q(power_w__gt=F("power_budget_w"))
+        return queryset.filter(condition) if value else queryset.exclude(condition)
+
+
+class ServerFilterSet(SearchFilterSet):
+    search_fields = ("name", "hostname")
+    cluster = df.NumberFilter(field_name="rack__cluster")
+
+    class Meta:
+        model = Server
+        fields = ["rack", "supernode", "hostname"]
+
+
+class CardFilterSet(SearchFilterSet):
+    search_fields = ("serial",)
+    cluster = df.NumberFilter(field_name="supernode__cluster")
+    rack = df.NumberFilter(field_name="server__rack")
+    status = df.MultipleChoiceFilter(choices=CardStatusChoices.choices())
+    accelerator = df.CharFilter(field_name="accelerator__slug")
+
+    class Meta:
+        model = Card
+        fields = ["supernode", "server", "serial", "uuid", "index", "x", "y", "z"]
+
+
+class NetworkDeviceFilterSet(SearchFilterSet):
+    search_fields = ("name", "model")
+    kind = df.MultipleChoiceFilter(choices=DeviceKindChoices.choices())
+
+    class Meta:
+        model = NetworkDevice
+        fields = ["cluster", "rack", "server"]
+
+
+class LinkFilterSet(df.FilterSet):
+    kind = df.MultipleChoiceFilter(choices=LinkKindChoices.choices())
+    status = df.MultipleChoiceFilter(choices=LinkStatusChoices.choices())
+    card = df.NumberFilter(method="filter_card", label="Card at either end")
+    device = df.NumberFilter(method="filter_device", label="Device at either end")
+
+    class Meta:
+        model = Link
+        fields = ["cluster", "kind", "status"]
+
+    def filter_card(self, queryset: QuerySet, name: str, value: int) -> QuerySet:
+        return queryset.filter(Q(a_card=value) | Q(b_card=value))
+
+    def filter_device(self, queryset: QuerySet, name: str, value: int) -> QuerySet:
+        return queryset.filter(Q(a_device=value) | Q(b_device=value))
+
+
+class ClusterBuildFilterSet(df.FilterSet):
+    status = df.MultipleChoiceFilter(choices=JobStatusChoices.choices())
+
+    class Meta:
+        model = ClusterBuild
+        fields = ["preset", "status", "cluster"]

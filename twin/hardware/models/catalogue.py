@@ -1,0 +1,63 @@
+"""The accelerator catalogue: spec-sheet figures every power and simulation model reads."""
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from twin.core.models import TimestampedModel
+
+__all__ = ["AcceleratorType"]
+
+
+class AcceleratorType(TimestampedModel):
+    """One accelerator model with its published figures.
+
+    TFLOP/s are *dense* (no 2:4 sparsity), as used by MFU calculations; a
+    precision the part does not support is left empty rather than zero.
+    ``idle_w`` is not on spec sheets: it is a measured idle draw, see ``notes``.
+    """
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=100, unique=True)
+    vendor = models.CharField(max_length=50)
+    fp32_tflops = models.FloatField("FP32 TFLOP/s", null=True, blank=True)
+    tf32_tflops = models.FloatField("TF32 TFLOP/s", null=True, blank=True)
+    bf16_tflops = models.FloatField("BF16/FP16 TFLOP/s")
+    fp8_tflops = models.FloatField("FP8 TFLOP/s", null=True, blank=True)
+    hbm_gib = models.FloatField("HBM (GiB)")
+    hbm_tbps = models.FloatField("HBM bandwidth (TB/s)")
+    tdp_w = models.PositiveIntegerField("TDP (W)")
+    idle_w = models.PositiveIntegerField("Idle (W)")
+    scaleup_links = models.PositiveSmallIntegerField("Scale-up links")
+    scaleup_gbps = models.FloatField(
+        "Scale-up bandwidth (GB/s)", help_text="Aggregate bidirectional, as on the datasheet."
+    )
+    source = models.URLField(max_length=400, help_text="Where the figures come from.")
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["vendor", "name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(idle_w__lte=models.F("tdp_w")), name="accelerator_idle_le_tdp"
+            ),
+            models.CheckConstraint(
+                condition=Q(bf16_tflops__gt=0) & Q(hbm_gib__gt=0) & Q(hbm_tbps__gt=0)
+                & Q(scaleup_gbps__gte=0),
+                name="accelerator_figures_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        for field in ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops", "hbm_gib",
+                      "hbm_tbps", "scaleup_gbps"):
+            value = getattr(self, field)
+            if value is not None and value < 0:
+                errors[field] = "Must not be negative."
+        if self.idle_w is not None and self.tdp_w is not None and self.idle_w > self.tdp_w:
+            errors["idle_w"] = f"Idle draw {self.idle_w} W exceeds the TDP of {self.tdp_w} W."
+        if errors:
+            raise ValidationError(errors)

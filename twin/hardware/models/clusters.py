@@ -1,0 +1,96 @@
+"""Cluster and supernode: the top two levels of chip → supernode → cluster."""
+from __future__ import annotations
+
+import math
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from twin.core.models import TimestampedModel
+from twin.hardware.choices import FabricChoices
+
+__all__ = ["Cluster", "SuperNode"]
+
+# Fabrics whose dimensions *are* the wiring: their product must equal the card count.
+DIMENSIONED_FABRICS = {FabricChoices.TORUS_3D, FabricChoices.TORUS_2D, FabricChoices.RING}
+
+
+class Cluster(TimestampedModel):
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    preset = models.CharField(max_length=50, blank=True, help_text="Preset it was built from.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SuperNode(TimestampedModel):
+    """A scale-up domain: cards wired by one fabric (the seeds' 512-card 3D torus)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="supernodes")
+    name = models.CharField(max_length=100)
+    index = models.PositiveIntegerField(help_text="Position of the supernode in its cluster.")
+    fabric = models.CharField(max_length=20, choices=FabricChoices.choices())
+    card_count = models.PositiveIntegerField(help_text="Cards the fabric is designed for.")
+    dim_x = models.PositiveSmallIntegerField(default=1)
+    dim_y = models.PositiveSmallIntegerField(default=1)
+    dim_z = models.PositiveSmallIntegerField(default=1)
+    link_gbps = models.FloatField("Link bandwidth (Gb/s)", help_text="Per link, per direction.")
+    link_latency_ns = models.FloatField("Link latency (ns)")
+    switch_latency_ns = models.FloatField(
+        "Switch latency (ns)", default=0, help_text="Added per switch traversed (star, fat tree)."
+    )
+
+    class Meta:
+        ordering = ["cluster", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "index"], name="supernode_unique_index"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="supernode_unique_name"),
+            models.CheckConstraint(
+                condition=Q(link_gbps__gt=0) & Q(link_latency_ns__gte=0)
+                & Q(switch_latency_ns__gte=0),
+                name="supernode_link_figures_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(card_count__gt=0) & Q(dim_x__gt=0) & Q(dim_y__gt=0) & Q(dim_z__gt=0),
+                name="supernode_sizes_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} / {self.name}"
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        return (self.dim_x, self.dim_y, self.dim_z)
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.link_gbps is not None and self.link_gbps <= 0:
+            errors["link_gbps"] = "Link bandwidth must be positive."
+        if self.link_latency_ns is not None and self.link_latency_ns < 0:
+            errors["link_latency_ns"] = "Latency must not be negative."
+        if self.switch_latency_ns is not None and self.switch_latency_ns < 0:
+            errors["switch_latency_ns"] = "Latency must not be negative."
+        dims = [d for d in (self.dim_x, self.dim_y, self.dim_z) if d is not None]
+        if self.card_count and len(dims) == 3:
+            product = math.prod(dims)
+            if self.fabric in DIMENSIONED_FABRICS or product != 1:
+                if product != self.card_count:
+                    errors["dim_x"] = (
+                        f"Dimensions {self.dim_x}×{self.dim_y}×{self.dim_z} hold {product} "
+                        f"cards, not the {self.card_count} declared; make their product "
+                        f"equal the card count."
+                    )
+            if self.fabric == FabricChoices.TORUS_3D and min(dims) < 2:
+                errors["dim_z"] = "A 3D torus needs at least 2 cards along every dimension."
+            if self.fabric == FabricChoices.TORUS_2D and (self.dim_z != 1 or min(dims[:2]) < 2):
+                errors["dim_z"] = "A 2D torus has dim_z = 1 and at least 2 along x and y."
+            if self.fabric == FabricChoices.RING and (self.dim_y != 1 or self.dim_z != 1):
+                errors["dim_y"] = "A ring is one-dimensional: set dim_x to the card count."
+        if errors:
+            raise ValidationError(errors)

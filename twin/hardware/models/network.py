@@ -1,0 +1,75 @@
+"""Network devices of the seeds' three-tier hybrid network (PCIe switch → smart NIC → RoCE)."""
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from twin.core.models import TimestampedModel
+from twin.hardware.choices import DeviceKindChoices
+from twin.hardware.constants import DEVICE_TIER
+
+__all__ = ["NetworkDevice"]
+
+
+class NetworkDevice(TimestampedModel):
+    """A switch or NIC. Inside a server (PCIe switch, NIC) it sets ``server``;
+    either way its ``power_w`` counts against its rack."""
+
+    cluster = models.ForeignKey(
+        "hardware.Cluster", on_delete=models.CASCADE, related_name="devices"
+    )
+    rack = models.ForeignKey(
+        "hardware.Rack", on_delete=models.PROTECT, null=True, blank=True, related_name="devices"
+    )
+    server = models.ForeignKey(
+        "hardware.Server", on_delete=models.CASCADE, null=True, blank=True, related_name="devices"
+    )
+    kind = models.CharField(max_length=20, choices=DeviceKindChoices.choices(), db_index=True)
+    name = models.CharField(max_length=100)
+    model = models.CharField(max_length=100, blank=True)
+    ports = models.PositiveSmallIntegerField()
+    port_gbps = models.PositiveIntegerField("Port speed (Gb/s)")
+    latency_ns = models.FloatField("Forwarding latency (ns)", default=0)
+    power_w = models.PositiveIntegerField("Power (W)")
+
+    class Meta:
+        ordering = ["cluster", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="device_unique_name"),
+            models.CheckConstraint(condition=Q(ports__gt=0) & Q(port_gbps__gt=0),
+                                   name="device_ports_positive"),
+            models.CheckConstraint(condition=Q(latency_ns__gte=0), name="device_latency_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def tier(self) -> str:
+        return DEVICE_TIER.get(self.kind, "")
+
+    def clean(self) -> None:
+        from twin.hardware.models.racks import rack_draw_w
+
+        errors: dict[str, str] = {}
+        if self.latency_ns is not None and self.latency_ns < 0:
+            errors["latency_ns"] = "Latency must not be negative."
+        if self.server_id:
+            if self.rack_id and self.server.rack_id != self.rack_id:
+                errors["rack"] = "A device inside a server sits in that server's rack."
+            self.rack_id = self.server.rack_id
+        if self.rack_id and self.cluster_id and self.rack.cluster_id != self.cluster_id:
+            errors["rack"] = "The rack belongs to another cluster."
+        if self.rack_id and self.power_w is not None and "rack" not in errors:
+            rest = rack_draw_w(self.rack_id, exclude_device=self.pk)
+            budget = self.rack.power_budget_w
+            if rest + self.power_w > budget:
+                moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
+                    rack_id=self.rack_id).exists()
+                errors["rack" if moved else "power_w"] = (
+                    f"Rack {self.rack.name} would draw {rest + self.power_w:,} W, over its "
+                    f"{budget:,} W budget (headroom: {max(budget - rest, 0):,} W)."
+                )
+        if errors:
+            raise ValidationError(errors)

@@ -1,0 +1,13 @@
+"""Settings for the test suite: the real settings with a throwaway secret.
+
+Everything else (database, Redis) comes from the environment exactly as in
+production, so the same suite runs on SQLite + embedded Redis or on
+PostgreSQL + a real Redis.
+"""
+import os
+
+os.environ.setdefault("TWIN_SECRET_KEY", "test-only-secret-key-not-for-deployment")
+
+from twin.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
