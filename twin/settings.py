@@ -153,13 +153,15 @@ LOGOUT_REDIRECT_URL = "/login/"
 TWIN_PUBLIC_READ = env_bool("TWIN_PUBLIC_READ", False)
 
 REST_FRAMEWORK = {
+    # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token"
+    # (a script learns what to send) rather than a bare 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["twin.api.permissions.TwinModelPermissions"],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "twin.api.filters.TwinFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "twin.api.pagination.TwinPageNumberPagination",
@@ -180,6 +182,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a "status" or "kind" field with different choices: name each enum.
+    "ENUM_NAME_OVERRIDES": {
+        "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
+        "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
+        "BuildStatusEnum": "twin.hardware.choices.JobStatusChoices.choices",
+        "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
+        "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
+        "EndpointKindEnum": "twin.api.serializers.ENDPOINT_KINDS",
+    },
 }
 
 # Largest request body Django will read (bytes); telemetry batches are bounded too.
@@ -191,6 +202,9 @@ STATIC_URL = "/static/"
 STATIC_ROOT = Path(os.environ.get("TWIN_STATIC_ROOT", BASE_DIR / "staticfiles"))
 FRONTEND_DIST = BASE_DIR / "frontend" / "dist"
 STATICFILES_DIRS = [FRONTEND_DIST] if FRONTEND_DIST.exists() else []
+# Vite's manifest (entry -> hashed files); read from the build output because
+# collectstatic skips the dot-directory it lives in.
+VITE_MANIFEST = FRONTEND_DIST / ".vite" / "manifest.json"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

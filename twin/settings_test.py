@@ -11,3 +11,10 @@ os.environ.setdefault("TWIN_SECRET_KEY", "test-only-secret-key-not-for-deploymen
 from twin.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Tests render admin and browsable-API pages without running collectstatic first:
+# the manifest storage would refuse every ``{% static %}`` it has no entry for.
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import django_filters as df
 from django.db.models import F, Q, QuerySet
+from django_filters.constants import EMPTY_VALUES
 
 from twin.hardware.choices import (
     CardStatusChoices,
@@ -33,6 +34,7 @@ __all__ = [
     "LinkFilterSet",
     "NetworkDeviceFilterSet",
     "RackFilterSet",
+    "RelatedKeyFilter",
     "ServerFilterSet",
     "SuperNodeFilterSet",
 ]
@@ -52,6 +54,25 @@ class SearchFilterSet(df.FilterSet):
         for field in self.search_fields:
             query |= Q(**{f"{field}__icontains": value})
         return queryset.filter(query)
+
+
+class RelatedKeyFilter(df.CharFilter):
+    """``field_name="<fk>__<unique column>"``, looked up first, then filtered on ``<fk>_id``.
+
+    A join on the related table hides from the planner how rare the value is:
+    ``/api/cards/?accelerator=<a type no card has>`` walked all 1M cards in id
+    order (0.8 s). Resolved to ids first, it is an index probe on the foreign
+    key (9 ms). The admin still sees an ordinary ``fk__column`` filter.
+    """
+
+    def filter(self, qs: QuerySet, value: str) -> QuerySet:
+        if value in EMPTY_VALUES:
+            return qs
+        relation, _, column = self.field_name.rpartition("__")
+        related = qs.model._meta.get_field(relation).related_model
+        ids = list(related._default_manager.filter(**{column: value.strip()})
+                   .values_list("pk", flat=True)[:1000])
+        return self.get_method(qs)(**{f"{relation}__in": ids})
 
 
 class AcceleratorTypeFilterSet(SearchFilterSet):
@@ -109,7 +130,7 @@ class CardFilterSet(SearchFilterSet):
     cluster = df.NumberFilter(field_name="supernode__cluster")
     rack = df.NumberFilter(field_name="server__rack")
     status = df.MultipleChoiceFilter(choices=CardStatusChoices.choices())
-    accelerator = df.CharFilter(field_name="accelerator__slug")
+    accelerator = RelatedKeyFilter(field_name="accelerator__slug", label="Accelerator (slug)")
 
     class Meta:
         model = Card
@@ -130,10 +151,27 @@ class LinkFilterSet(df.FilterSet):
     status = df.MultipleChoiceFilter(choices=LinkStatusChoices.choices())
     card = df.NumberFilter(method="filter_card", label="Card at either end")
     device = df.NumberFilter(method="filter_device", label="Device at either end")
+    q = df.CharFilter(method="search", label="Card serial or device name at either end")
 
     class Meta:
         model = Link
         fields = ["cluster", "kind", "status"]
+
+    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        """Exact serial or device name: the ends are resolved first (two indexed
+        look-ups), so five million links are searched through their end indexes
+        instead of a join on every row."""
+        value = value.strip()
+        if not value:
+            return queryset
+        cards = list(Card.objects.filter(serial=value).values_list("pk", flat=True)[:1000])
+        devices = list(
+            NetworkDevice.objects.filter(name=value).values_list("pk", flat=True)[:1000]
+        )
+        return queryset.filter(
+            Q(a_card__in=cards) | Q(b_card__in=cards)
+            | Q(a_device__in=devices) | Q(b_device__in=devices)
+        )
 
     def filter_card(self, queryset: QuerySet, name: str, value: int) -> QuerySet:
         return queryset.filter(Q(a_card=value) | Q(b_card=value))

@@ -1,0 +1,149 @@
+"""Cluster builds over the API: validate now, build in a Celery worker.
+
+``POST /api/builds/`` checks the request with the builder's ``check_build``
+(the same checks ``manage.py build_cluster`` runs: unknown preset, name taken
+without ``replace``, a preset that cannot fit its racks' budget) and answers
+400 on the field at fault *before* anything is written or queued. A valid
+request becomes a ``ClusterBuild`` row, and the task is queued only once that
+row is committed (``transaction.on_commit``), so a worker never looks for a
+row that is not there yet. The client polls ``GET /api/builds/<id>/``.
+
+The builder and the task are imported when first used: the API must load
+(and its schema generate) on a checkout where the builder is being changed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.filters import OrderingFilter
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from twin.api.filters import TwinFilterBackend
+from twin.api.permissions import BuildPermissions
+from twin.api.serializers import (
+    BuildRequestSerializer,
+    ClusterBuildSerializer,
+    PresetSerializer,
+)
+from twin.hardware.choices import JobStatusChoices
+from twin.hardware.filtersets import ClusterBuildFilterSet
+from twin.hardware.models import ClusterBuild
+
+__all__ = ["ClusterBuildViewSet", "PresetViewSet", "enqueue_build", "preset_info"]
+
+def preset_info(key: str, preset: Any) -> dict[str, Any]:
+    """Name, description, default build parameters and planned counts of a preset.
+
+    The preset type belongs to the builder; this reads it defensively
+    (``getattr`` with fallbacks) so a renamed attribute there degrades one
+    field of this listing instead of breaking the API.
+    """
+    name = str(getattr(preset, "name", key) or key)
+    plan: dict[str, Any] | None = None
+    try:
+        plan = _jsonable(preset.plan().summary())
+    except Exception:  # noqa: BLE001 - the listing must not fail on one preset
+        plan = None
+    return {
+        "name": name,
+        "description": str(getattr(preset, "description", "") or ""),
+        "defaults": {
+            "name": getattr(preset, "default_name", "") or name,
+            "supernodes": getattr(preset, "default_supernodes", None),
+            "rack_budget_w": getattr(preset, "rack_budget_w", None),
+            "replace": False,
+        },
+        "plan": plan,
+        "notes": [str(note) for note in getattr(preset, "notes", ()) or ()],
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def enqueue_build(build_id: int) -> None:
+    """Queue the build task; if the broker refuses, record that on the build."""
+    from twin.hardware.tasks import run_cluster_build
+
+    try:
+        result = run_cluster_build.delay(build_id)
+    except Exception as exc:  # noqa: BLE001 - any broker failure must reach the user
+        ClusterBuild.objects.filter(pk=build_id).update(
+            status=JobStatusChoices.FAILED,
+            error=f"Could not queue the build: {exc}. Is Redis running (REDIS_URL)?",
+        )
+        return
+    ClusterBuild.objects.filter(pk=build_id).update(task_id=result.id or "")
+
+
+class PresetViewSet(viewsets.ViewSet):
+    """Cluster presets a build can start from."""
+
+    @extend_schema(responses=PresetSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        from twin.hardware.presets import PRESETS
+
+        return Response([preset_info(key, preset) for key, preset in PRESETS.items()])
+
+
+class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                          mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Builds requested over the API and how far they got."""
+
+    queryset = ClusterBuild.objects.select_related("created_by")
+    serializer_class = ClusterBuildSerializer
+    filterset_class = ClusterBuildFilterSet
+    filter_backends = [TwinFilterBackend, OrderingFilter]
+    ordering_fields = ["id", "created", "status", "preset"]
+    permission_classes = [BuildPermissions]
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        if self.action == "create":
+            return BuildRequestSerializer
+        return ClusterBuildSerializer
+
+    @extend_schema(request=BuildRequestSerializer,
+                   responses={202: ClusterBuildSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Check the request now (400 on the field at fault), build in the background (202)."""
+        from twin.hardware.builder import BuildError, check_build
+        from twin.hardware.presets import PRESETS
+
+        incoming = self.get_serializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        options = {key: data[key] for key in ("name", "supernodes", "rack_budget_w")
+                   if data.get(key) is not None}
+        try:
+            check_build(data["preset"], replace=data["replace"], **options)
+        except BuildError as exc:
+            field = getattr(exc, "field", None) or "non_field_errors"
+            message = getattr(exc, "message", None) or str(exc)
+            raise serializers.ValidationError({field: [message]}) from exc
+
+        with transaction.atomic():
+            build = ClusterBuild.objects.create(
+                preset=data["preset"],
+                name=data.get("name")
+                or getattr(PRESETS[data["preset"]], "default_name", "") or data["preset"],
+                params={**options, "replace": data["replace"]},
+                created_by=request.user if request.user.is_authenticated else None,
+            )
+            transaction.on_commit(lambda: enqueue_build(build.pk))
+        build.refresh_from_db()
+        body = ClusterBuildSerializer(build, context=self.get_serializer_context()).data
+        location = reverse("api:clusterbuild-detail", args=[build.pk])
+        return Response(body, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": request.build_absolute_uri(location)})

@@ -1,0 +1,412 @@
+"""Serializers of the hardware model.
+
+Every writable serializer derives from :class:`ValidatedModelSerializer`
+(after NetBox's ``netbox/api/serializers/base.py``): it builds the model
+instance from the request and runs ``full_clean()``, so the invariants that
+live in the models' ``clean()`` (rack power budget, torus dimensions, link
+compatibility) answer an API client exactly as they answer an admin user —
+HTTP 400 with a message on the field at fault. The instance that was cleaned
+is the one saved, so anything ``clean()`` derives (a device's rack from its
+server) is kept.
+
+Writes that change a rack's draw lock the rack row first
+(:meth:`ValidatedModelSerializer.racks_to_lock`): the budget check and the
+insert then happen while no other transaction can add to that rack, so two
+concurrent adds cannot both squeeze under the budget. The views run
+validation and save in one ``transaction.atomic()`` block.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models, transaction
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.fields import get_error_detail
+from rest_framework.settings import api_settings
+
+from twin.hardware.choices import CardStatusChoices, DeviceKindChoices
+from twin.hardware.constants import CARD_ENDPOINT
+from twin.hardware.models import (
+    AcceleratorType,
+    Card,
+    Cluster,
+    ClusterBuild,
+    Link,
+    NetworkDevice,
+    Rack,
+    Server,
+    SuperNode,
+)
+
+__all__ = [
+    "ENDPOINT_KINDS",
+    "AcceleratorTypeSerializer",
+    "BuildRequestSerializer",
+    "CardSerializer",
+    "ClusterBuildSerializer",
+    "ClusterSerializer",
+    "ClusterSummarySerializer",
+    "LinkSerializer",
+    "NetworkDeviceSerializer",
+    "PresetSerializer",
+    "RackSerializer",
+    "ServerSerializer",
+    "SuperNodeSerializer",
+    "TokenSerializer",
+    "ValidatedModelSerializer",
+    "lock_racks",
+]
+
+# What may sit at a link end: a card or a network device of some kind.
+ENDPOINT_KINDS = [CARD_ENDPOINT, *DeviceKindChoices.values()]
+
+
+class PlainPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A primary-key field rendered as a text input in the browsable API.
+
+    The default ``<select>`` lists up to 1,000 rows and calls ``str()`` on each
+    (a query per rack or supernode): unusable on a million-card cluster.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("style", {"base_template": "input.html", "input_type": "number"})
+        super().__init__(**kwargs)
+
+
+def lock_racks(rack_ids: Iterable[int | None]) -> dict[int, Rack]:
+    """Lock the given racks (``SELECT … FOR UPDATE``) in primary-key order.
+
+    A fixed order means two writers that need the same pair of racks queue
+    instead of deadlocking. On SQLite ``FOR UPDATE`` is a no-op, but the
+    settings open every transaction with ``BEGIN IMMEDIATE``, which already
+    serialises writers. Must run inside ``transaction.atomic()``.
+    """
+    ids = sorted({pk for pk in rack_ids if pk})
+    if not ids:
+        return {}
+    rows = Rack.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+    return {rack.pk: rack for rack in rows}
+
+
+class ValidatedModelSerializer(serializers.ModelSerializer):
+    """A model serializer that enforces the model's own validation.
+
+    ``validate()`` applies the incoming values to an instance (a new one on
+    create, the existing one on update), locks the racks whose draw the write
+    changes, and calls ``full_clean()``; Django's per-field errors become DRF
+    errors on the same field names (``__all__`` becomes ``non_field_errors``).
+    """
+
+    serializer_related_field = PlainPrimaryKeyRelatedField
+
+    display = serializers.SerializerMethodField()
+
+    def get_display(self, obj: models.Model) -> str:
+        return str(obj)
+
+    # --- hooks ----------------------------------------------------------
+    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
+        """Racks whose draw this write changes (before and after); none by default."""
+        return set()
+
+    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
+        """Point the instance at the locked rack rows, so the budget it checks is current."""
+
+    # --- validation -----------------------------------------------------
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        model = self.Meta.model
+        if self.instance is None:
+            instance = model(**attrs)
+        else:
+            instance = self.instance
+            for name, value in attrs.items():
+                setattr(instance, name, value)
+        if transaction.get_connection().in_atomic_block:
+            racks = lock_racks(self.racks_to_lock(instance))
+            if racks:
+                self.after_lock(instance, racks)
+        try:
+            instance.full_clean()
+        except DjangoValidationError as exc:
+            detail = get_error_detail(exc)
+            if isinstance(detail, dict) and NON_FIELD_ERRORS in detail:
+                detail[api_settings.NON_FIELD_ERRORS_KEY] = detail.pop(NON_FIELD_ERRORS)
+            raise serializers.ValidationError(detail) from exc
+        self._cleaned_instance = instance
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> models.Model:
+        instance = self._cleaned_instance
+        instance.save()
+        return instance
+
+    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
+        cleaned = self._cleaned_instance
+        cleaned.save()
+        return cleaned
+
+
+# --- catalogue, clusters ------------------------------------------------------
+
+
+class AcceleratorTypeSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:acceleratortype-detail")
+
+    class Meta:
+        model = AcceleratorType
+        fields = [
+            "id", "url", "display", "slug", "name", "vendor", "fp32_tflops", "tf32_tflops",
+            "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
+            "scaleup_links", "scaleup_gbps", "source", "notes", "created", "last_updated",
+        ]
+
+
+class ClusterSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail")
+    summary_url = serializers.HyperlinkedIdentityField(view_name="api:cluster-summary")
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "url", "display", "name", "description", "preset", "summary_url",
+                  "created", "last_updated"]
+
+
+class SuperNodeSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:supernode-detail")
+
+    class Meta:
+        model = SuperNode
+        fields = [
+            "id", "url", "display", "cluster", "name", "index", "fabric", "card_count",
+            "dim_x", "dim_y", "dim_z", "link_gbps", "link_latency_ns", "switch_latency_ns",
+            "created", "last_updated",
+        ]
+
+
+# --- racks, servers, cards, devices -----------------------------------------
+
+
+class RackSerializer(ValidatedModelSerializer):
+    """A rack with its draw computed in SQL (``Rack.objects.with_power()``)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:rack-detail")
+    power_w = serializers.IntegerField(read_only=True, help_text="Nameplate draw (W).")
+    utilization = serializers.FloatField(read_only=True, help_text="Draw / budget.")
+    facility_w = serializers.FloatField(read_only=True, help_text="Draw × PUE (W).")
+    headroom_w = serializers.IntegerField(read_only=True, help_text="Budget − draw (W).")
+
+    class Meta:
+        model = Rack
+        fields = [
+            "id", "url", "display", "cluster", "supernode", "name", "row", "slot",
+            "power_budget_w", "cooling", "pue", "power_w", "utilization", "facility_w",
+            "headroom_w", "created", "last_updated",
+        ]
+
+    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
+        # A budget change must not race a card being added to the same rack.
+        return {instance.pk}
+
+
+class ServerSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:server-detail")
+
+    class Meta:
+        model = Server
+        fields = [
+            "id", "url", "display", "rack", "supernode", "name", "position", "hostname",
+            "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "created",
+            "last_updated",
+        ]
+
+    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
+        before = None
+        if instance.pk:
+            before = Server.objects.filter(pk=instance.pk).values_list("rack_id", flat=True)
+            before = before.first()
+        return {instance.rack_id, before}
+
+    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
+        if instance.rack_id in racks:
+            instance.rack = racks[instance.rack_id]
+
+
+class CardSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:card-detail")
+    cluster = serializers.IntegerField(source="supernode.cluster_id", read_only=True)
+    rack = serializers.IntegerField(source="server.rack_id", read_only=True)
+
+    class Meta:
+        model = Card
+        fields = [
+            "id", "url", "display", "cluster", "supernode", "server", "rack", "accelerator",
+            "index", "slot", "x", "y", "z", "serial", "uuid", "status", "created",
+            "last_updated",
+        ]
+
+    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
+        rack = Server.objects.filter(pk=instance.server_id).values_list("rack_id", flat=True)
+        return {rack.first()} if instance.server_id else set()
+
+    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
+        server = instance.server
+        if server.rack_id in racks:
+            server.rack = racks[server.rack_id]
+
+
+class NetworkDeviceSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:networkdevice-detail")
+    tier = serializers.CharField(read_only=True, help_text="access / aggregation / core.")
+
+    class Meta:
+        model = NetworkDevice
+        fields = [
+            "id", "url", "display", "cluster", "rack", "server", "kind", "tier", "name",
+            "model", "ports", "port_gbps", "latency_ns", "power_w", "created", "last_updated",
+        ]
+
+    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
+        racks: set[int | None] = {instance.rack_id}
+        if instance.server_id:
+            racks.add(instance.server.rack_id)
+        return racks
+
+    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
+        if instance.rack_id in racks:
+            instance.rack = racks[instance.rack_id]
+        if instance.server_id and instance.server.rack_id in racks:
+            instance.server.rack = racks[instance.server.rack_id]
+
+
+class LinkSerializer(ValidatedModelSerializer):
+    """A link; ``a_kind``/``b_kind`` say what sits at each end (``card`` or a device kind)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:link-detail")
+    a_kind = serializers.SerializerMethodField()
+    b_kind = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Link
+        fields = [
+            "id", "url", "display", "cluster", "a_card", "a_device", "a_kind", "b_card",
+            "b_device", "b_kind", "kind", "bandwidth_gbps", "latency_ns", "status", "created",
+            "last_updated",
+        ]
+
+    @extend_schema_field(serializers.ChoiceField(choices=ENDPOINT_KINDS, allow_null=True))
+    def get_a_kind(self, obj: Link) -> str | None:
+        return obj.end_kind("a")
+
+    @extend_schema_field(serializers.ChoiceField(choices=ENDPOINT_KINDS, allow_null=True))
+    def get_b_kind(self, obj: Link) -> str | None:
+        return obj.end_kind("b")
+
+
+# --- builds, presets, summary ------------------------------------------------
+
+
+class ClusterBuildSerializer(serializers.ModelSerializer):
+    """A build request and how far it got (read-only: builds are made by POSTing a request)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:clusterbuild-detail")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ClusterBuild
+        fields = [
+            "id", "url", "preset", "name", "params", "status", "progress", "message",
+            "result", "error", "cluster", "created_by", "task_id", "created", "started",
+            "finished",
+        ]
+        read_only_fields = fields
+
+
+class BuildRequestSerializer(serializers.Serializer):
+    """What ``POST /api/builds/`` accepts; the builder's ``check_build`` validates it."""
+
+    preset = serializers.CharField(max_length=50, help_text="A name from /api/presets/.")
+    name = serializers.CharField(max_length=100, required=False,
+                                 help_text="Cluster name (default: the preset's).")
+    # No bounds here: the builder's check says what would fit instead.
+    supernodes = serializers.IntegerField(required=False,
+                                          help_text="Default: the preset's.")
+    rack_budget_w = serializers.IntegerField(required=False,
+                                             help_text="Per-rack budget in W (default 40,000).")
+    replace = serializers.BooleanField(default=False,
+                                       help_text="Replace a cluster of the same name.")
+
+
+class _PresetDefaults(serializers.Serializer):
+    name = serializers.CharField(help_text="Cluster name.")
+    supernodes = serializers.IntegerField(allow_null=True)
+    rack_budget_w = serializers.IntegerField(allow_null=True)
+    replace = serializers.BooleanField()
+
+
+class PresetSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    defaults = _PresetDefaults(help_text="Parameters a build uses unless the request sets them.")
+    plan = serializers.DictField(
+        allow_null=True,
+        help_text="Counts of a default build: cards, racks, racks_per_supernode, power…",
+    )
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
+
+
+class _CountByKey(serializers.DictField):
+    child = serializers.IntegerField()
+
+
+class _RacksOverBudget(serializers.Serializer):
+    count = serializers.IntegerField()
+    names = serializers.ListField(child=serializers.CharField(),
+                                  help_text="The first few, worst first.")
+
+
+class _RacksPerSupernode(serializers.Serializer):
+    min = serializers.IntegerField(allow_null=True)
+    max = serializers.IntegerField(allow_null=True)
+    avg = serializers.FloatField(allow_null=True)
+    network_racks = serializers.IntegerField(help_text="Racks not tied to a supernode.")
+
+
+class _SummaryCounts(serializers.Serializer):
+    supernodes = serializers.IntegerField()
+    racks = serializers.IntegerField()
+    servers = serializers.IntegerField()
+    cards = serializers.IntegerField()
+    devices = serializers.IntegerField()
+    links = serializers.IntegerField()
+    cards_by_status = _CountByKey(help_text=f"Keys: {', '.join(CardStatusChoices.values())}.")
+    devices_by_kind = _CountByKey()
+    links_by_kind = _CountByKey()
+    links_by_status = _CountByKey()
+
+
+class _SummaryPower(serializers.Serializer):
+    it_w = serializers.IntegerField(help_text="Σ rack nameplate draw (W).")
+    facility_w = serializers.FloatField(help_text="Σ rack draw × rack PUE (W).")
+    pue = serializers.FloatField(allow_null=True, help_text="facility_w / it_w.")
+    budget_w = serializers.IntegerField(help_text="Σ rack power budgets (W).")
+    utilization = serializers.FloatField(allow_null=True, help_text="it_w / budget_w.")
+    racks_over_budget = _RacksOverBudget()
+
+
+class ClusterSummarySerializer(serializers.Serializer):
+    """Shape of ``GET /api/clusters/<id>/summary/`` (for the schema)."""
+
+    cluster = serializers.IntegerField()
+    name = serializers.CharField()
+    counts = _SummaryCounts()
+    power = _SummaryPower()
+    racks_per_supernode = _RacksPerSupernode()
