@@ -1,1 +1,14 @@
-urlpatterns: list = []
+"""Dashboard, login and logout (the API and admin have their own URL modules)."""
+from django.urls import path
+
+from twin.web import views
+
+__all__ = ["app_name", "urlpatterns"]
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.LogoutView.as_view(), name="logout"),
+]

@@ -1,0 +1,117 @@
+/**
+ * The slice of the REST API the dashboard reads, typed after the serializers in
+ * twin/api (the OpenAPI schema at /api/schema/ is the full reference).
+ *
+ * Requests carry the session cookie (same origin), so the API applies exactly
+ * the permissions of the logged-in user.
+ */
+
+export interface Page<T> {
+  count?: number;
+  next: string | null;
+  previous: string | null;
+  results: T[];
+}
+
+export interface Cluster {
+  id: number;
+  name: string;
+  description?: string;
+  preset?: string;
+}
+
+export interface ClusterSummary {
+  cluster: number;
+  name: string;
+  counts: {
+    supernodes: number;
+    racks: number;
+    servers: number;
+    cards: number;
+    devices: number;
+    links: number;
+    cards_by_status: Record<string, number>;
+    devices_by_kind: Record<string, number>;
+    links_by_kind: Record<string, number>;
+    links_by_status: Record<string, number>;
+  };
+  power: {
+    it_w: number;
+    facility_w: number;
+    pue: number | null;
+    budget_w: number;
+    utilization: number | null;
+    racks_over_budget: { count: number; names: string[] };
+  };
+  racks_per_supernode: {
+    min: number | null;
+    max: number | null;
+    avg: number | null;
+    network_racks: number;
+  };
+}
+
+export interface Rack {
+  id: number;
+  name: string;
+  row: number;
+  slot: number;
+  supernode: number | null;
+  power_budget_w: number;
+  power_w: number;
+  utilization: number;
+}
+
+/** An API answer other than 2xx, with the status so the page can say what to do. */
+export class ApiError extends Error {
+  readonly status: number;
+
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+  }
+}
+
+export class Api {
+  private readonly root: string;
+
+  constructor(root: string) {
+    this.root = root.endsWith("/") ? root : `${root}/`;
+  }
+
+  private async get<T>(path: string): Promise<T> {
+    const response = await fetch(this.root + path, {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (!response.ok) {
+      let detail = response.statusText;
+      try {
+        const body: unknown = await response.json();
+        if (body && typeof body === "object" && "detail" in body) {
+          detail = String((body as { detail: unknown }).detail);
+        }
+      } catch {
+        // Not JSON: keep the status text.
+      }
+      throw new ApiError(response.status, `GET ${this.root}${path}: ${response.status} ${detail}`);
+    }
+    return (await response.json()) as T;
+  }
+
+  clusters(): Promise<Page<Cluster>> {
+    return this.get<Page<Cluster>>("clusters/?limit=1000");
+  }
+
+  summary(clusterId: number): Promise<ClusterSummary> {
+    return this.get<ClusterSummary>(`clusters/${clusterId}/summary/`);
+  }
+
+  /** The first `limit` racks of a cluster in floor order (row, slot), with their draw. */
+  racks(clusterId: number, limit = 1000): Promise<Page<Rack>> {
+    return this.get<Page<Rack>>(
+      `racks/?cluster=${clusterId}&ordering=row,slot&limit=${limit}`,
+    );
+  }
+}

@@ -1,0 +1,133 @@
+# Shared steps of scripts/demo and scripts/test (sourced, not run).
+#
+# Every step is idempotent and cheap when already done, so both commands can be
+# run again and again on the same machine, and from scratch on a fresh one:
+#   - the virtualenv is (re)installed only when pyproject.toml changed;
+#   - `npm ci` runs only when package-lock.json changed;
+#   - the secret key and the admin password are generated once and kept in var/.
+# shellcheck shell=bash
+
+TWIN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TWIN_VAR_DIR="${TWIN_VAR_DIR:-$TWIN_ROOT/var}"
+VENV="$TWIN_ROOT/.venv"
+PY="$VENV/bin/python"
+TWIN_EMBEDDED_REDIS_PORT="${TWIN_EMBEDDED_REDIS_PORT:-6399}"
+export TWIN_EMBEDDED_REDIS_PORT
+TWIN_STARTED_REDIS=0
+
+log() { printf '\n\033[1;34m==>\033[0m %s\n' "$*"; }
+warn() { printf '\033[1;33mwarning:\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+
+# sha256 of the given files, as one hex string.
+fingerprint() { cat "$@" | sha256sum | cut -d' ' -f1; }
+
+# A Python ≥ 3.11 to build the virtualenv with.
+find_python() {
+    local candidate
+    for candidate in python3.11 python3.12 python3.13 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    die "Python 3.11 or newer is needed (python3 --version says: $(python3 --version 2>&1))"
+}
+
+# ensure_venv [EXTRAS]: .venv with the project installed editable (EXTRAS e.g. "dev").
+# Reinstalls only when pyproject.toml changed or the extras are missing.
+ensure_venv() {
+    local extras="${1:-}" spec="." stamp="$VENV/.twin-install" want have
+    [[ -n "$extras" ]] && spec=".[$extras]"
+    if [[ ! -x "$PY" ]]; then
+        log "Creating the virtualenv in .venv"
+        "$(find_python)" -m venv "$VENV" || die "could not create .venv"
+    fi
+    want="$(fingerprint "$TWIN_ROOT/pyproject.toml")"
+    have="$(cat "$stamp" 2>/dev/null || true)"
+    # "<sha> <extras>": the demo accepts a venv installed with dev extras too.
+    if [[ "$have" == "$want $extras" || ( -z "$extras" && "${have%% *}" == "$want" ) ]]; then
+        return 0
+    fi
+    log "Installing the project into .venv (pip install -e '$spec')"
+    (cd "$TWIN_ROOT" && "$PY" -m pip install --disable-pip-version-check -q -e "$spec") ||
+        die "pip install -e '$spec' failed"
+    printf '%s %s\n' "$want" "$extras" >"$stamp"
+}
+
+# npm ci in frontend/, skipped when node_modules matches package-lock.json.
+ensure_node_modules() {
+    command -v npm >/dev/null 2>&1 || die "npm is needed to build the frontend (Node.js 20+)"
+    local lock="$TWIN_ROOT/frontend/package-lock.json" stamp="$TWIN_ROOT/frontend/node_modules/.twin-lock"
+    local want
+    want="$(fingerprint "$lock")"
+    if [[ "$(cat "$stamp" 2>/dev/null || true)" == "$want" ]]; then
+        return 0
+    fi
+    log "Installing frontend packages (npm ci)"
+    (cd "$TWIN_ROOT/frontend" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
+    printf '%s\n' "$want" >"$stamp"
+}
+
+build_frontend() {
+    log "Building the frontend (npm run build)"
+    (cd "$TWIN_ROOT/frontend" && npm run --silent build) || die "the frontend build failed"
+}
+
+# TWIN_SECRET_KEY from the environment, else from var/secret_key (made once, mode 600).
+ensure_secret_key() {
+    if [[ -n "${TWIN_SECRET_KEY:-}" ]]; then
+        return 0
+    fi
+    local file="$TWIN_VAR_DIR/secret_key"
+    mkdir -p "$TWIN_VAR_DIR"
+    if [[ ! -s "$file" ]]; then
+        (umask 077 && "$PY" -c 'import secrets; print(secrets.token_urlsafe(50))' >"$file")
+    fi
+    TWIN_SECRET_KEY="$(cat "$file")"
+    export TWIN_SECRET_KEY
+}
+
+manage() { (cd "$TWIN_ROOT" && "$PY" manage.py "$@"); }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# With REDIS_URL unset, start the embedded Redis (twin/embedded.py) now, so every
+# child process finds it; remember whether we started it, to stop it at the end.
+ensure_redis() {
+    if [[ -n "${REDIS_URL:-}" ]]; then
+        return 0
+    fi
+    if ! port_open "$TWIN_EMBEDDED_REDIS_PORT"; then
+        TWIN_STARTED_REDIS=1
+    fi
+    (cd "$TWIN_ROOT" && "$PY" -c '
+import os
+from pathlib import Path
+from twin.embedded import ensure_embedded_redis
+print(ensure_embedded_redis(Path(os.environ["TWIN_VAR_DIR"])))') >/dev/null ||
+        die "the embedded Redis did not start (see $TWIN_VAR_DIR/redis-$TWIN_EMBEDDED_REDIS_PORT.log)"
+}
+
+# Stop the embedded Redis if this command started it.
+stop_redis_if_started() {
+    if [[ "$TWIN_STARTED_REDIS" == 1 && -x "$PY" ]]; then
+        (cd "$TWIN_ROOT" && "$PY" -c 'from twin.embedded import stop_embedded_redis; stop_embedded_redis()') ||
+            true
+        TWIN_STARTED_REDIS=0
+    fi
+}
+
+describe_backends() {
+    if [[ -n "${DATABASE_URL:-}" ]]; then
+        echo "database: ${DATABASE_URL%%\?*}" | sed -E 's#(://[^:/@]+):[^@]*@#\1:***@#'
+    else
+        echo "database: SQLite in $TWIN_VAR_DIR"
+    fi
+    if [[ -n "${REDIS_URL:-}" ]]; then
+        echo "redis:    $REDIS_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'
+    else
+        echo "redis:    embedded, redis://127.0.0.1:$TWIN_EMBEDDED_REDIS_PORT/0"
+    fi
+}

@@ -1,0 +1,395 @@
+"""docker-compose.yml and the Dockerfile, checked against the code.
+
+No Docker engine runs where the tests run, so instead of starting the stack we
+check everything that would break it: each service's command is parsed by the
+real CLI it starts (uvicorn, celery, manage.py) and names a real application or
+command; every environment variable a service sets is one the settings read;
+the settings load from exactly the environment compose gives them (and fail
+without the secret key, which compose must take from .env, not from the file);
+PostgreSQL and Redis have healthchecks the app services wait for; and the
+Dockerfile copies only files that exist and are not excluded by .dockerignore.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+import importlib
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.core.management import get_commands, load_command_class
+from django.core.management.base import CommandError
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+APP_SERVICES = {"migrate", "web", "worker", "beat", "agent"}
+REQUIRED_SERVICES = {"postgres", "redis", *APP_SERVICES}
+# The telemetry agent arrives with issue 3; until then it may only sit under a profile.
+PENDING_COMMANDS = {"telemetry_agent"}
+# What a user puts in .env; the values are dummies for interpolation only.
+DOTENV = {"TWIN_SECRET_KEY": "compose-test-key", "POSTGRES_PASSWORD": "compose-test-pw"}
+
+_INTERPOLATION = re.compile(
+    r"\$(?:(?P<escaped>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+class MissingVariable(Exception):
+    pass
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:?msg}``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match["escaped"]:
+            return "$"
+        name = match["name"] or match["bare"]
+        op, arg = match["op"], match["arg"] or ""
+        present = name in env
+        empty = not env.get(name)
+        if op in (":-", "-"):
+            use_default = empty if op == ":-" else not present
+            return arg if use_default else env[name]
+        if op in (":?", "?"):
+            if (empty if op == ":?" else not present):
+                raise MissingVariable(f"{name}: {arg}")
+            return env[name]
+        return env.get(name, "")
+
+    return _INTERPOLATION.sub(substitute, value)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def command_of(service: dict[str, Any]) -> list[str]:
+    command = service["command"]
+    return shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+
+
+def environment_of(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {key: "" if value is None else str(value) for key, value in env.items()}
+
+
+def settings_env_names() -> set[str]:
+    """Every environment variable name ``twin/settings.py`` reads."""
+    tree = ast.parse((ROOT / "twin" / "settings.py").read_text())
+    readers = {"get", "getenv", "env_bool", "env_list", "setdefault", "pop"}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in readers and isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.add(first.value)
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and ast.unparse(node.value) == "os.environ"):
+            names.add(node.slice.value)
+    return {n for n in names if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)}
+
+
+# --- services, builds ------------------------------------------------------
+
+def test_every_required_service_is_declared(services):
+    assert REQUIRED_SERVICES <= set(services), REQUIRED_SERVICES - set(services)
+
+
+def test_app_services_build_from_the_project_dockerfile(services):
+    for name in APP_SERVICES:
+        build = services[name]["build"]
+        context = (COMPOSE_FILE.parent / build["context"]).resolve()
+        assert context == ROOT, name
+        assert (context / build.get("dockerfile", "Dockerfile")).is_file(), name
+
+
+def test_postgres_and_redis_have_healthchecks_the_app_waits_for(services):
+    for infra in ("postgres", "redis"):
+        test = services[infra]["healthcheck"]["test"]
+        assert test and test[0] in ("CMD", "CMD-SHELL"), infra
+    for name in APP_SERVICES:
+        depends = services[name]["depends_on"]
+        for infra in ("postgres", "redis"):
+            assert depends[infra]["condition"] == "service_healthy", (name, infra)
+
+
+def test_long_running_services_wait_for_the_migrate_step(services):
+    assert services["migrate"]["restart"] == "no"
+    assert "migrate" not in services["migrate"]["depends_on"]  # not on itself (via the anchor)
+    assert command_of(services["migrate"])[-2:] == ["migrate", "--noinput"]
+    for name in ("web", "worker", "beat", "agent"):
+        assert (services[name]["depends_on"]["migrate"]["condition"]
+                == "service_completed_successfully"), name
+
+
+# --- commands ----------------------------------------------------------------
+
+def check_uvicorn(args: list[str]) -> None:
+    from uvicorn.main import main as uvicorn_cli
+
+    ctx = uvicorn_cli.make_context("uvicorn", list(args))  # raises on a bad option
+    module_name, _, attr = ctx.params["app"].partition(":")
+    app = getattr(importlib.import_module(module_name), attr)
+    from twin.asgi import application
+
+    assert app is application, f"uvicorn serves {ctx.params['app']}, not twin.asgi:application"
+
+
+def check_celery(args: list[str]) -> None:
+    from celery import Celery
+    from celery.app.utils import find_app
+    from celery.bin.base import CLIContext
+    from celery.bin.celery import celery as celery_cli
+
+    index = next(i for i, token in enumerate(args) if token in celery_cli.commands)
+    ctx = celery_cli.make_context("celery", args[: index + 1])
+    app = find_app(ctx.params["app"])  # how `celery -A` resolves it
+    from twin.celery import app as twin_app
+
+    assert isinstance(app, Celery) and app is twin_app
+    ctx.obj = CLIContext(app=app, no_color=True, workdir=None, quiet=True)
+    sub = celery_cli.commands[args[index]]
+    assert sub.name in ("worker", "beat"), sub.name
+    sub.make_context(sub.name, args[index + 1:], parent=ctx)  # raises on a bad option
+
+
+def check_manage(args: list[str], service: dict[str, Any]) -> None:
+    name, options = args[0], args[1:]
+    commands = get_commands()
+    if name not in commands:
+        assert name in PENDING_COMMANDS, f"manage.py has no command {name!r}"
+        # Not written yet: it must not start by default.
+        assert service.get("profiles"), f"{name!r} does not exist yet: keep it under a profile"
+        return
+    command = load_command_class(commands[name], name)
+    command.create_parser("manage.py", name).parse_args(options)  # CommandError if bad
+
+
+def check_command(tokens: list[str], service: dict[str, Any]) -> None:
+    program = Path(tokens[0]).name
+    if program == "uvicorn":
+        check_uvicorn(tokens[1:])
+    elif program == "celery":
+        check_celery(tokens[1:])
+    elif program.startswith("python") and tokens[1] == "manage.py":
+        assert (ROOT / "manage.py").is_file()
+        check_manage(tokens[2:], service)
+    else:
+        pytest.fail(f"unknown program {tokens[0]!r}: teach tests/test_compose.py to check it")
+
+
+def test_every_app_command_is_real(services):
+    expected = {
+        "migrate": "python", "web": "uvicorn", "worker": "celery", "beat": "celery",
+        "agent": "python",
+    }
+    for name in APP_SERVICES:
+        tokens = command_of(services[name])
+        assert Path(tokens[0]).name == expected[name], name
+        check_command(tokens, services[name])
+    assert command_of(services["worker"])[3] == "worker"
+    assert command_of(services["beat"])[3] == "beat"
+
+
+def test_the_checks_catch_a_broken_command(services):
+    with pytest.raises(Exception, match="No such option"):
+        check_uvicorn(["twin.asgi:application", "--no-such-flag"])
+    with pytest.raises(ModuleNotFoundError):
+        check_uvicorn(["twin.nowhere:application"])
+    with pytest.raises(ModuleNotFoundError):
+        check_celery(["-A", "twin_missing", "worker"])
+    with pytest.raises(AssertionError, match="no command"):
+        check_manage(["no_such_command"], {"profiles": ["x"]})
+    with pytest.raises(CommandError, match="unrecognized arguments"):
+        check_manage(["migrate", "--no-such-option"], {})
+
+
+def test_telemetry_agent_is_opt_in_until_its_command_exists(services):
+    agent = services["agent"]
+    agent_tokens = command_of(agent)
+    assert agent_tokens[:3] == ["python", "manage.py", "telemetry_agent"]
+    assert agent["profiles"] == ["agent"]
+    # No service outside a profile may name a command that does not exist.
+    commands = get_commands()
+    for name, service in services.items():
+        if "command" not in service or service.get("profiles"):
+            continue
+        tokens = command_of(service)
+        if tokens[:2] == ["python", "manage.py"]:
+            assert tokens[2] in commands, name
+    if "telemetry_agent" not in commands:
+        # Pending: accepted only because it sits under a profile.
+        with pytest.raises(AssertionError, match="keep it under a profile"):
+            check_manage(["telemetry_agent"], {})
+    # Either way the agent's command line passes the same check as the others
+    # (once the command exists, its real parser validates the options).
+    check_manage(agent_tokens[2:], agent)
+
+
+# --- environment ---------------------------------------------------------------
+
+def test_every_variable_a_service_sets_is_read_by_the_settings(services):
+    read = settings_env_names()
+    assert {"DATABASE_URL", "REDIS_URL", "TWIN_SECRET_KEY", "TWIN_ALLOWED_HOSTS"} <= read
+    for name in APP_SERVICES:
+        unknown = set(environment_of(services[name])) - read
+        assert not unknown, f"{name} sets {sorted(unknown)}, which twin/settings.py never reads"
+
+
+def test_secrets_come_from_the_environment_not_the_file(services):
+    for name in APP_SERVICES:
+        env = environment_of(services[name])
+        assert re.fullmatch(r"\$\{TWIN_SECRET_KEY:\?[^}]+\}", env["TWIN_SECRET_KEY"]), name
+        with pytest.raises(MissingVariable, match="TWIN_SECRET_KEY"):
+            interpolate(env["TWIN_SECRET_KEY"], {})
+        with pytest.raises(MissingVariable, match="POSTGRES_PASSWORD"):
+            interpolate(env["DATABASE_URL"], {"TWIN_SECRET_KEY": "x"})
+    with pytest.raises(MissingVariable):
+        interpolate(services["postgres"]["environment"]["POSTGRES_PASSWORD"], {})
+
+
+def _settings_under(env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess[str]:
+    probe = (
+        "import json\n"
+        "from django.conf import settings\n"
+        "s = settings\n"
+        "print(json.dumps({'engine': s.DATABASES['default']['ENGINE'],"
+        " 'db': s.DATABASES['default']['NAME'], 'host': s.DATABASES['default']['HOST'],"
+        " 'redis': s.REDIS_URL, 'broker': s.CELERY_BROKER_URL,"
+        " 'hosts': s.ALLOWED_HOSTS, 'debug': s.DEBUG, 'public': s.TWIN_PUBLIC_READ,"
+        " 'key': s.SECRET_KEY}))\n"
+    )
+    base = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "twin.settings",
+            "TWIN_VAR_DIR": str(var_dir)}
+    return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_settings_load_from_exactly_the_compose_environment(services, tmp_path):
+    for name in ("web", "worker"):
+        env = {k: interpolate(v, DOTENV) for k, v in environment_of(services[name]).items()}
+        result = _settings_under(env, tmp_path)
+        assert result.returncode == 0, result.stderr
+        loaded = json.loads(result.stdout)
+        assert loaded["engine"] == "django.db.backends.postgresql"
+        assert (loaded["host"], loaded["db"]) == ("postgres", "twin")
+        assert loaded["redis"] == loaded["broker"] == "redis://redis:6379/0"
+        assert loaded["key"] == DOTENV["TWIN_SECRET_KEY"]
+        assert "localhost" in loaded["hosts"] and loaded["debug"] is False
+        assert loaded["public"] is False
+
+        # The secret key is required: without it the settings refuse to load.
+        del env["TWIN_SECRET_KEY"]
+        refused = _settings_under(env, tmp_path)
+        assert refused.returncode != 0
+        assert "TWIN_SECRET_KEY is not set" in refused.stderr
+
+
+# --- Dockerfile ------------------------------------------------------------------
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", path.read_text())
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip().rstrip("/") for line in lines if line.strip() and not line.startswith("#")]
+
+
+def ignored(path: str, patterns: list[str]) -> bool:
+    parts = Path(path).parts
+    for pattern in patterns:
+        bare = pattern.removeprefix("**/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            if fnmatch.fnmatch(prefix, pattern) or fnmatch.fnmatch(parts[i - 1], bare):
+                return True
+    return False
+
+
+def test_dockerfile_copies_exist_and_are_not_ignored():
+    instructions = dockerfile_instructions(ROOT / "Dockerfile")
+    stages = {m.group(1) for word, rest in instructions if word == "FROM"
+              for m in [re.search(r"\bAS\s+(\S+)", rest, re.IGNORECASE)] if m}
+    assert {"frontend", "app"} <= stages
+    patterns = dockerignore_patterns()
+    copies = 0
+    for word, rest in instructions:
+        if word not in ("COPY", "ADD"):
+            continue
+        args = shlex.split(rest)
+        flags = [a for a in args if a.startswith("--")]
+        sources = [a for a in args if not a.startswith("--")][:-1]
+        from_stage = next((f.split("=", 1)[1] for f in flags if f.startswith("--from=")), None)
+        if from_stage:
+            assert from_stage in stages, from_stage
+            continue
+        for source in sources:
+            copies += 1
+            assert (ROOT / source).exists(), f"COPY {source}: no such file in the build context"
+            assert not ignored(source.rstrip("/"), patterns), f"COPY {source} is .dockerignored"
+    assert copies >= 5
+
+
+def test_dockerignore_keeps_local_state_out():
+    patterns = dockerignore_patterns()
+    for path in (".venv", ".env", "var", "frontend/node_modules", ".git",
+                 "twin/__pycache__", "staticfiles"):
+        assert ignored(path, patterns), path
+    for path in ("twin", "simulation", "manage.py", "pyproject.toml", "frontend/src"):
+        assert not ignored(path, patterns), path
+
+
+def test_dockerfile_installs_editable_and_builds_the_frontend():
+    text = (ROOT / "Dockerfile").read_text()
+    # Editable keeps BASE_DIR at /app, where settings look for frontend/dist.
+    assert re.search(r"pip install -e \.", text)
+    assert "npm ci" in text and "npm run build" in text
+    assert "COPY --from=frontend /src/frontend/dist ./frontend/dist" in text
+    assert 'outDir: "dist"' in (ROOT / "frontend" / "vite.config.ts").read_text()
+    package = json.loads((ROOT / "frontend" / "package.json").read_text())
+    assert "build" in package["scripts"]
+
+
+def test_dockerfile_sets_only_variables_the_code_reads():
+    read = settings_env_names() | {"DJANGO_SETTINGS_MODULE"}
+    for word, rest in dockerfile_instructions(ROOT / "Dockerfile"):
+        if word != "ENV":
+            continue
+        for name in re.findall(r"(\w+)=", rest):
+            if not name.startswith(("PYTHON", "PIP_")):
+                assert name in read, f"Dockerfile sets {name}, which nothing reads"
+
+
+def test_dockerfile_default_command_is_the_web_server():
+    cmd = next(rest for word, rest in dockerfile_instructions(ROOT / "Dockerfile") if word == "CMD")
+    tokens = json.loads(cmd)
+    assert tokens[0] == "uvicorn"
+    check_uvicorn(tokens[1:])
