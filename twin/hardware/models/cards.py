@@ -70,7 +70,9 @@ class Card(TimestampedModel):
                 rack = server.rack
                 rest = rack_draw_w(rack.pk, exclude_card=self.pk)
                 total = rest + self.accelerator.tdp_w
-                if total > rack.power_budget_w:
+                # Refuse only what adds draw: a rack already over budget (a corrected
+                # TDP, a bulk write) must still let its cards be marked failed.
+                if total > rack.power_budget_w and total > rack_draw_w(rack.pk):
                     errors["server"] = (
                         f"Rack {rack.name} would draw {total:,} W, over its "
                         f"{rack.power_budget_w:,} W budget (this card: "

@@ -64,7 +64,8 @@ class NetworkDevice(TimestampedModel):
         if self.rack_id and self.power_w is not None and "rack" not in errors:
             rest = rack_draw_w(self.rack_id, exclude_device=self.pk)
             budget = self.rack.power_budget_w
-            if rest + self.power_w > budget:
+            # Refuse only what adds draw (see Card.clean).
+            if rest + self.power_w > budget and rest + self.power_w > rack_draw_w(self.rack_id):
                 moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
                     rack_id=self.rack_id).exists()
                 errors["rack" if moved else "power_w"] = (

@@ -73,7 +73,8 @@ class Server(TimestampedModel):
             rest = rack_draw_w(self.rack_id, exclude_server=self.pk)
             mine = self.own_draw_w()
             budget = self.rack.power_budget_w
-            if rest + mine > budget:
+            # Refuse only what adds draw (see Card.clean).
+            if rest + mine > budget and rest + mine > rack_draw_w(self.rack_id):
                 moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
                     rack_id=self.rack_id).exists()
                 field = "rack" if moved else "overhead_w"

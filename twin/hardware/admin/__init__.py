@@ -1,0 +1,30 @@
+"""Django admin for editing the hardware model (issue 2, point 4).
+
+One module per domain, like ``models/``: ``clusters`` (catalogue, clusters,
+supernodes, builds), ``racks`` (racks, servers, the power budget), ``cards``,
+``network`` (devices, links). Shared machinery: ``base`` (the admin base class
+that applies the API's filtersets), ``filters`` (filterset → list filters),
+``pagination`` (counts that stay cheap at a million rows), ``power`` (rack
+budget across inline formsets) and ``actions`` (bulk status and budget).
+"""
+from twin.hardware.admin.cards import CardAdmin
+from twin.hardware.admin.clusters import (
+    AcceleratorTypeAdmin,
+    ClusterAdmin,
+    ClusterBuildAdmin,
+    SuperNodeAdmin,
+)
+from twin.hardware.admin.network import LinkAdmin, NetworkDeviceAdmin
+from twin.hardware.admin.racks import RackAdmin, ServerAdmin
+
+__all__ = [
+    "AcceleratorTypeAdmin",
+    "CardAdmin",
+    "ClusterAdmin",
+    "ClusterBuildAdmin",
+    "LinkAdmin",
+    "NetworkDeviceAdmin",
+    "RackAdmin",
+    "ServerAdmin",
+    "SuperNodeAdmin",
+]
