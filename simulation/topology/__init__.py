@@ -1,0 +1,94 @@
+"""Topology builders and exact metrics for ring, torus, mesh, full mesh, star,
+fat tree and whole clusters (pure library; see docs/simulation.md).
+
+Quick tour::
+
+    from simulation.topology import ring, torus, hop_stats
+    hop_stats(ring(512)).average_fraction()      # Fraction(65536, 511) ≈ 128.25
+    hop_stats(torus([8, 8, 8])).average_fraction()  # Fraction(3072, 511) ≈ 6.01
+
+    from simulation.topology import cluster, million_cluster_spec, analyze
+    topo = cluster(million_cluster_spec())       # 1,048,576 cards, ~1 s
+    analyze(topo)["avg_hops"]                     # exact, by symmetry
+"""
+
+from .analysis import analyze, fabric_family, spec_from_dict, topology_from_dict
+from .bisection import Bisection, bisection, cut_of, exhaustive_bisection
+from .builders import build, cluster, fat_tree, from_spec, full_mesh, mesh, ring, star, torus
+from .failure import FailureImpact, FailureSpec, failure_impact
+from .graph import NodeKind, Topology, TopologyError
+from .metrics import (
+    GroupSplit,
+    HopStats,
+    LatencyStats,
+    SampleBound,
+    hop_stats,
+    latency_stats,
+    pick_method,
+)
+from .requirements import SEED_REQUIREMENTS, LatencyRequirement, RequirementCheck, check_latency
+from .routing import Route, route
+from .search import hop_distances, latency_distances
+from .spec import (
+    AccessSpec,
+    ClusterSpec,
+    FabricSpec,
+    FamilySpec,
+    NetworkSpec,
+    NicSpec,
+    SupernodeSpec,
+    TierSpec,
+    demo_cluster_spec,
+    million_cluster_spec,
+)
+
+__all__ = [
+    "SEED_REQUIREMENTS",
+    "AccessSpec",
+    "Bisection",
+    "ClusterSpec",
+    "FabricSpec",
+    "FailureImpact",
+    "FailureSpec",
+    "FamilySpec",
+    "GroupSplit",
+    "HopStats",
+    "LatencyRequirement",
+    "LatencyStats",
+    "NetworkSpec",
+    "NicSpec",
+    "NodeKind",
+    "RequirementCheck",
+    "Route",
+    "SampleBound",
+    "SupernodeSpec",
+    "TierSpec",
+    "Topology",
+    "TopologyError",
+    "analyze",
+    "bisection",
+    "build",
+    "check_latency",
+    "cluster",
+    "cut_of",
+    "demo_cluster_spec",
+    "exhaustive_bisection",
+    "fabric_family",
+    "failure_impact",
+    "fat_tree",
+    "from_spec",
+    "full_mesh",
+    "hop_distances",
+    "hop_stats",
+    "latency_distances",
+    "latency_stats",
+    "mesh",
+    "million_cluster_spec",
+    "pick_method",
+    "ring",
+    "route",
+    "spec_from_dict",
+    "star",
+    "topology_from_dict",
+    "torus",
+]
