@@ -62,6 +62,8 @@ INSTALLED_APPS = [
     "twin.core",
     "twin.hardware",
     "twin.api",
+    "twin.telemetry",
+    "twin.scenarios",
     "twin.live",
     "twin.web",
 ]
@@ -131,12 +133,25 @@ CELERY_TASK_TIME_LIMIT = int(os.environ.get("TWIN_TASK_TIME_LIMIT", 3600))
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TWIN_CELERY_QUEUE", "twin")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    # Telemetry: ticks (stale cards, trailing frames, a stuck stream), scrapes, retention.
+    "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
+    "telemetry-scrape": {"task": "twin.telemetry.scrape_due", "schedule": 5.0},
+    "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
+    # Scenario runs: fail the ones whose worker died (twin.scenarios.runner.reap).
+    "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
+}
 
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("TWIN_CHANNEL_PREFIX", "twin")},
+        "CONFIG": {
+            # redis-py >= 8 reads with a 5 s socket timeout by default, and
+            # channels_redis blocks 5 s in BZPOPMIN: every idle consumer died
+            # with TimeoutError (channels_redis#422). Give reads more room.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": os.environ.get("TWIN_CHANNEL_PREFIX", "twin"),
+        },
     }
 }
 
@@ -187,6 +202,7 @@ SPECTACULAR_SETTINGS = {
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
         "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
         "BuildStatusEnum": "twin.hardware.choices.JobStatusChoices.choices",
+        "ScenarioStatusEnum": "twin.scenarios.choices.ScenarioStatusChoices.choices",
         "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
         "EndpointKindEnum": "twin.api.serializers.ENDPOINT_KINDS",
@@ -196,6 +212,17 @@ SPECTACULAR_SETTINGS = {
 # Largest request body Django will read (bytes); telemetry batches are bounded too.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TWIN_MAX_BODY_BYTES", 8 * 1024 * 1024))
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 20000
+
+# --- telemetry (twin.telemetry) --------------------------------------------
+# Redis key prefix of the live state (tests give each session its own).
+TELEMETRY_REDIS_PREFIX = os.environ.get("TWIN_TELEMETRY_PREFIX", "tw")
+TELEMETRY_INTERVAL_S = 1.0  # the agents' nominal reporting interval
+TELEMETRY_STALE_INTERVALS = 5  # a card silent this many intervals is stale
+TELEMETRY_RETENTION_DAYS = int(os.environ.get("TWIN_TELEMETRY_RETENTION_DAYS", 7))
+TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Django's ASGI handler spools a request body to a temporary *disk* file past this
+# size (default 2.5 MB); a full columnar batch (65,536 cards ≈ 6.8 MB) stays in memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = TELEMETRY_MAX_BODY_BYTES
 
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"

@@ -1,0 +1,164 @@
+"""Fixtures of the telemetry tests: an isolated Redis namespace, agents, a live server.
+
+Several test sessions (and a demo) may share one Redis, so this session gets a
+key prefix of its own, set before any worker or server subprocess starts (they
+inherit ``TWIN_TELEMETRY_PREFIX``), and every test starts from an empty
+namespace and empty per-process caches.
+
+Tests without the real worker set ``TELEMETRY_AUTO_DRAIN`` off, so no Celery
+message leaves them, and apply the stream themselves with ``drain_now()`` —
+the same code the worker runs.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from tests.conftest import ARTIFACTS, ROOT, _worker_env
+
+PREFIX = os.environ.setdefault("TWIN_TELEMETRY_PREFIX", f"twtest{uuid.uuid4().hex[:8]}")
+settings.TELEMETRY_REDIS_PREFIX = PREFIX
+
+
+def flush_namespace() -> None:
+    from twin.telemetry import processing, state, views
+
+    r = state.redis_client()
+    batch = list(r.scan_iter(match=f"{PREFIX}:*", count=1000))
+    for i in range(0, len(batch), 500):
+        r.unlink(*batch[i:i + 500])
+    state._layouts.clear()
+    processing._initialized.clear()
+    processing._bucket_cache.clear()
+    processing._tick_cost.clear()
+    views._cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def telemetry_namespace(request: pytest.FixtureRequest, settings: Any) -> Iterator[None]:
+    settings.TELEMETRY_AUTO_DRAIN = "celery_worker" in request.fixturenames
+    flush_namespace()
+    yield
+    flush_namespace()
+
+
+def drain_now() -> dict[str, int]:
+    """Apply everything queued, in this process (what ``tasks.drain`` does)."""
+    from twin.telemetry import processing
+    from twin.telemetry.ingest import drainers
+
+    total = {"entries": 0, "ticks": 0}
+    for slot in range(drainers()):
+        stats = processing.drain(slot)
+        for k in total:
+            total[k] += stats[k]
+    return total
+
+
+@pytest.fixture
+def issue_agent(db) -> Callable[..., tuple[Any, str]]:
+    from twin.telemetry.models import TelemetryAgent
+
+    def issue(cluster: Any, name: str = "agent") -> tuple[Any, str]:
+        return TelemetryAgent.issue(cluster, name)
+
+    return issue
+
+
+@pytest.fixture
+def agent(tiny_cluster, issue_agent) -> dict[str, Any]:
+    """An agent of the tiny cluster with its token and a client that sends it."""
+    row, token = issue_agent(tiny_cluster["cluster"])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return {"agent": row, "token": token, "client": client, **tiny_cluster}
+
+
+def batches_url(cluster_id: int) -> str:
+    return f"/api/telemetry/clusters/{cluster_id}/batches/"
+
+
+def metrics_url(cluster_id: int) -> str:
+    return f"/api/telemetry/clusters/{cluster_id}/metrics/"
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something other than None/False; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value is not None and not (isinstance(value, (bool, np.bool_)) and not value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def telemetry_server(celery_worker: str, django_db_setup, django_db_blocker) -> Iterator[str]:
+    """A real ``uvicorn twin.asgi:application`` on the test database whose Celery
+    messages go to the session worker's queue (so its kicks are drained)."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        db_settings = dict(connection.settings_dict)
+    env = _worker_env(db_settings)
+    env["TWIN_CELERY_QUEUE"] = celery_worker
+    env["TWIN_TELEMETRY_PREFIX"] = PREFIX
+    port = _free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "telemetry-uvicorn.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"uvicorn exited early; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{base}/api/telemetry/whoami/", timeout=2):
+                    pass
+            except urllib.error.HTTPError as exc:
+                if exc.code == 401:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not answer within 60 s; see {log.name}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        from tests.web.conftest import _wait_for_other_sessions_to_close
+
+        with django_db_blocker.unblock():
+            _wait_for_other_sessions_to_close(connection)

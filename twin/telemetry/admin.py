@@ -1,0 +1,176 @@
+"""Admin of telemetry: agents (token shown once), scrape targets, alerts, card health.
+
+Card-sized tables (alerts, health, minutes) use raw-id widgets and never ask
+for a full count, as the hardware admin does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from twin.hardware.admin.base import COLOUR_HEX
+from twin.telemetry import bridge, state
+from twin.telemetry.choices import HealthChoices, SeverityChoices
+from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
+
+__all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgentAdmin",
+           "TelemetryMinuteAdmin"]
+
+
+def _badge(choices: Any, value: str) -> str:
+    colour = COLOUR_HEX.get(choices.colour(value), "#616161")
+    return format_html('<span style="background:{};color:#fff;padding:1px 6px;'
+                       'border-radius:8px">{}</span>', colour, choices.label(value))
+
+
+@admin.register(TelemetryAgent)
+class TelemetryAgentAdmin(admin.ModelAdmin):
+    list_display = ("name", "cluster", "is_active", "token_hint", "last_seen", "last_sequence",
+                    "batches", "gaps", "missed_batches", "duplicates")
+    list_filter = ("is_active", "cluster")
+    search_fields = ("name",)
+    readonly_fields = ("token_hint", "last_sequence", "last_seen", "batches", "samples",
+                       "rejected", "duplicates", "gaps", "missed_batches", "restarts",
+                       "created_by")
+    actions = ["rotate_tokens"]
+
+    def save_model(self, request: HttpRequest, obj: TelemetryAgent, form: Any,
+                   change: bool) -> None:
+        if not change:
+            token = obj.set_new_token()
+            obj.created_by = request.user
+            super().save_model(request, obj, form, change)
+            messages.warning(request, f"Token of agent {obj.name} (shown once, copy it now): "
+                                      f"{token}")
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Rotate the token of the selected agents (shown once)")
+    def rotate_tokens(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for agent in queryset:
+            token = agent.set_new_token()
+            agent.save(update_fields=["token_hash", "token_hint", "last_updated"])
+            messages.warning(request, f"New token of {agent.name}: {token}")
+
+
+@admin.register(ScrapeTarget)
+class ScrapeTargetAdmin(admin.ModelAdmin):
+    list_display = ("endpoint", "cluster", "enabled", "interval_s", "last_scraped", "status_badge",
+                    "last_accepted", "last_rejected")
+    list_filter = ("enabled", "last_status", "cluster")
+    search_fields = ("endpoint",)
+    raw_id_fields = ("agent",)
+    readonly_fields = ("last_scraped", "last_status", "last_error", "last_accepted",
+                       "last_rejected", "last_duration_ms")
+
+    @admin.display(description="Last status", ordering="last_status")
+    def status_badge(self, obj: ScrapeTarget) -> str:
+        from twin.telemetry.choices import ScrapeStatusChoices
+
+        return _badge(ScrapeStatusChoices, obj.last_status)
+
+
+class ActiveFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "active"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("1", "Open"), ("0", "Ended")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "1":
+            return queryset.filter(ended__isnull=True)
+        if self.value() == "0":
+            return queryset.filter(ended__isnull=False)
+        return queryset
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("started", "severity_badge", "rule", "subject", "message", "ended",
+                    "acknowledged_by")
+    list_filter = (ActiveFilter, "severity", "rule", "level", "cluster")
+    search_fields = ("subject", "message")
+    raw_id_fields = ("card", "rack", "supernode")
+    readonly_fields = [f.name for f in Alert._meta.fields if f.name != "id"]
+    list_select_related = ("acknowledged_by",)
+    show_full_result_count = False
+    date_hierarchy = "started"
+    actions = ["acknowledge"]
+
+    @admin.display(description="Severity", ordering="severity")
+    def severity_badge(self, obj: Alert) -> str:
+        return _badge(SeverityChoices, obj.severity)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Acknowledge the selected alerts", permissions=["change"])
+    def acknowledge(self, request: HttpRequest, queryset: QuerySet) -> None:
+        now = timezone.now()
+        pending = list(queryset.filter(acknowledged_at__isnull=True))
+        for alert in pending:
+            alert.acknowledged_by, alert.acknowledged_at = request.user, now
+        Alert.objects.bulk_update(pending, ["acknowledged_by", "acknowledged_at"])
+        for alert in pending[:200]:
+            bridge.group_send(state.group_name(alert.cluster_id), {
+                "type": state.ALERT_EVENT, "cluster": alert.cluster_id,
+                "event": "acknowledged", "alert": alert.as_event()})
+        messages.success(request, f"Acknowledged {len(pending)} alert(s).")
+
+
+@admin.register(CardHealth)
+class CardHealthAdmin(admin.ModelAdmin):
+    """Cards that are not OK, with why (derived live; edit nothing here)."""
+
+    list_display = ("card", "cluster", "status_badge", "reasons", "since")
+    list_filter = ("status", "cluster")
+    search_fields = ("card__serial",)
+    raw_id_fields = ("card",)
+    readonly_fields = ("card", "cluster", "status", "reasons", "since")
+    show_full_result_count = False
+
+    @admin.display(description="Health", ordering="status")
+    def status_badge(self, obj: CardHealth) -> str:
+        return _badge(HealthChoices, obj.status)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(TelemetryMinute)
+class TelemetryMinuteAdmin(admin.ModelAdmin):
+    list_display = ("minute", "level", "object_id", "samples", "draw_w", "gpu_util",
+                    "power_w", "gpu_temp_c")
+    list_filter = ("level", "cluster")
+    readonly_fields = ("cluster", "level", "object_id", "minute", "samples", "draw_w",
+                       "means")
+    exclude = ("mean", "max")
+    show_full_result_count = False
+
+    def _mean(self, obj: TelemetryMinute, key: str) -> float | None:
+        return obj.mean_values().get(key)
+
+    @admin.display(description="GPU util (%)")
+    def gpu_util(self, obj: TelemetryMinute) -> float | None:
+        return self._mean(obj, "gpu_util")
+
+    @admin.display(description="Power (W)")
+    def power_w(self, obj: TelemetryMinute) -> float | None:
+        return self._mean(obj, "power_w")
+
+    @admin.display(description="GPU temp (°C)")
+    def gpu_temp_c(self, obj: TelemetryMinute) -> float | None:
+        return self._mean(obj, "gpu_temp_c")
+
+    @admin.display(description="Means")
+    def means(self, obj: TelemetryMinute) -> str:
+        return ", ".join(f"{k}={v}" for k, v in obj.mean_values().items() if v is not None)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

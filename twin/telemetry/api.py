@@ -1,0 +1,224 @@
+"""REST API of telemetry for people and dashboards (the ingest endpoints are in ``views``).
+
+* ``agents/``: create an agent (the answer shows its token once), list, rename,
+  deactivate, ``rotate-token``; sequence bookkeeping (gaps, duplicates) is
+  read-only on each agent.
+* ``targets/``: Prometheus scrape targets (e.g. DCGM exporters).
+* ``alerts/``: list and filter (cluster, rule, severity, level, active,
+  acknowledged, card, rack, supernode), ``acknowledge``.
+* ``health/``: cards whose derived health is not OK.
+* ``history/``: the 1-minute downsampled history.
+* ``clusters/<id>/``: the live headline; ``clusters/<id>/rollup/?level=&metric=``;
+  ``cards/<id>/``: one card's live state, health, open alerts and sparkline.
+* ``metrics/``: the metric set with units, ranges and DCGM fields.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from twin.api.permissions import TwinModelPermissions
+from twin.api.views import TwinModelViewSet
+from twin.hardware.models import Card, Cluster
+from twin.telemetry import bridge, state
+from twin.telemetry.filtersets import (
+    AlertFilterSet,
+    CardHealthFilterSet,
+    MinuteFilterSet,
+    ScrapeTargetFilterSet,
+    TelemetryAgentFilterSet,
+)
+from twin.telemetry.metrics import HISTORY_METRICS, METRIC_KEYS
+from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
+from twin.telemetry.serializers import (
+    AlertSerializer,
+    CardHealthSerializer,
+    MetricSerializer,
+    MinuteSerializer,
+    ScrapeTargetSerializer,
+    TelemetryAgentSerializer,
+)
+
+__all__ = [
+    "AlertViewSet",
+    "CardHealthViewSet",
+    "MinuteViewSet",
+    "ScrapeTargetViewSet",
+    "TelemetryAgentViewSet",
+    "card_live",
+    "cluster_live",
+    "cluster_rollup",
+    "metric_list",
+]
+
+
+class TelemetryAgentViewSet(TwinModelViewSet):
+    queryset = TelemetryAgent.objects.select_related("cluster")
+    serializer_class = TelemetryAgentSerializer
+    filterset_class = TelemetryAgentFilterSet
+    ordering_fields = ["id", "name", "last_seen", "batches", "gaps", "duplicates"]
+
+    def perform_create(self, serializer: Any) -> None:
+        super().perform_create(serializer)
+        # The read-back instance is a fresh row: carry the one-time token over.
+        serializer.instance._new_token = serializer._new_token
+
+    @extend_schema(request=None, responses=TelemetryAgentSerializer)
+    @action(detail=True, methods=["post"], url_path="rotate-token",
+            permission_classes=[IsAuthenticated])
+    def rotate_token(self, request: Request, pk: str | None = None) -> Response:
+        """Replace the agent's token; the answer shows the new one, once."""
+        if not request.user.has_perm("telemetry.change_telemetryagent"):
+            return Response({"detail": "You may not change telemetry agents."},
+                            status=status.HTTP_403_FORBIDDEN)
+        agent = self.get_object()
+        token = agent.set_new_token()
+        agent.save(update_fields=["token_hash", "token_hint", "last_updated"])
+        agent._new_token = token  # type: ignore[attr-defined]
+        return Response(self.get_serializer(agent).data)
+
+
+class ScrapeTargetViewSet(TwinModelViewSet):
+    queryset = ScrapeTarget.objects.all()
+    serializer_class = ScrapeTargetSerializer
+    filterset_class = ScrapeTargetFilterSet
+    ordering_fields = ["id", "endpoint", "last_scraped", "last_status"]
+
+
+class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Alerts, newest first. Rows are written by the rules, never through the API."""
+
+    queryset = Alert.objects.select_related("acknowledged_by")
+    serializer_class = AlertSerializer
+    filterset_class = AlertFilterSet
+    permission_classes = [TwinModelPermissions]
+    ordering_fields = ["id", "started", "ended", "severity"]
+
+    @extend_schema(request=None, responses=AlertSerializer)
+    @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated])
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+        """Mark the alert as seen by you (needs ``telemetry.change_alert``)."""
+        if not request.user.has_perm("telemetry.change_alert"):
+            return Response({"detail": "You may not acknowledge alerts."},
+                            status=status.HTTP_403_FORBIDDEN)
+        alert = self.get_object()
+        if alert.acknowledged_at is None:
+            alert.acknowledged_by = request.user
+            alert.acknowledged_at = timezone.now()
+            alert.save(update_fields=["acknowledged_by", "acknowledged_at"])
+            bridge.group_send(state.group_name(alert.cluster_id), {
+                "type": state.ALERT_EVENT, "cluster": alert.cluster_id,
+                "event": "acknowledged", "alert": alert.as_event()})
+        return Response(self.get_serializer(alert).data)
+
+
+class CardHealthViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Cards whose derived health is warning, critical or stale (no row: OK)."""
+
+    queryset = CardHealth.objects.all()
+    serializer_class = CardHealthSerializer
+    filterset_class = CardHealthFilterSet
+    permission_classes = [TwinModelPermissions]
+
+
+class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The 1-minute history (mean and max of every metric per minute)."""
+
+    queryset = TelemetryMinute.objects.all()
+    serializer_class = MinuteSerializer
+    filterset_class = MinuteFilterSet
+    permission_classes = [TwinModelPermissions]
+
+
+def _jsonable(arr: np.ndarray) -> list[Any]:
+    if arr.dtype.kind == "f":
+        return [None if v != v else round(float(v), 4) for v in arr.tolist()]
+    return arr.tolist()
+
+
+@extend_schema(responses=MetricSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def metric_list(request: Request) -> Response:
+    """The metric set: keys, units, valid ranges, DCGM fields and conversions."""
+    return Response(MetricSerializer.all())
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def cluster_live(request: Request, cluster_id: int) -> Response:
+    """The cluster's live headline: cards reporting, power vs budget, utilization,
+    hottest card, health counts, open alerts by severity."""
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    body = state.summary(cluster.pk)
+    body["open_alerts"] = {
+        sev: Alert.objects.filter(cluster=cluster, ended__isnull=True, severity=sev).count()
+        for sev in ("critical", "warning", "info")}
+    body["agents"] = list(TelemetryAgent.objects.filter(cluster=cluster).values(
+        "id", "name", "last_seen", "last_sequence", "gaps", "missed_batches", "duplicates"))
+    return Response(body)
+
+
+@extend_schema(parameters=[OpenApiParameter("level", str, enum=list(state.LEVELS)),
+                           OpenApiParameter("metric", str, enum=list(METRIC_KEYS))],
+               responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def cluster_rollup(request: Request, cluster_id: int) -> Response:
+    """Per-group statistics of one metric at the last tick."""
+    get_object_or_404(Cluster, pk=cluster_id)
+    level = request.query_params.get("level", "rack")
+    metric = request.query_params.get("metric", "power_w")
+    errors = {}
+    if level not in state.LEVELS:
+        errors["level"] = f"one of {', '.join(state.LEVELS)}"
+    if metric not in METRIC_KEYS:
+        errors["metric"] = f"one of {', '.join(METRIC_KEYS)}"
+    if errors:
+        raise ValidationError(errors)
+    data = state.rollup(cluster_id, level, metric)
+    return Response({k: _jsonable(v) if isinstance(v, np.ndarray) else v
+                     for k, v in data.items()})
+
+
+@extend_schema(parameters=[OpenApiParameter("history", str, enum=list(HISTORY_METRICS)),
+                           OpenApiParameter("n", int)],
+               responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def card_live(request: Request, card_id: int) -> Response:
+    """One card: latest values, health, open alerts, and a sparkline (``?history=``)."""
+    card = Card.objects.filter(pk=card_id).values("id", "supernode__cluster_id", "serial").first()
+    if card is None:
+        raise NotFound(f"no card {card_id}")
+    cluster_id = card["supernode__cluster_id"]
+    body = state.card_state(cluster_id, card_id)
+    body["serial"] = card["serial"]
+    body["cluster"] = cluster_id
+    row = CardHealth.objects.filter(card_id=card_id).values("status", "reasons", "since").first()
+    body["health_detail"] = row
+    body["alerts"] = AlertSerializer(
+        Alert.objects.filter(card_id=card_id, ended__isnull=True), many=True,
+        context={"request": request}).data
+    metric = request.query_params.get("history")
+    if metric:
+        if metric not in HISTORY_METRICS:
+            raise ValidationError({"history": f"one of {', '.join(HISTORY_METRICS)}"})
+        try:
+            n = min(max(int(request.query_params.get("n", 60)), 1), 10_000)
+        except ValueError:
+            raise ValidationError({"n": "an integer"}) from None
+        body["history"] = {"metric": metric,
+                           "points": state.history(cluster_id, card_id, metric, n)}
+    return Response(body)

@@ -1,0 +1,85 @@
+"""Choice sets of the telemetry app, with colours the admin and UI reuse."""
+from twin.core.choices import ChoiceSet
+
+__all__ = [
+    "AlertRuleChoices",
+    "HealthChoices",
+    "ScrapeStatusChoices",
+    "SeverityChoices",
+    "SubjectLevelChoices",
+]
+
+
+class SeverityChoices(ChoiceSet):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    CHOICES = [(INFO, "Info", "blue"), (WARNING, "Warning", "orange"),
+               (CRITICAL, "Critical", "red")]
+    RANK = {INFO: 1, WARNING: 2, CRITICAL: 3}
+
+
+class AlertRuleChoices(ChoiceSet):
+    RACK_POWER = "rack_power"
+    GPU_TEMP = "gpu_temp"
+    GPU_TEMP_CRITICAL = "gpu_temp_critical"
+    MEM_TEMP = "mem_temp"
+    CARD_POWER = "card_power"
+    LINK_LATENCY = "link_latency"
+    LINK_LATENCY_CRITICAL = "link_latency_critical"
+    RDMA_LATENCY = "rdma_latency"
+    XID = "xid"
+    ECC = "ecc"
+    STALE = "stale"
+    RACK_SILENT = "rack_silent"
+    CLUSTER_SILENT = "cluster_silent"
+    UTIL_DROP = "util_drop"
+    CHECKPOINT_SLOW = "checkpoint_slow"
+    CHOICES = [
+        (RACK_POWER, "Rack power over budget", "red"),
+        (GPU_TEMP, "GPU temperature high", "orange"),
+        (GPU_TEMP_CRITICAL, "GPU temperature critical", "red"),
+        (MEM_TEMP, "HBM temperature high", "orange"),
+        (CARD_POWER, "Card power over TDP", "orange"),
+        (LINK_LATENCY, "Link latency over the 200 ns spec", "orange"),
+        (LINK_LATENCY_CRITICAL, "Link latency over the 500 ns limit", "red"),
+        (RDMA_LATENCY, "RDMA latency over 2 µs", "orange"),
+        (XID, "XID error", "red"),
+        (ECC, "Uncorrectable ECC errors", "red"),
+        (STALE, "Card silent (stale)", "gray"),
+        (RACK_SILENT, "Every card of a rack silent", "gray"),
+        (CLUSTER_SILENT, "No telemetry from the cluster", "red"),
+        (UTIL_DROP, "Sudden utilization drop", "orange"),
+        (CHECKPOINT_SLOW, "Checkpoint write over 15 s", "orange"),
+    ]
+
+
+class SubjectLevelChoices(ChoiceSet):
+    CARD = "card"
+    RACK = "rack"
+    SUPERNODE = "supernode"
+    CLUSTER = "cluster"
+    CHOICES = [(CARD, "Card", "blue"), (RACK, "Rack", "teal"),
+               (SUPERNODE, "Supernode", "purple"), (CLUSTER, "Cluster", "indigo")]
+
+
+class HealthChoices(ChoiceSet):
+    """A card's derived health (``state.HEALTH_NAMES`` uses the same words)."""
+
+    UNKNOWN = "unknown"
+    OK = "ok"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    STALE = "stale"
+    CHOICES = [(UNKNOWN, "Unknown (never reported)", "gray"), (OK, "OK", "green"),
+               (WARNING, "Warning", "orange"), (CRITICAL, "Critical", "red"),
+               (STALE, "Stale (silent)", "gray")]
+
+
+class ScrapeStatusChoices(ChoiceSet):
+    NEVER = "never"
+    OK = "ok"
+    PARTIAL = "partial"
+    ERROR = "error"
+    CHOICES = [(NEVER, "Never scraped", "gray"), (OK, "OK", "green"),
+               (PARTIAL, "Partial (lines rejected)", "orange"), (ERROR, "Error", "red")]

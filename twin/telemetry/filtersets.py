@@ -1,0 +1,75 @@
+"""Filtersets of the telemetry API (and admin)."""
+from __future__ import annotations
+
+import django_filters as df
+from django.db.models import QuerySet
+
+from twin.telemetry.choices import (
+    AlertRuleChoices,
+    HealthChoices,
+    SeverityChoices,
+    SubjectLevelChoices,
+)
+from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
+
+__all__ = ["AlertFilterSet", "CardHealthFilterSet", "MinuteFilterSet", "ScrapeTargetFilterSet",
+           "TelemetryAgentFilterSet"]
+
+
+class TelemetryAgentFilterSet(df.FilterSet):
+    class Meta:
+        model = TelemetryAgent
+        fields = ["cluster", "is_active", "name"]
+
+
+class ScrapeTargetFilterSet(df.FilterSet):
+    class Meta:
+        model = ScrapeTarget
+        fields = ["cluster", "enabled", "last_status"]
+
+
+class AlertFilterSet(df.FilterSet):
+    """``?cluster=&rule=&severity=&level=&active=true&acknowledged=false&card=&rack=``."""
+
+    rule = df.MultipleChoiceFilter(choices=AlertRuleChoices.choices())
+    severity = df.MultipleChoiceFilter(choices=SeverityChoices.choices())
+    level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
+    active = df.BooleanFilter(method="filter_active", label="Active (not ended)")
+    acknowledged = df.BooleanFilter(method="filter_acknowledged", label="Acknowledged")
+    started_after = df.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
+    started_before = df.IsoDateTimeFilter(field_name="started", lookup_expr="lt")
+
+    class Meta:
+        model = Alert
+        fields = ["cluster", "card", "rack", "supernode"]
+
+    def filter_active(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return queryset.filter(ended__isnull=value)
+
+    def filter_acknowledged(self, queryset: QuerySet, name: str,
+                            value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return queryset.filter(acknowledged_at__isnull=not value)
+
+
+class CardHealthFilterSet(df.FilterSet):
+    status = df.MultipleChoiceFilter(choices=HealthChoices.choices())
+
+    class Meta:
+        model = CardHealth
+        fields = ["cluster", "card"]
+
+
+class MinuteFilterSet(df.FilterSet):
+    """``?cluster=&level=rack&object_id=&since=&until=``."""
+
+    level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
+    since = df.IsoDateTimeFilter(field_name="minute", lookup_expr="gte")
+    until = df.IsoDateTimeFilter(field_name="minute", lookup_expr="lt")
+
+    class Meta:
+        model = TelemetryMinute
+        fields = ["cluster", "object_id"]

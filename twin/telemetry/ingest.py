@@ -1,0 +1,612 @@
+"""Ingestion: parse and validate a batch, then enqueue it on a Redis stream.
+
+The HTTP views (``twin.telemetry.views``) call these functions; the Celery
+workers (``twin.telemetry.processing``) consume the stream. Everything a
+worker needs is resolved here, while the agent still waits for its answer:
+cards are mapped to dense ordinals of the cluster's layout (an unknown card
+is a *rejected sample*, listed in the response), values are checked against
+each metric's valid range, timestamps against a window around now. A batch
+that cannot be read at all raises :class:`BadBatch` (HTTP 400) before
+anything is stored.
+
+Formats (all carry the agent's sequence number ``seq``)
+--------------------------------------------------------
+
+Row form (JSON or msgpack), for humans and scripts::
+
+    {"seq": 41, "ts": 1718000000.0,            # ts optional: default now
+     "cards": [{"card": 123, "gpu_util": 97, "power_w": 655.5},
+               {"uuid": "GPU-6c5…", "gpu_temp_c": 71},
+               {"host": "node0", "gpu": 3, "ts": 1717999999.5, "metrics": {"power_w": 640}}]}
+
+Columnar form (JSON or msgpack), for high-rate agents: one array per metric,
+cards in a declared order — a slice of the cluster layout (``range`` plus the
+``layout`` version from ``GET …/layout/``), or explicit ``ids`` / ``uuids``::
+
+    {"seq": 42, "ts": 1718000001.0,
+     "cards": {"range": [0, 4096], "layout": "9f2c01ab"},
+     "columns": {"gpu_util": [97, 95, …], "power_w": <bytes: float32 LE × 4096>}}
+
+In msgpack a column may be a ``bin`` of little-endian float32 (the fast path:
+no per-value decoding); there NaN means "no reading" (float32 has no null).
+In lists ``null`` means no reading and ``NaN`` is rejected. Card ``ids`` may
+be a ``bin`` of little-endian int64.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+from django.conf import settings
+
+from twin.telemetry import state
+from twin.telemetry.metrics import HI, LO, METRIC_INDEX, validate_value
+
+__all__ = [
+    "MAX_LISTED",
+    "BadBatch",
+    "Batch",
+    "EnqueueResult",
+    "decode_document",
+    "enqueue",
+    "parse_native",
+    "parse_timestamp",
+    "stream_key",
+    "time_window",
+]
+
+MAX_LISTED = 1000
+"""Rejected samples listed one by one in a response; the rest are only counted."""
+
+IDENTITY_KEYS = {"card", "uuid", "host", "hostname", "gpu", "ts", "metrics", "serial"}
+
+
+class BadBatch(Exception):
+    """The body cannot be read as a batch: nothing is stored (HTTP ``status``)."""
+
+    def __init__(self, message: str, *, field: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"detail": self.message}
+        if self.field:
+            out["field"] = self.field
+        return out
+
+
+@dataclass
+class Batch:
+    """A validated batch: values of some metrics for some cards of one cluster."""
+
+    cluster_id: int
+    version: str
+    ts: float
+    metric_idx: np.ndarray  # uint8 (M,)
+    values: np.ndarray  # float32 (M, K); NaN: no value
+    start: int | None = None  # cards are ordinals start … start + K − 1
+    ordinals: np.ndarray | None = None  # int32 (K,) when not a contiguous range
+    card_ts: np.ndarray | None = None  # float64 (K,) when cards carry their own time
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    rejected_total: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, item: dict[str, Any], count: int = 1) -> None:
+        self.rejected_total += count
+        if len(self.rejected) < MAX_LISTED:
+            self.rejected.append(item)
+
+    @property
+    def n_cards(self) -> int:
+        return int(self.values.shape[1])
+
+    def accepted_cards(self) -> int:
+        if self.values.size == 0:
+            return 0
+        return int(np.isfinite(self.values).any(axis=0).sum())
+
+    def accepted_values(self) -> int:
+        return int(np.isfinite(self.values).sum())
+
+    def payload(self, agent_id: int | None) -> bytes:
+        """The stream entry: msgpack of raw arrays (see ``processing.apply_entry``)."""
+        return msgpack.packb({
+            "c": self.cluster_id, "v": self.version, "t": self.ts, "a": agent_id,
+            "s": self.start,
+            "o": None if self.ordinals is None else self.ordinals.astype("<i4").tobytes(),
+            "m": self.metric_idx.astype(np.uint8).tobytes(),
+            # A memoryview: msgpack copies the 6.8 MB of a full batch once, not twice.
+            "x": memoryview(np.ascontiguousarray(self.values, dtype="<f4")).cast("B"),
+            "tc": None if self.card_ts is None else self.card_ts.astype("<f8").tobytes(),
+        })
+
+
+# --------------------------------------------------------------------------
+# time
+# --------------------------------------------------------------------------
+
+def time_window() -> tuple[float, float]:
+    """(max age, max lead) in seconds a sample's timestamp may have."""
+    return (float(getattr(settings, "TELEMETRY_MAX_AGE_S", 3600)),
+            float(getattr(settings, "TELEMETRY_MAX_FUTURE_S", 300)))
+
+
+def parse_timestamp(value: Any, *, field: str = "ts") -> float:
+    """Unix seconds from a number (seconds; milliseconds if > 1e11) or ISO 8601."""
+    if isinstance(value, bool):
+        raise BadBatch(f"{field} must be Unix seconds or an ISO 8601 time", field=field)
+    if isinstance(value, (int, float)):
+        ts = float(value)
+        if not math.isfinite(ts):
+            raise BadBatch(f"{field} is not a finite number", field=field)
+        return ts / 1000.0 if ts > 1e11 else ts
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise BadBatch(f"{field} {value!r} is not an ISO 8601 time", field=field) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        return parsed.timestamp()
+    raise BadBatch(f"{field} must be Unix seconds or an ISO 8601 time", field=field)
+
+
+def timestamp_problem(ts: float, now: float) -> str | None:
+    max_age, max_lead = time_window()
+    if ts > now + max_lead:
+        return f"timestamp {ts - now:.0f} s in the future (limit {max_lead:.0f} s)"
+    if ts < now - max_age:
+        return f"timestamp {now - ts:.0f} s in the past (limit {max_age:.0f} s)"
+    return None
+
+
+# --------------------------------------------------------------------------
+# documents
+# --------------------------------------------------------------------------
+
+def decode_document(body: bytes, content_type: str) -> dict[str, Any]:
+    """A JSON or msgpack body as a dict (``BadBatch`` otherwise; 415 for other types)."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    try:
+        if ctype in ("application/json", ""):
+            doc = json.loads(body)
+        elif ctype in ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack"):
+            doc = msgpack.unpackb(body, strict_map_key=False, raw=False)
+        else:
+            raise BadBatch(f"unsupported content type {ctype!r}: send application/json or "
+                           "application/msgpack (Prometheus text goes to …/metrics/)",
+                           status=415)
+    except (ValueError, UnicodeDecodeError, msgpack.ExtraData, msgpack.FormatError,
+            msgpack.StackError) as exc:
+        raise BadBatch(f"the body is not valid {ctype or 'JSON'}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadBatch("the body must be an object with seq, ts and cards (or columns)")
+    return doc
+
+
+def parse_seq(doc: dict[str, Any]) -> int:
+    seq = doc.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise BadBatch("seq must be a non-negative integer: the agent's batch number, one "
+                       "more for every batch it sends", field="seq")
+    return seq
+
+
+def parse_native(doc: dict[str, Any], lay: state.Layout, now: float | None = None) -> Batch:
+    """Validate a row-form or columnar document against the cluster's layout."""
+    now = time.time() if now is None else now
+    ts = parse_timestamp(doc["ts"]) if doc.get("ts") is not None else now
+    if "columns" in doc:
+        batch = _parse_columnar(doc, lay, ts)
+    elif isinstance(doc.get("cards"), list):
+        batch = _parse_rows(doc, lay, ts, now)
+    else:
+        raise BadBatch("a batch has either cards (a list of per-card objects) or columns "
+                       "(one array per metric) with cards declaring their order",
+                       field="cards")
+    problem = timestamp_problem(ts, now)
+    if problem and batch.card_ts is None:
+        _reject_everything(batch, lay, problem)
+    return batch
+
+
+def _reject_everything(batch: Batch, lay: state.Layout, reason: str) -> None:
+    cards = _card_ids_of(batch, lay)
+    finite = np.isfinite(batch.values).any(axis=0) if batch.values.size else np.zeros(0, bool)
+    for k in np.flatnonzero(finite)[:MAX_LISTED]:
+        batch.rejected.append({"card": int(cards[k]), "reason": reason})
+    batch.rejected_total += int(np.isfinite(batch.values).sum())
+    batch.values[:] = np.nan
+
+
+def _card_ids_of(batch: Batch, lay: state.Layout) -> np.ndarray:
+    if batch.start is not None:
+        return lay.card_ids[batch.start: batch.start + batch.n_cards]
+    assert batch.ordinals is not None
+    return lay.card_ids[batch.ordinals]
+
+
+def _resolve_card(row: dict[str, Any], lay: state.Layout) -> tuple[int, Any]:
+    """(ordinal or −1, the reference the client used)."""
+    if "card" in row:
+        ref = row["card"]
+        if isinstance(ref, bool) or not isinstance(ref, int):
+            return -1, ref
+        return int(lay.ordinals([ref])[0]), ref
+    if "uuid" in row:
+        ref = row["uuid"]
+        key = str(ref).lower().removeprefix("gpu-")
+        return lay.uuid_map().get(key, -1), ref
+    host = row.get("host", row.get("hostname"))
+    if host is not None and "gpu" in row:
+        ref = f"{host}/gpu{row['gpu']}"
+        try:
+            gpu = int(row["gpu"])
+        except (TypeError, ValueError):
+            return -1, ref
+        return lay.host_map().get((str(host).lower(), gpu), -1), ref
+    return -2, None
+
+
+def _parse_rows(doc: dict[str, Any], lay: state.Layout, ts: float, now: float) -> Batch:
+    rows = doc["cards"]
+    per_card: dict[int, dict[int, float]] = {}
+    per_card_ts: dict[int, float] = {}
+    refs: dict[int, Any] = {}
+    batch = Batch(cluster_id=lay.cluster_id, version=lay.version, ts=ts,
+                  metric_idx=np.zeros(0, np.uint8), values=np.zeros((0, 0), np.float32))
+    any_row_ts = False
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise BadBatch(f"cards[{i}] must be an object", field=f"cards[{i}]")
+        ordinal, ref = _resolve_card(row, lay)
+        if ordinal == -2:
+            raise BadBatch(f"cards[{i}] names no card: give card (id), uuid, or host and gpu",
+                           field=f"cards[{i}]")
+        metrics = row.get("metrics")
+        if metrics is None:
+            metrics = {k: v for k, v in row.items() if k not in IDENTITY_KEYS}
+        elif not isinstance(metrics, dict):
+            raise BadBatch(f"cards[{i}].metrics must be an object", field=f"cards[{i}].metrics")
+        if ordinal < 0:
+            batch.reject({"index": i, "card": ref, "reason": "unknown card: not in this "
+                                                             "cluster"}, max(len(metrics), 1))
+            continue
+        row_ts = ts
+        if row.get("ts") is not None:
+            row_ts = parse_timestamp(row["ts"], field=f"cards[{i}].ts")
+            any_row_ts = True
+        problem = timestamp_problem(row_ts, now)
+        if problem:
+            batch.reject({"index": i, "card": ref, "reason": problem}, max(len(metrics), 1))
+            continue
+        if ordinal in per_card:
+            batch.reject({"index": i, "card": ref,
+                          "reason": "duplicate card in batch: the earlier row is dropped"},
+                         len(per_card[ordinal]))
+            del per_card[ordinal]
+        values: dict[int, float] = {}
+        for key, value in metrics.items():
+            j = METRIC_INDEX.get(key)
+            if j is None:
+                batch.reject({"index": i, "card": ref, "metric": key,
+                              "reason": "unknown metric"})
+                continue
+            if value is None:
+                continue
+            problem = validate_value(j, value)
+            if problem:
+                batch.reject({"index": i, "card": ref, "metric": key,
+                              "value": _jsonable(value), "reason": problem})
+                continue
+            values[j] = float(value)
+        per_card[ordinal] = values
+        per_card_ts[ordinal] = row_ts
+        refs[ordinal] = ref
+    ords = np.array(sorted(per_card), dtype=np.int32)
+    used = sorted({j for v in per_card.values() for j in v})
+    col = {j: n for n, j in enumerate(used)}
+    matrix = np.full((len(used), len(ords)), np.nan, dtype=np.float32)
+    for k, o in enumerate(ords):
+        for j, v in per_card[int(o)].items():
+            matrix[col[j], k] = v
+    batch.metric_idx = np.array(used, dtype=np.uint8)
+    batch.values = matrix
+    batch.ordinals = ords
+    if any_row_ts:
+        batch.card_ts = np.array([per_card_ts[int(o)] for o in ords], dtype=np.float64)
+    return batch
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return value
+
+
+def _declared_cards(cards: Any, lay: state.Layout) -> tuple[int | None, np.ndarray | None,
+                                                              np.ndarray | None, list[Any]]:
+    """(start, ordinals, unknown-mask, refs) of a columnar batch's card order."""
+    if not isinstance(cards, dict):
+        raise BadBatch("cards must declare the column order: {\"range\": [start, count], "
+                       "\"layout\": version} or {\"ids\": [...]} or {\"uuids\": [...]}",
+                       field="cards")
+    if "range" in cards:
+        rng = cards["range"]
+        if (not isinstance(rng, (list, tuple)) or len(rng) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in rng)):
+            raise BadBatch("cards.range must be [start, count]", field="cards.range")
+        start, count = int(rng[0]), int(rng[1])
+        if cards.get("layout") != lay.version:
+            raise BadBatch(f"layout version {cards.get('layout')!r} is not the current "
+                           f"{lay.version!r}: the hardware changed; fetch …/layout/ again",
+                           field="cards.layout", status=409)
+        if start < 0 or count < 0 or start + count > lay.n:
+            raise BadBatch(f"cards.range [{start}, {count}] is outside the layout's "
+                           f"{lay.n} cards", field="cards.range")
+        return start, None, None, []
+    if "ids" in cards:
+        raw = cards["ids"]
+        if isinstance(raw, (bytes, bytearray)):
+            if len(raw) % 8:
+                raise BadBatch("cards.ids as bytes must be int64 values", field="cards.ids")
+            ids = np.frombuffer(raw, dtype="<i8")
+        elif isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                           for x in raw):
+            ids = np.array(raw, dtype=np.int64)
+        else:
+            raise BadBatch("cards.ids must be a list of card ids", field="cards.ids")
+        ords = lay.ordinals(ids)
+        return None, ords, ords < 0, ids.tolist()
+    if "uuids" in cards:
+        raw = cards["uuids"]
+        if not isinstance(raw, list):
+            raise BadBatch("cards.uuids must be a list", field="cards.uuids")
+        umap = lay.uuid_map()
+        ords = np.array([umap.get(str(u).lower().removeprefix("gpu-"), -1) for u in raw],
+                        dtype=np.int64)
+        return None, ords, ords < 0, raw
+    raise BadBatch("cards must contain range, ids or uuids", field="cards")
+
+
+def _column(raw: Any, key: str, count: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values with NaN = no reading, mask of NaN sent *as a value* or None).
+
+    A binary column stays float32 (no copy, no per-value work): the fast path.
+    """
+    if isinstance(raw, (bytes, bytearray)):
+        if len(raw) != 4 * count:
+            raise BadBatch(f"column {key} has {len(raw)} bytes; {count} float32 values are "
+                           f"{4 * count}", field=f"columns.{key}")
+        return np.frombuffer(raw, dtype="<f4"), None
+    if not isinstance(raw, list):
+        raise BadBatch(f"column {key} must be a list of numbers (or float32 bytes)",
+                       field=f"columns.{key}")
+    if len(raw) != count:
+        raise BadBatch(f"column {key} has {len(raw)} values for {count} cards",
+                       field=f"columns.{key}")
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+               for v in raw):
+        raise BadBatch(f"column {key} must hold numbers or null", field=f"columns.{key}")
+    nulls = np.fromiter((v is None for v in raw), dtype=bool, count=count)
+    arr = np.array([0.0 if v is None else v for v in raw], dtype=np.float64)
+    nan_sent = np.isnan(arr) & ~nulls  # JSON NaN: a reading to reject, unlike null
+    arr[nulls | nan_sent] = np.nan
+    return arr, nan_sent
+
+
+def _parse_columnar(doc: dict[str, Any], lay: state.Layout, ts: float) -> Batch:
+    columns = doc["columns"]
+    if not isinstance(columns, dict) or not columns:
+        raise BadBatch("columns must map metric names to arrays", field="columns")
+    start, ords, unknown, refs = _declared_cards(doc.get("cards"), lay)
+    count = int(doc["cards"]["range"][1]) if start is not None else len(ords)  # type: ignore
+    batch = Batch(cluster_id=lay.cluster_id, version=lay.version, ts=ts,
+                  metric_idx=np.zeros(0, np.uint8), values=np.zeros((0, count), np.float32))
+    parsed: list[tuple[int, str, np.ndarray, np.ndarray | None]] = []
+    for key, raw in columns.items():
+        j = METRIC_INDEX.get(key) if isinstance(key, str) else None
+        if j is None:
+            batch.reject({"metric": _jsonable(key), "reason": "unknown metric"}, count)
+            continue
+        arr, nan_sent = _column(raw, key, count)
+        parsed.append((j, key, arr, nan_sent))
+    card_ids = (lay.card_ids[start: start + count] if start is not None
+                else np.asarray(refs, dtype=object))
+    matrix = np.full((len(parsed), count), np.nan, dtype=np.float32)
+    for n, (j, key, arr, nan_sent) in enumerate(parsed):
+        # NaN compares false both ways: missing values are never "out of range".
+        bad = (arr < LO[j]) | (arr > HI[j])  # > includes +inf, < includes -inf
+        if nan_sent is not None:
+            bad |= nan_sent
+        if unknown is not None:
+            bad &= ~unknown
+        if not bad.any():
+            matrix[n] = arr
+            continue
+        bad_nan = nan_sent if nan_sent is not None else np.zeros(count, bool)
+        for k in np.flatnonzero(bad)[: max(MAX_LISTED - len(batch.rejected), 0)]:
+            value = float(arr[k])
+            reason = ("NaN is not a reading" if bad_nan[k]
+                      else validate_value(j, value) or "out of range")
+            batch.rejected.append({"card": _jsonable(card_ids[k]), "metric": key,
+                                   "value": _jsonable(value if not bad_nan[k] else "NaN"),
+                                   "reason": reason})
+        batch.rejected_total += int(bad.sum())
+        matrix[n] = np.where(bad, np.nan, arr).astype(np.float32)
+    if unknown is not None and unknown.any():
+        for k in np.flatnonzero(unknown)[: max(MAX_LISTED - len(batch.rejected), 0)]:
+            batch.rejected.append({"card": _jsonable(refs[k]),
+                                   "reason": "unknown card: not in this cluster"})
+        batch.rejected_total += int(unknown.sum())
+    batch.metric_idx = np.array([j for j, *_ in parsed], dtype=np.uint8)
+    if start is not None:
+        batch.start = start
+        batch.values = matrix
+        return batch
+    assert ords is not None and unknown is not None
+    keep = ~unknown
+    ords_k = ords[keep]
+    matrix = matrix[:, keep]
+    # A card listed twice: the last column wins, the earlier one is reported.
+    order = np.argsort(ords_k, kind="stable")
+    ords_sorted = ords_k[order]
+    last = np.ones(len(ords_sorted), dtype=bool)
+    if len(ords_sorted) > 1:
+        last[:-1] = ords_sorted[1:] != ords_sorted[:-1]
+    for k in np.flatnonzero(~last)[: max(MAX_LISTED - len(batch.rejected), 0)]:
+        batch.rejected.append({"card": int(lay.card_ids[ords_sorted[k]]),
+                               "reason": "duplicate card in batch: the earlier column is "
+                                         "dropped"})
+    batch.rejected_total += int((~last).sum())
+    sel = order[last]
+    batch.ordinals = ords_k[sel].astype(np.int32)
+    batch.values = matrix[:, sel]
+    if len(batch.ordinals) and np.all(np.diff(batch.ordinals) == 1):
+        batch.start, batch.ordinals = int(batch.ordinals[0]), None
+    return batch
+
+
+# --------------------------------------------------------------------------
+# enqueue
+# --------------------------------------------------------------------------
+
+def stream_key() -> str:
+    return f"{state.conf().prefix}:ingest"
+
+
+def stream_bytes_key() -> str:
+    return f"{state.conf().prefix}:ingest:bytes"
+
+
+def kick_key(slot: int) -> str:
+    return f"{state.conf().prefix}:drain:{slot}"
+
+
+def agent_seq_key(agent_id: int) -> str:
+    return f"{state.conf().prefix}:agent:{int(agent_id)}:seq"
+
+
+def drainers() -> int:
+    return int(getattr(settings, "TELEMETRY_DRAINERS", 2))
+
+
+KICK_TTL_MS = 60_000
+
+_ENQUEUE = """
+local gap, restart = 0, 0
+if ARGV[1] ~= '' then
+  local seq = tonumber(ARGV[1])
+  local last = redis.call('GET', KEYS[2])
+  if not last then
+    if ARGV[2] == '?' then return {3, 0, -1, 0} end
+    if ARGV[2] ~= '' then last = ARGV[2] end
+  end
+  if last then
+    last = tonumber(last)
+    if seq <= last then
+      if seq <= 1 and last > 1 then restart = 1 else return {1, 0, -1, 0} end
+    elseif seq > last + 1 then
+      gap = seq - last - 1
+    end
+  end
+end
+if ARGV[6] == '1' then
+  local queued = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[3]) or queued >= tonumber(ARGV[7]) then
+    return {2, 0, -1, 0}
+  end
+end
+if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', 2592000) end
+local kick = -1
+if ARGV[6] == '1' then
+  redis.call('XADD', KEYS[1], '*', 'p', ARGV[4])
+  redis.call('INCRBY', KEYS[3], string.len(ARGV[4]))
+  for i = 4, #KEYS do
+    if redis.call('SET', KEYS[i], '1', 'NX', 'PX', ARGV[5]) then
+      kick = i - 4
+      break
+    end
+  end
+end
+return {0, gap, kick, restart}
+"""
+
+
+@dataclass
+class EnqueueResult:
+    status: str  # "queued", "duplicate", "busy", "empty"
+    gap: int = 0
+    restart: bool = False
+    kicked: int = -1
+
+
+_scripts: dict[int, Any] = {}
+
+
+def _enqueue_script(r: Any) -> Any:
+    script = _scripts.get(id(r))
+    if script is None:
+        script = _scripts[id(r)] = r.register_script(_ENQUEUE)
+    return script
+
+
+def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
+            last_known_seq: int | None | Callable[[], int | None] = None) -> EnqueueResult:
+    """Check the sequence number and put the batch on the stream, atomically.
+
+    One Lua script: a repeated ``seq`` (≤ the last one) is a duplicate and
+    nothing happens; a jump is a gap of that many batches; 0 or 1 after a
+    higher number is an agent restart. A full stream (the workers are behind)
+    answers "busy" without consuming the sequence number, so the agent can
+    retry the same batch. When a drain slot is free the caller must start a
+    drain task for it (``kicked``).
+
+    ``last_known_seq`` is the agent's last sequence number from the database,
+    used when Redis has none (it restarted); pass a callable to read it only
+    in that case (the script asks, and is run again with the answer).
+    """
+    r = state.redis_client()
+    has_data = batch.accepted_values() > 0
+    seq_key = agent_seq_key(agent_id) if (agent_id is not None and seq is not None) else "-"
+    script = _enqueue_script(r)
+    payload = batch.payload(agent_id) if has_data else b""
+    known = "?" if callable(last_known_seq) else (
+        "" if last_known_seq is None else str(last_known_seq))
+
+    def run(known: str) -> tuple[int, ...]:
+        res = script(
+            keys=[stream_key(), seq_key, stream_bytes_key(),
+                  *[kick_key(i) for i in range(drainers())]],
+            args=["" if seq is None else str(seq), known,
+                  int(getattr(settings, "TELEMETRY_MAX_BACKLOG", 2000)),
+                  payload, KICK_TTL_MS, "1" if has_data else "0",
+                  int(getattr(settings, "TELEMETRY_MAX_BACKLOG_BYTES", 512 * 1024 * 1024))],
+        )
+        return tuple(int(x) for x in res)
+
+    code, gap, kick, restart = run(known)
+    if code == 3:  # Redis has no sequence for this agent: ask the database once
+        value = last_known_seq() if callable(last_known_seq) else None
+        code, gap, kick, restart = run("" if value is None else str(value))
+    if code == 1:
+        return EnqueueResult("duplicate")
+    if code == 2:
+        return EnqueueResult("busy")
+    if has_data:
+        r.sadd(state.keys.clusters(), batch.cluster_id)
+    return EnqueueResult("queued" if has_data else "empty", gap=gap, restart=bool(restart),
+                         kicked=kick)

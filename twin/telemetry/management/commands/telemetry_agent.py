@@ -1,0 +1,212 @@
+"""``manage.py telemetry_agent``: stream simulated card telemetry into the twin over HTTP.
+
+It behaves like a real agent: it holds a token, sends numbered batches to the
+public ingest endpoints (columnar msgpack, JSON rows, or DCGM-exporter text)
+and retries a 503 with the same sequence number. Without ``--token`` it
+creates (or re-keys) the agent ``--agent-name`` of the cluster through the
+ORM, so re-keying invalidates the token of any other process using that name.
+
+    python manage.py telemetry_agent --cluster demo --hz 1
+    python manage.py telemetry_agent --cluster demo --format dcgm --duration 60
+"""
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from twin.telemetry.client import AgentClient
+from twin.telemetry.metrics import METRICS, N_METRICS
+from twin.telemetry.simulator import Simulator
+
+FORMATS = ("native", "rows", "dcgm")
+DEFAULT_CHUNK = {"native": 65_536, "rows": 1_024, "dcgm": 256}
+
+
+class Command(BaseCommand):
+    help = ("Simulate the cards of a cluster and send their telemetry through the twin's "
+            "HTTP ingest endpoint with an agent token.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", required=True, help="Cluster name (or id).")
+        parser.add_argument("--url", default="http://127.0.0.1:8000",
+                            help="Base URL of the twin (default %(default)s).")
+        parser.add_argument("--hz", type=float, default=1.0,
+                            help="Samples per card per second (default %(default)s).")
+        parser.add_argument("--format", choices=FORMATS, default="native",
+                            help="native: columnar msgpack (fast); rows: JSON per-card "
+                                 "objects; dcgm: Prometheus text as the DCGM exporter writes it.")
+        parser.add_argument("--duration", type=float, default=0.0,
+                            help="Stop after this many seconds (0: run until stopped).")
+        parser.add_argument("--token", default="", help="Agent token (default: create/re-key "
+                                                        "--agent-name through the database).")
+        parser.add_argument("--agent-name", default="",
+                            help="Agent to create or re-key (default: sim-<cluster>).")
+        parser.add_argument("--fault-rate", type=float, default=2e-5,
+                            help="Injected faults per card per second (default %(default)s).")
+        parser.add_argument("--chunk", type=int, default=0,
+                            help="Cards per POST (default: 65536 native, 1024 rows, 256 dcgm).")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--quiet", action="store_true", help="Print only errors.")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        from twin.hardware.models import Card, Cluster
+        from twin.telemetry.models import TelemetryAgent
+
+        if opts["hz"] <= 0 or opts["hz"] > 50:
+            raise CommandError("--hz must be in (0, 50]")
+        name = str(opts["cluster"])
+        cluster = (Cluster.objects.filter(name=name).first()
+                   or (Cluster.objects.filter(pk=int(name)).first() if name.isdigit() else None))
+        if cluster is None:
+            raise CommandError(f"no cluster named {name!r}; build one first: manage.py "
+                               f"build_cluster --preset seed-512 --name {name}")
+        token = opts["token"]
+        if not token:
+            agent_name = opts["agent_name"] or f"sim-{cluster.name}"[:100]
+            agent = TelemetryAgent.objects.filter(cluster=cluster, name=agent_name).first()
+            if agent is None:
+                agent, token = TelemetryAgent.issue(cluster, agent_name,
+                                                    description="telemetry_agent command")
+            else:
+                token = agent.set_new_token()
+                agent.is_active = True
+                agent.save(update_fields=["token_hash", "token_hint", "is_active",
+                                          "last_updated"])
+        self.quiet = opts["quiet"]
+        client = AgentClient(opts["url"], token)
+        fmt = opts["format"]
+        chunk = opts["chunk"] or DEFAULT_CHUNK[fmt]
+        layout = self._wait_for_layout(client, cluster.pk)
+        card_ids = np.array(layout["card_ids"], dtype=np.int64)
+        rows = {r[0]: r for r in Card.objects.filter(pk__in=card_ids.tolist()).values_list(
+            "id", "accelerator__tdp_w", "accelerator__idle_w", "accelerator__hbm_gib",
+            "server_id", "uuid", "server__hostname", "slot", "accelerator__name")}
+        meta = [rows[int(c)] for c in card_ids]
+        sim = Simulator(np.array([m[1] for m in meta], float), np.array([m[2] for m in meta],
+                                                                         float),
+                        np.array([m[3] for m in meta], float), np.array([m[4] for m in meta]),
+                        seed=opts["seed"], fault_rate=opts["fault_rate"])
+        self._say(f"agent for cluster {cluster.name} (id {cluster.pk}): {len(card_ids):,} cards, "
+                  f"{opts['hz']:g} Hz, format {fmt}, {chunk} cards per POST, to {opts['url']}")
+        stop = {"flag": False}
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+        period = 1.0 / opts["hz"]
+        deadline = time.monotonic() + opts["duration"] if opts["duration"] > 0 else float("inf")
+        next_at = time.monotonic()
+        seq = 0
+        totals = {"posts": 0, "accepted": 0, "rejected": 0, "errors": 0}
+        last_report = time.monotonic()
+        try:
+            while not stop["flag"] and time.monotonic() < deadline:
+                values, _reporting = sim.step(period)
+                ts = time.time()
+                for start in range(0, len(card_ids), chunk):
+                    seq += 1
+                    end = min(start + chunk, len(card_ids))
+                    answer = self._send(client, fmt, cluster.pk, layout, seq, ts, start, end,
+                                        values, card_ids, meta)
+                    if answer is None:
+                        totals["errors"] += 1
+                        continue
+                    if answer.status == 409:  # the hardware changed: new card order
+                        layout = self._wait_for_layout(client, cluster.pk)
+                        break
+                    totals["posts"] += 1
+                    if answer.status >= 300:
+                        totals["errors"] += 1
+                        self.stderr.write(f"POST seq {seq}: {answer.status} {answer.body}")
+                        continue
+                    totals["accepted"] += int(answer.body.get("accepted", 0))
+                    totals["rejected"] += int(answer.body.get("rejected_total", 0))
+                if time.monotonic() - last_report >= 10:
+                    last_report = time.monotonic()
+                    self._say(f"seq {seq}: {totals['posts']} posts, {totals['accepted']:,} "
+                              f"card-samples accepted, {totals['rejected']} values rejected, "
+                              f"{totals['errors']} errors")
+                next_at += period
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                else:
+                    next_at = time.monotonic()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            client.close()
+        self._say(f"stopped after seq {seq}: {totals['accepted']:,} card-samples accepted, "
+                  f"{totals['rejected']} values rejected, {totals['errors']} errors")
+
+    # ------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            self.stdout.write(text)
+
+    def _wait_for_layout(self, client: AgentClient, cluster_id: int) -> dict[str, Any]:
+        """The layout, waiting (up to 2 min) for the web server to come up."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                answer = client.layout(cluster_id)
+                if answer.status == 200:
+                    return answer.body
+                raise CommandError(f"layout: {answer.status} {answer.body}")
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise CommandError(f"the twin at {client.host}:{client.port} does not "
+                                       f"answer: {exc}") from exc
+                time.sleep(1.0)
+
+    def _send(self, client: AgentClient, fmt: str, cluster_id: int, layout: dict[str, Any],
+              seq: int, ts: float, start: int, end: int, values: np.ndarray,
+              card_ids: np.ndarray, meta: list[tuple]) -> Any:
+        block = values[:, start:end]
+        try:
+            if fmt == "native":
+                doc = {"seq": seq, "ts": ts,
+                       "cards": {"range": [start, end - start], "layout": layout["layout"]},
+                       "columns": {m.key: block[m.index].astype("<f4").tobytes()
+                                   for m in METRICS if np.isfinite(block[m.index]).any()}}
+                return client.send_with_retry(lambda: client.post_batch(cluster_id, doc))
+            if fmt == "rows":
+                cards = []
+                for k in range(end - start):
+                    row = {"card": int(card_ids[start + k])}
+                    for i in range(N_METRICS):
+                        v = block[i, k]
+                        if v == v:
+                            row[METRICS[i].key] = round(float(v), 3)
+                    if len(row) > 1:
+                        cards.append(row)
+                doc = {"seq": seq, "ts": ts, "cards": cards}
+                return client.send_with_retry(lambda: client.post_batch(cluster_id, doc, "json"))
+            text = dcgm_exposition(block, meta[start:end])
+            return client.send_with_retry(lambda: client.post_exposition(cluster_id, text, seq))
+        except OSError as exc:
+            self.stderr.write(f"POST seq {seq} failed: {exc}")
+            time.sleep(1.0)
+            return None
+
+
+def dcgm_exposition(block: np.ndarray, meta: list[tuple]) -> str:
+    """Render values as a DCGM exporter would (labels gpu, UUID, device, modelName,
+    Hostname; units converted back to DCGM's)."""
+    lines: list[str] = []
+    labels = [f'gpu="{m[7]}",UUID="GPU-{m[5]}",device="nvidia{m[7]}",modelName="{m[8]}",'
+              f'Hostname="{m[6]}",DCGM_FI_DRIVER_VERSION="550.54.15"' for m in meta]
+    for metric in METRICS:
+        if not metric.dcgm:
+            continue
+        field = metric.dcgm[0]
+        row = block[metric.index]
+        lines.append(f"# HELP {field} {metric.label} ({metric.unit}).")
+        lines.append(f"# TYPE {field} gauge")
+        for k, value in enumerate(row):
+            if value == value:
+                raw = float(value) / metric.dcgm_scale
+                text = f"{raw:.0f}" if metric.dcgm_scale != 1.0 and raw > 1e4 else f"{raw:.6g}"
+                lines.append(f"{field}{{{labels[k]}}} {text}")
+    return "\n".join(lines) + "\n"

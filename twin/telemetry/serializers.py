@@ -1,0 +1,129 @@
+"""Serializers of the telemetry API."""
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from twin.api.serializers import ValidatedModelSerializer
+from twin.telemetry.choices import HealthChoices
+from twin.telemetry.metrics import METRICS
+from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
+
+__all__ = [
+    "AlertSerializer",
+    "CardHealthSerializer",
+    "MetricSerializer",
+    "MinuteSerializer",
+    "ScrapeTargetSerializer",
+    "TelemetryAgentSerializer",
+]
+
+
+class TelemetryAgentSerializer(ValidatedModelSerializer):
+    """An agent. ``token`` is in the answer to a create (or rotate) only: it is
+    stored hashed and can never be read again."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="telemetry:agent-detail")
+    token = serializers.SerializerMethodField(
+        help_text="The agent's token; returned once, when the agent is created.")
+
+    class Meta:
+        model = TelemetryAgent
+        fields = ["id", "url", "display", "cluster", "name", "description", "is_active",
+                  "token", "token_hint", "last_sequence", "last_seen", "batches", "samples",
+                  "rejected", "duplicates", "gaps", "missed_batches", "restarts", "created",
+                  "last_updated"]
+        read_only_fields = ["token_hint", "last_sequence", "last_seen", "batches", "samples",
+                            "rejected", "duplicates", "gaps", "missed_batches", "restarts"]
+
+    def get_token(self, obj: TelemetryAgent) -> str | None:
+        return getattr(obj, "_new_token", None)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.instance is not None and "cluster" in attrs and \
+                attrs["cluster"].pk != self.instance.cluster_id:
+            raise serializers.ValidationError(
+                {"cluster": "An agent cannot move to another cluster; create a new agent."})
+        if self.instance is None:
+            # The token hash is required by the model: issue it before full_clean().
+            attrs = dict(attrs)
+            probe = TelemetryAgent()
+            self._new_token = probe.set_new_token()
+            attrs["token_hash"], attrs["token_hint"] = probe.token_hash, probe.token_hint
+        return super().validate(attrs)
+
+    def create(self, validated_data: dict[str, Any]) -> TelemetryAgent:
+        instance = super().create(validated_data)
+        instance._new_token = self._new_token  # type: ignore[attr-defined]
+        return instance
+
+
+class ScrapeTargetSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="telemetry:target-detail")
+
+    class Meta:
+        model = ScrapeTarget
+        fields = ["id", "url", "display", "cluster", "agent", "endpoint", "interval_s",
+                  "timeout_s", "enabled", "last_scraped", "last_status", "last_error",
+                  "last_accepted", "last_rejected", "last_duration_ms", "created",
+                  "last_updated"]
+        read_only_fields = ["last_scraped", "last_status", "last_error", "last_accepted",
+                            "last_rejected", "last_duration_ms"]
+
+
+class AlertSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="telemetry:alert-detail")
+    active = serializers.BooleanField(read_only=True)
+    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Alert
+        fields = ["id", "url", "cluster", "rule", "severity", "level", "subject", "card",
+                  "rack", "supernode", "value", "peak", "threshold", "message", "started",
+                  "ended", "active", "acknowledged_by", "acknowledged_at"]
+        read_only_fields = fields
+
+
+class CardHealthSerializer(serializers.ModelSerializer):
+    health = serializers.ChoiceField(source="status", choices=HealthChoices.choices(),
+                                     read_only=True)
+
+    class Meta:
+        model = CardHealth
+        fields = ["card", "cluster", "health", "reasons", "since"]
+        read_only_fields = fields
+
+
+class MinuteSerializer(serializers.ModelSerializer):
+    mean = serializers.SerializerMethodField()
+    max = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TelemetryMinute
+        fields = ["id", "cluster", "level", "object_id", "minute", "samples", "draw_w", "mean",
+                  "max"]
+        read_only_fields = fields
+
+    def get_mean(self, obj: TelemetryMinute) -> dict[str, float | None]:
+        return obj.mean_values()
+
+    def get_max(self, obj: TelemetryMinute) -> dict[str, float | None]:
+        return obj.max_values()
+
+
+class MetricSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    key = serializers.CharField()
+    label = serializers.CharField()
+    unit = serializers.CharField()
+    min = serializers.FloatField()
+    max = serializers.FloatField()
+    dcgm = serializers.ListField(child=serializers.CharField())
+    dcgm_scale = serializers.FloatField()
+    source = serializers.CharField()
+    description = serializers.CharField()
+
+    @staticmethod
+    def all() -> list[dict[str, Any]]:
+        return [m.as_dict() for m in METRICS]

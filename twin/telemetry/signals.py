@@ -1,0 +1,74 @@
+"""Hardware changes reach the live state: layouts are rebuilt, deleted clusters forgotten.
+
+Any save or delete of a card, server, rack or network device bumps the
+cluster's layout generation (``state.touch_layout``), now and again on commit
+(so a process that read the old rows mid-transaction rebuilds). Bulk writes
+(the builder's ``bulk_create``, raw deletes) send no signals; a new cluster
+gets a new id anyway, and ``state.layout`` also re-probes the card count every
+30 s. Deleting a cluster drops all its live state.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from twin.hardware.models import Card, Cluster, NetworkDevice, Rack, Server, SuperNode
+
+__all__: list[str] = []
+
+
+def _touch(cluster_id: int | None) -> None:
+    if not cluster_id:
+        return
+    from twin.telemetry import state
+
+    try:
+        state.touch_layout(cluster_id)
+        transaction.on_commit(lambda: state.touch_layout(cluster_id))
+    except Exception:  # noqa: BLE001 - inventory edits must work with Redis down
+        import logging
+
+        logging.getLogger(__name__).warning("could not mark the layout of cluster %s stale",
+                                            cluster_id, exc_info=True)
+
+
+def _cluster_of(instance: Any) -> int | None:
+    if isinstance(instance, (Rack, NetworkDevice)):
+        return instance.cluster_id
+    if isinstance(instance, Server):
+        return Rack.objects.filter(pk=instance.rack_id).values_list("cluster_id",
+                                                                    flat=True).first()
+    if isinstance(instance, Card):
+        return SuperNode.objects.filter(pk=instance.supernode_id).values_list(
+            "cluster_id", flat=True).first()
+    return None
+
+
+@receiver(post_save, sender=Card)
+@receiver(post_save, sender=Server)
+@receiver(post_save, sender=Rack)
+@receiver(post_save, sender=NetworkDevice)
+@receiver(post_delete, sender=Card)
+@receiver(post_delete, sender=Server)
+@receiver(post_delete, sender=Rack)
+@receiver(post_delete, sender=NetworkDevice)
+def hardware_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    _touch(_cluster_of(instance))
+
+
+@receiver(post_delete, sender=Cluster)
+def cluster_deleted(sender: Any, instance: Cluster, **kwargs: Any) -> None:
+    from twin.telemetry import state
+
+    cluster_id = instance.pk
+    try:
+        state.forget_cluster(cluster_id)
+        transaction.on_commit(lambda: state.forget_cluster(cluster_id))
+    except Exception:  # noqa: BLE001
+        import logging
+
+        logging.getLogger(__name__).warning("could not drop the live state of cluster %s",
+                                            cluster_id, exc_info=True)

@@ -1,0 +1,260 @@
+"""Ingestion endpoints: plain Django views on the hot path, agent-token auth.
+
+These are not DRF views on purpose: a columnar batch of 65,536 cards is a
+6.8 MB body that must be read once, parsed with numpy and handed to Redis;
+DRF's parsers and content negotiation would add copies and nothing useful.
+
+Authentication: ``Authorization: Bearer <token>`` (or ``Token <token>``) with
+a ``TelemetryAgent`` token. No or an unknown token → 401 with
+``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403.
+Token lookups are cached per process for ``TOKEN_CACHE_S`` seconds, so a
+deactivated or rotated token stops working within that time.
+
+Answers (JSON): 202 with ``accepted`` (card-samples), ``values``, ``rejected``
+(each sample with its reason, at most ``ingest.MAX_LISTED`` listed) and
+``rejected_total``, the sequence bookkeeping (``duplicate``, ``gap``); 200 for
+a duplicate (nothing stored); 400 malformed (nothing stored); 409 stale layout
+version; 413 body too large; 415 wrong content type; 503 + ``Retry-After``
+when the workers are behind.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from twin.telemetry import ingest, prometheus, state
+from twin.telemetry.models import TelemetryAgent, hash_token
+
+__all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
+           "layout_view", "whoami"]
+
+TOKEN_CACHE_S = 5.0
+_cache: dict[str, tuple[float, AgentAuth | None]] = {}
+_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class AgentAuth:
+    agent_id: int
+    cluster_id: int
+    name: str
+
+
+def _error(status: int, detail: str, **extra: Any) -> JsonResponse:
+    response = JsonResponse({"detail": detail, **extra}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="telemetry"'
+    return response
+
+
+def _token_of(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() in ("bearer", "token") and token.strip():
+        return token.strip()
+    return None
+
+
+def authenticate_agent(request: HttpRequest) -> AgentAuth | JsonResponse:
+    token = _token_of(request)
+    if not token:
+        return _error(401, "send the agent's token: Authorization: Bearer <token> (create an "
+                           "agent under /api/telemetry/agents/ to get one)")
+    digest = hash_token(token)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(digest)
+    if hit and hit[0] > now:
+        auth = hit[1]
+    else:
+        row = (TelemetryAgent.objects.filter(token_hash=digest, is_active=True)
+               .values("pk", "cluster_id", "name").first())
+        auth = AgentAuth(row["pk"], row["cluster_id"], row["name"]) if row else None
+        with _cache_lock:
+            if len(_cache) > 10_000:
+                _cache.clear()
+            _cache[digest] = (now + TOKEN_CACHE_S, auth)
+    if auth is None:
+        return _error(401, "invalid or deactivated agent token")
+    return auth
+
+
+def _authorize(request: HttpRequest, cluster_id: int) -> AgentAuth | JsonResponse:
+    auth = authenticate_agent(request)
+    if isinstance(auth, JsonResponse):
+        return auth
+    if auth.cluster_id != int(cluster_id):
+        return _error(403, f"agent {auth.name!r} may only send telemetry for cluster "
+                           f"{auth.cluster_id}, not {cluster_id}")
+    return auth
+
+
+def _max_body() -> int:
+    return int(getattr(settings, "TELEMETRY_MAX_BODY_BYTES",
+                       settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+
+
+def _read_body(request: HttpRequest) -> bytes | JsonResponse:
+    limit = _max_body()
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _error(400, "bad Content-Length")
+    if declared > limit:
+        return _error(413, f"the body is {declared:,} bytes; the limit is {limit:,}: send "
+                           "fewer cards per batch", limit=limit)
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        return _error(413, f"the body is over the {limit:,}-byte limit: send fewer cards "
+                           "per batch", limit=limit)
+    return body
+
+
+def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
+            result: ingest.EnqueueResult) -> None:
+    """Bookkeeping on the agent row: one UPDATE per batch."""
+    updates: dict[str, Any] = {"last_seen": timezone.now(), "batches": F("batches") + 1}
+    if result.status == "duplicate":
+        updates["duplicates"] = F("duplicates") + 1
+    else:
+        if seq is not None:
+            updates["last_sequence"] = seq
+        if result.status in ("queued", "empty"):
+            updates["samples"] = F("samples") + batch.accepted_cards()
+            updates["rejected"] = F("rejected") + batch.rejected_total
+        if result.gap:
+            updates["gaps"] = F("gaps") + 1
+            updates["missed_batches"] = F("missed_batches") + result.gap
+        if result.restart:
+            updates["restarts"] = F("restarts") + 1
+    TelemetryAgent.objects.filter(pk=auth.agent_id).update(**updates)
+
+
+def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
+            extra: dict[str, Any] | None = None) -> JsonResponse:
+    def last_in_database() -> int | None:
+        return TelemetryAgent.objects.filter(pk=auth.agent_id).values_list(
+            "last_sequence", flat=True).first()
+
+    result = ingest.enqueue(batch, agent_id=auth.agent_id, seq=seq,
+                            last_known_seq=last_in_database)
+    if result.status == "busy":
+        response = _error(503, "the telemetry workers are behind; retry this batch (same seq) "
+                               "shortly")
+        response["Retry-After"] = "1"
+        return response
+    if result.kicked >= 0:
+        from twin.telemetry.tasks import dispatch, drain
+
+        dispatch(drain, result.kicked)
+    _record(auth, seq, batch, result)
+    duplicate = result.status == "duplicate"
+    body = {
+        "seq": seq, "duplicate": duplicate, "gap": result.gap, "restart": result.restart,
+        "accepted": 0 if duplicate else batch.accepted_cards(),
+        "values": 0 if duplicate else batch.accepted_values(),
+        "rejected": [] if duplicate else batch.rejected,
+        "rejected_total": 0 if duplicate else batch.rejected_total,
+        **({"dropped": batch.dropped} if batch.dropped and not duplicate else {}),
+        **(extra or {}),
+    }
+    return JsonResponse(body, status=200 if duplicate else 202)
+
+
+@csrf_exempt
+@require_POST
+def ingest_batch(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Native batches: row form or columnar, JSON or msgpack (see ``ingest``)."""
+    auth = _authorize(request, cluster_id)
+    if isinstance(auth, JsonResponse):
+        return auth
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        doc = ingest.decode_document(body, request.content_type or "")
+        seq = ingest.parse_seq(doc)
+        batch = ingest.parse_native(doc, state.layout(cluster_id))
+    except ingest.BadBatch as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return _finish(auth, seq, batch)
+
+
+@csrf_exempt
+@require_POST
+def ingest_prometheus(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Prometheus text exposition (what a DCGM exporter serves), pushed.
+
+    An optional ``X-Telemetry-Seq`` header gives it a sequence number.
+    """
+    auth = _authorize(request, cluster_id)
+    if isinstance(auth, JsonResponse):
+        return auth
+    ctype = (request.content_type or "").lower()
+    if ctype not in ("text/plain", "application/openmetrics-text", ""):
+        return _error(415, f"unsupported content type {ctype!r}: send the exposition as "
+                           "text/plain; version=0.0.4")
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    seq_header = request.headers.get("X-Telemetry-Seq")
+    seq = None
+    if seq_header is not None:
+        try:
+            seq = int(seq_header)
+            if seq < 0:
+                raise ValueError
+        except ValueError:
+            return _error(400, "X-Telemetry-Seq must be a non-negative integer",
+                          field="X-Telemetry-Seq")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return _error(400, "the exposition is not UTF-8 text")
+    samples, broken, n_broken = prometheus.parse_exposition(text)
+    if not samples and n_broken:
+        return _error(400, "no line of the body is a Prometheus sample", broken_lines=broken,
+                      broken_total=n_broken)
+    batch = prometheus.batch_from_exposition(samples, state.layout(cluster_id))
+    return _finish(auth, seq, batch, {"broken_lines": broken, "broken_total": n_broken,
+                                      "samples": len(samples)})
+
+
+@require_GET
+def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """The card order for columnar batches: ``{"layout", "count", "card_ids"}``.
+
+    For an agent of this cluster (token) or a logged-in user.
+    """
+    if not (request.user.is_authenticated and request.user.is_active):
+        auth = _authorize(request, cluster_id)
+        if isinstance(auth, JsonResponse):
+            return auth
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError:
+        return _error(404, f"no cluster {cluster_id}")
+    return JsonResponse({"cluster": lay.cluster_id, "layout": lay.version, "count": lay.n,
+                         "card_ids": lay.card_ids.tolist()})
+
+
+@require_GET
+def whoami(request: HttpRequest) -> HttpResponse:
+    """Which agent and cluster a token belongs to (agents use it to find their cluster)."""
+    auth = authenticate_agent(request)
+    if isinstance(auth, JsonResponse):
+        return auth
+    from twin.hardware.models import Cluster
+
+    name = Cluster.objects.filter(pk=auth.cluster_id).values_list("name", flat=True).first()
+    return JsonResponse({"agent": auth.agent_id, "name": auth.name,
+                         "cluster": auth.cluster_id, "cluster_name": name})
