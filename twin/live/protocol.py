@@ -1,0 +1,190 @@
+"""The websocket protocol of ``ws/clusters/<id>/``: client messages, validated.
+
+Everything a client may send is parsed here into a :class:`Request`, or into a
+:class:`ProtocolError` whose ``code`` and ``field`` say exactly what was wrong
+(the consumer sends it back as an ``error`` message and keeps the connection
+open: a typo in a dashboard must not cost it its stream).
+
+Client → server (JSON text frames)::
+
+    {"action": "subscribe",   "view": "cluster"}                      # metric: default
+    {"action": "subscribe",   "view": "supernode", "id": 3, "metric": "power_w"}
+    {"action": "subscribe",   "view": "rack",      "id": 17, "metric": "temp_c"}
+    {"action": "unsubscribe", "view": "rack", "id": 17, "metric": "temp_c"}
+    {"action": "unsubscribe"}                                          # everything
+    {"action": "ping"}
+
+The metric names a client may ask for come from the telemetry state
+(:func:`twin.live.frames.view_metrics`), so a metric added there streams
+without touching this module.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from twin.core.choices import ChoiceSet
+
+__all__ = [
+    "CLOSE_FORBIDDEN",
+    "CLOSE_NOT_FOUND",
+    "CLOSE_UNAUTHENTICATED",
+    "MAX_MESSAGE_BYTES",
+    "MAX_SUBSCRIPTIONS",
+    "ActionChoices",
+    "ProtocolError",
+    "Request",
+    "SubscriptionKey",
+    "ViewChoices",
+    "parse_message",
+]
+
+# Application close codes (4000–4999 are ours by RFC 6455). They mirror HTTP so a
+# client knows what to do: 4401 → log in, 4404 → pick another cluster.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+MAX_MESSAGE_BYTES = 4096
+"""Client messages are tiny; anything larger is refused before JSON parsing."""
+MAX_SUBSCRIPTIONS = 16
+"""Views one connection may follow at once (each costs a frame per tick)."""
+
+
+class ViewChoices(ChoiceSet):
+    CLUSTER = "cluster"
+    SUPERNODE = "supernode"
+    RACK = "rack"
+
+    CHOICES = [
+        (CLUSTER, "Cluster overview (one value per rack)", "blue"),
+        (SUPERNODE, "One supernode (one value per card)", "purple"),
+        (RACK, "One rack (one value per card)", "teal"),
+    ]
+
+
+class ActionChoices(ChoiceSet):
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+    PING = "ping"
+
+    CHOICES = [
+        (SUBSCRIBE, "Subscribe to a view and metric", "green"),
+        (UNSUBSCRIBE, "Stop one subscription, or all", "gray"),
+        (PING, "Liveness check; answered with pong", "gray"),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionKey:
+    """What one subscription follows. ``id`` is None for the cluster view."""
+
+    view: str
+    id: int | None
+    metric: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"view": self.view, "id": self.id, "metric": self.metric}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    action: str
+    key: SubscriptionKey | None = None
+    """Set for subscribe; for unsubscribe only when the client named a view."""
+    view: str | None = None
+    """Unsubscribe filters: None means "any"."""
+    id: int | None = None
+    metric: str | None = None
+
+
+class ProtocolError(Exception):
+    """A client message we refuse; sent back as ``{"type": "error", ...}``."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def as_message(self, request: Any = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": "error", "code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if isinstance(request, dict) and isinstance(request.get("action"), str):
+            body["action"] = request["action"]
+        return body
+
+
+def _choose(value: Any, allowed: Iterable[str], field: str, code: str) -> str:
+    allowed = list(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise ProtocolError(
+            code, f"{field} must be one of {', '.join(allowed)}; got {value!r}.", field
+        )
+    return value
+
+
+def _object_id(value: Any, view: str) -> int:
+    # bool is an int in Python; {"id": true} is a client bug, not rack 1.
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ProtocolError(
+            "invalid_id", f"The {view} view needs \"id\": the positive integer id of the "
+            f"{view}; got {value!r}.", "id",
+        )
+    return value
+
+
+def parse_message(
+    text: str | None, metrics: dict[str, Iterable[str]], default_metric: dict[str, str]
+) -> tuple[dict[str, Any], Request]:
+    """Decode and validate one client text frame.
+
+    ``metrics`` maps each view to the metric names it can stream and
+    ``default_metric`` gives the one used when the client names none. Returns
+    the decoded object (for error echoes) and the request; raises
+    :class:`ProtocolError` on anything else.
+    """
+    if text is None:
+        raise ProtocolError("bad_frame", "Send JSON text frames, not binary.")
+    if len(text) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            "too_large", f"Messages are limited to {MAX_MESSAGE_BYTES} bytes; got {len(text)}."
+        )
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError("bad_json", f"Not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("bad_json", "Send a JSON object such as "
+                            '{"action": "subscribe", "view": "cluster"}.')
+    action = _choose(data.get("action"), ActionChoices.values(), "action", "unknown_action")
+    if action == ActionChoices.PING:
+        return data, Request(action)
+    if action == ActionChoices.UNSUBSCRIBE:
+        view = data.get("view")
+        if view is not None:
+            _choose(view, ViewChoices.values(), "view", "unknown_view")
+        object_id = data.get("id")
+        if object_id is not None:
+            object_id = _object_id(object_id, view or "object")
+        metric = data.get("metric")
+        if metric is not None and not isinstance(metric, str):
+            raise ProtocolError("unknown_metric", f"metric must be a string; got {metric!r}.",
+                                "metric")
+        return data, Request(action, view=view, id=object_id, metric=metric)
+
+    view = _choose(data.get("view"), ViewChoices.values(), "view", "unknown_view")
+    if view == ViewChoices.CLUSTER:
+        if data.get("id") is not None:
+            raise ProtocolError("invalid_id", "The cluster view takes no id: the cluster is "
+                                "the one in the URL.", "id")
+        object_id = None
+    else:
+        object_id = _object_id(data.get("id"), view)
+    metric = data.get("metric", default_metric[view])
+    metric = _choose(metric, sorted(metrics[view]), "metric", "unknown_metric")
+    key = SubscriptionKey(view, object_id, metric)
+    return data, Request(action, key=key, view=view, id=object_id, metric=metric)
