@@ -12,6 +12,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from twin.api import builds, views
+from twin.scenarios.api import ScenarioRunViewSet
 
 __all__ = ["app_name", "urlpatterns"]
 
@@ -41,6 +42,7 @@ router.register("devices", views.NetworkDeviceViewSet)
 router.register("links", views.LinkViewSet)
 router.register("builds", builds.ClusterBuildViewSet)
 router.register("presets", builds.PresetViewSet, basename="preset")
+router.register("scenarios", ScenarioRunViewSet)
 
 urlpatterns = [
     path("token/", views.TokenView.as_view(), name="token"),

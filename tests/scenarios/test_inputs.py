@@ -1,0 +1,176 @@
+"""The model → simulation converter (``twin.scenarios.inputs``) on built clusters.
+
+Checked against the simulation's own figures for the same family, and against
+an exact graph of the database's link rows (built here, in the test, from
+every link): cross-supernode hops and latencies must agree exactly.
+"""
+from __future__ import annotations
+
+import uuid
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from simulation.topology import (
+    AccessSpec,
+    FabricSpec,
+    NicSpec,
+    NodeKind,
+    TierSpec,
+    Topology,
+    build,
+    cluster,
+    fabric_family,
+    hop_stats,
+)
+from simulation.topology.search import hop_distances, latency_distances
+from twin.hardware.models import Card, Cluster, Link, NetworkDevice, SuperNode
+from twin.scenarios.inputs import ConversionError, card_node, cluster_input
+
+KIND = {"pcie_switch": NodeKind.PCIE_SWITCH, "smart_nic": NodeKind.NIC,
+        "leaf": NodeKind.LEAF, "spine": NodeKind.SPINE, "core": NodeKind.CORE}
+
+
+def db_topology(cluster_id: int) -> tuple[Topology, dict[int, int]]:
+    """Every card, device and link row of a (small) cluster as one exact graph.
+
+    Card ids map to nodes supernode by supernode in card-index order (the
+    converter's numbering); parallel links become one link (their Gb/s summed),
+    as the simulation models them. Returns the topology and card id → node.
+    """
+    cards = list(Card.objects.filter(supernode__cluster_id=cluster_id)
+                 .order_by("supernode__index", "index").values_list("pk", flat=True))
+    devices = list(NetworkDevice.objects.filter(cluster_id=cluster_id).order_by("pk")
+                   .values_list("pk", "kind", "latency_ns"))
+    node = {("c", pk): i for i, pk in enumerate(cards)}
+    node.update({("d", pk): len(cards) + i for i, (pk, _, _) in enumerate(devices)})
+    links: dict[tuple[int, int], list[float]] = {}
+    for a_card, a_dev, b_card, b_dev, gbps, ns in Link.objects.filter(
+            cluster_id=cluster_id).values_list("a_card_id", "a_device_id", "b_card_id",
+                                               "b_device_id", "bandwidth_gbps", "latency_ns"):
+        a = node[("c", a_card) if a_card else ("d", a_dev)]
+        b = node[("c", b_card) if b_card else ("d", b_dev)]
+        key = (min(a, b), max(a, b))
+        if key in links:
+            links[key][0] += gbps
+        else:
+            links[key] = [gbps, ns]
+    u, v = np.array(list(links)).T
+    figures = np.array(list(links.values()))
+    n = len(cards) + len(devices)
+    topo = Topology.from_links(
+        name="db", family="db", n_nodes=n, n_endpoints=len(cards), link_u=u, link_v=v,
+        link_gbps=figures[:, 0], link_ns=figures[:, 1],
+        node_kind=np.array([NodeKind.CARD] * len(cards) + [KIND[k] for _, k, _ in devices]),
+        node_ns=np.array([0.0] * len(cards) + [ns for _, _, ns in devices]))
+    return topo, {pk: i for i, pk in enumerate(cards)}
+
+
+def test_seed_cluster_converts_with_a_few_aggregate_queries(seed_cluster,
+                                                            django_assert_max_num_queries):
+    with django_assert_max_num_queries(6):
+        info = cluster_input(seed_cluster)
+    spec = info.spec
+    assert spec.name == "scen-seed" and spec.n_cards == 1024 == Card.objects.count()
+    (group,) = spec.supernodes
+    assert group.count == 2
+    # the builder's 8×8×8 torus at 600 Gb/s, 150 ns per link, no router cost
+    assert group.fabric == FabricSpec("torus", (8, 8, 8), 600.0, 150.0, 0.0)
+    net = spec.network
+    assert net.access == AccessSpec(cards_per_switch=8, link_gbps=504.0, link_ns=20.0,
+                                    switch_ns=105.0)
+    assert net.aggregation == NicSpec(nics_per_switch=2, link_gbps=504.0, link_ns=20.0,
+                                      nic_ns=300.0)
+    assert net.core == (TierSpec("leaf", 128, 400.0, 50.0, 600.0),
+                        TierSpec("spine", 128, 400.0, 100.0, 600.0))
+    assert info.offsets == (0, 512) and info.supernode_indices == (0, 1)
+    assert info.notes == ()
+
+
+def test_supernode_fabric_matches_the_simulation_family(seed_cluster):
+    """The seeds' supernode, as converted from the database, is the 8×8×8 torus:
+    average 3072/511 hops, diameter 12 — the library's figures for that family."""
+    info = cluster_input(seed_cluster)
+    fabric = build(fabric_family(info.spec.supernodes[0].fabric))
+    stats = hop_stats(fabric)
+    assert stats.average_fraction() == Fraction(3072, 511)
+    assert stats.diameter == 12
+    family = hop_stats(build(fabric_family(FabricSpec("torus", (8, 8, 8)))))
+    assert stats.histogram == family.histogram
+    topo = cluster(info.spec)
+    # as many cards and links as the database holds (parallel leaf–spine links
+    # become one per spine, as many of them)
+    assert topo.n_endpoints == Card.objects.count()
+    assert topo.n_links == Link.objects.filter(cluster=seed_cluster).count() == 4864
+    whole = hop_stats(topo)
+    assert whole.exact and whole.method == "symmetry"
+
+
+def test_cross_supernode_paths_equal_the_database_graph(seed_cluster):
+    """Hops and latency from cards of supernode 0 to every card of supernode 1 are
+    the same on the converted spec and on the graph of the actual link rows."""
+    info = cluster_input(seed_cluster)
+    sim = cluster(info.spec)
+    exact, node_of = db_topology(seed_cluster.pk)
+    cards = dict(Card.objects.filter(supernode__cluster=seed_cluster).values_list(
+        "pk", "supernode__index"))
+    sn1 = np.array(sorted(node_of[pk] for pk, sn in cards.items() if sn == 1))
+    for source in (0, 5, 137, 511):
+        assert np.array_equal(hop_distances(sim, source)[sn1],
+                              hop_distances(exact, source)[sn1])
+        assert np.allclose(latency_distances(sim, source)[sn1],
+                           latency_distances(exact, source)[sn1])
+    # and inside a supernode, card to card over the torus alone never differs
+    torus_only = hop_distances(build(fabric_family(info.spec.supernodes[0].fabric)), 0)
+    assert int(torus_only.max()) == 12
+
+
+def test_card_rows_map_to_their_simulation_nodes(seed_cluster):
+    info = cluster_input(seed_cluster)
+    rows = Card.objects.filter(supernode__cluster=seed_cluster, index__in=[0, 9, 511]).values(
+        "index", "x", "y", "z", "supernode__index")
+    for row in rows:
+        node = card_node(info, row["supernode__index"], "torus3d", row["index"], (8, 8, 8),
+                         (row["x"], row["y"], row["z"]))
+        assert node == 512 * row["supernode__index"] + row["index"]
+
+
+def test_hand_built_cluster_converts(tiny_cluster):
+    info = cluster_input(tiny_cluster["cluster"].pk)
+    spec = info.spec
+    assert spec.supernodes[0].fabric.dims == (2, 2, 2) and spec.n_cards == 8
+    assert spec.network.access.cards_per_switch == 8
+    assert (spec.network.access.link_gbps, spec.network.access.link_ns) == (512.0, 100.0)
+    assert spec.network.aggregation.nics_per_switch == 1
+    (leaf,) = spec.network.core
+    assert (leaf.name, leaf.radix, leaf.link_gbps, leaf.link_ns) == ("leaf", 64, 400.0, 500.0)
+    assert cluster(spec).n_endpoints == 8
+
+
+def test_no_network_devices_means_no_network(tiny_cluster):
+    NetworkDevice.objects.filter(cluster=tiny_cluster["cluster"]).delete()
+    assert cluster_input(tiny_cluster["cluster"]).spec.network is None
+
+
+@pytest.mark.parametrize(("change", "text"), [
+    ("missing_card", "has 7 cards but its supernodes are designed for 8"),
+    ("no_supernodes", "has no supernodes"),
+    ("no_nic", "lacks smart NICs"),
+    ("fat_tree", "no simulation fabric yet"),
+])
+def test_unrepresentable_clusters_are_refused_with_the_fix(tiny_cluster, change, text):
+    world = tiny_cluster
+    if change == "missing_card":
+        world["cards"][7].delete()
+    elif change == "no_supernodes":
+        world = {"cluster": Cluster.objects.create(name=f"empty-{uuid.uuid4().hex[:6]}")}
+    elif change == "no_nic":
+        world["nic"].delete()
+    else:
+        SuperNode.objects.filter(pk=world["supernode"].pk).update(
+            fabric="fat_tree", dim_x=1, dim_y=1, dim_z=1)
+    with pytest.raises(ConversionError) as caught:
+        cluster_input(world["cluster"])
+    assert caught.value.field == "cluster"
+    assert text in caught.value.message

@@ -1,0 +1,181 @@
+"""Scenario runs over the REST API (``/api/scenarios/``).
+
+``POST /api/scenarios/`` ``{"kind": ..., "cluster": <id>?, "params": {...},
+"refresh": false}`` validates everything now — the kind's ``prepare``, which
+converts the cluster and checks the parameters against the topology — and
+answers
+
+* **202 Accepted** with the queued run (``Location``: its URL) — the task is
+  sent once the row is committed;
+* **201 Created** with a run that is already ``succeeded``: an earlier run
+  with the same inputs (same kind, parameters and converted cluster) had the
+  result, which is reused (``cached_from``); ``"refresh": true`` recomputes;
+* **400** with per-field errors, keys being dotted paths
+  (``{"params.dims[0]": ["every dimension must be ≥ 2, got 1"]}``,
+  ``{"kind": [...]}``, ``{"cluster": [...]}``) — nothing written or queued.
+
+``GET /api/scenarios/`` lists runs (filters ``kind``, ``status``, ``cluster``,
+``created_by``, ``cached``, ``created_after``/``created_before``; without
+``result`` and ``inputs``, which the detail has). ``GET /api/scenarios/<id>/``
+gives status, progress and result. ``POST /api/scenarios/<id>/cancel/``
+cancels a queued or running run (its creator or a user with
+``scenarios.change_scenariorun``); 409 if it already finished.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.filters import OrderingFilter
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from twin.api.filters import TwinFilterBackend
+from twin.api.permissions import TwinModelPermissions
+from twin.hardware.models import Cluster
+from twin.scenarios.choices import ScenarioStatusChoices
+from twin.scenarios.filtersets import ScenarioRunFilterSet
+from twin.scenarios.kinds import REGISTRY, ScenarioInputError
+from twin.scenarios.models import ScenarioRun
+
+__all__ = [
+    "ScenarioPermissions",
+    "ScenarioRequestSerializer",
+    "ScenarioRunListSerializer",
+    "ScenarioRunSerializer",
+    "ScenarioRunViewSet",
+]
+
+
+class ScenarioRunListSerializer(serializers.ModelSerializer):
+    """A run without its (possibly large) inputs and result."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:scenariorun-detail")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cached = serializers.SerializerMethodField()
+    duration_s = serializers.FloatField(read_only=True)
+    websocket = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ScenarioRun
+        fields = [
+            "id", "url", "kind", "cluster", "params", "status", "progress", "message",
+            "error", "error_field", "cached", "cached_from", "created_by", "task_id",
+            "worker", "created", "started", "finished", "duration_s", "websocket",
+        ]
+        read_only_fields = fields
+
+    def get_cached(self, run: ScenarioRun) -> bool:
+        return run.cached_from_id is not None
+
+    def get_websocket(self, run: ScenarioRun) -> str:
+        return f"/ws/scenarios/{run.pk}/"
+
+
+class ScenarioRunSerializer(ScenarioRunListSerializer):
+    """A run with what the simulation ran on and what it found."""
+
+    class Meta(ScenarioRunListSerializer.Meta):
+        fields = [*ScenarioRunListSerializer.Meta.fields, "params_hash", "inputs", "result"]
+        read_only_fields = fields
+
+
+class ScenarioRequestSerializer(serializers.Serializer):
+    """What ``POST /api/scenarios/`` accepts (the kind validates ``params``)."""
+
+    kind = serializers.CharField(max_length=32,
+                                 help_text="topology, route, failure or collective.")
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), required=False, allow_null=True,
+        help_text="Run on this cluster's model instead of a family in params.")
+    params = serializers.JSONField(required=False, default=dict,
+                                   help_text="Kind parameters; see README 'Scenario runs'.")
+    refresh = serializers.BooleanField(default=False,
+                                       help_text="Recompute even if a cached result exists.")
+
+    def validate_kind(self, value: str) -> str:
+        if value not in REGISTRY:
+            raise serializers.ValidationError(
+                f"unknown kind {value!r} (choose from {', '.join(sorted(REGISTRY))})")
+        return value
+
+
+class ScenarioPermissions(TwinModelPermissions):
+    """Reads: logged in. Start: ``scenarios.add_scenariorun``. Cancel: the run's
+    creator, or ``scenarios.change_scenariorun``."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if getattr(view, "action", None) == "cancel":
+            return bool(request.user and request.user.is_authenticated)
+        return super().has_permission(request, view)
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        if getattr(view, "action", None) == "cancel":
+            user = request.user
+            return bool(obj.created_by_id == user.pk
+                        or user.has_perm("scenarios.change_scenariorun"))
+        return True
+
+
+class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                         mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Scenario runs: start one, follow it, cancel it."""
+
+    queryset = ScenarioRun.objects.select_related("created_by")
+    serializer_class = ScenarioRunSerializer
+    filterset_class = ScenarioRunFilterSet
+    filter_backends = [TwinFilterBackend, OrderingFilter]
+    ordering_fields = ["id", "created", "status", "kind", "finished"]
+    permission_classes = [ScenarioPermissions]
+
+    def get_queryset(self) -> Any:
+        qs = super().get_queryset()
+        if self.action == "list":
+            qs = qs.defer("result", "inputs")
+        return qs
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        if self.action == "create":
+            return ScenarioRequestSerializer
+        if self.action == "list":
+            return ScenarioRunListSerializer
+        return ScenarioRunSerializer
+
+    def _body(self, run: ScenarioRun) -> dict[str, Any]:
+        return ScenarioRunSerializer(run, context=self.get_serializer_context()).data
+
+    @extend_schema(request=ScenarioRequestSerializer,
+                   responses={202: ScenarioRunSerializer, 201: ScenarioRunSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Validate now (400 per field), run in a worker (202) or reuse a result (201)."""
+        from twin.scenarios.runner import submit
+
+        incoming = self.get_serializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            run = submit(data["kind"], data.get("params"), data.get("cluster"), request.user,
+                         refresh=data["refresh"])
+        except ScenarioInputError as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        location = request.build_absolute_uri(reverse("api:scenariorun-detail", args=[run.pk]))
+        code = (status.HTTP_201_CREATED if run.status == ScenarioStatusChoices.SUCCEEDED
+                else status.HTTP_202_ACCEPTED)
+        return Response(self._body(run), status=code, headers={"Location": location})
+
+    @extend_schema(request=None, responses={200: ScenarioRunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: Any = None) -> Response:
+        """Cancel a queued or running run (409 once it has finished)."""
+        from twin.scenarios.runner import cancel
+
+        run = self.get_object()
+        if not cancel(run.pk):
+            run.refresh_from_db()
+            return Response({"detail": f"run #{run.pk} already {run.status}; nothing to cancel"},
+                            status=status.HTTP_409_CONFLICT)
+        run.refresh_from_db()
+        return Response(self._body(run))

@@ -1,0 +1,325 @@
+"""The Django cluster model → the simulation's plain dataclasses (``ClusterSpec``).
+
+The simulation library never sees a model instance: :func:`cluster_input`
+reads one cluster with a handful of aggregate queries — never a loop over
+cards, servers or links — and returns a
+:class:`simulation.topology.ClusterSpec` (supernode groups with their fabric,
+the access / aggregation / core tiers of the cluster network) plus what is
+needed to map a card row to its node in the simulated topology. A
+million-card cluster converts in a fraction of a second (five queries, 190 ms on
+PostgreSQL, ``benchmarks/scenario_inputs.py``; the largest is one ``GROUP BY
+kind`` over its network devices).
+
+How the model maps onto the spec
+    * **Supernodes**, in ``index`` order; consecutive supernodes with the same
+      fabric, dimensions and link figures form one group. Fabrics:
+      ``torus3d`` → ``torus`` with dims ``(z, y, x)``, ``torus2d`` → ``torus``
+      ``(y, x)`` (the simulation numbers a grid row-major, last dimension
+      fastest, so card ``x + X·(y + Y·z)`` — the builder's card index — is
+      node ``x + X·(y + Y·z)`` of its supernode), ``ring`` → ``ring``,
+      ``full_mesh`` → ``full_mesh``, ``pcie_star`` → ``switch``. Link Gb/s and
+      ns come from the supernode; its ``switch_latency_ns`` is charged only
+      where a fabric has a switch (``pcie_star``): the model's direct fabrics
+      have no per-hop router cost beyond the link latency. ``fat_tree``
+      supernodes (NVLink-switched servers) have no simulation fabric yet and
+      are refused with a clear error.
+    * **Access tier = a server**: ``cards_per_switch`` = cards per server,
+      ``nics_per_switch`` = smart NICs per server (the simulation's access
+      switch is a server's PCIe switch complex with its NIC rails, as the
+      seeds describe a node). Link figures are those of a card → PCIe switch
+      link and a PCIe switch → NIC link; latency the PCIe switches' own.
+    * **Core tiers**: the leaf, spine and core kinds present, in that order, as
+      a fat tree of the leaf switches' radix; each tier's link figures are
+      those of a link from the tier below (NIC → leaf, leaf → spine, …) and
+      its ``switch_ns`` the switches' latency.
+    * **Figures per tier** are read from one representative device of each
+      kind and its links (the spec holds one figure per tier; per-link
+      variations are not represented); differing device latencies inside a
+      kind are reported in ``notes`` and the largest is used.
+
+Known differences from the database (reported, not hidden)
+    The builder gives each server two PCIe switches of four cards, each with
+    one NIC, not linked to each other; the simulation's access switch joins
+    all eight cards and both NICs. Paths that leave a supernode are the same
+    (card → PCIe → NIC → leaf … in both), and NIC rails land on the same
+    leaves (rail *r* of every server of a supernode on one leaf), so
+    cross-supernode hops and latency are identical; only a few paths inside a
+    server (card → PCIe → card across the two halves) are shorter in the
+    simulation. Parallel leaf–spine links are one link per spine there
+    (same bandwidth). Failed cards and down links are not part of the spec;
+    a failure scenario names them.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Max, Min, Q
+
+from simulation.topology import (
+    AccessSpec,
+    ClusterSpec,
+    FabricSpec,
+    NetworkSpec,
+    NicSpec,
+    SupernodeSpec,
+    TierSpec,
+    TopologyError,
+)
+from twin.hardware.choices import DeviceKindChoices as D
+from twin.hardware.choices import FabricChoices as F
+
+__all__ = [
+    "CORE_KINDS",
+    "ClusterInput",
+    "ConversionError",
+    "card_node",
+    "cluster_input",
+    "fabric_spec",
+]
+
+CORE_KINDS = (D.LEAF, D.SPINE, D.CORE)
+
+
+class ConversionError(Exception):
+    """A cluster the simulation cannot represent; ``field`` is the input to blame."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ClusterInput:
+    """A cluster as the simulation sees it.
+
+    ``supernode_indices[p]`` is the model ``index`` of the supernode at
+    position ``p`` of the spec (its cards are nodes ``offsets[p] …
+    offsets[p] + sizes[p] − 1``).
+    """
+
+    cluster_id: int
+    cluster_name: str
+    spec: ClusterSpec
+    supernode_indices: tuple[int, ...]
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    seconds: float = 0.0
+
+    @property
+    def n_cards(self) -> int:
+        return self.spec.n_cards
+
+    def position(self, supernode_index: int) -> int | None:
+        """Spec position of the supernode with model ``index`` (None: no such)."""
+        try:
+            return self.supernode_indices.index(supernode_index)
+        except ValueError:
+            return None
+
+
+def fabric_spec(fabric: str, card_count: int, dims: tuple[int, int, int], link_gbps: float,
+                link_ns: float, switch_ns: float, *, where: str = "cluster",
+                name: str = "") -> FabricSpec:
+    """The simulation fabric of one supernode row (see the module docstring)."""
+    dx, dy, dz = dims
+    if fabric == F.TORUS_3D:
+        return FabricSpec("torus", (dz, dy, dx), link_gbps, link_ns, 0.0)
+    if fabric == F.TORUS_2D:
+        return FabricSpec("torus", (dy, dx), link_gbps, link_ns, 0.0)
+    if fabric == F.RING:
+        return FabricSpec("ring", (card_count,), link_gbps, link_ns, 0.0)
+    if fabric == F.FULL_MESH:
+        return FabricSpec("full_mesh", (card_count,), link_gbps, link_ns, 0.0)
+    if fabric == F.PCIE_STAR:
+        return FabricSpec("switch", (card_count,), link_gbps, link_ns, switch_ns)
+    raise ConversionError(where, (
+        f"supernode {name or '?'}: {F.label(fabric)} supernodes have no simulation fabric "
+        f"yet (supported: 3D/2D torus, ring, full mesh, PCIe-switch star); give a topology "
+        f"family in params instead of a cluster"))
+
+
+def _groups(rows: list[tuple[Any, ...]], where: str) -> tuple[list[SupernodeSpec], list[int]]:
+    groups: list[SupernodeSpec] = []
+    sizes: list[int] = []
+    run_first = 0
+    for pos, (_index, name, fabric, count, dx, dy, dz, gbps, lns, sns) in enumerate(rows):
+        spec = fabric_spec(fabric, count, (dx, dy, dz), gbps, lns, sns, where=where, name=name)
+        if spec.n_cards != count:
+            raise ConversionError(where, f"supernode {name}: dimensions {dx}×{dy}×{dz} do not "
+                                         f"hold its {count} cards; fix the supernode")
+        sizes.append(count)
+        if groups and groups[-1].fabric == spec:
+            last = groups[-1]
+            groups[-1] = SupernodeSpec(last.count + 1, spec, f"supernodes {run_first}–{pos}")
+        else:
+            run_first = pos
+            groups.append(SupernodeSpec(1, spec, f"supernodes {pos}–{pos}"))
+    return groups, sizes
+
+
+def _other_end(link: dict[str, Any], device_id: int) -> tuple[str, int | None]:
+    """(kind, id) of the end of ``link`` that is not device ``device_id``."""
+    if link["a_device_id"] == device_id and link["b_device_id"] != device_id:
+        side = "b"
+    else:
+        side = "a"
+    if link[f"{side}_card_id"]:
+        return "card", link[f"{side}_card_id"]
+    return link[f"{side}_device__kind"], link[f"{side}_device_id"]
+
+
+def _figure(links: Iterable[dict[str, Any]], device_id: int | None,
+            other: str) -> tuple[float, float] | None:
+    """(Gb/s, ns) of a link between ``device_id`` and an end of kind ``other``."""
+    if device_id is None:
+        return None
+    for link in links:
+        if device_id in (link["a_device_id"], link["b_device_id"]):
+            kind, _ = _other_end(link, device_id)
+            if kind == other:
+                return float(link["bandwidth_gbps"]), float(link["latency_ns"])
+    return None
+
+
+def _network(cluster_id: int, cards: int, servers: int, where: str,
+             notes: list[str]) -> NetworkSpec | None:
+    from twin.hardware.models import Link, NetworkDevice
+
+    kinds = {
+        row["kind"]: row
+        for row in NetworkDevice.objects.filter(cluster_id=cluster_id).order_by()
+        .values("kind").annotate(n=Count("id"), first=Min("id"), max_ports=Max("ports"),
+                                 min_ports=Min("ports"), max_ns=Max("latency_ns"),
+                                 min_ns=Min("latency_ns"))
+    }
+    if not kinds:
+        return None
+    for kind, row in kinds.items():
+        if row["max_ns"] != row["min_ns"]:
+            notes.append(f"{D.label(kind)} latencies range {row['min_ns']:g}–{row['max_ns']:g} ns; "
+                         f"the simulation uses {row['max_ns']:g} ns for all of them")
+    pcie, nic = kinds.get(D.PCIE_SWITCH), kinds.get(D.SMART_NIC)
+    tiers = [kinds[k] | {"kind": k} for k in CORE_KINDS if k in kinds]
+    if pcie is None or nic is None or not tiers:
+        missing = [label for label, row in (("PCIe switches", pcie), ("smart NICs", nic),
+                                            ("leaf/spine/core switches", tiers or None))
+                   if row is None]
+        raise ConversionError(where, (
+            f"the cluster network lacks {', '.join(missing)}: the simulation needs the seeds' "
+            f"three tiers (PCIe switch → smart NIC → switches), or no network devices at all"))
+    if not servers or cards % servers:
+        raise ConversionError(where, f"{cards} cards do not spread evenly over {servers} "
+                                     f"servers; every server must hold the same number")
+    if nic["n"] % servers:
+        raise ConversionError(where, f"{nic['n']} smart NICs do not spread evenly over "
+                                     f"{servers} servers")
+    reps = [pcie["first"], nic["first"], *(t["first"] for t in tiers)]
+    links = list(
+        Link.objects.filter(Q(a_device_id__in=reps) | Q(b_device_id__in=reps)).order_by()
+        .values("a_card_id", "a_device_id", "b_card_id", "b_device_id", "a_device__kind",
+                "b_device__kind", "bandwidth_gbps", "latency_ns")
+    )
+    card_link = _figure(links, pcie["first"], "card")
+    pcie_nic = _figure(links, pcie["first"], D.SMART_NIC)
+    if card_link is None or pcie_nic is None:
+        raise ConversionError(where, "a PCIe switch without a link to a card or to a smart NIC: "
+                                     "the simulation cannot price the access tier")
+    below = nic
+    core: list[TierSpec] = []
+    radix = int(tiers[0]["max_ports"])
+    if radix % 2:
+        radix -= 1
+        notes.append(f"leaf switches have an odd port count; the fat tree uses radix {radix}")
+    for tier in tiers:
+        figure = _figure(links, below["first"], tier["kind"])
+        if figure is None:
+            raise ConversionError(where, (
+                f"no link from a {D.label(below.get('kind', D.SMART_NIC))} to a "
+                f"{D.label(tier['kind'])}: the simulation needs each tier linked to the next"))
+        if tier["max_ports"] != radix or tier["min_ports"] != tier["max_ports"]:
+            notes.append(f"{D.label(tier['kind'])} switches have {tier['min_ports']}–"
+                         f"{tier['max_ports']} ports; the fat tree uses the leaves' radix {radix}")
+        core.append(TierSpec(name=str(tier["kind"]), radix=radix, link_gbps=figure[0],
+                             link_ns=figure[1], switch_ns=float(tier["max_ns"])))
+        below = tier
+    return NetworkSpec(
+        access=AccessSpec(cards_per_switch=cards // servers, link_gbps=card_link[0],
+                          link_ns=card_link[1], switch_ns=float(pcie["max_ns"])),
+        aggregation=NicSpec(nics_per_switch=nic["n"] // servers, link_gbps=pcie_nic[0],
+                            link_ns=pcie_nic[1], nic_ns=float(nic["max_ns"])),
+        core=tuple(core),
+    )
+
+
+def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
+    """Convert one cluster (a model instance or its id) to a :class:`ClusterInput`.
+
+    Raises :class:`ConversionError` naming ``where`` when the cluster cannot be
+    simulated (no supernodes, missing cards, an unsupported fabric, a partial
+    network); the message says what to fix.
+    """
+    from twin.hardware.models import Card, Cluster, Server, SuperNode
+
+    started = time.perf_counter()
+    if not isinstance(cluster, Cluster):
+        found = Cluster.objects.filter(pk=cluster).first()
+        if found is None:
+            raise ConversionError(where, f"cluster {cluster!r} does not exist")
+        cluster = found
+    rows = list(
+        SuperNode.objects.filter(cluster_id=cluster.pk).order_by("index").values_list(
+            "index", "name", "fabric", "card_count", "dim_x", "dim_y", "dim_z", "link_gbps",
+            "link_latency_ns", "switch_latency_ns")
+    )
+    if not rows:
+        raise ConversionError(where, f"cluster {cluster.name!r} has no supernodes to simulate")
+    groups, sizes = _groups(rows, where)
+    designed = sum(sizes)
+    cards = Card.objects.filter(supernode__cluster_id=cluster.pk).count()
+    if cards != designed:
+        raise ConversionError(where, (
+            f"cluster {cluster.name!r} has {cards:,} cards but its supernodes are designed for "
+            f"{designed:,}; the simulation needs every supernode fully populated"))
+    servers = Server.objects.filter(supernode__cluster_id=cluster.pk).count()
+    notes: list[str] = []
+    network = _network(cluster.pk, cards, servers, where, notes)
+    spec = ClusterSpec(name=cluster.name, supernodes=tuple(groups), network=network)
+    try:
+        spec.validate()
+    except TopologyError as exc:
+        raise ConversionError(where, f"{exc.field}: {exc.message}") from exc
+    offsets = [0]
+    for size in sizes[:-1]:
+        offsets.append(offsets[-1] + size)
+    return ClusterInput(
+        cluster_id=cluster.pk,
+        cluster_name=cluster.name,
+        spec=spec,
+        supernode_indices=tuple(int(r[0]) for r in rows),
+        offsets=tuple(offsets),
+        sizes=tuple(sizes),
+        notes=tuple(notes),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def card_node(info: ClusterInput, supernode_index: int, fabric: str, index: int,
+              dims: tuple[int, int, int], xyz: tuple[int | None, int | None, int | None]) -> int:
+    """The simulation node of one card (by its supernode and its coordinates or index)."""
+    pos = info.position(supernode_index)
+    if pos is None:
+        raise ConversionError("cluster", f"supernode {supernode_index} is not in the cluster")
+    x, y, z = xyz
+    dx, dy, _ = dims
+    if fabric == F.TORUS_3D and None not in (x, y, z):
+        local = int(x) + dx * (int(y) + dy * int(z))  # type: ignore[arg-type]
+    elif fabric == F.TORUS_2D and None not in (x, y):
+        local = int(x) + dx * int(y)  # type: ignore[arg-type]
+    else:
+        local = int(index)
+    return info.offsets[pos] + local

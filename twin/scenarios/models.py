@@ -1,0 +1,87 @@
+"""One scenario run: what was asked, what the simulation ran on, how far it got.
+
+``params`` is the request as the client sent it; ``inputs`` is what the
+simulation actually runs on — the parameters after validation, with the
+cluster converted to the simulation's plain dataclasses (as JSON) — so a run
+is reproducible after the cluster changes, and ``params_hash`` (a hash of
+``kind`` + ``inputs`` + the engine version) finds an earlier identical run
+whose result can be reused.
+
+Status changes are compare-and-set updates (``filter(status=…).update(…)``),
+never read-modify-write saves: a cancelled run stays cancelled even when its
+worker finishes a moment later.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from twin.scenarios.choices import ScenarioStatusChoices
+
+__all__ = ["ScenarioRun", "group_name"]
+
+
+class ScenarioRun(models.Model):
+    kind = models.CharField(max_length=32, db_index=True,
+                            help_text="Scenario kind (topology, route, failure, collective).")
+    params = models.JSONField(default=dict, blank=True, help_text="Parameters as requested.")
+    inputs = models.JSONField(default=dict, blank=True,
+                              help_text="Validated inputs the simulation runs on.")
+    params_hash = models.CharField(max_length=64, db_index=True, blank=True,
+                                   help_text="SHA-256 of kind + inputs + engine version.")
+    cluster = models.ForeignKey("hardware.Cluster", on_delete=models.SET_NULL, null=True,
+                                blank=True, related_name="scenario_runs")
+    status = models.CharField(max_length=10, choices=ScenarioStatusChoices.choices(),
+                              default=ScenarioStatusChoices.QUEUED, db_index=True)
+    progress = models.FloatField(default=0.0)
+    message = models.CharField(max_length=200, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=200, blank=True,
+                                   help_text="The input a failed run blames, if any.")
+    cached_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="reused_by",
+                                    help_text="The earlier run whose result this one reused.")
+    task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True,
+                              help_text="Worker (or command) that ran it.")
+    heartbeat = models.DateTimeField(null=True, blank=True,
+                                     help_text="Last sign of life while running.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                   null=True, blank=True, related_name="scenario_runs")
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1),
+                                   name="scenariorun_progress_0_1"),
+        ]
+        indexes = [models.Index(fields=["params_hash", "status"], name="scenariorun_cache")]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in ScenarioStatusChoices.FINAL
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to finish (None until both are known)."""
+        if self.started and self.finished:
+            return max((self.finished - self.started).total_seconds(), 0.0)
+        return None
+
+    @property
+    def group_name(self) -> str:
+        """The Channels group its progress goes to."""
+        return group_name(self.pk)
+
+
+def group_name(run_id: int) -> str:
+    """Channels group of run ``run_id`` (``ws/scenarios/<id>/`` joins it)."""
+    return f"scenario.{int(run_id)}"

@@ -1,0 +1,54 @@
+"""Celery tasks of the scenario runs, and the worker-startup hook.
+
+``run_scenario`` acknowledges late and is rejected (requeued) when its worker
+process dies, so the message is never silently lost; the redelivered task
+finds the run still ``running`` and fails it with that reason
+(:func:`twin.scenarios.runner.execute`). The soft time limit ends a run with a
+clear error; the hard one kills it, and then the same redelivery (or the
+reaper) ends it. ``reap_scenarios`` runs on Celery beat
+(``CELERY_BEAT_SCHEDULE["scenarios-reap"]``) and fails running runs whose
+heartbeat went silent. When a worker starts, it fails the runs an earlier
+life of it (same node name) left ``running``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+from twin.scenarios import runner
+
+__all__ = ["fail_runs_of_restarted_worker", "reap_scenarios", "run_scenario"]
+
+log = logging.getLogger(__name__)
+
+_LIMIT = runner.time_limit_s()
+
+
+@shared_task(bind=True, name="twin.scenarios.run", acks_late=True, reject_on_worker_lost=True,
+             time_limit=_LIMIT, soft_time_limit=max(_LIMIT - 15, 1))
+def run_scenario(self: Any, run_id: int) -> str | None:
+    """Run scenario ``run_id``; returns its final status."""
+    run = runner.execute(run_id, worker=self.request.hostname or "")
+    return run.status if run is not None else None
+
+
+@shared_task(name="twin.scenarios.reap")
+def reap_scenarios() -> list[int]:
+    """Fail running runs whose worker is gone (see ``runner.reap``)."""
+    return runner.reap()
+
+
+@worker_ready.connect
+def fail_runs_of_restarted_worker(sender: Any = None, **kwargs: Any) -> None:
+    """On worker start: the runs this node name left ``running`` cannot finish."""
+    hostname = getattr(sender, "hostname", "") or ""
+    try:
+        failed = runner.fail_orphans(hostname)
+    except Exception:  # noqa: BLE001 - a worker must start even if the database is away
+        log.warning("could not check for scenario runs orphaned by %s", hostname, exc_info=True)
+        return
+    if failed:
+        log.warning("failed %d scenario runs orphaned by %s: %s", len(failed), hostname, failed)
