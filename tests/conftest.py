@@ -6,10 +6,14 @@ as production: API → Redis broker → worker → database.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,4 +182,70 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_other_sessions_to_close(connection, timeout: float = 10.0) -> None:
+    """PostgreSQL ends a backend shortly *after* its client exits; dropping the
+    test database before then fails ("being accessed by other users")."""
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def asgi_server(env: dict[str, str], log_name: str, ready_path: str,
+                log_level: str = "warning") -> Iterator[str]:
+    """Run ``uvicorn twin.asgi:application`` on a free port; yield its base URL.
+
+    Ready once ``ready_path`` answers with any HTTP status (a 401 from an
+    authenticated endpoint proves the app is up as well as a 200 does).
+    """
+    port = free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--log-level", log_level],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"uvicorn exited early; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{base}{ready_path}", timeout=2):
+                    break
+            except urllib.error.HTTPError:
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not answer within 60 s; see {log.name}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         log.close()

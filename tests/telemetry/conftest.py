@@ -12,11 +12,7 @@ the same code the worker runs.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from tests.conftest import ARTIFACTS, ROOT, _worker_env
+from tests.conftest import _worker_env, asgi_server, wait_for_other_sessions_to_close
 
 PREFIX = os.environ.setdefault("TWIN_TELEMETRY_PREFIX", f"twtest{uuid.uuid4().hex[:8]}")
 settings.TELEMETRY_REDIS_PREFIX = PREFIX
@@ -105,14 +101,6 @@ def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condi
         time.sleep(0.05)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def telemetry_server(celery_worker: str, django_db_setup, django_db_blocker) -> Iterator[str]:
     """A real ``uvicorn twin.asgi:application`` on the test database whose Celery
@@ -124,41 +112,9 @@ def telemetry_server(celery_worker: str, django_db_setup, django_db_blocker) -> 
     env = _worker_env(db_settings)
     env["TWIN_CELERY_QUEUE"] = celery_worker
     env["TWIN_TELEMETRY_PREFIX"] = PREFIX
-    port = _free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "telemetry-uvicorn.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited early; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/telemetry/whoami/", timeout=2):
-                    pass
-            except urllib.error.HTTPError as exc:
-                if exc.code == 401:
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not answer within 60 s; see {log.name}")
-            time.sleep(0.2)
-        yield base
+        with asgi_server(env, "telemetry-uvicorn.log", "/api/telemetry/whoami/") as base:
+            yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        from tests.web.conftest import _wait_for_other_sessions_to_close
-
         with django_db_blocker.unblock():
-            _wait_for_other_sessions_to_close(connection)
+            wait_for_other_sessions_to_close(connection)

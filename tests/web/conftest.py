@@ -13,12 +13,6 @@ committed data) for the server to see their rows.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +21,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.test import override_settings
 
-from tests.conftest import ARTIFACTS, ROOT, _worker_env
+from tests.conftest import (
+    _worker_env,
+    asgi_server,
+    wait_for_other_sessions_to_close,
+)
 
 PRODUCTION_STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -68,12 +66,6 @@ def production_static(settings, collected_static: Path) -> Path:
     return collected_static
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def uvicorn_server(django_db_setup, django_db_blocker, collected_static: Path) -> Iterator[str]:
     """Base URL of a real ``uvicorn twin.asgi:application`` on the test database."""
@@ -84,55 +76,12 @@ def uvicorn_server(django_db_setup, django_db_blocker, collected_static: Path) -
     env = _worker_env(db_settings)
     env["TWIN_STATIC_ROOT"] = str(collected_static)
     env.pop("TWIN_PUBLIC_READ", None)
-    port = _free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "uvicorn.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--log-level", "info"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited early; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"{base}/login/", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not answer within 60 s; see {log.name}")
-            time.sleep(0.2)
-        yield base
+        with asgi_server(env, "uvicorn.log", "/login/", log_level="info") as base:
+            yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         with django_db_blocker.unblock():
-            _wait_for_other_sessions_to_close(connection)
-
-
-def _wait_for_other_sessions_to_close(connection, timeout: float = 10.0) -> None:
-    """PostgreSQL ends a backend shortly *after* its client exits; dropping the
-    test database before then fails ("being accessed by other users")."""
-    if connection.vendor != "postgresql":
-        return
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                           "current_database() AND pid <> pg_backend_pid()")
-            if cursor.fetchone()[0] == 0:
-                return
-            time.sleep(0.1)
+            wait_for_other_sessions_to_close(connection)
 
 
 @pytest.fixture
