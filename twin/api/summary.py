@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import Avg, Count, F, Max, Min, Sum
+from django.db.models import Avg, Count, Max, Min, Sum
 
 from twin.hardware.choices import (
     CardStatusChoices,
@@ -26,6 +26,7 @@ from twin.hardware.choices import (
     LinkStatusChoices,
 )
 from twin.hardware.models import Card, Cluster, Link, NetworkDevice, Rack, Server, SuperNode
+from twin.hardware.models.racks import per_rack_draw_sql
 
 __all__ = ["OVER_BUDGET_NAMES", "cluster_summary", "rack_power_totals"]
 
@@ -41,38 +42,13 @@ def _counts_by(queryset: Any, field: str, keys: list[str]) -> dict[str, int]:
     }
 
 
-def _per_rack_sql(cluster_id: int) -> tuple[str, list[Any]]:
-    """SQL of ``(rack_id, w)``: the draw of every rack of the cluster that draws anything.
-
-    One ``UNION ALL`` of the three kinds of draw (cards' TDP, servers' overhead,
-    devices' power), each built by the ORM, grouped by rack. A single pass over
-    the card table, where a correlated subquery per rack would probe it once
-    for each of ~26,000 racks.
-    """
-    parts = [
-        Card.objects.filter(server__rack__cluster_id=cluster_id)
-        .annotate(r=F("server__rack_id"), w=F("accelerator__tdp_w")).values_list("r", "w"),
-        Server.objects.filter(rack__cluster_id=cluster_id)
-        .annotate(r=F("rack_id"), w=F("overhead_w")).values_list("r", "w"),
-        NetworkDevice.objects.filter(rack__cluster_id=cluster_id)
-        .annotate(r=F("rack_id"), w=F("power_w")).values_list("r", "w"),
-    ]
-    sqls, params = [], []
-    for part in parts:
-        sql, part_params = part.order_by().query.sql_with_params()
-        sqls.append(sql)
-        params.extend(part_params)
-    union = " UNION ALL ".join(sqls)  # no parentheses: SQLite refuses them here
-    return f"SELECT t.r AS rack_id, SUM(t.w) AS w FROM ({union}) t GROUP BY t.r", params
-
-
 def rack_power_totals(cluster_id: int) -> dict[str, Any]:
     """IT power, facility power (Σ draw × PUE) and over-budget racks of a cluster.
 
-    The rack draws are summed in SQL (see ``_per_rack_sql``) and never leave the
+    The rack draws are summed in SQL (see ``per_rack_draw_sql``) and never leave the
     database; only the totals and up to ``OVER_BUDGET_NAMES`` names come back.
     """
-    per_rack, params = _per_rack_sql(cluster_id)
+    per_rack, params = per_rack_draw_sql(cluster_id)
     rack = connection.ops.quote_name(Rack._meta.db_table)
     joined = f"FROM ({per_rack}) p INNER JOIN {rack} r ON r.id = p.rack_id"
     over = "p.w > r.power_budget_w"

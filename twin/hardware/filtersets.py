@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import django_filters as df
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
 
 from twin.hardware.choices import (
@@ -25,6 +25,7 @@ from twin.hardware.models import (
     Server,
     SuperNode,
 )
+from twin.hardware.models.racks import over_budget_ids_sql
 
 __all__ = [
     "AcceleratorTypeFilterSet",
@@ -110,10 +111,9 @@ class RackFilterSet(SearchFilterSet):
     def filter_over_budget(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return queryset
-        if "power_w" not in queryset.query.annotations:
-            queryset = queryset.with_power()
-        condition = Q(power_w__gt=F("power_budget_w"))
-        return queryset.filter(condition) if value else queryset.exclude(condition)
+        cluster = self.form.cleaned_data.get("cluster")
+        over = over_budget_ids_sql(cluster.pk if cluster is not None else None)
+        return queryset.filter(pk__in=over) if value else queryset.exclude(pk__in=over)
 
 
 class ServerFilterSet(SearchFilterSet):

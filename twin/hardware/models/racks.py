@@ -9,13 +9,14 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, FloatField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce
 
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CoolingChoices
 from twin.hardware.constants import DEFAULT_PUE, DEFAULT_RACK_BUDGET_W
 
-__all__ = ["Rack", "RackQuerySet", "rack_draw_w"]
+__all__ = ["Rack", "RackQuerySet", "per_rack_draw_sql", "rack_draw_w"]
 
 
 def _sum_subquery(queryset: models.QuerySet, group: str, field: str) -> Coalesce:
@@ -43,6 +44,51 @@ def draw_expression() -> models.Expression:
     return cards + servers + devices
 
 
+def per_rack_draw_sql(cluster_id: int | None = None) -> tuple[str, list[object]]:
+    """SQL of ``(rack_id, w)``: the draw of every rack (of one cluster) that draws anything.
+
+    One ``UNION ALL`` of the three kinds of draw (cards' TDP, servers' overhead,
+    devices' power), each built by the ORM, grouped by rack: a single pass over
+    the card table, where ``with_power()``'s correlated subqueries probe it once
+    per rack — right for a page of racks, seconds for all 26,000 of ``million``.
+    """
+    from twin.hardware.models.cards import Card
+    from twin.hardware.models.network import NetworkDevice
+    from twin.hardware.models.servers import Server
+
+    cards = Card.objects.all()
+    servers = Server.objects.all()
+    devices = NetworkDevice.objects.exclude(rack_id=None)
+    if cluster_id is not None:
+        cards = cards.filter(server__rack__cluster_id=cluster_id)
+        servers = servers.filter(rack__cluster_id=cluster_id)
+        devices = devices.filter(rack__cluster_id=cluster_id)
+    parts = [
+        cards.annotate(r=F("server__rack_id"), w=F("accelerator__tdp_w")).values_list("r", "w"),
+        servers.annotate(r=F("rack_id"), w=F("overhead_w")).values_list("r", "w"),
+        devices.annotate(r=F("rack_id"), w=F("power_w")).values_list("r", "w"),
+    ]
+    sqls: list[str] = []
+    params: list[object] = []
+    for part in parts:
+        sql, part_params = part.order_by().query.sql_with_params()
+        sqls.append(sql)
+        params.extend(part_params)
+    union = " UNION ALL ".join(sqls)  # no parentheses: SQLite refuses them here
+    return f"SELECT t.r AS rack_id, SUM(t.w) AS w FROM ({union}) t GROUP BY t.r", params
+
+
+def over_budget_ids_sql(cluster_id: int | None = None) -> RawSQL:
+    """Subquery of the ids of racks drawing more than their budget (one grouped pass)."""
+    per_rack, params = per_rack_draw_sql(cluster_id)
+    table = Rack._meta.db_table
+    return RawSQL(
+        f"SELECT p.rack_id FROM ({per_rack}) p INNER JOIN {table} rb ON rb.id = p.rack_id "
+        f"WHERE p.w > rb.power_budget_w",
+        params,
+    )
+
+
 class RackQuerySet(models.QuerySet):
     def with_power(self) -> RackQuerySet:
         """Annotate ``power_w``, ``utilization`` (draw / budget) and ``facility_w`` (× PUE)."""
@@ -52,8 +98,9 @@ class RackQuerySet(models.QuerySet):
             headroom_w=F("power_budget_w") - F("power_w"),
         )
 
-    def over_budget(self) -> RackQuerySet:
-        return self.with_power().filter(power_w__gt=F("power_budget_w"))
+    def over_budget(self, cluster_id: int | None = None) -> RackQuerySet:
+        """Racks over their budget, found in one grouped pass (``over_budget_ids_sql``)."""
+        return self.filter(pk__in=over_budget_ids_sql(cluster_id))
 
 
 def rack_draw_w(
