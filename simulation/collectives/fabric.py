@@ -614,12 +614,12 @@ def _network_share(topo: Topology, group: int, cards: int) -> float:
     # card → access switch
     pcie = NodeKind.PCIE_SWITCH.value
     card = NodeKind.CARD.value
-    acc = (in_group_u & in_group_v) & (
-        ((ku == card) & (kv == pcie)) | ((kv == card) & (ku == pcie))
+    nic = NodeKind.NIC.value
+    acc = (in_group_u & in_group_v) & (  # a card's own link to its PCIe switch or NIC
+        ((ku == card) & np.isin(kv, [pcie, nic])) | ((kv == card) & np.isin(ku, [pcie, nic]))
     )
     if acc.any():
         shares.append(float(gb[acc].min()))
-    nic = NodeKind.NIC.value
     a2n = (in_group_u & in_group_v) & (((ku == pcie) & (kv == nic)) | ((kv == pcie) & (ku == nic)))
     if a2n.any():
         shares.append(float(gb[a2n].sum()) / cards)
@@ -631,6 +631,31 @@ def _network_share(topo: Topology, group: int, cards: int) -> float:
         if upl.any() and down.any():
             factor = min(factor, float(gb[upl].sum()) / float(gb[down].sum()))
     return min(shares[0] * min(factor, 1.0), *shares[1:]) if len(shares) > 1 else shares[0] * factor
+
+
+def _supernode_graph(topo: Topology) -> Topology:
+    """Supernode 0's own graph: its cards, PCIe switches and fabric switches.
+
+    When those do not connect its cards — a DGX-style unit whose NVLink
+    domains are single servers, joined only through their rail NICs and
+    leaves (NVIDIA DGX SuperPOD reference architecture) — the unit's NICs
+    and the leaves they attach to are added: that is where its traffic runs
+    (across rails it takes one NVLink hop, never a spine: fewer hops and
+    less latency), so the inner level stays routed on real links.
+    """
+    kind, group = topo.node_kind, topo.group
+    members = np.flatnonzero(
+        (group == 0) & np.isin(kind, [NodeKind.CARD, NodeKind.PCIE_SWITCH, NodeKind.SWITCH])
+    )
+    sub = topo.induced(members, name="supernode 0")
+    _, labels = csgraph.connected_components(sub.adjacency(), directed=False)
+    if np.all(labels[: sub.n_endpoints] == labels[0]):
+        return sub
+    nics = np.flatnonzero((group == 0) & (kind == NodeKind.NIC))
+    on_nic = np.isin(topo.link_u, nics) | np.isin(topo.link_v, nics)
+    ends = np.concatenate([topo.link_u[on_nic], topo.link_v[on_nic]])
+    leaves = ends[kind[ends] == NodeKind.LEAF]
+    return topo.induced(np.concatenate([members, nics, leaves]), name="supernode 0")
 
 
 def fabric_from_topology(
@@ -668,11 +693,7 @@ def fabric_from_topology(
         level = _level_for("fabric", graph, rank_nodes, overhead_s, dims, notes)
         return CommFabric([level], notes)
     p0 = int((grp == 0).sum())
-    members = np.flatnonzero(
-        (topo.group == 0)
-        & np.isin(topo.node_kind, [NodeKind.CARD, NodeKind.PCIE_SWITCH, NodeKind.SWITCH])
-    )
-    sub = topo.induced(members, name="supernode 0")
+    sub = _supernode_graph(topo)
     if p <= p0:
         level = _level_for("supernode", sub, np.arange(p, dtype=np.int64), overhead_s, dims, notes)
         return CommFabric([level], notes)

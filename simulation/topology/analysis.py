@@ -43,7 +43,20 @@ def topology_from_dict(data: Mapping[str, Any]) -> Topology:
 
 
 def fabric_family(fabric: FabricSpec) -> FamilySpec:
-    """The standalone family equal to one supernode's fabric."""
+    """The standalone family equal to one supernode's fabric.
+
+    A ``server_mesh`` fabric is disconnected on its own (its servers meet
+    only through the network), so its family is one server's NVLink domain:
+    the full mesh of ``dims[1]`` cards.
+    """
+    if fabric.kind == "server_mesh":
+        return FamilySpec(
+            "full_mesh",
+            nodes=fabric.dims[1],
+            link_gbps=fabric.link_gbps,
+            link_ns=fabric.link_ns,
+            switch_ns=fabric.switch_ns,
+        )
     kind = {"switch": "star"}.get(fabric.kind, fabric.kind)
     if kind in ("torus", "mesh"):
         return FamilySpec(

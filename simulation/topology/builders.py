@@ -10,9 +10,12 @@ Node numbering is fixed and documented because symmetry claims rest on it:
   aggregation/spine and core switches;
 * cluster: cards supernode by supernode (each in its fabric's numbering),
   then per-supernode fabric switches, PCIe access switches (one per
-  ``cards_per_switch`` consecutive cards), NICs (server-major), and the core
-  network's switches. NIC ports are attached to leaf ports in the order
-  (supernode, rail, server): one rail of one supernode is a contiguous block.
+  ``cards_per_switch`` consecutive cards; none with ``nic_per_card``), NICs
+  (server-major; with ``nic_per_card`` NIC *i* is card *i*'s, so card slot
+  *r* of a server is rail *r*), and the core network's switches. NIC ports
+  are attached to leaf ports in the order (supernode, rail, server): one
+  rail of one supernode is a contiguous block (rail-optimised wiring, as in
+  NVIDIA's DGX SuperPOD reference architecture).
 """
 
 from __future__ import annotations
@@ -468,13 +471,33 @@ def _fabric_links(fabric: FabricSpec) -> tuple[I64, I64, int]:
     if fabric.kind == "full_mesh":
         u, v = _complete_links(n)
         return u, v, 0
+    if fabric.kind == "server_mesh":  # a full mesh inside each server of dims[1] cards
+        servers, per = fabric.dims
+        cu, cv = _complete_links(per)
+        base = (np.arange(servers, dtype=np.int64) * per)[:, None]
+        return (base + cu[None, :]).ravel(), (base + cv[None, :]).ravel(), 0
     # "switch": every card on one supernode switch, local id n
     return np.arange(n, dtype=np.int64), np.full(n, n, dtype=np.int64), 1
 
 
-def _fabric_classes(fabric: FabricSpec, block: int) -> IntArray | None:
+def _fabric_classes(fabric: FabricSpec, block: int, rails: bool = False) -> IntArray | None:
+    """Classes of a supernode's cards under fabric automorphisms that keep blocks.
+
+    ``block``: consecutive cards sharing an access switch (a server). With
+    ``rails`` (``nic_per_card``) a card's slot in its block is also its NIC
+    rail, so the permutation must apply one slot permutation to every block
+    (and permute whole blocks): the full mesh, the switch and the server
+    mesh (with ``block`` = its server) allow every such permutation, so all
+    their cards are one class; a torus or mesh is not claimed then.
+    """
     if fabric.kind in ("full_mesh", "switch"):
         return np.zeros(fabric.n_cards, np.int32)  # any block-preserving permutation
+    if fabric.kind == "server_mesh":
+        if block in (1, fabric.dims[1]) or (not rails and block % fabric.dims[1] == 0):
+            return np.zeros(fabric.n_cards, np.int32)
+        return None
+    if rails:
+        return None
     if fabric.kind in ("torus", "ring"):
         return _torus_block_classes(fabric.dims, block)
     return None  # mesh: not claimed
@@ -518,7 +541,8 @@ def cluster(spec: ClusterSpec) -> Topology:
 
     Cards of supernode ``i`` connect inside it by its fabric; every
     ``cards_per_switch`` consecutive cards (a server) hang off one PCIe
-    access switch; each access switch has ``nics_per_switch`` smart NICs;
+    access switch; each access switch has ``nics_per_switch`` smart NICs
+    (with ``nic_per_card``: no access switch, each card links to its own NIC);
     NIC ports go to leaf ports in (supernode, rail, server) order; the leaf,
     spine and core tiers form a pruned k-ary fat tree (:func:`_clos`).
     """
@@ -583,15 +607,20 @@ def cluster(spec: ClusterSpec) -> Topology:
     if net is not None:
         cps = net.access.cards_per_switch
         rails = net.aggregation.nics_per_switch
+        direct = net.access.nic_per_card
         n_srv = n_cards // cps
+        n_pcie = 0 if direct else n_srv
         pcie0 = n_cards + n_fabric_switches
-        nic0 = pcie0 + n_srv
+        nic0 = pcie0 + n_pcie
         net0 = nic0 + n_srv * rails
         cards = np.arange(n_cards, dtype=np.int64)
-        add(cards, pcie0 + cards // cps, net.access.link_gbps, net.access.link_ns)
         srv = np.repeat(np.arange(n_srv, dtype=np.int64), rails)
         nic_local = np.arange(n_srv * rails, dtype=np.int64)
-        add(pcie0 + srv, nic0 + nic_local, net.aggregation.link_gbps, net.aggregation.link_ns)
+        if direct:  # card i → its own NIC i (rails == cps, checked by validate)
+            add(cards, nic0 + cards, net.access.link_gbps, net.access.link_ns)
+        else:
+            add(cards, pcie0 + cards // cps, net.access.link_gbps, net.access.link_ns)
+            add(pcie0 + srv, nic0 + nic_local, net.aggregation.link_gbps, net.aggregation.link_ns)
         # NIC → host slot, ordered (supernode, rail, server)
         srv_group = card_group[::cps].astype(np.int64)  # supernode of each server
         sn_first_srv = np.zeros(n_sn + 1, dtype=np.int64)
@@ -613,17 +642,17 @@ def cluster(spec: ClusterSpec) -> Topology:
         )
         add(u, clos.v + net0, clos.gbps, clos.link_ns)
         kinds += [
-            np.full(n_srv, NodeKind.PCIE_SWITCH, np.int8),
+            np.full(n_pcie, NodeKind.PCIE_SWITCH, np.int8),
             np.full(n_srv * rails, NodeKind.NIC, np.int8),
             clos.kind,
         ]
         node_ns += [
-            np.full(n_srv, net.access.switch_ns, np.float32),
+            np.full(n_pcie, net.access.switch_ns, np.float32),
             np.full(n_srv * rails, net.aggregation.nic_ns, np.float32),
             clos.ns,
         ]
         groups += [
-            srv_group.astype(np.int32),
+            srv_group[:n_pcie].astype(np.int32),
             np.repeat(srv_group, rails).astype(np.int32),
             np.full(clos.n_switches, -1, np.int32),
         ]
@@ -639,7 +668,7 @@ def cluster(spec: ClusterSpec) -> Topology:
             f = spec.supernodes[0].fabric
             if f.kind in ("torus", "ring"):
                 params["fabric_dims"] = list(f.dims)
-            intra = _fabric_classes(f, cps)
+            intra = _fabric_classes(f, cps, rails=direct)
             inter = _supernode_classes(
                 n_sn, f.n_cards // cps, rails, len(net.core), net.core[0].radix
             )

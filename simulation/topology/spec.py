@@ -5,9 +5,11 @@ Two kinds of input, both JSON-round-trippable (``to_dict`` / ``from_dict``):
 * :class:`FamilySpec` — one standalone family, e.g.
   ``{"family": "torus", "dims": [8, 8, 8]}`` or ``{"family": "ring", "nodes": 512}``;
 * :class:`ClusterSpec` — a whole cluster: groups of identical supernodes, each
-  with its fabric (torus, ring, mesh, full mesh or a PCIe switch), and the
-  seeds' three-tier hybrid cluster network (access: PCIe switches per server;
-  aggregation: smart NICs; core: 400G RoCE leaf/spine/core tiers).
+  with its fabric (torus, ring, mesh, full mesh, a PCIe switch, or a full
+  mesh per server — the NVLink domains of a DGX-style scalable unit), and the
+  seeds' three-tier hybrid cluster network (access: PCIe switches per server,
+  or one NIC per card with no switch; aggregation: smart NICs; core: 400G
+  RoCE or InfiniBand leaf/spine/core tiers).
 
 ``from_dict`` validates everything up front and raises
 :class:`~simulation.topology.graph.TopologyError` with the dotted path of the
@@ -55,7 +57,7 @@ DEFAULT_SWITCH_NS = 10.0
 """Assumption: per-hop forwarding of an on-package router in a direct network."""
 
 FAMILIES = ("ring", "torus", "mesh", "full_mesh", "star", "fat_tree")
-FABRIC_KINDS = ("torus", "ring", "mesh", "full_mesh", "switch")
+FABRIC_KINDS = ("torus", "ring", "mesh", "full_mesh", "switch", "server_mesh")
 
 #: Size guards: beyond these a standalone family is almost certainly a typo
 #: (and a full mesh of 10⁵ nodes is 5·10⁹ links).
@@ -202,7 +204,17 @@ class FamilySpec:
 # -------------------------------------------------------------------- cluster
 @dataclass(frozen=True)
 class FabricSpec:
-    """The fabric inside one supernode (the seeds': 8×8×8 torus, 512 cards)."""
+    """The fabric inside one supernode (the seeds': 8×8×8 torus, 512 cards).
+
+    ``kind`` and ``dims``: ``torus``/``mesh`` take the grid (row-major, last
+    dimension fastest); ``ring``, ``full_mesh`` and ``switch`` take
+    ``[cards]``; ``server_mesh`` takes ``[servers, cards_per_server]``: a
+    direct full mesh among the cards of each server (consecutive card ids)
+    and no link between servers — NVIDIA DGX H100's NVLink domain, whose four
+    NVSwitch chips give every GPU its full NVLink bandwidth to any other
+    (NVIDIA DGX H100 user guide / H100 Tensor Core GPU architecture white
+    paper, 2022), modelled as its non-blocking equivalent: one link per pair.
+    """
 
     kind: str = "torus"
     dims: tuple[int, ...] = (8, 8, 8)
@@ -233,6 +245,15 @@ class FabricSpec:
             raise TopologyError(f"{path}dims", f"a {kind} fabric takes one number: [cards]")
         if kind == "full_mesh" and dims[0] > MAX_FULL_MESH:
             raise TopologyError(f"{path}dims", f"at most {MAX_FULL_MESH} cards in a full mesh")
+        if kind == "server_mesh":
+            if len(dims) != 2:
+                raise TopologyError(
+                    f"{path}dims", "a server_mesh fabric takes two numbers: [servers, cards]"
+                )
+            if dims[1] > MAX_FULL_MESH:
+                raise TopologyError(
+                    f"{path}dims[1]", f"at most {MAX_FULL_MESH} cards in one server's mesh"
+                )
         return cls(
             kind=kind,
             dims=dims,
@@ -272,23 +293,37 @@ class AccessSpec:
     Defaults: 8 cards (the seeds' 8–16 H100 per node), PCIe Gen5 ×16 links
     (32 GT/s × 16 lanes ≈ 512 Gb/s per direction before encoding), and an
     assumed 100 ns switch latency.
+
+    ``nic_per_card``: no PCIe switch at all — every card has its own NIC on
+    its own PCIe link (DGX H100: one ConnectX-7 per GPU, NVIDIA DGX H100
+    user guide; NVIDIA DGX SuperPOD reference architecture). Then
+    ``cards_per_switch`` counts the cards of a server, ``link_*`` is the
+    card → NIC link, ``switch_ns`` is unused, and the aggregation tier must
+    have one NIC per card (its ``link_*`` is unused too).
     """
 
     cards_per_switch: int = 8
     link_gbps: float = 512.0
     link_ns: float = 5.0
     switch_ns: float = 100.0
+    nic_per_card: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str) -> AccessSpec:
         """Validate the access tier."""
         data = _mapping(data, path)
-        _unknown(data, ["cards_per_switch", "link_gbps", "link_ns", "switch_ns"], path)
+        _unknown(
+            data, ["cards_per_switch", "link_gbps", "link_ns", "switch_ns", "nic_per_card"], path
+        )
+        direct = data.get("nic_per_card", False)
+        if not isinstance(direct, bool):
+            raise TopologyError(f"{path}nic_per_card", f"must be true or false, got {direct!r}")
         return cls(
             cards_per_switch=_int(data, "cards_per_switch", path, minimum=1, default=8),
             link_gbps=_float(data, "link_gbps", path, 512.0, positive=True),
             link_ns=_float(data, "link_ns", path, 5.0),
             switch_ns=_float(data, "switch_ns", path, 100.0),
+            nic_per_card=direct,
         )
 
 
@@ -448,13 +483,30 @@ class ClusterSpec:
         return spec
 
     def validate(self, path: str = "") -> None:
-        """Cross-field checks: servers tile supernodes; the core has room."""
+        """Cross-field checks: servers tile supernodes; the core has room.
+
+        With a network, a ``server_mesh`` fabric's server is the access
+        tier's (``dims[1] == cards_per_switch``), and ``nic_per_card`` access
+        has exactly one NIC per card.
+        """
         if self.n_cards > MAX_NODES:
             raise TopologyError(f"{path}supernodes", f"at most {MAX_NODES} cards")
         if self.network is None:
             return
         cps = self.network.access.cards_per_switch
+        if self.network.access.nic_per_card and self.network.aggregation.nics_per_switch != cps:
+            raise TopologyError(
+                f"{path}network.aggregation.nics_per_switch",
+                f"with nic_per_card every card has its own NIC: {cps} per server, got "
+                f"{self.network.aggregation.nics_per_switch}",
+            )
         for i, group in enumerate(self.supernodes):
+            if group.fabric.kind == "server_mesh" and group.fabric.dims[1] != cps:
+                raise TopologyError(
+                    f"{path}supernodes[{i}].fabric.dims[1]",
+                    f"a server_mesh server of {group.fabric.dims[1]} cards must match the "
+                    f"network's {cps} cards per server",
+                )
             if group.fabric.n_cards % cps:
                 raise TopologyError(
                     f"{path}network.access.cards_per_switch",

@@ -157,7 +157,7 @@ def test_no_network_devices_means_no_network(tiny_cluster):
     ("missing_card", "has 7 cards but its supernodes are designed for 8"),
     ("no_supernodes", "has no supernodes"),
     ("no_nic", "lacks smart NICs"),
-    ("fat_tree", "no simulation fabric yet"),
+    ("no_pcie_switch", "needs one NIC per card"),
 ])
 def test_unrepresentable_clusters_are_refused_with_the_fix(tiny_cluster, change, text):
     world = tiny_cluster
@@ -167,10 +167,113 @@ def test_unrepresentable_clusters_are_refused_with_the_fix(tiny_cluster, change,
         world = {"cluster": Cluster.objects.create(name=f"empty-{uuid.uuid4().hex[:6]}")}
     elif change == "no_nic":
         world["nic"].delete()
-    else:
-        SuperNode.objects.filter(pk=world["supernode"].pk).update(
-            fabric="fat_tree", dim_x=1, dim_y=1, dim_z=1)
+    else:  # without a PCIe switch, its one NIC would have to serve 8 cards
+        world["switch"].delete()
     with pytest.raises(ConversionError) as caught:
         cluster_input(world["cluster"])
     assert caught.value.field == "cluster"
     assert text in caught.value.message
+
+
+# --------------------------------------------------------------- DGX SuperPOD
+@pytest.fixture
+def dgx_cluster(db) -> Cluster:
+    """One DGX H100 SuperPOD scalable unit as the builder writes it: 32 DGX of
+    8 GPUs (NVLink full mesh per server), one 400G NIC per GPU, 8 rail leaves,
+    4 spines (8 parallel links per leaf–spine pair)."""
+    from twin.hardware.builder import build_cluster
+
+    result = build_cluster("dgx-h100-superpod", name="scen-dgx", supernodes=1)
+    return Cluster.objects.get(pk=result["cluster_id"])
+
+
+def _card(cluster: Cluster, server: int, slot: int) -> int:
+    """Id of the card in ``slot`` of the supernode's ``server``-th server."""
+    return Card.objects.get(supernode__cluster=cluster, index=8 * server + slot).pk
+
+
+def test_dgx_cluster_converts(dgx_cluster, django_assert_max_num_queries):
+    with django_assert_max_num_queries(5):
+        info = cluster_input(dgx_cluster)
+    spec = info.spec
+    assert spec.n_cards == 256 == Card.objects.filter(supernode__cluster=dgx_cluster).count()
+    (group,) = spec.supernodes
+    # NVLink: a full mesh per DGX (28 links), 3,600 Gb/s and 250 ns a link
+    assert group.fabric == FabricSpec("server_mesh", (32, 8), 3600.0, 250.0, 0.0)
+    net = spec.network
+    # no PCIe switch: each GPU's own PCIe Gen5 ×16 link to its ConnectX-7
+    assert net.access == AccessSpec(cards_per_switch=8, link_gbps=504.0, link_ns=20.0,
+                                    switch_ns=0.0, nic_per_card=True)
+    assert net.aggregation == NicSpec(nics_per_switch=8, link_gbps=504.0, link_ns=20.0,
+                                      nic_ns=300.0)
+    assert net.core == (TierSpec("leaf", 64, 400.0, 50.0, 130.0),
+                        TierSpec("spine", 64, 400.0, 100.0, 130.0))
+    topo = cluster(spec)
+    # every database link is in the graph; the 8 × 4 × 8 parallel leaf–spine links
+    # become 8 × 32 single ones (same count, same Gb/s per leaf)
+    assert topo.n_links == Link.objects.filter(cluster=dgx_cluster).count() == 32 * 28 + 3 * 256
+    assert topo.kind_counts() == {"card": 256, "nic": 256, "leaf": 8, "spine": 32}
+
+
+def test_dgx_topology_scenario_equals_bfs_over_the_link_rows(dgx_cluster):
+    """The topology scenario's hops (and latency) are those of a plain BFS
+    (Dijkstra) from every card over the graph of the cluster's actual link rows."""
+    from scipy.sparse import csgraph
+
+    from twin.scenarios.kinds import get_kind
+
+    kind = get_kind("topology")
+    result = kind.run(kind.prepare({}, dgx_cluster), lambda fraction, message: None)
+    exact, _ = db_topology(dgx_cluster.pk)
+    n = exact.n_endpoints
+    hops = csgraph.shortest_path(exact.adjacency(), unweighted=True, indices=np.arange(n))[:, :n]
+    off = ~np.eye(n, dtype=bool)
+    histogram = np.bincount(hops[off].astype(np.int64)).tolist()
+    assert result["hop_histogram"] == histogram
+    assert result["diameter_hops"] == int(hops[off].max()) == 5
+    assert result["avg_hops_exact"] == "1216/255"  # (7·1 + 31·4 + 217·5) / 255
+    assert result["method"] == "symmetry" and result["exact"]
+    # pair by pair, too: the converted spec's graph gives every card-to-card distance
+    sim = cluster(cluster_input(dgx_cluster).spec)
+    assert np.array_equal(
+        csgraph.shortest_path(sim.adjacency(), unweighted=True, indices=np.arange(n))[:, :n], hops)
+    # latency: link ns + forwarding ns of every node passed, destination excluded
+    lat = csgraph.dijkstra(exact.latency_weights(), indices=np.arange(n))[:, :n]
+    assert np.allclose(csgraph.dijkstra(sim.latency_weights(), indices=np.arange(n))[:, :n], lat)
+    lat = lat - exact.node_ns[:n][None, :]
+    assert result["latency_ns"]["max"] == pytest.approx(float(lat[off].max()))
+    assert result["latency_ns"]["average"] == pytest.approx(float(lat[off].mean()))
+    # one supernode's fabric alone: one DGX's NVLink full mesh
+    assert result["fabric"]["family"]["family"] == "full_mesh"
+    assert result["fabric"]["diameter_hops"] == 1
+
+
+@pytest.mark.parametrize(("src", "dst", "hops", "kinds"), [
+    # same rail (slot 3 of two DGX): GPU → its NIC → rail leaf → NIC → GPU
+    ((0, 3), (5, 3), 4, ["card", "nic", "leaf", "nic", "card"]),
+    # other rail: one NVLink hop to the rail's GPU first (or last), then as above
+    ((0, 3), (5, 6), 5, None),
+    # same DGX: one NVLink hop
+    ((7, 1), (7, 4), 1, ["card", "card"]),
+])
+def test_dgx_route_between_gpus(dgx_cluster, src, dst, hops, kinds):
+    from twin.scenarios.kinds import get_kind
+
+    kind = get_kind("route")
+    params = {"src": _card(dgx_cluster, *src), "dst": _card(dgx_cluster, *dst)}
+    result = kind.run(kind.prepare(params, dgx_cluster), lambda fraction, message: None)
+    assert result["reachable"] and result["hops"] == hops
+    labels = [label.split()[0] for label in result["labels"]]
+    if kinds is not None:
+        assert labels == kinds
+    else:  # one NVLink hop, then the 4-hop rail path: the only kinds seen
+        assert sorted(set(labels)) == ["card", "leaf", "nic"] and labels.count("card") == 3
+    exact, node_of = db_topology(dgx_cluster.pk)
+    assert int(hop_distances(exact, node_of[params["src"]])[node_of[params["dst"]]]) == hops
+
+
+def test_one_server_fat_tree_supernode_is_a_full_mesh(tiny_cluster):
+    SuperNode.objects.filter(pk=tiny_cluster["supernode"].pk).update(
+        fabric="fat_tree", dim_x=1, dim_y=1, dim_z=1)
+    fabric = cluster_input(tiny_cluster["cluster"]).spec.supernodes[0].fabric
+    assert (fabric.kind, fabric.dims) == ("full_mesh", (8,))

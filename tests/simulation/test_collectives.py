@@ -324,3 +324,40 @@ def test_more_ranks_than_cards_and_unsupported_choices():
 def test_spec_round_trip():
     spec = CollectiveSpec.from_dict({"op": "broadcast", "sizes": [8, 4096], "compression": 4})
     assert CollectiveSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_dgx_units_route_inside_over_rails_and_share_the_nics_across():
+    """Two DGX-style units (NVLink full mesh per 8-GPU server, a NIC per GPU on
+    rail leaves): a unit's own cards meet only through their NICs and rail
+    leaves, so the inner level is routed on those; across units α is the
+    card → NIC → leaf → spine → leaf → NIC → card latency 20 + 300 + 50 + 130 +
+    100 + 130 + 100 + 130 + 50 + 300 + 20 = 1,330 ns and each card's share is its
+    own 400 Gb/s NIC port (its 504 Gb/s PCIe link is wider)."""
+    from simulation.topology import (
+        AccessSpec,
+        ClusterSpec,
+        FabricSpec,
+        NetworkSpec,
+        NicSpec,
+        SupernodeSpec,
+        TierSpec,
+    )
+
+    spec = ClusterSpec(
+        "dgx",
+        (SupernodeSpec(2, FabricSpec("server_mesh", (32, 8), 3600.0, 250.0, 0.0)),),
+        NetworkSpec(AccessSpec(8, 504.0, 20.0, 0.0, nic_per_card=True),
+                    NicSpec(8, 504.0, 20.0, 300.0),
+                    (TierSpec("leaf", 64, 400.0, 50.0, 130.0),
+                     TierSpec("spine", 64, 400.0, 100.0, 130.0))),
+    )
+    fab = fabric_from_topology(cluster(spec), 512)
+    inner, outer = fab.describe()
+    assert inner["name"] == "supernode" and inner["routed"] and inner["ranks"] == 256
+    # ring neighbours: NVLink inside a server, rail path between servers (1,120 ns:
+    # one NVLink hop 250 + the 870 ns rail path)
+    assert inner["ring_alpha_us"] == pytest.approx(1.12)
+    assert outer["ring_alpha_us"] == pytest.approx(1.33)
+    assert outer["shared_gbps"] == pytest.approx(400.0)
+    curve = collective_curve(fab, CollectiveSpec(op="allreduce", ranks=512, sizes=(1 << 20,)))
+    assert curve.best[0].time_s > 0

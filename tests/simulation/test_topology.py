@@ -509,6 +509,18 @@ def test_analyze_keys_and_json():
         ({"supernodes": [{"count": 4097}]}, "network.core"),
         ({"supernodes": [{}], "network": {"core": [{"radix": 8}, {"radix": 16}]}}, "network.core"),
         ({"supernodes": [{}], "network": {"core": [{"radix": 7}]}}, "network.core[0].radix"),
+        (
+            {"supernodes": [{"fabric": {"kind": "server_mesh", "dims": [256]}}]},
+            "supernodes[0].fabric.dims",
+        ),
+        (
+            {"supernodes": [{"fabric": {"kind": "server_mesh", "dims": [16, 16]}}]},
+            "supernodes[0].fabric.dims[1]",
+        ),
+        ({"supernodes": [{}], "network": {"access": {"nic_per_card": True}}},
+         "network.aggregation.nics_per_switch"),
+        ({"supernodes": [{}], "network": {"access": {"nic_per_card": "yes"}}},
+         "network.access.nic_per_card"),
         ("torus", "params"),
     ],
 )
@@ -556,3 +568,80 @@ def test_builders_reject_bad_shapes():
         )
     with pytest.raises(TopologyError):
         fat_tree(3)
+
+
+# ---------------------------------------------------- DGX-style (NIC per card)
+def dgx_spec(supernodes: int, radix: int = 64, tiers: int = 2) -> ClusterSpec:
+    """DGX H100 SuperPOD figures: 32 servers × 8 GPUs per scalable unit, NVLink
+    full mesh per server (250 ns), one NIC per GPU (PCIe 20 ns, NIC 300 ns),
+    rail leaves and InfiniBand spines (130 ns; links 50 / 100 / 150 ns)."""
+    core = tuple(TierSpec(name, radix, 400.0, 50.0 * (i + 1), 130.0)
+                 for i, name in enumerate(("leaf", "spine", "core")[:tiers]))
+    return ClusterSpec(
+        "dgx",
+        (SupernodeSpec(supernodes, FabricSpec("server_mesh", (32, 8), 3600.0, 250.0, 0.0)),),
+        NetworkSpec(AccessSpec(8, 504.0, 20.0, 0.0, nic_per_card=True),
+                    NicSpec(8, 504.0, 20.0, 300.0), core),
+    )
+
+
+@pytest.mark.parametrize("supernodes", [1, 2, 4])
+def test_nic_per_card_cluster_hops_closed_form(supernodes):
+    """Per card, with c = 8 GPUs per server, S = 32 servers per unit and N units
+    on a 2-tier fat tree whose leaves each hold one rail of one unit:
+    c − 1 cards at 1 hop (NVLink); S − 1 at 4 (same rail: card → NIC → leaf →
+    NIC → card); (S − 1)(c − 1) at 5 (one NVLink hop onto the other rail, never
+    the 6-hop way over a spine); (N − 1)·S·c at 6 (NIC → leaf → spine → leaf of
+    the destination's rail → NIC)."""
+    c, s, n = 8, 32, supernodes
+    topo = cluster(dgx_spec(n))
+    cards = n * s * c
+    per_card = [0, c - 1, 0, 0, s - 1, (s - 1) * (c - 1)] + ([(n - 1) * s * c] if n > 1 else [])
+    stats = hop_stats(topo)
+    assert stats.method == "symmetry" and stats.exact
+    assert stats.histogram == [h * cards for h in per_card]
+    assert stats.diameter == (6 if n > 1 else 5)
+    assert topo.kind_counts() == {"card": cards, "nic": cards, "leaf": 8 * n, "spine": 32}
+    # latency: NVLink 250; rail path 20 + 300 + 50 + 130 + 50 + 300 + 20 = 870;
+    # other rail 250 + 870 = 1120; across units 870 + 2·(100 + 130) = 1330 ns
+    lat = latency_stats(topo, hops=stats)
+    values = [250.0, 870.0, 1120.0] + ([1330.0] if n > 1 else [])
+    counts = [h * cards for h in per_card if h]
+    assert lat.distribution == {"values_ns": values, "pairs": counts}
+
+
+def test_nic_per_card_three_tiers_cross_pods():
+    """Radix 16 (k/2 = 8 ports down per leaf), 4 units of 8 servers × 8 GPUs: one
+    rail of a unit (8 NICs) fills one leaf and a unit's 8 rails fill one pod, so
+    per card: 7 at 1 hop, 7 at 4, 49 at 5 (as in one unit) and the 3 × 64 cards
+    of the other pods at 8 (card → NIC → leaf → aggregation → core →
+    aggregation → leaf → NIC → card, whatever the rail)."""
+    spec = ClusterSpec(
+        "dgx-small",
+        (SupernodeSpec(4, FabricSpec("server_mesh", (8, 8), 3600.0, 250.0, 0.0)),),
+        NetworkSpec(AccessSpec(8, 504.0, 20.0, 0.0, nic_per_card=True),
+                    NicSpec(8, 504.0, 20.0, 300.0),
+                    tuple(TierSpec(t, 16, 400.0, 50.0, 130.0) for t in ("leaf", "spine", "core"))),
+    )
+    topo = cluster(spec)
+    # 8 servers × 8 rails = 64 NIC ports per unit = one pod of 8 leaves (k/2 = 8 each)
+    assert topo.params["pods"] == 4 and topo.params["leaves"] == 32
+    stats = hop_stats(topo)
+    assert stats.method == "symmetry"
+    assert stats.histogram == hop_stats(topo, method="bfs").histogram
+    per_card = [0, 7, 0, 0, 7, 49, 0, 0, 3 * 64]
+    assert stats.histogram == [h * 256 for h in per_card]
+    r = route(topo, 0, 64 + 8 * 3)  # card 0 → unit 1, server 3, slot 0 (same rail)
+    assert r.hops == 8
+    assert [lab.split()[0] for lab in r.labels] == [
+        "card", "nic", "leaf", "spine", "core", "spine", "leaf", "nic", "card"]
+
+
+def test_server_mesh_fabric_alone_is_one_servers_full_mesh():
+    spec = dgx_spec(1)
+    result = analyze(cluster(spec), spec=spec)
+    assert result["fabric"]["family"] == {"family": "full_mesh", "nodes": 8, "link_gbps": 3600.0,
+                                          "link_ns": 250.0, "switch_ns": 0.0}
+    assert result["diameter_hops"] == 5 and result["avg_hops_exact"] == "1216/255"
+    again = ClusterSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec

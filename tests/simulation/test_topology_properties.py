@@ -121,6 +121,43 @@ def test_cluster_symmetry_classes_equal_bfs(kind, dims, n1, cps_pick, rails, tie
     assert lf.intra_group == ls.intra_group and lf.inter_group == ls.inter_group
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["server_mesh", "server_mesh", "torus", "full_mesh", "switch"]),
+    servers=st.integers(min_value=2, max_value=4),
+    per=st.integers(min_value=2, max_value=4),
+    tiers=st.integers(min_value=1, max_value=3),
+    k=st.sampled_from([4, 6, 8, 16]),
+    count=st.integers(min_value=1, max_value=6),
+)
+def test_nic_per_card_symmetry_classes_equal_bfs(kind, servers, per, tiers, k, count):
+    """DGX-style clusters (a NIC per card on rail leaves): the symmetric fast path
+    equals a search from every card, whatever the fabric."""
+    fabric_dims = (servers, per) if kind in ("server_mesh", "torus") else (servers * per,)
+    core = tuple(TierSpec(f"t{i}", k, 400.0, 20.0 + 7 * i, 300.0 + 11 * i) for i in range(tiers))
+    spec = ClusterSpec(
+        "prop",
+        (SupernodeSpec(count, FabricSpec(kind, fabric_dims, 3600.0, 250.0, 0.0)),),
+        NetworkSpec(AccessSpec(per, 504.0, 20.0, 0.0, nic_per_card=True),
+                    NicSpec(per, 504.0, 20.0, 300.0), core),
+    )
+    try:
+        topo = cluster(spec)
+    except TopologyError:
+        return  # the core is too small for this many NICs: a validation case
+    assert topo.kind_counts().get("pcie_switch", 0) == 0
+    if topo.endpoint_class is None:
+        assert kind == "torus" or hop_stats(topo, exact_limit=10_000).method == "bfs"
+        return
+    fast, slow = hop_stats(topo), hop_stats(topo, method="bfs")
+    assert fast.method == "symmetry"
+    assert fast.histogram == slow.histogram
+    assert fast.intra_group == slow.intra_group and fast.inter_group == slow.inter_group
+    lf, ls = latency_stats(topo), latency_stats(topo, method="bfs")
+    assert lf.distribution == ls.distribution
+    assert lf.intra_group == ls.intra_group and lf.inter_group == ls.inter_group
+
+
 @FAST
 @given(
     st.integers(min_value=5, max_value=40),

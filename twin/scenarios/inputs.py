@@ -17,17 +17,31 @@ How the model maps onto the spec
       ``(y, x)`` (the simulation numbers a grid row-major, last dimension
       fastest, so card ``x + X·(y + Y·z)`` — the builder's card index — is
       node ``x + X·(y + Y·z)`` of its supernode), ``ring`` → ``ring``,
-      ``full_mesh`` → ``full_mesh``, ``pcie_star`` → ``switch``. Link Gb/s and
-      ns come from the supernode; its ``switch_latency_ns`` is charged only
-      where a fabric has a switch (``pcie_star``): the model's direct fabrics
-      have no per-hop router cost beyond the link latency. ``fat_tree``
-      supernodes (NVLink-switched servers) have no simulation fabric yet and
-      are refused with a clear error.
+      ``full_mesh`` → ``full_mesh``, ``pcie_star`` → ``switch``, ``fat_tree``
+      (NVLink-switched servers, the ``dgx-h100-superpod`` preset) →
+      ``server_mesh`` with dims ``(servers, cards per server)``: a full mesh
+      among the cards of each server and nothing between servers — exactly
+      the builder's 28 scale-up links per 8-GPU server (its stand-in for the
+      NVSwitch chips); servers are counted per supernode (one more ``GROUP
+      BY``, only when a ``fat_tree`` supernode exists, in place of the
+      server count), and a supernode of
+      one server becomes a plain ``full_mesh``. Link Gb/s and ns come from
+      the supernode; its ``switch_latency_ns`` is charged only where a fabric
+      has a switch (``pcie_star``): the model's direct fabrics (the NVLink
+      mesh included, whose 250 ns link already covers the NVSwitch) have no
+      per-hop router cost beyond the link latency.
     * **Access tier = a server**: ``cards_per_switch`` = cards per server,
       ``nics_per_switch`` = smart NICs per server (the simulation's access
       switch is a server's PCIe switch complex with its NIC rails, as the
       seeds describe a node). Link figures are those of a card → PCIe switch
       link and a PCIe switch → NIC link; latency the PCIe switches' own.
+    * **No PCIe switches, one smart NIC per card** (DGX H100: a ConnectX-7
+      per GPU on its own PCIe link): the access tier becomes
+      ``nic_per_card`` — card *i* links straight to NIC *i* (slot *r* of a
+      server = rail *r*, as the builder wires card slot *r* to NIC *r*), the
+      link figures are those of a card → NIC link, there is no switch
+      latency. A cluster without PCIe switches whose NICs are not one per
+      card is refused (the NIC could not be reached by the other cards).
     * **Core tiers**: the leaf, spine and core kinds present, in that order, as
       a fat tree of the leaf switches' radix; each tier's link figures are
       those of a link from the tier below (NIC → leaf, leaf → spine, …) and
@@ -48,6 +62,13 @@ Known differences from the database (reported, not hidden)
     simulation. Parallel leaf–spine links are one link per spine there
     (same bandwidth). Failed cards and down links are not part of the spec;
     a failure scenario names them.
+
+    The DGX preset has no such difference inside a unit: its NVLink meshes,
+    card → NIC links and NIC → rail-leaf links are the simulation's one for
+    one, so every card-to-card hop count and latency is the database
+    graph's (tested from every card). Its leaves have 8 parallel links to
+    each of 4 spines in the database and one link to each of 32 (k/2)
+    spines in the simulation: the same uplink Gb/s per leaf, the same paths.
 """
 from __future__ import annotations
 
@@ -124,9 +145,22 @@ class ClusterInput:
 
 def fabric_spec(fabric: str, card_count: int, dims: tuple[int, int, int], link_gbps: float,
                 link_ns: float, switch_ns: float, *, where: str = "cluster",
-                name: str = "") -> FabricSpec:
-    """The simulation fabric of one supernode row (see the module docstring)."""
+                name: str = "", servers: int = 0) -> FabricSpec:
+    """The simulation fabric of one supernode row (see the module docstring).
+
+    ``servers`` (the supernode's server count) is needed for ``fat_tree``
+    supernodes only: their fabric is one NVLink full mesh per server.
+    """
     dx, dy, dz = dims
+    if fabric == F.FAT_TREE:
+        if servers < 1 or card_count % servers:
+            raise ConversionError(where, (
+                f"supernode {name or '?'}: {card_count} cards do not spread evenly over its "
+                f"{servers} servers; an NVLink-switched supernode needs equal servers"))
+        if servers == 1:
+            return FabricSpec("full_mesh", (card_count,), link_gbps, link_ns, 0.0)
+        return FabricSpec("server_mesh", (servers, card_count // servers), link_gbps, link_ns,
+                          0.0)
     if fabric == F.TORUS_3D:
         return FabricSpec("torus", (dz, dy, dx), link_gbps, link_ns, 0.0)
     if fabric == F.TORUS_2D:
@@ -139,16 +173,18 @@ def fabric_spec(fabric: str, card_count: int, dims: tuple[int, int, int], link_g
         return FabricSpec("switch", (card_count,), link_gbps, link_ns, switch_ns)
     raise ConversionError(where, (
         f"supernode {name or '?'}: {F.label(fabric)} supernodes have no simulation fabric "
-        f"yet (supported: 3D/2D torus, ring, full mesh, PCIe-switch star); give a topology "
-        f"family in params instead of a cluster"))
+        f"yet (supported: 3D/2D torus, ring, full mesh, PCIe-switch star, NVLink-switched "
+        f"servers); give a topology family in params instead of a cluster"))
 
 
-def _groups(rows: list[tuple[Any, ...]], where: str) -> tuple[list[SupernodeSpec], list[int]]:
+def _groups(rows: list[tuple[Any, ...]], where: str,
+            servers: dict[int, int]) -> tuple[list[SupernodeSpec], list[int]]:
     groups: list[SupernodeSpec] = []
     sizes: list[int] = []
     run_first = 0
-    for pos, (_index, name, fabric, count, dx, dy, dz, gbps, lns, sns) in enumerate(rows):
-        spec = fabric_spec(fabric, count, (dx, dy, dz), gbps, lns, sns, where=where, name=name)
+    for pos, (index, name, fabric, count, dx, dy, dz, gbps, lns, sns) in enumerate(rows):
+        spec = fabric_spec(fabric, count, (dx, dy, dz), gbps, lns, sns, where=where, name=name,
+                           servers=servers.get(index, 0))
         if spec.n_cards != count:
             raise ConversionError(where, f"supernode {name}: dimensions {dx}×{dy}×{dz} do not "
                                          f"hold its {count} cards; fix the supernode")
@@ -205,6 +241,8 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
                          f"the simulation uses {row['max_ns']:g} ns for all of them")
     pcie, nic = kinds.get(D.PCIE_SWITCH), kinds.get(D.SMART_NIC)
     tiers = [kinds[k] | {"kind": k} for k in CORE_KINDS if k in kinds]
+    if pcie is None and nic is not None and tiers:
+        return _direct_network(cluster_id, cards, servers, where, notes, nic, tiers)
     if pcie is None or nic is None or not tiers:
         missing = [label for label, row in (("PCIe switches", pcie), ("smart NICs", nic),
                                             ("leaf/spine/core switches", tiers or None))
@@ -229,6 +267,55 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
     if card_link is None or pcie_nic is None:
         raise ConversionError(where, "a PCIe switch without a link to a card or to a smart NIC: "
                                      "the simulation cannot price the access tier")
+    return NetworkSpec(
+        access=AccessSpec(cards_per_switch=cards // servers, link_gbps=card_link[0],
+                          link_ns=card_link[1], switch_ns=float(pcie["max_ns"])),
+        aggregation=NicSpec(nics_per_switch=nic["n"] // servers, link_gbps=pcie_nic[0],
+                            link_ns=pcie_nic[1], nic_ns=float(nic["max_ns"])),
+        core=_core(links, nic, tiers, where, notes),
+    )
+
+
+def _direct_network(cluster_id: int, cards: int, servers: int, where: str, notes: list[str],
+                    nic: dict[str, Any], tiers: list[dict[str, Any]]) -> NetworkSpec:
+    """The network of a cluster without PCIe switches: one smart NIC per card.
+
+    The DGX H100 layout: each GPU has its own 400G NIC on its own PCIe link
+    (card → smart NIC), rail *r* = the card in slot *r* of every server. The
+    spec's access tier is then that card → NIC link (``nic_per_card``).
+    """
+    from twin.hardware.models import Link
+
+    if not servers or cards % servers:
+        raise ConversionError(where, f"{cards} cards do not spread evenly over {servers} "
+                                     f"servers; every server must hold the same number")
+    if nic["n"] != cards:
+        raise ConversionError(where, (
+            f"no PCIe switches and {nic['n']} smart NICs for {cards} cards: without PCIe "
+            f"switches the simulation needs one NIC per card (or add the PCIe switches)"))
+    reps = [nic["first"], *(t["first"] for t in tiers)]
+    links = list(
+        Link.objects.filter(Q(a_device_id__in=reps) | Q(b_device_id__in=reps)).order_by()
+        .values("a_card_id", "a_device_id", "b_card_id", "b_device_id", "a_device__kind",
+                "b_device__kind", "bandwidth_gbps", "latency_ns")
+    )
+    card_link = _figure(links, nic["first"], "card")
+    if card_link is None:
+        raise ConversionError(where, "a smart NIC without a link to a card (and no PCIe "
+                                     "switches): the simulation cannot price the access tier")
+    cps = cards // servers
+    return NetworkSpec(
+        access=AccessSpec(cards_per_switch=cps, link_gbps=card_link[0], link_ns=card_link[1],
+                          switch_ns=0.0, nic_per_card=True),
+        aggregation=NicSpec(nics_per_switch=cps, link_gbps=card_link[0], link_ns=card_link[1],
+                            nic_ns=float(nic["max_ns"])),
+        core=_core(links, nic, tiers, where, notes),
+    )
+
+
+def _core(links: list[dict[str, Any]], nic: dict[str, Any], tiers: list[dict[str, Any]],
+          where: str, notes: list[str]) -> tuple[TierSpec, ...]:
+    """The leaf/spine/core tiers as a fat tree of the leaves' radix."""
     below = nic
     core: list[TierSpec] = []
     radix = int(tiers[0]["max_ports"])
@@ -247,13 +334,7 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
         core.append(TierSpec(name=str(tier["kind"]), radix=radix, link_gbps=figure[0],
                              link_ns=figure[1], switch_ns=float(tier["max_ns"])))
         below = tier
-    return NetworkSpec(
-        access=AccessSpec(cards_per_switch=cards // servers, link_gbps=card_link[0],
-                          link_ns=card_link[1], switch_ns=float(pcie["max_ns"])),
-        aggregation=NicSpec(nics_per_switch=nic["n"] // servers, link_gbps=pcie_nic[0],
-                            link_ns=pcie_nic[1], nic_ns=float(nic["max_ns"])),
-        core=tuple(core),
-    )
+    return tuple(core)
 
 
 def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
@@ -278,14 +359,19 @@ def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
     )
     if not rows:
         raise ConversionError(where, f"cluster {cluster.name!r} has no supernodes to simulate")
-    groups, sizes = _groups(rows, where)
+    per_sn: dict[int, int] = {}
+    if any(r[2] == F.FAT_TREE for r in rows):  # NVLink servers: the fabric needs their size
+        per_sn = dict(Server.objects.filter(supernode__cluster_id=cluster.pk).order_by()
+                      .values_list("supernode__index").annotate(n=Count("id")))
+    groups, sizes = _groups(rows, where, per_sn)
     designed = sum(sizes)
     cards = Card.objects.filter(supernode__cluster_id=cluster.pk).count()
     if cards != designed:
         raise ConversionError(where, (
             f"cluster {cluster.name!r} has {cards:,} cards but its supernodes are designed for "
             f"{designed:,}; the simulation needs every supernode fully populated"))
-    servers = Server.objects.filter(supernode__cluster_id=cluster.pk).count()
+    servers = (sum(per_sn.values()) if per_sn
+               else Server.objects.filter(supernode__cluster_id=cluster.pk).count())
     notes: list[str] = []
     network = _network(cluster.pk, cards, servers, where, notes)
     spec = ClusterSpec(name=cluster.name, supernodes=tuple(groups), network=network)
