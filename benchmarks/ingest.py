@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,6 +51,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from twin.core.localnet import free_port, wait_http  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
 PREFIX = f"twbench{uuid.uuid4().hex[:6]}"
@@ -89,12 +91,6 @@ def ensure_cluster(cards: int) -> Any:
     return cluster
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_services(queue: str, workers: int,
                    web_workers: int = 1) -> tuple[str, list[subprocess.Popen]]:
     from django.conf import settings
@@ -116,21 +112,10 @@ def start_services(queue: str, workers: int,
          "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
         cwd=ROOT, env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    import urllib.error
-    import urllib.request
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/telemetry/whoami/", timeout=2)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 401:
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or web.poll() is not None:
-            sys.exit(f"uvicorn did not start; see {logs / 'web.log'}")
-        time.sleep(0.2)
+    try:
+        wait_http(f"{base}/api/telemetry/whoami/", web)
+    except RuntimeError as exc:
+        sys.exit(f"uvicorn did not start ({exc}); see {logs / 'web.log'}")
     from twin.celery import app
 
     app.conf.task_default_queue = queue

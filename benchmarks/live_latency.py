@@ -86,6 +86,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from twin.core.localnet import free_port, wait_http  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
 
@@ -112,12 +115,6 @@ def summary_ms(values: list[float]) -> dict[str, float]:
     return {"n": len(ms), "p50": round(pct(ms, 50), 1), "p90": round(pct(ms, 90), 1),
             "p99": round(pct(ms, 99), 1), "max": round(max(ms), 1),
             "mean": round(statistics.fmean(ms), 1)}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def login(base: str, username: str, password: str) -> str:
@@ -414,23 +411,6 @@ def cpu_seconds(pid: int) -> float:
         total += times.get(current, 0.0)
         stack.extend(child for child, parent in parents.items() if parent == current)
     return total
-
-
-def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early ({url})")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout} s")
-        time.sleep(0.2)
 
 
 def analyse(sends: list[dict[str, Any]], records: list[list[Any]], clients: int,

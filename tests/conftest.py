@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +19,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from twin.core.localnet import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -185,12 +184,6 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
         log.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for_other_sessions_to_close(connection, timeout: float = 10.0) -> None:
     """PostgreSQL ends a backend shortly *after* its client exits; dropping the
     test database before then fails ("being accessed by other users")."""
@@ -226,20 +219,10 @@ def asgi_server(env: dict[str, str], log_name: str, ready_path: str,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited early; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"{base}{ready_path}", timeout=2):
-                    break
-            except urllib.error.HTTPError:
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not answer within 60 s; see {log.name}")
-            time.sleep(0.2)
+        try:
+            wait_http(f"{base}{ready_path}", proc)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}; see {log.name}") from None
         yield base
     finally:
         proc.terminate()

@@ -1,0 +1,43 @@
+"""Starting local servers for tests and benchmarks: a free port, and waiting for it.
+
+The test fixtures and the benchmarks all launch ``uvicorn`` subprocesses; they
+share these two helpers so "ready" means the same thing everywhere.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+__all__ = ["free_port", "wait_http"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Return once ``url`` answers with any HTTP status; raise if ``proc`` dies first.
+
+    Any status counts: a 401 from an authenticated endpoint proves the app is up
+    as well as a 200 does.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+        time.sleep(0.2)
