@@ -65,12 +65,20 @@ export interface Rack {
 /** An API answer other than 2xx, with the status so the page can say what to do. */
 export class ApiError extends Error {
   readonly status: number;
+  /** The decoded JSON body, if any: DRF's per-field errors for a 400. */
+  body: unknown = null;
 
   constructor(status: number, message: string) {
     super(message);
     this.name = "ApiError";
     this.status = status;
   }
+}
+
+/** Django's CSRF cookie (csrftoken), which session-authenticated writes must echo. */
+export function csrfToken(): string {
+  const match = /(?:^|;\s*)csrftoken=([^;]+)/.exec(document.cookie);
+  return match ? decodeURIComponent(match[1]) : "";
 }
 
 export class Api {
@@ -80,22 +88,47 @@ export class Api {
     this.root = root.endsWith("/") ? root : `${root}/`;
   }
 
-  private async get<T>(path: string): Promise<T> {
-    const response = await fetch(this.root + path, {
+  /** GET `path` (relative to the API root, or absolute from `/`) as JSON. */
+  async get<T>(path: string): Promise<T> {
+    return this.request<T>("GET", path);
+  }
+
+  /** POST JSON with the CSRF token from Django's cookie (session auth needs it). */
+  async post<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("POST", path, body);
+  }
+
+  /** Absolute URL of an API path ("/..." paths are kept as they are). */
+  url(path: string): string {
+    return path.startsWith("/") ? path : this.root + path;
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      headers["X-CSRFToken"] = csrfToken();
+    }
+    const response = await fetch(this.url(path), {
+      method,
       credentials: "same-origin",
-      headers: { Accept: "application/json" },
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
     if (!response.ok) {
       let detail = response.statusText;
+      let errorBody: unknown = null;
       try {
-        const body: unknown = await response.json();
-        if (body && typeof body === "object" && "detail" in body) {
-          detail = String((body as { detail: unknown }).detail);
+        errorBody = await response.json();
+        if (errorBody && typeof errorBody === "object" && "detail" in errorBody) {
+          detail = String((errorBody as { detail: unknown }).detail);
         }
       } catch {
         // Not JSON: keep the status text.
       }
-      throw new ApiError(response.status, `GET ${this.root}${path}: ${response.status} ${detail}`);
+      const error = new ApiError(response.status, `${method} ${this.url(path)}: ${response.status} ${detail}`);
+      error.body = errorBody;
+      throw error;
     }
     return (await response.json()) as T;
   }
