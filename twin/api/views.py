@@ -13,19 +13,21 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Model, ProtectedError, RestrictedError
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.api import geometry as geo
 from twin.api.filters import TwinFilterBackend
 from twin.api.pagination import IdCursorPagination
+from twin.api.route import RouteSerializer, cluster_route
 from twin.api.serializers import (
     AcceleratorTypeSerializer,
     CardSerializer,
@@ -59,6 +61,7 @@ from twin.hardware.models import (
     Server,
     SuperNode,
 )
+from twin.scenarios.kinds import ScenarioInputError
 
 __all__ = [
     "AcceleratorTypeViewSet",
@@ -218,12 +221,47 @@ class ClusterViewSet(TwinModelViewSet):
         """Counts, IT power, facility power (Σ rack draw × PUE) and racks over budget."""
         return Response(cluster_summary(self.get_object()))
 
+    @extend_schema(responses=geo.FloorSerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def floor(self, request: Request, pk: str | None = None) -> Response:
+        """Every rack and supernode as parallel arrays, and the network tiers
+        (a handful of aggregate queries, whatever the size; see ``twin.api.geometry``)."""
+        return Response(geo.floor(self.get_object()))
+
+    @extend_schema(
+        responses=RouteSerializer, filters=False,
+        parameters=[
+            OpenApiParameter("src", str, required=True, description="Card id or serial."),
+            OpenApiParameter("dst", str, required=True, description="Card id or serial."),
+            OpenApiParameter("by", str, enum=["hops", "latency"],
+                             description="Fewest hops (default) or lowest latency."),
+        ],
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def route(self, request: Request, pk: str | None = None) -> Response:
+        """The route between two cards on the simulated topology of this cluster
+        (400 per field for a missing, unknown or other-cluster card or a bad ``by``)."""
+        params = request.query_params
+        try:
+            body = cluster_route(self.get_object(), params.get("src"), params.get("dst"),
+                                 params.get("by"))
+        except ScenarioInputError as exc:
+            raise ValidationError(exc.errors) from exc
+        return Response(body)
+
 
 class SuperNodeViewSet(TwinModelViewSet):
     queryset = SuperNode.objects.select_related("cluster")
     serializer_class = SuperNodeSerializer
     filterset_class = SuperNodeFilterSet
     ordering_fields = ["id", "name", "index", "card_count", "cluster"]
+
+    @extend_schema(responses=geo.SupernodeGeometrySerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def geometry(self, request: Request, pk: str | None = None) -> Response:
+        """Its cards by index (coordinates, rack, server, status) and the links
+        between two of them, ``wrap`` marking torus wrap-around links."""
+        return Response(geo.supernode_geometry(self.get_object()))
 
 
 class RackViewSet(TwinModelViewSet):
@@ -234,6 +272,12 @@ class RackViewSet(TwinModelViewSet):
     filterset_class = RackFilterSet
     ordering_fields = ["id", "name", "row", "slot", "power_budget_w", "power_w",
                        "utilization", "headroom_w", "facility_w"]
+
+    @extend_schema(responses=geo.RackGeometrySerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def geometry(self, request: Request, pk: str | None = None) -> Response:
+        """Its servers by position with their cards, its devices and its draw."""
+        return Response(geo.rack_geometry(self.get_object()))
 
 
 class ServerViewSet(TwinModelViewSet):

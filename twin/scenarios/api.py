@@ -20,6 +20,9 @@ answers
 gives status, progress and result. ``POST /api/scenarios/<id>/cancel/``
 cancels a queued or running run (its creator or a user with
 ``scenarios.change_scenariorun``); 409 if it already finished.
+``GET /api/scenarios/kinds/`` describes every kind's parameters (name, type,
+label, help, default, choices, bounds) and chart, so a client builds its form
+from what ``prepare`` accepts instead of a copy of it.
 """
 from __future__ import annotations
 
@@ -38,10 +41,11 @@ from twin.api.permissions import TwinModelPermissions
 from twin.hardware.models import Cluster
 from twin.scenarios.choices import ScenarioStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
-from twin.scenarios.kinds import REGISTRY, ScenarioInputError
+from twin.scenarios.kinds import FIELD_TYPES, REGISTRY, ScenarioInputError, describe_kinds
 from twin.scenarios.models import ScenarioRun
 
 __all__ = [
+    "ScenarioKindSerializer",
     "ScenarioPermissions",
     "ScenarioRequestSerializer",
     "ScenarioRunListSerializer",
@@ -101,6 +105,43 @@ class ScenarioRequestSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 f"unknown kind {value!r} (choose from {', '.join(sorted(REGISTRY))})")
         return value
+
+
+class KindFieldSerializer(serializers.Serializer):
+    """One parameter of a kind (``twin.scenarios.kinds.FieldSpec``)."""
+
+    name = serializers.CharField()
+    type = serializers.CharField(help_text=f"One of: {', '.join(FIELD_TYPES)}.")
+    label = serializers.CharField()
+    help = serializers.CharField()
+    required = serializers.BooleanField()
+    default = serializers.JSONField(allow_null=True)
+    choices = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    min = serializers.FloatField(allow_null=True, help_text="Inclusive (per list element).")
+    max = serializers.FloatField(allow_null=True, help_text="Inclusive (per list element).")
+    needs_cluster = serializers.BooleanField(help_text="Only with a cluster.")
+    advanced = serializers.BooleanField(help_text="Simulation node/link numbers.")
+
+
+class KindChartSerializer(serializers.Serializer):
+    """Which rows of the result to plot: ``result[series][i][x]`` against ``[y]``."""
+
+    series = serializers.CharField()
+    x = serializers.CharField()
+    y = serializers.CharField()
+    log_x = serializers.BooleanField()
+    x_label = serializers.CharField()
+    y_label = serializers.CharField()
+
+
+class ScenarioKindSerializer(serializers.Serializer):
+    """A scenario kind as ``GET /api/scenarios/kinds/`` describes it."""
+
+    name = serializers.CharField()
+    label = serializers.CharField()
+    description = serializers.CharField()
+    fields = KindFieldSerializer(many=True)
+    chart = KindChartSerializer(allow_null=True)
 
 
 class ScenarioPermissions(TwinModelPermissions):
@@ -165,6 +206,12 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         code = (status.HTTP_201_CREATED if run.status == ScenarioStatusChoices.SUCCEEDED
                 else status.HTTP_202_ACCEPTED)
         return Response(self._body(run), status=code, headers={"Location": location})
+
+    @extend_schema(responses=ScenarioKindSerializer(many=True), filters=False)
+    @action(detail=False, methods=["get"], filter_backends=[], pagination_class=None)
+    def kinds(self, request: Request) -> Response:
+        """The kinds and their parameters, to build a form from (readable by any reader)."""
+        return Response(describe_kinds())
 
     @extend_schema(request=None, responses={200: ScenarioRunSerializer})
     @action(detail=True, methods=["post"])

@@ -9,9 +9,18 @@ result, reporting progress through a callback. Because ``run`` sees nothing
 but ``inputs``, equal inputs give equal results: that is what makes the
 result cache (``ScenarioRun.params_hash``) sound.
 
-Adding a kind: subclass :class:`ScenarioKind`, set ``name``, implement
-``prepare``/``run``/``rows``, decorate with :func:`register`. The API, the
-command, the admin and the websocket pick it up from :data:`REGISTRY`.
+Adding a kind: subclass :class:`ScenarioKind`, set ``name``, describe each
+option in ``fields`` (:class:`FieldSpec`), implement ``prepare``/``run``/``rows``,
+decorate with :func:`register`. The API, the command, the admin and the
+websocket pick it up from :data:`REGISTRY`.
+
+Why ``fields`` (served by ``GET /api/scenarios/kinds/``, from which the
+dashboard builds its form): ``options`` — the parameters ``prepare`` takes as
+the kind's own — is derived from them, and the defaults, minimums and choices
+``prepare`` enforces are read from the same specs (or from the same simulation
+dataclass and constants), so the form cannot drift from what the API accepts
+(``tests/scenarios/test_kinds_api.py`` checks it field by field). ``chart``
+tells the UI which result rows to plot.
 
 Parameters (flat: the topology's fields sit next to the kind's own)
     topology    ``{"family": "torus", "dims": [8, 8, 8]}`` /
@@ -37,14 +46,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, is_dataclass, replace
+from dataclasses import MISSING, asdict, dataclass, is_dataclass, replace
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulation.collectives import CollectiveSpec, collective_curve, fabric_from_topology
-from simulation.collectives.models import CollectivePoint
+from simulation.collectives import (
+    ALGORITHMS,
+    OPS,
+    CollectiveSpec,
+    collective_curve,
+    fabric_from_topology,
+)
+from simulation.collectives.models import MAX_SIZE, CollectivePoint
 from simulation.topology import (
     ClusterSpec,
     FailureSpec,
@@ -62,14 +77,19 @@ from twin.scenarios.inputs import ClusterInput, ConversionError, card_node, clus
 
 __all__ = [
     "ENGINE_VERSION",
+    "FIELD_TYPES",
     "REGISTRY",
+    "ROUTE_BY",
     "CollectiveKind",
     "FailureKind",
+    "FieldSpec",
     "Progress",
     "RouteKind",
     "ScenarioInputError",
     "ScenarioKind",
     "TopologyKind",
+    "card_lookup",
+    "describe_kinds",
     "get_kind",
     "jsonable",
     "register",
@@ -80,6 +100,14 @@ ENGINE_VERSION = "1"
 cache key, so older cached results stop matching."""
 
 Progress = Callable[[float, str], None]
+
+ROUTE_BY = ("hops", "latency")
+"""What a route may minimise (the simulation's ``route(by=…)``)."""
+
+FIELD_TYPES = ("choice", "integer", "number", "boolean", "string", "integer_list", "card",
+               "card_list", "integer_pairs")
+"""Input types a form needs: ``card`` is a card id or serial of the cluster (a
+card number with a topology family instead), ``integer_pairs`` ``[[a, b], …]``."""
 
 TOPOLOGY_KEYS = frozenset({
     "family", "nodes", "dims", "k", "tiers", "link_gbps", "link_ns", "switch_ns",
@@ -142,10 +170,59 @@ def _split(params: Mapping[str, Any], options: frozenset[str]) -> tuple[dict, di
     return rest, mine
 
 
-def _int_option(data: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
-    value = data.get(key, default)
+@dataclass(frozen=True)
+class FieldSpec:
+    """One option of a kind, as a form needs it (``GET /api/scenarios/kinds/``).
+
+    ``min``/``max`` are inclusive bounds (of each element for a list);
+    ``needs_cluster``: only with a cluster; ``advanced``: simulation node or
+    link numbers, which a form may hide.
+    """
+
+    name: str
+    type: str
+    label: str
+    help: str = ""
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    needs_cluster: bool = False
+    advanced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.type not in FIELD_TYPES:
+            raise ValueError(f"field {self.name}: unknown type {self.type!r}")
+        if (self.type == "choice") != (self.choices is not None):
+            raise ValueError(f"field {self.name}: choices go with type 'choice' only")
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(asdict(self))
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of dataclass field ``name`` (None when it has none)."""
+    f = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
+
+
+def _required(cls: type, name: str) -> bool:
+    f = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+def _int_option(data: Mapping[str, Any], spec: FieldSpec) -> int:
+    """The integer option ``spec`` from ``data``, its default if absent."""
+    value = data.get(spec.name, spec.default)
+    minimum = int(spec.min or 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ScenarioInputError.one(f"params.{key}", f"an integer ≥ {minimum}, got {value!r}")
+        raise ScenarioInputError.one(f"params.{spec.name}",
+                                     f"an integer ≥ {minimum}, got {value!r}")
     return value
 
 
@@ -155,7 +232,23 @@ class ScenarioKind:
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    options: ClassVar[frozenset[str]] = frozenset()
+    fields: ClassVar[tuple[FieldSpec, ...]] = ()
+    chart: ClassVar[dict[str, Any] | None] = None
+    """``{"series": <result key of the rows>, "x": .., "y": .., "log_x": ..}`` or None."""
+
+    @property
+    def options(self) -> frozenset[str]:
+        """Names of this kind's own parameters (the rest is the topology)."""
+        return frozenset(f.name for f in self.fields)
+
+    def field(self, name: str) -> FieldSpec:
+        return next(f for f in self.fields if f.name == name)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /api/scenarios/kinds/`` says about this kind."""
+        return {"name": self.name, "label": self.label, "description": self.description,
+                "fields": [f.to_dict() for f in self.fields],
+                "chart": dict(self.chart) if self.chart else None}
 
     # ---------------------------------------------------------------- helpers
     def split(self, params: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -222,8 +315,16 @@ def register(cls: type[ScenarioKind]) -> type[ScenarioKind]:
     """Class decorator: make a kind available to the API, command and admin."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    names = [f.name for f in cls.fields]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{cls.__name__} describes a field twice: {names}")
     REGISTRY[cls.name] = cls()
     return cls
+
+
+def describe_kinds() -> list[dict[str, Any]]:
+    """Every kind with its form fields and chart hint, in registration order."""
+    return [kind.describe() for kind in REGISTRY.values()]
 
 
 def get_kind(name: Any) -> ScenarioKind:
@@ -251,13 +352,16 @@ class TopologyKind(ScenarioKind):
     name = "topology"
     label = "Topology metrics"
     description = "Hop histogram, average and diameter, latency, bisection, latency specs."
-    options = frozenset({"samples", "seed"})
+    fields = (
+        FieldSpec("samples", "integer", "Samples", "Source cards sampled when a metric "
+                  "cannot be computed exactly.", default=DEFAULT_SAMPLES, min=2),
+        FieldSpec("seed", "integer", "Seed", "Random seed of the sampling.", default=0, min=0),
+    )
 
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         inputs, _, _ = self.topology(params, cluster)
         _, mine = self.split(params)
-        inputs["options"] = {"samples": _int_option(mine, "samples", DEFAULT_SAMPLES, 2),
-                             "seed": _int_option(mine, "seed", 0, 0)}
+        inputs["options"] = {f.name: _int_option(mine, f) for f in self.fields}
         return inputs
 
     def run(self, inputs: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
@@ -301,8 +405,12 @@ class TopologyKind(ScenarioKind):
 
 
 # ------------------------------------------------------------------ cards
-def _card_lookup(info: ClusterInput, value: Any, field: str) -> dict[str, Any]:
-    """A card of the cluster by id (int) or serial (str) → its node and labels."""
+def card_lookup(info: ClusterInput, value: Any, field: str) -> dict[str, Any]:
+    """A card of the cluster by id (int) or serial (str) → its node and labels.
+
+    Shared by the route and failure kinds and the synchronous route endpoint
+    (``twin.api.route``); ``field`` is the key of the error.
+    """
     from twin.hardware.models import Card
 
     cards = Card.objects.filter(supernode__cluster_id=info.cluster_id)
@@ -330,13 +438,20 @@ class RouteKind(ScenarioKind):
     name = "route"
     label = "Route between two cards"
     description = "Fewest-hop or lowest-latency path with its hops, latency and bottleneck."
-    options = frozenset({"src", "dst", "by"})
+    fields = (
+        FieldSpec("src", "card", "From", "Card id or serial (a card number without a "
+                  "cluster).", required=True),
+        FieldSpec("dst", "card", "To", "Card id or serial (a card number without a "
+                  "cluster).", required=True),
+        FieldSpec("by", "choice", "Minimise", "Fewest hops or lowest latency.",
+                  default=ROUTE_BY[0], choices=ROUTE_BY),
+    )
 
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         inputs, spec, info = self.topology(params, cluster)
         _, mine = self.split(params)
-        by = mine.get("by", "hops")
-        if by not in ("hops", "latency"):
+        by = mine.get("by", self.field("by").default)
+        if by not in ROUTE_BY:
             raise ScenarioInputError.one("params.by", f"'hops' or 'latency', got {by!r}")
         ends: dict[str, Any] = {}
         for key in ("src", "dst"):
@@ -345,7 +460,7 @@ class RouteKind(ScenarioKind):
                 raise ScenarioInputError.one(field, "this field is required")
             value = mine[key]
             if info is not None:
-                card = _card_lookup(info, value, field)
+                card = card_lookup(info, value, field)
                 ends[key] = card["node"]
                 inputs.setdefault("cards", {})[key] = card
                 continue
@@ -393,7 +508,33 @@ class FailureKind(ScenarioKind):
     name = "failure"
     label = "Failure impact"
     description = "Remove links, cards or switches; connectivity and what got worse."
-    options = frozenset(FailureSpec.__dataclass_fields__) | {"cards", "live"}
+    fields = (
+        *(FieldSpec(name, kind, label, text, default=jsonable(_default(FailureSpec, name)),
+                    min=low, advanced=advanced)
+          for name, (kind, label, text, low, advanced) in {
+              "links": ("integer_list", "Links", "Simulation link numbers to remove.", 0, True),
+              "link_pairs": ("integer_pairs", "Link pairs", "Links to remove, each as the "
+                             "[a, b] simulation node numbers of its ends.", 0, True),
+              "nodes": ("integer_list", "Nodes", "Simulation node numbers (cards first) to "
+                        "remove.", 0, True),
+              "random_links": ("integer", "Random links", "How many more links to remove "
+                               "at random.", 0, False),
+              "random_cards": ("integer", "Random cards", "How many more cards to remove at "
+                               "random.", 0, False),
+              "random_switches": ("integer", "Random switches", "How many more switches "
+                                  "(PCIe, NIC, leaf, spine, core) to remove at random.", 0,
+                                  False),
+              "seed": ("integer", "Seed", "Random seed of the picks and the sampling.", 0,
+                       False),
+              "samples": ("integer", "Samples", "Source cards sampled when a metric cannot "
+                          "be computed exactly.", 2, False),
+          }.items()),
+        FieldSpec("cards", "card_list", "Cards", "Cards to fail, by id or serial.",
+                  default=[], needs_cluster=True),
+        FieldSpec("live", "boolean", "Live failures", "Also fail the cards whose status is "
+                  "failed and the scale-up links that are down.", default=False,
+                  needs_cluster=True),
+    )
 
     def split(self, params: Mapping[str, Any]) -> tuple[dict, dict]:
         """``nodes`` is the node list to remove when it is a list, and a ring's
@@ -422,7 +563,7 @@ class FailureKind(ScenarioKind):
                 raise ScenarioInputError.one("params.live", f"true or false, got {live!r}")
             if cards is not None and not isinstance(cards, list):
                 raise ScenarioInputError.one("params.cards", "a list of card ids or serials")
-            named = [_card_lookup(info, c, f"params.cards[{i}]")
+            named = [card_lookup(info, c, f"params.cards[{i}]")
                      for i, c in enumerate(cards or [])]
         extra_nodes = [c["node"] for c in named]
         extra_pairs: list[tuple[int, int]] = []
@@ -548,8 +689,27 @@ class CollectiveKind(ScenarioKind):
     name = "collective"
     label = "Collective cost"
     description = "Time, algbw and busbw per message size; the best algorithm per size."
-    options = frozenset({"op", "algorithm", "ranks", "sizes", "compression", "overhead_ns",
-                         "reduce_gbps"})
+    fields = tuple(
+        FieldSpec(name, kind, label, text, required=_required(CollectiveSpec, name),
+                  default=jsonable(_default(CollectiveSpec, name)), choices=choices,
+                  min=low, max=high)
+        for name, (kind, label, text, choices, low, high) in {
+            "op": ("choice", "Operation", "The collective to price.", OPS, None, None),
+            "algorithm": ("choice", "Algorithm", "auto: the best supported one per size.",
+                          ("auto", *ALGORITHMS), None, None),
+            "ranks": ("integer", "Ranks", "Cards taking part (empty: every card; more than "
+                      "one supernode: whole supernodes).", None, 2, None),
+            "sizes": ("integer_list", "Message sizes (bytes)", "One point per size.", None, 1,
+                      MAX_SIZE),
+            "compression": ("number", "Compression ratio", "Bytes on the wire divided by "
+                            "this (4 = 4:1).", None, 1, None),
+            "overhead_ns": ("number", "Overhead per message (ns)", "Software cost added to "
+                            "every step.", None, 0, None),
+            "reduce_gbps": ("number", "Reduction throughput (Gb/s)", "Must be > 0; empty: "
+                            "reductions are free.", None, 0, None),
+        }.items())
+    chart = {"series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
+             "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
 
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         _, mine = self.split(params)

@@ -1,0 +1,209 @@
+"""``GET /api/scenarios/kinds/`` and the field descriptions it serves.
+
+The descriptions must say exactly what ``prepare`` accepts, so these tests
+run ``prepare`` field by field: every described option is accepted, nothing
+undescribed is, the described defaults are the ones applied, and a value just
+below a described minimum (above a maximum, outside the choices) is refused on
+that field.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from django.urls import reverse
+
+from simulation.collectives import ALGORITHMS, OPS, CollectiveSpec
+from simulation.topology import FailureSpec
+from twin.scenarios.kinds import (
+    FIELD_TYPES,
+    REGISTRY,
+    TOPOLOGY_KEYS,
+    FieldSpec,
+    ScenarioInputError,
+    get_kind,
+)
+
+URL = "/api/scenarios/kinds/"
+FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build per call
+BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
+    "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
+    "collective": {"op": "allreduce"},
+}
+SAMPLE = {  # an acceptable value of each field that has no default to try
+    "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
+}
+KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
+        "needs_cluster", "advanced"}
+
+
+def prepare(kind: str, extra: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
+    topology = {} if cluster is not None else FAMILY
+    return get_kind(kind).prepare({**topology, **BASE[kind], **extra}, cluster)
+
+
+def refused(kind: str, extra: dict[str, Any]) -> dict[str, list[str]]:
+    with pytest.raises(ScenarioInputError) as exc:
+        prepare(kind, extra)
+    return exc.value.errors
+
+
+def family_fields() -> list[tuple[str, FieldSpec]]:
+    return [(kind.name, f) for kind in REGISTRY.values() for f in kind.fields
+            if not f.needs_cluster]
+
+
+# --------------------------------------------------------------- endpoint
+def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
+    response = reader_client.get(URL)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
+                                                           "collective"]
+    for kind in body:
+        assert set(kind) == {"name", "label", "description", "fields", "chart"}
+        assert kind["label"] and kind["description"]
+        assert [f["name"] for f in kind["fields"]] == [f.name for f in
+                                                       REGISTRY[kind["name"]].fields]
+        for field in kind["fields"]:
+            assert set(field) == KEYS and field["type"] in FIELD_TYPES and field["label"]
+            assert (field["type"] == "choice") == (field["choices"] is not None)
+
+
+def test_the_collective_form_and_chart(reader_client, db):
+    kinds = {k["name"]: k for k in reader_client.get(URL).json()}
+    fields = {f["name"]: f for f in kinds["collective"]["fields"]}
+    assert fields["op"]["type"] == "choice" and fields["op"]["required"] is True
+    assert fields["op"]["choices"] == list(OPS)
+    assert fields["algorithm"]["choices"] == ["auto", *ALGORITHMS]
+    assert fields["algorithm"]["default"] == "auto"
+    assert (fields["ranks"]["type"], fields["ranks"]["min"], fields["ranks"]["default"]) == \
+        ("integer", 2, None)
+    assert fields["sizes"]["type"] == "integer_list"
+    assert fields["sizes"]["default"] == list(CollectiveSpec("allreduce").sizes)
+    assert {f["name"]: f["type"] for f in kinds["route"]["fields"]} == {
+        "src": "card", "dst": "card", "by": "choice"}
+    assert kinds["collective"]["chart"] == {
+        "series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
+        "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
+    assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure"))
+
+
+def test_the_chart_names_keys_of_the_real_result():
+    kind = get_kind("collective")
+    inputs = prepare("collective", {"sizes": [1024, 1 << 20]})
+    result = kind.run(inputs, lambda *_: None)
+    chart = kind.chart
+    assert chart is not None
+    rows = result[chart["series"]]
+    assert [row[chart["x"]] for row in rows] == [1024, 1 << 20]
+    assert all(row[chart["y"]] > 0 for row in rows)
+
+
+def test_kinds_need_a_login_unless_reads_are_public(anon_client, reader_client, db):
+    response = anon_client.get(URL)
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Token"
+    with override_settings(TWIN_PUBLIC_READ=True):
+        assert anon_client.get(URL).status_code == 200
+    assert reader_client.post(URL, {}, format="json").status_code == 403
+
+
+def test_kinds_are_in_the_openapi_schema(reader_client, db):
+    schema = reader_client.get(reverse("api:schema"), HTTP_ACCEPT="application/json").json()
+    get = schema["paths"]["/api/scenarios/kinds/"]["get"]
+    items = get["responses"]["200"]["content"]["application/json"]["schema"]["items"]
+    assert items["$ref"].endswith("/ScenarioKind")
+    props = schema["components"]["schemas"]["ScenarioKind"]["properties"]
+    assert {"name", "label", "description", "fields", "chart"} <= set(props)
+    field = schema["components"]["schemas"]["KindField"]["properties"]
+    assert KEYS <= set(field)
+
+
+# ---------------------------------------------------- fields vs prepare
+def test_described_options_are_the_simulation_inputs():
+    """The simulation dataclasses' fields are all described (and for collective, only them)."""
+    assert {f.name for f in get_kind("collective").fields} == \
+        set(CollectiveSpec.__dataclass_fields__)
+    assert set(FailureSpec.__dataclass_fields__) <= {f.name for f in
+                                                    get_kind("failure").fields}
+    for kind in REGISTRY.values():
+        assert kind.options == {f.name for f in kind.fields}
+        assert not kind.options & TOPOLOGY_KEYS - {"nodes"}  # failure's nodes: a list
+
+
+@pytest.mark.parametrize(("kind", "field"), family_fields(),
+                         ids=[f"{k}.{f.name}" for k, f in family_fields()])
+def test_every_described_option_is_accepted(kind, field):
+    value = field.default if field.default is not None else SAMPLE[field.name]
+    prepare(kind, {field.name: value})
+
+
+@pytest.mark.parametrize("kind", list(REGISTRY))
+def test_an_undescribed_option_is_refused(kind):
+    assert set(refused(kind, {"colour": "blue"})) == {"params.colour"}
+
+
+def test_cluster_only_options_are_accepted_with_a_cluster(tiny_cluster):
+    card = tiny_cluster["cards"][3]
+    needs = [f.name for f in get_kind("failure").fields if f.needs_cluster]
+    assert needs == ["cards", "live"]
+    inputs = prepare("failure", {"cards": [card.serial], "live": True}, tiny_cluster["cluster"])
+    assert inputs["cards"][0]["id"] == card.pk
+    for name in needs:
+        errors = refused("failure", {name: True if name == "live" else [card.pk]})
+        assert "needs a cluster" in errors[f"params.{name}"][0]
+
+
+def test_described_defaults_are_the_ones_applied():
+    assert prepare("topology", {})["options"] == {f.name: f.default
+                                                  for f in get_kind("topology").fields}
+    assert prepare("route", {})["by"] == get_kind("route").field("by").default
+    applied = prepare("failure", {})["failure"]
+    for f in get_kind("failure").fields:
+        if not f.needs_cluster:
+            assert applied[f.name] == f.default, f.name
+    applied = prepare("collective", {})["collective"]
+    for f in get_kind("collective").fields:
+        if not f.required:
+            assert applied[f.name] == f.default, f.name
+
+
+def _below(field: FieldSpec) -> Any:
+    low = field.min - 1 if field.type in ("integer", "integer_list", "integer_pairs") \
+        else field.min - 0.5
+    if field.type == "integer_list":
+        return [low]
+    if field.type == "integer_pairs":
+        return [[low, 0]]
+    return low
+
+
+@pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()
+                                             if f.min is not None],
+                         ids=[f"{k}.{f.name}" for k, f in family_fields() if f.min is not None])
+def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field):
+    errors = refused(kind, {field.name: _below(field)})
+    assert list(errors)[0].startswith(f"params.{field.name}"), errors
+
+
+def test_a_value_above_the_maximum_is_refused_on_that_field():
+    bounded = [(k, f) for k, f in family_fields() if f.max is not None]
+    assert [(k, f.name) for k, f in bounded] == [("collective", "sizes")]
+    (_, sizes), = bounded
+    assert set(refused("collective", {"sizes": [int(sizes.max) + 1]})) == {"params.sizes[0]"}
+    prepare("collective", {"sizes": [1024]})
+
+
+@pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()
+                                             if f.choices],
+                         ids=[f"{k}.{f.name}" for k, f in family_fields() if f.choices])
+def test_choices_are_exactly_what_prepare_knows(kind, field):
+    """Outside the choices: refused on the field. Each choice: accepted, or refused
+    only for a reason of this topology (hierarchical needs a cluster), never as unknown."""
+    assert set(refused(kind, {field.name: "no-such-choice"})) == {f"params.{field.name}"}
+    for choice in field.choices or ():
+        try:
+            prepare(kind, {field.name: choice})
+        except ScenarioInputError as exc:
+            assert "unknown" not in str(exc) and "'hops' or" not in str(exc), (choice, exc)
