@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from tests.scenarios.conftest import SCENARIOS, post
 from twin.hardware.models import SuperNode
+from twin.scenarios.kinds import get_kind
 from twin.scenarios.models import ScenarioRun
 from twin.scenarios.runner import execute, submit
 
@@ -125,7 +126,11 @@ def test_runs_are_listed_filtered_and_read(admin_client_api, admin_user, tiny_cl
     assert detail["status"] == "succeeded" and detail["progress"] == 1.0
     assert detail["result"]["avg_hops_exact"] == "16/7"  # ring of 8: 2·(1+2+3)+4 over 7
     assert detail["duration_s"] is not None and detail["finished"]
+    # The summary rows the table shows are the kind's own rows() of the stored result.
+    assert detail["rows"] == [list(r) for r in get_kind("topology").rows(detail["result"])]
+    assert ["avg_hops", "2.2857143 (= 16/7)"] in detail["rows"]
     route = admin_client_api.get(f"{SCENARIOS}{on_cluster.pk}/").json()
+    assert route["rows"] is None  # still queued: nothing to summarise
     assert route["inputs"]["cards"]["dst"]["serial"] == "TINY-0007"
     assert route["inputs"]["dst"] == 7  # x=1, y=1, z=1 of the 2×2×2 torus
 

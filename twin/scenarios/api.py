@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.filters import OrderingFilter
@@ -41,7 +41,13 @@ from twin.api.permissions import TwinModelPermissions
 from twin.hardware.models import Cluster
 from twin.scenarios.choices import ScenarioStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
-from twin.scenarios.kinds import FIELD_TYPES, REGISTRY, ScenarioInputError, describe_kinds
+from twin.scenarios.kinds import (
+    FIELD_TYPES,
+    REGISTRY,
+    ScenarioInputError,
+    describe_kinds,
+    get_kind,
+)
 from twin.scenarios.models import ScenarioRun
 
 __all__ = [
@@ -82,9 +88,22 @@ class ScenarioRunListSerializer(serializers.ModelSerializer):
 class ScenarioRunSerializer(ScenarioRunListSerializer):
     """A run with what the simulation ran on and what it found."""
 
+    rows = serializers.SerializerMethodField(
+        help_text="The result as the kind summarises it: [label, value] pairs (what "
+                  "run_scenario prints and the dashboard's table shows); null until it "
+                  "succeeded.")
+
     class Meta(ScenarioRunListSerializer.Meta):
-        fields = [*ScenarioRunListSerializer.Meta.fields, "params_hash", "inputs", "result"]
+        fields = [*ScenarioRunListSerializer.Meta.fields, "params_hash", "inputs", "result",
+                  "rows"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.ListField(
+        child=serializers.CharField()), allow_null=True))
+    def get_rows(self, run: ScenarioRun) -> list[list[str]] | None:
+        if run.status != ScenarioStatusChoices.SUCCEEDED or not run.result:
+            return None
+        return [list(row) for row in get_kind(run.kind).rows(run.result)]
 
 
 class ScenarioRequestSerializer(serializers.Serializer):
