@@ -147,4 +147,69 @@ export class Api {
       `racks/?cluster=${clusterId}&ordering=row,slot&limit=${limit}`,
     );
   }
+
+  /** The whole floor of a cluster, columnar (the 3D overview; ~26k racks at a million cards). */
+  floor(clusterId: number): Promise<Floor> {
+    return this.get<Floor>(`clusters/${clusterId}/floor/`);
+  }
+
+  /** One supernode's cards (torus coordinates) and scale-up links, columnar. */
+  supernodeGeometry(supernodeId: number): Promise<SupernodeGeometry> {
+    return this.get<SupernodeGeometry>(`supernodes/${supernodeId}/geometry/`);
+  }
+
+  /** One rack's servers, cards and devices, with its draw against its budget. */
+  rackGeometry(rackId: number): Promise<RackGeometry> {
+    return this.get<RackGeometry>(`racks/${rackId}/geometry/`);
+  }
+}
+
+/** GET /api/clusters/<id>/floor/ (the data contract's shape). */
+export interface Floor {
+  cluster: number;
+  name: string;
+  preset: string;
+  counts: { supernodes: number; racks: number; cards: number };
+  racks: {
+    id: number[]; name: string[]; row: number[]; slot: number[];
+    supernode: Array<number | null>; budget_w: number[]; cards: number[];
+  };
+  supernodes: {
+    id: number[]; name: string[]; index: number[]; fabric: string[];
+    dims: Array<number[] | null>; cards: number[];
+  };
+  tiers: Array<{ kind: string; label: string; count: number; racks: number[] }>;
+}
+
+/** GET /api/supernodes/<id>/geometry/. */
+export interface SupernodeGeometry {
+  supernode: number;
+  name: string;
+  cluster: number;
+  fabric: string;
+  dims: number[] | null;
+  cards: {
+    id: number[]; serial: string[]; index: number[];
+    x: Array<number | null>; y: Array<number | null>; z: Array<number | null>;
+    rack: number[]; server: number[]; slot: number[]; status: string[];
+  };
+  links: { id: number[]; a: number[]; b: number[]; kind: string[]; status: string[]; wrap: boolean[] };
+}
+
+/** GET /api/racks/<id>/geometry/. */
+export interface RackGeometry {
+  rack: number;
+  name: string;
+  cluster: number;
+  supernode: number | null;
+  row: number;
+  slot: number;
+  budget_w: number;
+  power_w: number;
+  servers: Array<{
+    id: number; name: string; position: number;
+    cards: Array<{ id: number; serial: string; slot: number; status: string }>;
+  }>;
+  /** Network devices of the rack; `server` set for those inside a server (PCIe switch, NIC). */
+  devices: Array<{ id: number; name: string; kind: string; server?: number | null }>;
 }

@@ -6,6 +6,7 @@ import {
   formatCount,
   formatPercent,
   formatPower,
+  formatValue,
   utilisationColour,
   utilisationLevel,
 } from "./format";
@@ -100,5 +101,25 @@ describe("utilisationColour", () => {
     for (let w = 0; w <= 50_000; w += 1_250) {
       expect(utilisationColour(w)).toMatch(/^#[0-9a-f]{6}$/);
     }
+  });
+});
+
+describe("formatValue", () => {
+  it("formats each unit the way operators read it", () => {
+    expect(formatValue(655.3, "W")).toBe("655 W");
+    expect(formatValue(38_400, "W")).toBe("38.4 kW");
+    expect(formatValue(87.19, "%")).toBe("87.2 %");
+    expect(formatValue(73.375, "°C")).toBe("73.4 °C");
+    expect(formatValue(3, "count")).toBe("3");
+    expect(formatValue(1410, "MHz")).toBe("1,410 MHz");
+    expect(formatValue(61.25, "GiB")).toBe("61.3 GiB");
+    expect(formatValue(1.234, "µs")).toBe("1.23 µs");
+    expect(formatValue(12_345, "kJ")).toBe("12,345 kJ");
+    expect(formatValue(2, "")).toBe("2");
+    expect(formatValue(0.5, "GB/s")).toBe("0.5 GB/s");
+  });
+  it("shows a dash for no reading", () => {
+    expect(formatValue(null, "W")).toBe("—");
+    expect(formatValue(Number.NaN, "%")).toBe("—");
   });
 });

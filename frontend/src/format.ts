@@ -109,3 +109,29 @@ export function utilisationColour(drawW: number, budgetW = DEFAULT_RACK_BUDGET_W
 function hex(rgb: ReadonlyArray<number>): string {
   return `#${rgb.map((v) => Math.round(v).toString(16).padStart(2, "0")).join("")}`;
 }
+
+/**
+ * Format a live metric value with its unit: watts through {@link formatPower},
+ * percentages and temperatures with one decimal, counts and codes whole,
+ * others with three significant figures; null/NaN → "—".
+ */
+export function formatValue(value: number | null | undefined, unit: string): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "—";
+  switch (unit) {
+    case "W":
+      return formatPower(value);
+    case "%":
+      return `${value.toFixed(1)} %`;
+    case "°C":
+      return `${value.toFixed(1)} °C`;
+    case "count":
+    case "code":
+      return formatCount(value);
+    case "MHz":
+      return `${Math.round(value).toLocaleString("en-US")} MHz`;
+    case "":
+      return String(Number(value.toPrecision(3)));
+    default:
+      return `${Math.abs(value) >= 1000 ? formatCount(value) : String(Number(value.toPrecision(3)))} ${unit}`;
+  }
+}

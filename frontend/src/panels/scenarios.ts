@@ -1,0 +1,590 @@
+/**
+ * The scenarios panel: the cluster's runs, a form built from GET /api/scenarios/kinds/
+ * to start one (POST /api/scenarios/ with the session's CSRF token), live progress
+ * over ws/scenarios/<id>/ (polling GET /api/scenarios/<id>/ every second if the
+ * socket fails), and the result as a table and — when the kind has a chart hint —
+ * a uPlot chart (a collective's busbw against message size, log x).
+ *
+ * Who may start runs is asked once with OPTIONS /api/scenarios/ (DRF lists POST
+ * under "actions" only for users allowed to); a 403 on submit says the same.
+ */
+import uPlot from "uplot";
+
+import { ApiError } from "../api";
+import { button, chip, explain, h } from "./dom";
+import { formatAgo, formatBytes, formatNumber, formatSeconds } from "./format";
+import type { PanelHost } from "./host";
+import {
+  buildParams,
+  choiceOptions,
+  defaultChecked,
+  defaultText,
+  mapErrors,
+  type KindField,
+  type KindInfo,
+  type RawValue,
+} from "./scenarioform";
+import { chartData, resultTable, type ChartData, type Table } from "./scenarioresult";
+import { FINAL_STATUSES, type ScenarioMessage, type ScenarioRun } from "./types";
+
+export interface ScenariosOptions {
+  /** Runs listed (default 20). */
+  runs?: number;
+  /** Poll period when the socket is unavailable (ms, default 1000). */
+  pollMs?: number;
+}
+
+export interface ScenariosPanel {
+  /** Reload kinds, permission and runs (the cluster changed). */
+  reset(): Promise<void>;
+  /** Show one run (and follow it live if it is not finished). */
+  open(runId: number): Promise<void>;
+}
+
+const PERMISSION_NOTE =
+  "Starting runs needs the scenarios permission (scenarios.add_scenariorun): ask an administrator. " +
+  "You can still look at the runs and their results.";
+
+const SERIES_COLOURS = ["#4c8dff", "#2ea043", "#d29922", "#da3633", "#a371f7", "#39c5cf", "#db61a2", "#8b949e"];
+
+type Input = HTMLInputElement | HTMLSelectElement;
+
+function wsUrl(path: string): string {
+  const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
+  return `${proto}//${window.location.host}${path.startsWith("/") ? path : `/${path}`}`;
+}
+
+/** Whether the user may POST runs: true/false from OPTIONS, null if unknown. */
+async function canStartRuns(host: PanelHost): Promise<boolean | null> {
+  try {
+    const response = await fetch(host.api.url("scenarios/"), {
+      method: "OPTIONS",
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (response.status === 401 || response.status === 403) return false;
+    if (!response.ok) return null;
+    const meta = (await response.json()) as { actions?: Record<string, unknown> };
+    return Boolean(meta.actions && "POST" in meta.actions);
+  } catch {
+    return null;
+  }
+}
+
+function renderTable(table: Table): HTMLTableElement {
+  const t = h("table", { class: "tw-table", "data-testid": "scenario-result-table", "data-rows": String(table.rows.length) });
+  t.append(h("thead", {}, h("tr", {}, ...table.columns.map((c) => h("th", { scope: "col" }, c)))));
+  const body = h("tbody");
+  table.rows.forEach((row, i) => {
+    const tr = h("tr", {}, ...row.map((c) => h("td", {}, c)));
+    if (table.keys) tr.dataset.x = String(table.keys[i]);
+    body.append(tr);
+  });
+  t.append(body);
+  return t;
+}
+
+function renderChart(container: HTMLElement, data: ChartData): uPlot {
+  const bytes = data.xKey.endsWith("_bytes");
+  const axis = { stroke: "#98a2b3", grid: { stroke: "rgba(255,255,255,0.07)", width: 1 }, ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 } };
+  const opts: uPlot.Options = {
+    width: Math.max(260, Math.floor(container.clientWidth || 420)),
+    height: 240,
+    scales: {
+      x: { time: false, distr: data.logX ? 3 : 1, log: bytes ? 2 : 10 },
+      y: { distr: data.logY ? 3 : 1, log: 10 },
+    },
+    axes: [
+      { ...axis, label: data.xLabel, values: (_u, vals) => vals.map((v) => (v === null ? "" : bytes ? formatBytes(v) : formatNumber(v))) },
+      { ...axis, label: data.yLabel, size: 60, values: (_u, vals) => vals.map((v) => (v === null ? "" : formatNumber(v))) },
+    ],
+    series: [
+      { label: data.xLabel, value: (_u, v) => (v === null ? "—" : bytes ? formatBytes(v) : formatNumber(v)) },
+      ...data.series.map((s, i) => ({
+        label: s.label,
+        stroke: SERIES_COLOURS[i % SERIES_COLOURS.length],
+        width: i === 0 ? 2.5 : 1.25,
+        dash: i === 0 ? undefined : [5, 4],
+        points: { show: true, size: i === 0 ? 5 : 3 },
+        value: (_u: uPlot, v: number | null) => (v === null ? "—" : formatNumber(v)),
+      })),
+    ],
+  };
+  container.dataset.series = String(data.series.length);
+  container.dataset.points = String(data.x.length);
+  return new uPlot(opts, [data.x, ...data.series.map((s) => s.y)] as uPlot.AlignedData, container);
+}
+
+export function mountScenarios(el: HTMLElement, host: PanelHost, opts: ScenariosOptions = {}): ScenariosPanel {
+  const runLimit = opts.runs ?? 20;
+  const pollMs = opts.pollMs ?? 1000;
+  el.classList.add("tw-panel", "tw-scenarios");
+  if (!el.hasAttribute("data-testid")) el.setAttribute("data-testid", "scenarios-panel");
+
+  // --- form --------------------------------------------------------------
+  const kindSelect = h("select", { "data-testid": "scenario-kind", name: "kind" });
+  const kindError = h("span", { class: "tw-field-error", "data-testid": "scenario-field-error-kind" });
+  const description = h("p", { class: "tw-muted tw-kind-description" });
+  const fieldsBox = h("div", { class: "tw-fields" });
+  const submit = h("button", { type: "submit", class: "tw-btn primary", "data-testid": "scenario-submit" }, "Run");
+  const refresh = h("input", { type: "checkbox", "data-testid": "scenario-refresh" });
+  const permission = h("p", { class: "tw-note", "data-testid": "scenario-permission" });
+  const errors = h("ul", { class: "tw-error tw-errors", "data-testid": "scenario-errors", role: "alert" });
+  permission.hidden = true;
+  errors.hidden = true;
+  const form = h(
+    "form",
+    { class: "tw-form", "data-testid": "scenario-form", novalidate: "" },
+    h("label", {}, h("span", {}, "Kind"), kindSelect, kindError),
+    description,
+    fieldsBox,
+    h("div", { class: "tw-actions" }, submit, h("label", { class: "tw-inline", title: "Recompute even if an earlier run had the result" }, refresh, " recompute")),
+    permission,
+    errors,
+  );
+
+  // --- the run shown ------------------------------------------------------
+  const runTitle = h("h3", { "data-testid": "scenario-run-title" });
+  const status = h("span", { class: "tw-status", "data-testid": "scenario-status" });
+  const progress = h("progress", { max: "1", value: "0", "data-testid": "scenario-progress" });
+  const message = h("p", { class: "tw-muted", "data-testid": "scenario-message" });
+  const cancel = button("Cancel", { class: "tw-btn", "data-testid": "scenario-cancel" }, () => void cancelRun());
+  const chartBox = h("div", { class: "tw-chart", "data-testid": "scenario-chart" });
+  const tableBox = h("div", { class: "tw-table-box" });
+  const runBox = h(
+    "section",
+    { class: "tw-run", "data-testid": "scenario-run-detail" },
+    runTitle,
+    h("div", { class: "tw-run-status" }, status, progress, cancel),
+    message,
+    chartBox,
+    tableBox,
+  );
+  runBox.hidden = true;
+  chartBox.hidden = true;
+
+  // --- runs ----------------------------------------------------------------
+  const runsList = h("ul", { class: "tw-runs", "data-testid": "scenario-runs" });
+  const runsNote = h("p", { class: "tw-muted" });
+
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Scenarios")),
+    form,
+    runBox,
+    h("section", { class: "tw-section" }, h("h3", {}, "Runs"), runsNote, runsList),
+  );
+
+  let kinds: KindInfo[] = [];
+  let inputs = new Map<string, { field: KindField; input: Input; error: HTMLElement }>();
+  let allowed: boolean | null = null;
+  let shown: ScenarioRun | null = null;
+  let followGen = 0;
+  let socket: WebSocket | null = null;
+  let pollTimer: number | null = null;
+  let plot: uPlot | null = null;
+  let resetGen = 0;
+
+  const kindOf = (name: string) => kinds.find((k) => k.name === name);
+
+  // ------------------------------------------------------------ the form
+  const PLACEHOLDERS: Record<string, string> = {
+    integer_list: "comma-separated, e.g. 1024, 65536, 1048576",
+    card: "card id or serial",
+    card_list: "card ids or serials, comma-separated",
+    integer_pairs: "pairs, e.g. 0-1, 5-6",
+  };
+
+  function buildFields(kind: KindInfo | undefined): void {
+    inputs = new Map();
+    fieldsBox.replaceChildren();
+    description.textContent = kind?.description ?? "";
+    if (!kind) return;
+    const advanced = h("details", { class: "tw-advanced" }, h("summary", {}, "Advanced: simulation node and link numbers"));
+    for (const field of kind.fields) {
+      const id = `tw-scenario-${kind.name}-${field.name}`;
+      let input: Input;
+      if (field.type === "choice") {
+        const select = h("select", { id, name: field.name });
+        if (!field.required && (field.default === null || field.default === undefined)) select.append(h("option", { value: "" }, "—"));
+        for (const o of choiceOptions(field)) select.append(h("option", { value: o.text }, o.label));
+        select.value = defaultText(field);
+        // A required choice without a default starts on its first choice.
+        if (select.selectedIndex < 0 && select.options.length) select.selectedIndex = 0;
+        input = select;
+      } else if (field.type === "boolean") {
+        input = h("input", { id, name: field.name, type: "checkbox" });
+        input.checked = defaultChecked(field);
+      } else {
+        const numeric = field.type === "integer" || field.type === "number";
+        input = h("input", {
+          id,
+          name: field.name,
+          type: "text",
+          autocomplete: "off",
+          spellcheck: "false",
+          inputmode: field.type === "integer" ? "numeric" : field.type === "number" ? "decimal" : undefined,
+          placeholder:
+            PLACEHOLDERS[field.type] ??
+            (numeric && (typeof field.min === "number" || typeof field.max === "number") ? `${field.min ?? ""}…${field.max ?? ""}` : ""),
+        });
+        input.value = defaultText(field);
+      }
+      input.setAttribute("data-testid", `scenario-field-${field.name}`);
+      input.dataset.type = field.type;
+      if (field.required) input.required = true;
+      const error = h("span", { class: "tw-field-error", "data-testid": `scenario-field-error-${field.name}` });
+      const label = h(
+        "label",
+        { class: `tw-field type-${field.type}`, for: id },
+        h("span", {}, field.label ?? field.name, field.required ? " *" : ""),
+        input,
+        field.help ? h("small", { class: "tw-help" }, field.help) : null,
+        error,
+      );
+      (field.advanced ? advanced : fieldsBox).append(label);
+      inputs.set(field.name, { field, input, error });
+    }
+    if (advanced.childElementCount > 1) fieldsBox.append(advanced);
+  }
+
+  function clearErrors(): void {
+    errors.replaceChildren();
+    errors.hidden = true;
+    kindError.textContent = "";
+    for (const { input, error } of inputs.values()) {
+      error.textContent = "";
+      input.removeAttribute("aria-invalid");
+    }
+  }
+
+  function showErrors(fields: Record<string, string[]>, general: string[]): void {
+    const lines: string[] = [...general];
+    for (const [name, msgs] of Object.entries(fields)) {
+      const text = msgs.join(" ");
+      const entry = inputs.get(name);
+      if (name === "kind" && !entry) {
+        kindError.textContent = text;
+      } else if (entry) {
+        entry.error.textContent = text;
+        entry.input.setAttribute("aria-invalid", "true");
+        const details = entry.input.closest("details");
+        if (details) details.open = true;
+      }
+      lines.push(`${entry?.field.label ?? name}: ${text}`);
+    }
+    errors.replaceChildren(...lines.map((l) => h("li", {}, l)));
+    errors.hidden = lines.length === 0;
+  }
+
+  function applyPermission(): void {
+    permission.hidden = allowed !== false;
+    permission.textContent = allowed === false ? PERMISSION_NOTE : "";
+    submit.disabled = allowed === false || kinds.length === 0;
+    form.dataset.allowed = allowed === null ? "unknown" : String(allowed);
+  }
+
+  async function onSubmit(): Promise<void> {
+    clearErrors();
+    const kind = kindOf(kindSelect.value);
+    if (!kind) {
+      showErrors({ kind: ["choose a kind"] }, []);
+      return;
+    }
+    const raw: Record<string, RawValue> = {};
+    for (const [name, { input }] of inputs) {
+      raw[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
+    }
+    const built = buildParams(kind, raw);
+    if (!built.ok) {
+      showErrors(built.errors, []);
+      return;
+    }
+    submit.disabled = true;
+    form.setAttribute("aria-busy", "true");
+    // Forget the run shown so far: its status must not pass for the new one's.
+    stopFollowing();
+    clearResult();
+    shown = null;
+    runBox.hidden = true;
+    status.textContent = "";
+    delete runBox.dataset.runId;
+    delete runBox.dataset.status;
+    try {
+      const body: Record<string, unknown> = { kind: kind.name, cluster: host.clusterId(), params: built.params };
+      if (refresh.checked) body.refresh = true;
+      const run = await host.api.post<ScenarioRun>("scenarios/", body);
+      void loadRuns();
+      await follow(run);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 400) {
+        const mapped = mapErrors(error.body, [...inputs.keys(), "kind"]);
+        showErrors(mapped.fields, mapped.general.length || Object.keys(mapped.fields).length ? mapped.general : [explain(error)]);
+      } else if (error instanceof ApiError && error.status === 403) {
+        allowed = false;
+        applyPermission();
+        showErrors({}, [PERMISSION_NOTE]);
+      } else {
+        showErrors({}, [explain(error)]);
+      }
+    } finally {
+      form.removeAttribute("aria-busy");
+      applyPermission();
+    }
+  }
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    void onSubmit();
+  });
+  kindSelect.addEventListener("change", () => {
+    clearErrors();
+    buildFields(kindOf(kindSelect.value));
+  });
+
+  // -------------------------------------------------------------- the run
+  function stopFollowing(): void {
+    followGen += 1;
+    if (socket) {
+      socket.onclose = null;
+      socket.onmessage = null;
+      socket.onerror = null;
+      socket.close();
+      socket = null;
+    }
+    if (pollTimer !== null) window.clearTimeout(pollTimer);
+    pollTimer = null;
+  }
+
+  function showState(run: Partial<ScenarioRun> & { id: number }): void {
+    shown = { ...(shown?.id === run.id ? shown : {}), ...run } as ScenarioRun;
+    const r = shown;
+    runBox.hidden = false;
+    runBox.dataset.runId = String(r.id);
+    runTitle.textContent = `Run #${r.id} · ${kindOf(r.kind)?.label ?? r.kind}${r.cached ? " (cached result)" : ""}`;
+    status.textContent = r.status;
+    status.className = `tw-status chip status-${r.status}`;
+    runBox.dataset.status = r.status;
+    const p = typeof r.progress === "number" ? Math.max(0, Math.min(1, r.progress)) : 0;
+    progress.value = r.status === "succeeded" ? 1 : p;
+    progress.dataset.value = String(progress.value);
+    const text = r.status === "failed" ? `${r.error || r.message || "failed"}${r.error_field ? ` (${r.error_field})` : ""}` : r.message || "";
+    message.textContent = text;
+    message.classList.toggle("tw-error", r.status === "failed");
+    cancel.hidden = FINAL_STATUSES.has(r.status);
+    for (const li of runsList.querySelectorAll<HTMLElement>("li[data-run-id]")) {
+      li.classList.toggle("selected", li.dataset.runId === String(r.id));
+      if (li.dataset.runId === String(r.id) && li.dataset.status !== r.status) {
+        li.dataset.status = r.status;
+        const c = li.querySelector(".chip");
+        if (c) {
+          c.textContent = r.status;
+          c.className = `chip status-${r.status}`;
+        }
+      }
+    }
+  }
+
+  function clearResult(): void {
+    plot?.destroy();
+    plot = null;
+    chartBox.replaceChildren();
+    chartBox.hidden = true;
+    delete chartBox.dataset.series;
+    delete chartBox.dataset.points;
+    tableBox.replaceChildren();
+  }
+
+  function showResult(run: ScenarioRun): void {
+    clearResult();
+    if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
+    const kind = kindOf(run.kind);
+    const data = chartData(run.result, kind?.chart);
+    if (data) {
+      chartBox.hidden = false;
+      plot = renderChart(chartBox, data);
+    }
+    tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
+  }
+
+  async function finish(runId: number, gen: number, fromSocket?: ScenarioRun): Promise<void> {
+    let run = fromSocket;
+    try {
+      // The detail may carry more than the socket's state (rows, inputs).
+      run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
+    } catch (error) {
+      if (!run) {
+        if (gen === followGen) message.textContent = explain(error);
+        return;
+      }
+    }
+    if (gen !== followGen || !run) return;
+    showState(run);
+    showResult(run);
+    void loadRuns();
+  }
+
+  function poll(runId: number, gen: number): void {
+    const tick = async () => {
+      if (gen !== followGen) return;
+      try {
+        const run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
+        if (gen !== followGen) return;
+        showState(run);
+        if (FINAL_STATUSES.has(run.status)) {
+          showResult(run);
+          void loadRuns();
+          return;
+        }
+      } catch (error) {
+        if (gen !== followGen) return;
+        if (error instanceof ApiError && [401, 403, 404].includes(error.status)) {
+          message.textContent = explain(error); // retrying cannot help
+          return;
+        }
+        message.textContent = `${explain(error)} (retrying)`;
+      }
+      pollTimer = window.setTimeout(() => void tick(), pollMs);
+    };
+    pollTimer = window.setTimeout(() => void tick(), pollMs);
+  }
+
+  async function follow(run: ScenarioRun): Promise<void> {
+    stopFollowing();
+    const gen = followGen;
+    clearResult();
+    showState(run);
+    if (FINAL_STATUSES.has(run.status)) {
+      if (run.result === undefined) await finish(run.id, gen);
+      else showResult(run);
+      return;
+    }
+    let finalSeen = false;
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(wsUrl(run.websocket ?? `/ws/scenarios/${run.id}/`));
+    } catch {
+      poll(run.id, gen);
+      return;
+    }
+    socket = ws;
+    runBox.dataset.transport = "websocket";
+    ws.onmessage = (ev: MessageEvent) => {
+      if (gen !== followGen) return;
+      let msg: ScenarioMessage;
+      try {
+        msg = JSON.parse(String(ev.data)) as ScenarioMessage;
+      } catch {
+        return;
+      }
+      if (msg.type === "snapshot" || msg.type === "finished") {
+        showState(msg.run);
+        if (FINAL_STATUSES.has(msg.run.status) && !finalSeen) {
+          finalSeen = true;
+          ws.onclose = null;
+          ws.close();
+          if (socket === ws) socket = null;
+          void finish(run.id, gen, msg.run);
+        }
+      } else if (msg.type === "progress") {
+        showState({ id: run.id, status: msg.status, progress: msg.progress, message: msg.message });
+      }
+    };
+    ws.onclose = () => {
+      if (socket === ws) socket = null;
+      if (gen !== followGen || finalSeen) return;
+      runBox.dataset.transport = "polling";
+      poll(run.id, gen);
+    };
+  }
+
+  async function cancelRun(): Promise<void> {
+    if (!shown) return;
+    const id = shown.id;
+    try {
+      const run = await host.api.post<ScenarioRun>(`scenarios/${id}/cancel/`, {});
+      if (shown?.id === id) showState(run);
+    } catch (error) {
+      message.textContent = error instanceof ApiError && error.status === 409 ? "It had already finished." : explain(error);
+    }
+  }
+
+  // ------------------------------------------------------------- runs list
+  async function loadRuns(): Promise<void> {
+    const gen = resetGen;
+    try {
+      const page = await host.api.get<{ count?: number; results: ScenarioRun[] }>(
+        `scenarios/?cluster=${host.clusterId()}&ordering=-id&limit=${runLimit}`,
+      );
+      if (gen !== resetGen) return;
+      runsNote.textContent = page.results.length ? "" : "No runs on this cluster yet.";
+      runsList.replaceChildren(
+        ...page.results.map((r) => {
+          const li = h(
+            "li",
+            { "data-testid": "scenario-run", "data-run-id": String(r.id), "data-status": r.status, "data-kind": r.kind, tabindex: "0" },
+            h("span", { class: "id" }, `#${r.id}`),
+            h("span", { class: "kind" }, kindOf(r.kind)?.label ?? r.kind),
+            chip(r.status),
+            r.cached ? h("span", { class: "tw-badge" }, "cached") : null,
+            h("span", { class: "when" }, formatAgo(r.created), r.duration_s ? ` · ${formatSeconds(r.duration_s)}` : ""),
+          );
+          if (shown?.id === r.id) li.classList.add("selected");
+          li.addEventListener("click", () => void panel.open(r.id));
+          li.addEventListener("keydown", (ev) => {
+            if (ev.key === "Enter") void panel.open(r.id);
+          });
+          return li;
+        }),
+      );
+    } catch (error) {
+      if (gen !== resetGen) return;
+      runsNote.textContent = `Could not load the runs: ${explain(error)}`;
+    }
+  }
+
+  const panel: ScenariosPanel = {
+    async reset(): Promise<void> {
+      const gen = ++resetGen;
+      stopFollowing();
+      clearResult();
+      clearErrors();
+      shown = null;
+      runBox.hidden = true;
+      el.setAttribute("aria-busy", "true");
+      const [kindsR, allowedR] = await Promise.allSettled([
+        kinds.length ? Promise.resolve(kinds) : host.api.get<KindInfo[]>("scenarios/kinds/"),
+        canStartRuns(host),
+      ]);
+      if (gen !== resetGen) return;
+      if (kindsR.status === "fulfilled") {
+        const previous = kindSelect.value;
+        kinds = kindsR.value;
+        kindSelect.replaceChildren(...kinds.map((k) => h("option", { value: k.name }, k.label ?? k.name)));
+        if (kinds.some((k) => k.name === previous)) kindSelect.value = previous;
+        buildFields(kindOf(kindSelect.value));
+      } else {
+        showErrors({}, [`Could not load the scenario kinds: ${explain(kindsR.reason)}`]);
+      }
+      allowed = allowedR.status === "fulfilled" ? allowedR.value : null;
+      applyPermission();
+      await loadRuns();
+      if (gen === resetGen) el.removeAttribute("aria-busy");
+    },
+    async open(runId: number): Promise<void> {
+      stopFollowing();
+      const gen = followGen;
+      try {
+        const run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
+        if (gen !== followGen) return;
+        await follow(run);
+      } catch (error) {
+        if (gen !== followGen) return;
+        clearResult();
+        runBox.hidden = false;
+        runTitle.textContent = `Run #${runId}`;
+        message.textContent = explain(error);
+      }
+    },
+  };
+  return panel;
+}
