@@ -203,13 +203,14 @@ def wait_for_other_sessions_to_close(connection, timeout: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def asgi_server(env: dict[str, str], log_name: str, ready_path: str,
-                log_level: str = "warning") -> Iterator[str]:
-    """Run ``uvicorn twin.asgi:application`` on a free port; yield its base URL.
+                log_level: str = "warning", port: int | None = None) -> Iterator[str]:
+    """Run ``uvicorn twin.asgi:application`` on a free port (or on ``port``, to
+    start a server again where its clients expect it); yield its base URL.
 
     Ready once ``ready_path`` answers with any HTTP status (a 401 from an
     authenticated endpoint proves the app is up as well as a 200 does).
     """
-    port = free_port()
+    port = port or free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115
     proc = subprocess.Popen(
