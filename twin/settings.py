@@ -8,6 +8,7 @@ CI point the same code at PostgreSQL and a real Redis.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -241,6 +242,16 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+
+
+def _vite_hashed(path: str, url: str) -> bool:
+    """Vite's content-hashed names (``three-B3IEBDZe.js``) never change content:
+    cache them for ever, like the manifest storage's own hashed copies (the
+    entry imports its chunks by these names)."""
+    return bool(re.match(r"^.+[.-][0-9a-zA-Z_-]{8,12}\..+$", url))
+
+
+WHITENOISE_IMMUTABLE_FILE_TEST = _vite_hashed
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

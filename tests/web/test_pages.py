@@ -82,6 +82,24 @@ def test_built_asset_is_served_by_whitenoise(client, admin_user, production_stat
     assert compressed["Content-Encoding"] == "gzip"
 
 
+def test_preloads_are_the_chunks_the_entry_imports(client, admin_user,
+                                                   production_static: Path):
+    """A modulepreload must name the URL the entry's ``import`` resolves to, or
+    the browser downloads the chunk (three.js, 575 kB) twice."""
+    client.force_login(admin_user)
+    html = client.get("/").content.decode()
+    script_url = re.search(r'<script type="module" src="([^"]+)"', html).group(1)
+    preloads = re.findall(r'<link rel="modulepreload" href="([^"]+)">', html)
+    assert any("/three-" in url for url in preloads), preloads
+    script = b"".join(client.get(script_url).streaming_content).decode()
+    for url in preloads:
+        name = url.rsplit("/", 1)[1]
+        assert f"./{name}" in script, f"{name} is preloaded but the entry imports another name"
+        response = client.get(url)
+        assert response.status_code == 200
+        assert "immutable" in response["Cache-Control"]  # Vite's hash: cached for ever
+
+
 def test_missing_frontend_build_says_what_to_run(client, admin_user, settings, tmp_path):
     settings.VITE_MANIFEST = tmp_path / "dist" / ".vite" / "manifest.json"
     client.force_login(admin_user)

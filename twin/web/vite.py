@@ -39,12 +39,22 @@ class FrontendNotBuilt(Exception):
 
 @dataclass(frozen=True)
 class ViteAssets:
-    """Static paths, relative to ``frontend/dist``; the template passes each
-    through ``{% static %}``."""
+    """Static paths, relative to ``frontend/dist``.
+
+    The template passes ``script`` and ``styles`` through ``{% static %}``.
+    ``preloads`` must instead be the URLs the browser will *import*: the entry
+    imports its chunks by Vite's own (already content-hashed) names, which the
+    manifest storage does not rewrite inside JavaScript, so preloading
+    ``{% static chunk %}`` (Django's second hash) fetched three.js twice.
+    """
 
     script: str
     styles: tuple[str, ...] = ()
     preloads: tuple[str, ...] = ()
+
+    @property
+    def preload_urls(self) -> tuple[str, ...]:
+        return tuple(settings.STATIC_URL + path for path in self.preloads)
 
 
 def manifest_path() -> Path:
