@@ -197,8 +197,6 @@ async function boot(): Promise<void> {
     picker.value = String(cluster.id);
     controller.onChange = (view) => writeUrl(cluster.id, view);
     document.title = `${cluster.name} · Supercluster Twin`;
-    const summaryRequest = api.summary(cluster.id);
-    summaryRequest.catch(() => undefined);
     let wasLive = false;
     const live = new LiveClient(liveUrl(window.location, cluster.id), {
       state: (state, reason) => {
@@ -222,6 +220,11 @@ async function boot(): Promise<void> {
     } catch (error) {
       controller.message(`Could not show ${cluster.name}: ${explain(error)}`, "error");
     }
+    // Asked for only now: at a million cards the summary's aggregates cost the
+    // server ~5 s of CPU, which delayed the floor (and the first frame) when
+    // both were requested together.
+    const summaryRequest = api.summary(cluster.id);
+    summaryRequest.catch(() => undefined);
     // The summary strip is filled last, once the cluster is shown (scene, panels,
     // status): its name there means the page has settled.
     await firstPoll;

@@ -26,7 +26,16 @@ from django.db.models import Count, Sum
 from rest_framework import serializers
 
 from twin.hardware.choices import DeviceKindChoices, FabricChoices
-from twin.hardware.models import Card, Cluster, Link, NetworkDevice, Rack, Server, SuperNode
+from twin.hardware.models import (
+    AcceleratorType,
+    Card,
+    Cluster,
+    Link,
+    NetworkDevice,
+    Rack,
+    Server,
+    SuperNode,
+)
 
 __all__ = [
     "FloorSerializer",
@@ -63,12 +72,17 @@ def floor(cluster: Cluster) -> dict[str, Any]:
     per_rack: dict[int, int] = defaultdict(int)
     per_sn: dict[int, int] = defaultdict(int)
     draw: dict[int, int] = defaultdict(int)  # Σ cards' TDP + servers' overhead + devices
-    for rack_id, sn_id, n, w in (Card.objects.filter(supernode__cluster_id=cid).order_by()
-                                 .values_list("server__rack_id", "supernode_id")
-                                 .annotate(n=Count("id"), w=Sum("accelerator__tdp_w"))):
+    # Count per accelerator type and price the TDP here: joining the catalogue
+    # and the supernodes into the 1M-row aggregate made it 3.1 s instead of 0.8 s.
+    tdp = dict(AcceleratorType.objects.values_list("id", "tdp_w"))
+    for rack_id, sn_id, acc_id, n in (Card.objects.filter(server__rack__cluster_id=cid)
+                                      .order_by()
+                                      .values_list("server__rack_id", "supernode_id",
+                                                   "accelerator_id")
+                                      .annotate(n=Count("id"))):
         per_rack[rack_id] += n
         per_sn[sn_id] += n
-        draw[rack_id] += int(w or 0)
+        draw[rack_id] += n * int(tdp.get(acc_id) or 0)
     for rack_id, w in (Server.objects.filter(rack__cluster_id=cid).order_by()
                        .values_list("rack_id").annotate(w=Sum("overhead_w"))):
         draw[rack_id] += int(w or 0)
