@@ -69,7 +69,7 @@ def test_floor_query_count_does_not_grow_with_racks(reader_client, tiny_cluster,
 
     small = queries()
     add_supernodes(tiny_cluster, 1, 12)
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         body = reader_client.get(url).json()
     assert body["counts"] == {"supernodes": 13, "racks": 14, "cards": 104}
     assert queries() == small
