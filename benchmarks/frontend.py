@@ -68,7 +68,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from twin.core.localnet import free_port, wait_http  # noqa: E402
+from benchmarks.stats import pct  # noqa: E402
+from twin.core.localnet import free_port, stop_process, wait_http  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -89,13 +90,6 @@ BENCH_USER = "frontend-bench"
 # helpers
 # --------------------------------------------------------------------------
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0–100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100.0 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 def summary(values: list[float], digits: int = 3) -> dict[str, float]:
     if not values:
         return {"n": 0}
@@ -107,16 +101,6 @@ def summary(values: list[float], digits: int = 3) -> dict[str, float]:
 def start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "w"),  # noqa: SIM115
                             stderr=subprocess.STDOUT)
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def rss_mib(pid: int) -> float | None:

@@ -20,7 +20,7 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from twin.core.localnet import free_port, wait_http
+from twin.core.localnet import free_port, stop_process, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -176,11 +176,7 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
             raise RuntimeError(f"celery worker did not answer within 60 s; see {log.name}")
         yield queue
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         log.close()
 
 
@@ -226,10 +222,5 @@ def asgi_server(env: dict[str, str], log_name: str, ready_path: str,
             raise RuntimeError(f"{exc}; see {log.name}") from None
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()

@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 
 from tests.conftest import ARTIFACTS, ROOT, _worker_env
 from tests.scenarios.conftest import SCENARIOS, communicator, session_headers, wait_for
+from twin.core.localnet import stop_process
 from twin.scenarios.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from twin.scenarios.models import ScenarioRun
 from twin.scenarios.runner import enqueue_run, submit
@@ -181,9 +182,4 @@ def test_a_run_whose_worker_dies_ends_failed_not_running(transactional_db, admin
             assert dead.finished is not None and dead.result is None
         finally:
             for proc in workers:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+                stop_process(proc)

@@ -54,7 +54,7 @@ from tests.conftest import (
 )
 from tests.live.conftest import CHANNEL_PREFIX
 from tests.telemetry.conftest import PREFIX, flush_namespace
-from twin.core.localnet import free_port
+from twin.core.localnet import free_port, stop_process
 
 PRODUCTION_STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -321,12 +321,7 @@ def celery_beat(celery_worker: str, django_db_setup, django_db_blocker,
             time.sleep(0.2)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 
@@ -494,12 +489,7 @@ def simulated_agent(dashboard_data: DashboardData, live_stack: LiveStack) -> Ite
         wait_until(reporting, 60, "every card of the demo cluster to report")
         yield "demo"
     finally:
-        proc.terminate()  # SIGTERM: the agent finishes its current send and exits
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)  # SIGTERM: the agent finishes its current send and exits
 
 
 __all__ = [

@@ -1,7 +1,8 @@
-"""Starting local servers for tests and benchmarks: a free port, and waiting for it.
+"""Local servers for tests and benchmarks: a free port, waiting for it, stopping it.
 
-The test fixtures and the benchmarks all launch ``uvicorn`` subprocesses; they
-share these two helpers so "ready" means the same thing everywhere.
+The test fixtures and the benchmarks all launch ``uvicorn``, Celery and agent
+subprocesses; they share these helpers so "ready" and "stopped" mean the same
+thing everywhere.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 
-__all__ = ["free_port", "wait_http"]
+__all__ = ["free_port", "stop_process", "wait_http"]
 
 
 def free_port() -> int:
@@ -41,3 +42,16 @@ def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} did not answer within {timeout:g} s")
         time.sleep(0.2)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM (a worker finishes its task, the agent its send), SIGKILL after
+    ``timeout``; always reaped, so no zombie outlives a test."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

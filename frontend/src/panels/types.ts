@@ -73,18 +73,8 @@ export interface RackRow {
   headroom_w: number;
 }
 
-export interface RackGeometry {
-  rack: number;
-  name: string;
-  cluster: number;
-  supernode: number | null;
-  row: number;
-  slot: number;
-  budget_w: number;
-  power_w: number;
-  servers: { id: number; name: string; position: number; cards: { id: number; serial: string; slot: number; status: string }[] }[];
-  devices: { id: number; name: string; kind: string }[];
-}
+/** GET /api/racks/<id>/geometry/: one definition, in api.ts, shared with the scene. */
+export type { RackGeometry } from "../api";
 
 export interface SuperNodeRow {
   id: number;

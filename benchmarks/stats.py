@@ -1,0 +1,13 @@
+"""Percentiles for the benchmark scripts (one definition, so "p99" means the same
+in every table of docs/benchmarks.md)."""
+from __future__ import annotations
+
+__all__ = ["pct"]
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0–100) of a non-empty list: an observed value,
+    never an interpolation between two runs."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100.0 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
