@@ -334,6 +334,18 @@ def test_a_scenario_started_from_the_panel_completes_and_draws_its_chart(
     expect(panel).to_be_visible()
     page.get_by_test_id("scenario-kind").select_option("collective")
     fill_field(page, "op", "allreduce")
+    # Bad input first: more ranks than the cluster has cards. The server refuses it
+    # on the field (the form cannot know the cluster's size) and queues nothing.
+    fill_field(page, "ranks", "100000")
+    page.get_by_test_id("scenario-submit").click()
+    expect(page.get_by_test_id("scenario-errors")).to_contain_text(
+        "100,000 ranks but the topology has only 4,096 cards")
+    assert api_from_page(page, "/api/scenarios/")["results"] == []
+    problems = page.problems  # type: ignore[attr-defined]
+    # The only trace in the browser is Chromium's own log of the 400 answer.
+    assert problems and all(" 400" in p for p in problems), problems
+    problems.clear()
+
     fill_field(page, "ranks", "512")  # one supernode: the run takes about a second
     page.get_by_test_id("scenario-submit").click()
 
