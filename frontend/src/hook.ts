@@ -14,6 +14,8 @@ export interface TwinHook {
   colourOf(key: number): string | null;
   valueOf(key: number): number | null;
   screenOf(key: number): { x: number; y: number } | null;
+  /** What a click at CSS px (x, y) would pick: {kind, id} or null. */
+  pickAt(x: number, y: number): { kind: string; id: number } | null;
   frames: number;
   lastColourUpdateMs: number | null;
   open(kind: ViewKind, id?: number | null): Promise<void>;
@@ -29,6 +31,7 @@ export interface HookBackend {
   colourOf(key: number): string | null;
   valueOf(key: number): number | null;
   screenOf(key: number): { x: number; y: number } | null;
+  pickAt(x: number, y: number): { kind: string; id: number } | null;
   open(kind: ViewKind, id: number | null): Promise<void>;
   select(kind: string, id: number): Promise<void>;
   highlighted(): number;
@@ -58,6 +61,7 @@ export function installHook(): TwinHook {
     colourOf: (key) => (backend ? backend.colourOf(key) : null),
     valueOf: (key) => (backend ? backend.valueOf(key) : null),
     screenOf: (key) => (backend ? backend.screenOf(key) : null),
+    pickAt: (x, y) => (backend ? backend.pickAt(x, y) : null),
     frames: 0,
     lastColourUpdateMs: null,
     open: async (kind, id = null) => {

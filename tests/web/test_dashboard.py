@@ -203,6 +203,21 @@ def test_the_dashboard_loads_live_and_draws_the_cluster(simulated_agent: str,
         shutil.copyfile(ARTIFACTS / "dashboard-overview-page.png",
                         ROOT / "docs" / "screenshot.png")
 
+    # A click on a supernode's ground tile (between its racks) selects the supernode.
+    box = page.locator("[data-testid=scene] canvas").bounding_box()
+    tile = page.evaluate("""([x0, y0, w, h]) => {
+        for (let y = y0 + 8; y < y0 + h; y += 8)
+          for (let x = x0 + 8; x < x0 + w; x += 8) {
+            const hit = window.twin.pickAt(x, y);
+            if (hit && hit.kind === "supernode") return {x, y, id: hit.id};
+          }
+        return null; }""", [box["x"], box["y"], box["width"], box["height"]])
+    assert tile is not None and tile["id"] in data.supernodes, tile
+    page.mouse.click(tile["x"], tile["y"])
+    expect(page.get_by_test_id("panel-kind")).to_have_text(re.compile("supernode", re.I))
+    name = floor["supernodes"]["name"][floor["supernodes"]["id"].index(tile["id"])]
+    expect(page.get_by_test_id("panel-title")).to_contain_text(name)
+
     # Drill down: a supernode's 512 cards at their torus coordinates, live.
     open_view(page, "supernode", data.supernodes[0], "gpu_util")
     assert set(twin(page, "t.keys()")) == {c["id"] for c in data.cards}

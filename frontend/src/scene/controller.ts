@@ -613,6 +613,12 @@ export class Controller implements PanelHost {
     canvas.addEventListener("pointerleave", () => { this.hoverAt = null; this.el.tooltip.hidden = true; });
   }
 
+  /** What a click at CSS px (x, y) would select (the test hook's pickAt). */
+  pickObjectAt(x: number, y: number): { kind: ObjectKind; id: number } | null {
+    const hit = this.pickAt(x, y);
+    return hit ? { kind: hit.kind, id: hit.id } : null;
+  }
+
   private pickAt(x: number, y: number): { kind: ObjectKind; id: number; index: number } | null {
     const engine = this.engine;
     const view = this.view;
@@ -629,7 +635,9 @@ export class Controller implements PanelHost {
     if (!hit) { tip.hidden = true; this.el.scene.style.cursor = ""; return; }
     this.el.scene.style.cursor = "pointer";
     let text: string;
-    if (hit.kind === "link" && view instanceof SupernodeView) {
+    if (hit.kind === "supernode" && view instanceof FloorView) {
+      text = view.describeSupernode(hit.id);
+    } else if (hit.kind === "link" && view instanceof SupernodeView) {
       const L = view.geometry.links;
       text = `link ${L.id[hit.index]} · ${L.kind[hit.index].replaceAll("_", " ")} · ${L.status[hit.index]}${L.wrap?.[hit.index] ? " · wrap-around" : ""}`;
     } else {

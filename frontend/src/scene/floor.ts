@@ -55,6 +55,8 @@ export class FloorView extends InstancedView {
   readonly floor: Floor;
   /** Per rack: its supernode's name (for tooltips). */
   private readonly groupName: string[];
+  /** The supernode ground tiles (one instance per group): a click on one selects the supernode. */
+  private tiles: InstancedMesh | null = null;
   private readonly snById = new Map<number, number>();
   readonly tierHeights: number[] = [];
 
@@ -117,6 +119,7 @@ export class FloorView extends InstancedView {
     });
     tiles.instanceMatrix.needsUpdate = true;
     this.root.add(tiles);
+    this.tiles = tiles;
 
     if (groups.length <= MAX_GROUP_LABELS) {
       // Each name on the ground in front of its group (in the aisle), left-aligned.
@@ -178,8 +181,23 @@ export class FloorView extends InstancedView {
 
   pick(raycaster: Raycaster): PickResult | null {
     const hit = this.pickInstance(raycaster);
-    if (!hit) return null;
-    return { kind: "rack", id: this.keys[hit.index], index: hit.index, point: hit.point, distance: hit.distance };
+    if (hit) return { kind: "rack", id: this.keys[hit.index], index: hit.index, point: hit.point, distance: hit.distance };
+    // Between the racks: the supernode's ground tile (network groups have none to select).
+    if (!this.tiles) return null;
+    for (const tile of raycaster.intersectObject(this.tiles, false)) {
+      const group = tile.instanceId === undefined ? undefined : this.layout.groups[tile.instanceId];
+      if (group && group.supernode !== null) {
+        return { kind: "supernode", id: group.supernode, index: -1, point: tile.point, distance: tile.distance };
+      }
+    }
+    return null;
+  }
+
+  /** Tooltip text of a supernode tile. */
+  describeSupernode(id: number): string {
+    const i = this.floor.supernodes.id.indexOf(id);
+    if (i < 0) return `supernode ${id}`;
+    return `${this.floor.supernodes.name[i]} · ${this.floor.supernodes.cards[i].toLocaleString("en")} cards · double-click to open`;
   }
 
   locate(kind: ObjectKind, id: number): { centre: Vector3; radius: number; index: number } | null {
