@@ -206,9 +206,11 @@ export interface RackGeometry {
   slot: number;
   budget_w: number;
   power_w: number;
+  /** Servers' overhead + devices: power_w without the cards' TDP. */
+  static_w?: number;
   servers: Array<{
     id: number; name: string; position: number;
-    cards: Array<{ id: number; serial: string; slot: number; status: string }>;
+    cards: Array<{ id: number; serial: string; slot: number; status: string; tdp_w?: number }>;
   }>;
   /** Network devices of the rack; `server` set for those inside a server (PCIe switch, NIC). */
   devices: Array<{ id: number; name: string; kind: string; server?: number | null }>;

@@ -16,6 +16,8 @@ export interface TwinHook {
   screenOf(key: number): { x: number; y: number } | null;
   /** What a click at CSS px (x, y) would pick: {kind, id} or null. */
   pickAt(x: number, y: number): { kind: string; id: number } | null;
+  /** The rack view's power bar (W), or null in the other views. */
+  rackDraw(): number | null;
   frames: number;
   lastColourUpdateMs: number | null;
   open(kind: ViewKind, id?: number | null): Promise<void>;
@@ -32,6 +34,7 @@ export interface HookBackend {
   valueOf(key: number): number | null;
   screenOf(key: number): { x: number; y: number } | null;
   pickAt(x: number, y: number): { kind: string; id: number } | null;
+  rackDraw(): number | null;
   open(kind: ViewKind, id: number | null): Promise<void>;
   select(kind: string, id: number): Promise<void>;
   highlighted(): number;
@@ -62,6 +65,7 @@ export function installHook(): TwinHook {
     valueOf: (key) => (backend ? backend.valueOf(key) : null),
     screenOf: (key) => (backend ? backend.screenOf(key) : null),
     pickAt: (x, y) => (backend ? backend.pickAt(x, y) : null),
+    rackDraw: () => (backend ? backend.rackDraw() : null),
     frames: 0,
     lastColourUpdateMs: null,
     open: async (kind, id = null) => {

@@ -143,6 +143,7 @@ async function boot(): Promise<void> {
     valueOf: (key) => controller.valueOf(key),
     screenOf: (key) => controller.screenOf(key),
     pickAt: (x, y) => controller.pickObjectAt(x, y),
+    rackDraw: () => controller.rackDraw(),
     open: (kind, id) => controller.open(kind, id),
     select: (kind, id) => controller.select({ kind: kind as "card" | "rack" | "link" | "supernode", id }, { fly: true }),
     highlighted: () => controller.highlighted(),

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from twin.hardware.models import Card, Cluster, Link, Rack, Server
+from twin.hardware.models import Card, Cluster, Link, NetworkDevice, Rack, Server
 
 from .conftest import add_supernodes
 
@@ -162,8 +162,14 @@ def test_rack_geometry(reader_client, tiny_cluster, django_assert_max_num_querie
     assert [(s["id"], s["name"], s["position"]) for s in body["servers"]] == [
         (t["server"].pk, "sn0-s0", 0), (top.pk, "sn0-s9", 9)]
     assert body["servers"][0]["cards"] == [
-        {"id": c.pk, "serial": c.serial, "slot": i, "status": "ok", "index": i}
+        {"id": c.pk, "serial": c.serial, "slot": i, "status": "ok", "index": i,
+         "tdp_w": c.accelerator.tdp_w}
         for i, c in enumerate(t["cards"])]
+    # The live power bar adds the cards' readings to the static part: servers + devices.
+    static = sum(s.overhead_w for s in Server.objects.filter(rack=t["rack"])) + sum(
+        d.power_w for d in NetworkDevice.objects.filter(rack=t["rack"]))
+    assert body["static_w"] == static
+    assert body["static_w"] + sum(c.accelerator.tdp_w for c in t["cards"]) == body["power_w"]
     assert body["servers"][1]["cards"] == []
     assert [(d["id"], d["kind"]) for d in body["devices"]] == [
         (t["switch"].pk, "pcie_switch"), (t["nic"].pk, "smart_nic")]
@@ -174,7 +180,7 @@ def test_network_rack_geometry(reader_client, tiny_cluster):
     assert body["supernode"] is None and body["servers"] == []
     assert body["devices"] == [{"id": tiny_cluster["leaf"].pk, "name": "leaf0",
                                 "kind": "leaf", "server": None}]
-    assert body["power_w"] == NET0
+    assert body["power_w"] == NET0 and body["static_w"] == NET0
 
 
 # ------------------------------------------------------------- access rules

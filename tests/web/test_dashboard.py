@@ -227,6 +227,18 @@ def test_the_dashboard_loads_live_and_draws_the_cluster(simulated_agent: str,
     assert all(0 <= u <= 100 for u in utils)
     stats = canvas_stats(page, "[data-testid=scene] canvas", "dashboard-supernode.png")
     assert_not_blank(stats, min_colours=256, min_foreground=0.15)
+
+    # A rack: its power bar follows the cards' live readings (+ servers and devices).
+    geometry = api_from_page(page, f"/api/racks/{rack}/geometry/")
+    nameplate = geometry["power_w"]
+    open_view(page, "rack", rack, "power_w")
+    frames = twin(page, "t.frames")
+    wait_twin(page, "t.frames > arg && t.keys().every(k => t.valueOf(k) !== null)", frames)
+    shown, readings = page.evaluate(
+        "() => [window.twin.rackDraw(), window.twin.keys().map(k => window.twin.valueOf(k))]")
+    assert len(readings) == sum(len(s["cards"]) for s in geometry["servers"]) > 0
+    assert shown == round(geometry["static_w"] + sum(readings))
+    assert shown != nameplate  # live, not the cards' TDP
     assert_no_problems(page)
 
 

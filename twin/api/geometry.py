@@ -171,11 +171,14 @@ def rack_geometry(rack: Rack) -> dict[str, Any]:
     servers = {pk: {"id": pk, "name": name, "position": pos, "cards": []}
                for pk, name, pos in Server.objects.filter(rack_id=rack.pk)
                .order_by("position", "id").values_list("id", "name", "position")}
-    for pk, serial, slot, status, server_id, index in (
+    cards_tdp = 0
+    for pk, serial, slot, status, server_id, index, tdp in (
             Card.objects.filter(server__rack_id=rack.pk).order_by("slot", "id")
-            .values_list("id", "serial", "slot", "status", "server_id", "index")):
+            .values_list("id", "serial", "slot", "status", "server_id", "index",
+                         "accelerator__tdp_w")):
         servers[server_id]["cards"].append({"id": pk, "serial": serial, "slot": slot,
-                                            "status": status, "index": index})
+                                            "status": status, "index": index, "tdp_w": tdp})
+        cards_tdp += tdp or 0
     devices = [{"id": pk, "name": name, "kind": kind, "server": server_id}
                for pk, name, kind, server_id in NetworkDevice.objects.filter(rack_id=rack.pk)
                .order_by("kind", "name").values_list("id", "name", "kind", "server_id")]
@@ -183,6 +186,9 @@ def rack_geometry(rack: Rack) -> dict[str, Any]:
         "rack": rack.pk, "name": rack.name, "cluster": rack.cluster_id,
         "supernode": rack.supernode_id, "row": rack.row, "slot": rack.slot,
         "budget_w": rack.power_budget_w, "power_w": int(rack.power_w),
+        # What the rack draws whatever its cards do (servers' overhead + devices):
+        # the dashboard adds the cards' live readings to it for the live power bar.
+        "static_w": int(rack.power_w) - cards_tdp,
         "utilization": rack.utilization, "headroom_w": rack.headroom_w,
         "servers": list(servers.values()),
         "devices": devices,
@@ -290,6 +296,7 @@ class RackCardSerializer(serializers.Serializer):
     slot = serializers.IntegerField()
     status = serializers.CharField()
     index = serializers.IntegerField()
+    tdp_w = serializers.IntegerField(help_text="The card type's TDP, W.")
 
 
 class RackServerSerializer(serializers.Serializer):
@@ -317,6 +324,9 @@ class RackGeometrySerializer(serializers.Serializer):
     slot = serializers.IntegerField()
     budget_w = serializers.IntegerField()
     power_w = serializers.IntegerField(help_text="Nameplate draw, as the rack list gives it.")
+    static_w = serializers.IntegerField(
+        help_text="The part of power_w that is not the cards' TDP: servers' overhead and "
+                  "network devices.")
     utilization = serializers.FloatField()
     headroom_w = serializers.IntegerField()
     servers = RackServerSerializer(many=True)

@@ -299,6 +299,11 @@ export class Controller implements PanelHost {
     }
     this.paint(msg.type === "snapshot");
     this.hook.lastColourUpdateMs = performance.now() - t0;
+    if (view instanceof RackView && frames.sub?.metric === "power_w") {
+      // The power bar follows the cards' readings (redrawn only when it moves by ≥ 1 W).
+      const draw = Math.round(view.liveDraw(frames.values));
+      if (draw !== view.drawW) view.setPower(draw);
+    }
     this.hook.frames += 1;
     this.status.frame();
     if (msg.ts) this.status.setDetail(`tick ${msg.seq} · ${new Date(msg.ts * 1000).toLocaleTimeString()}`);
@@ -611,6 +616,11 @@ export class Controller implements PanelHost {
       requestAnimationFrame(() => { this.hoverPending = false; this.hover(); });
     });
     canvas.addEventListener("pointerleave", () => { this.hoverAt = null; this.el.tooltip.hidden = true; });
+  }
+
+  /** The rack view's power bar (the test hook's rackDraw). */
+  rackDraw(): number | null {
+    return this.view instanceof RackView ? this.view.drawW : null;
   }
 
   /** What a click at CSS px (x, y) would select (the test hook's pickAt). */

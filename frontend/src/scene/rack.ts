@@ -36,6 +36,10 @@ export class RackView extends InstancedView {
   private barLabel: Sprite | null = null;
   /** Network devices drawn (standalone slabs and in-server blocks). */
   deviceCount = 0;
+  /** Each card's TDP, in instance order: what a card without a reading counts for. */
+  private readonly tdp: Float64Array;
+  /** The draw the bar shows (W): nameplate until live power frames arrive. */
+  drawW: number;
 
   constructor(geometry: RackGeometry) {
     // Devices inside a server (PCIe switches, NICs) sit on its slab; the others
@@ -52,6 +56,7 @@ export class RackView extends InstancedView {
       }
     }
     const n = ids.length;
+    const tdp = Float64Array.from(geometry.servers.flatMap((s) => s.cards.map((c) => c.tdp_w ?? 0)));
     const sizes = new Float32Array(n * 3);
     for (let i = 0; i < n; i++) {
       const per = 8;
@@ -60,6 +65,8 @@ export class RackView extends InstancedView {
       sizes[i * 3 + 2] = 0.12;
     }
     super(ids, pos.cards, sizes);
+    this.tdp = tdp;
+    this.drawW = geometry.power_w;
     this.id = geometry.rack;
     this.geometry = geometry;
     this.cardInfo = info;
@@ -126,8 +133,24 @@ export class RackView extends InstancedView {
     this.bounds.radius = Math.max(1.9, this.height * 0.75);
   }
 
+  /**
+   * The rack's live draw from its cards' power readings (`values`, instance
+   * order, NaN where a card has not reported: its TDP is counted instead) plus
+   * the static draw of servers and devices — the same sum the cluster view's
+   * rack draw is (twin/live/frames.py AGGREGATE "draw").
+   */
+  liveDraw(values: ArrayLike<number>): number {
+    let w = this.geometry.static_w ?? this.geometry.power_w - this.tdp.reduce((a, b) => a + b, 0);
+    for (let i = 0; i < this.tdp.length; i++) {
+      const v = values[i];
+      w += v === v ? v : this.tdp[i];
+    }
+    return w;
+  }
+
   /** Show the rack's draw against its budget (the bar's fill and label). */
   setPower(drawW: number): void {
+    this.drawW = drawW;
     const g = this.geometry;
     const budget = g.budget_w > 0 ? g.budget_w : 1;
     const u = Math.max(0, drawW / budget);
