@@ -55,7 +55,6 @@ import argparse
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -69,7 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.stats import pct  # noqa: E402
-from twin.core.localnet import free_port, stop_process, wait_http  # noqa: E402
+from twin.core.localnet import free_port, stop_process, wait_celery, wait_http  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -420,12 +419,7 @@ def main() -> int:
                             "--without-mingle", "-n", f"{queue}@%h"],
                            logs / "frontend-bench-worker.log", env))
         wait_http(f"{base}/login/", procs[0])
-        deadline = time.monotonic() + 60
-        while not app.control.ping(destination=[f"{queue}@{socket.gethostname()}"],
-                                   timeout=0.5):
-            if time.monotonic() > deadline or procs[1].poll() is not None:
-                raise RuntimeError("the Celery worker did not start; see "
-                                   f"{logs / 'frontend-bench-worker.log'}")
+        wait_celery(app, queue, procs[1], str(logs / "frontend-bench-worker.log"))
         browser = Browser(base, password)
         demo_id, demo_cards, supernode = clusters[args.demo_name]
 

@@ -71,7 +71,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -88,7 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.stats import pct  # noqa: E402
-from twin.core.localnet import free_port, stop_process, wait_http  # noqa: E402
+from twin.core.localnet import free_port, stop_process, wait_celery, wait_http  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -516,12 +515,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                                 "warning", "-s", str(logs / f"live-bench-beat-{run_id}")],
                                logs / "live-bench-beat.log", env))
         wait_http(f"{base}/login/", procs[0])
-        deadline = time.monotonic() + 60
-        while not app.control.ping(destination=[f"{queue}@{socket.gethostname()}"],
-                                   timeout=0.5):
-            if time.monotonic() > deadline or procs[1].poll() is not None:
-                raise RuntimeError("the Celery worker did not start; see "
-                                   f"{logs / 'live-bench-worker.log'}")
+        wait_celery(app, queue, procs[1], str(logs / "live-bench-worker.log"))
         out = Path(logs / f"live-bench-clients-{run_id}.json")
         t0 = time.time()
         common = [sys.executable, __file__, "--url", base, "--cluster", str(cluster_id)]

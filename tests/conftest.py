@@ -20,7 +20,7 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from twin.core.localnet import free_port, stop_process, wait_http
+from twin.core.localnet import free_port, stop_process, wait_celery, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -164,16 +164,7 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
         cwd=ROOT, env=_worker_env(db_settings), stdout=log, stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"celery worker exited early; see {log.name}")
-            replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"],
-                                       timeout=0.5)
-            if replies:
-                break
-        else:
-            raise RuntimeError(f"celery worker did not answer within 60 s; see {log.name}")
+        wait_celery(app, queue, proc, log.name)
         yield queue
     finally:
         stop_process(proc)

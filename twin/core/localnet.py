@@ -11,8 +11,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
-__all__ = ["free_port", "stop_process", "wait_http"]
+__all__ = ["free_port", "stop_process", "wait_celery", "wait_http"]
 
 
 def free_port() -> int:
@@ -55,3 +56,17 @@ def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def wait_celery(app: Any, queue: str, proc: subprocess.Popen, log: str,
+                timeout: float = 60.0) -> None:
+    """Return once the worker ``queue@<host>`` (started with ``-n queue@%h``)
+    answers a ping; raise, naming ``log``, if ``proc`` dies or ``timeout`` passes.
+    A task sent before then could sit in the queue while a test's clock runs."""
+    deadline = time.monotonic() + timeout
+    while not app.control.ping(destination=[f"{queue}@{socket.gethostname()}"], timeout=0.5):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited early; see {log}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Celery worker did not answer within {timeout:g} s; "
+                               f"see {log}")
