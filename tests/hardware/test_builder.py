@@ -413,3 +413,24 @@ def test_million_fat_tree_wiring_without_writing():
     assert np.array_equal(sc_b // f.cores_per_group, sc_a % 64)         # spine j → group j
     pods_per_core = {len(set((sc_a[sc_b == c] // 64).tolist())) for c in (0, 7, f.cores - 1)}
     assert pods_per_core == {64}                                       # every pod, 2 links each
+
+
+def test_postgres_build_leaves_planner_statistics(db):
+    """A bulk load used to leave the planner blind until autovacuum came round
+    (the dashboard's floor query: 5.9 s instead of 1.4 s at a million cards).
+    ANALYZE counts the rows the build inserted, so pg_class.reltuples matches."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        build_cluster("seed-512", supernodes=1)
+    analyzed = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("ANALYZE")]
+    if connection.vendor != "postgresql":
+        assert analyzed == []  # SQLite plans without statistics here
+        return
+    tables = [m._meta.db_table for m in HARDWARE if m is not Cluster]
+    assert sorted(analyzed) == sorted(f'ANALYZE "{t}"' for t in tables)
+    with connection.cursor() as cur:
+        for model in (Card, Link, Server):
+            cur.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s",
+                        [model._meta.db_table])
+            assert cur.fetchone()[0] == model.objects.count(), model.__name__
