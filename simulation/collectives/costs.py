@@ -49,9 +49,10 @@ __all__ = [
     "torus_alltoall_load",
     "torus_broadcast",
     "torus_reduce_scatter",
+    "nvls_allreduce",
     "tree_allreduce",
-    "tree_broadcast",
     "tree_depth",
+    "tree_edges_per_rank",
 ]
 
 
@@ -205,32 +206,49 @@ def tree_depth(p: int) -> int:
     return lg(p)
 
 
+def tree_edges_per_rank(p: int) -> int:
+    """Most tree edges one rank has over both trees of the double binary tree.
+
+    An interior rank of one tree (parent + 2 children) is a leaf of the
+    other (1 edge): 4 once p ≥ 4. With p = 2 each rank has the one edge in
+    each tree (2); with p = 3 the busiest rank has 2 + 1 (3).
+    """
+    return 2 if p == 2 else 3 if p == 3 else 4
+
+
 def tree_allreduce(p: int, size: float, alpha: float, beta: float, gamma: float = 0.0) -> float:
     """Double-binary-tree AllReduce, pipelined.
 
     Two binary trees, each reducing then broadcasting half of the data
     (Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth
     broadcast, reduction and scan", Parallel Computing 35(12), 2009; NCCL ≥
-    2.4). A node is interior in at most one tree, so per chunk of S/c it
-    moves 2S/c per direction (reduce: two children in, one parent out;
-    broadcast: the mirror). Up and down passes pipeline over 2D stages:
-    ``pipelined(2D, α, 2S·β + S·γ)``, D = :func:`tree_depth`. For large S this
-    tends to 2Sβ, the same bandwidth term as the ring, with latency
-    logarithmic in p.
+    2.4). Up and down passes of both trees run at once, pipelined over 2D
+    stages (D = :func:`tree_depth`); per chunk each edge carries S/(2c) each
+    way, and a rank with e edges (:func:`tree_edges_per_rank`) sends e of
+    them: ``pipelined(2D, α, e·S/2·β + S·γ)``. With e = 4 (p ≥ 4) the
+    bandwidth term is 2Sβ, the ring's for large p, with latency
+    logarithmic in p; p = 2 gives Sβ, the lower bound 2(p−1)/p·Sβ.
     """
     if p <= 1:
         return 0.0
-    return pipelined(2 * tree_depth(p), alpha, 2 * size * beta + size * gamma)
+    e = tree_edges_per_rank(p)
+    return pipelined(2 * tree_depth(p), alpha, e * size / 2 * beta + size * gamma)
 
 
-def tree_broadcast(p: int, size: float, alpha: float, beta: float) -> float:
-    """Double-binary-tree Broadcast: ``pipelined(D, α, Sβ)`` (two halves, two trees).
+def nvls_allreduce(p: int, size: float, alpha: float, beta: float) -> float:
+    """In-switch (NVLink SHARP) AllReduce: ``pipelined(2, α, S(1 + 1/p)β)``.
 
-    An interior node sends two half-chunks per stage (S/c per chunk).
+    Each rank owns S/p: it reads the switch-reduced S/p (multimem.ld_reduce,
+    the switch pulling that slice from every rank: each rank sends S in
+    total) and writes it once to a multicast address (multimem.st: each
+    rank receives S). Per rank and direction S + S/p, the two halves
+    pipelined (NVIDIA, "NVLink SHARP", Hopper architecture white paper,
+    2022; NCCL ≥ 2.17 NVLS algorithm). β here is per byte at the NVLS
+    transfer rate.
     """
     if p <= 1:
         return 0.0
-    return pipelined(tree_depth(p), alpha, size * beta)
+    return pipelined(2, alpha, size * (1 + 1 / p) * beta)
 
 
 # ----------------------------------------------------------------- torus

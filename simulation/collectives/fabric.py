@@ -54,6 +54,7 @@ from simulation.topology.graph import NodeKind, Topology, TopologyError
 from simulation.topology.search import latency_tree
 
 from .costs import torus_alltoall_load
+from .efficiency import Efficiency, fabric_efficiency
 
 __all__ = [
     "ROUTE_CELLS",
@@ -67,6 +68,7 @@ __all__ = [
     "binary_tree_edges",
     "double_tree_edges",
     "fabric_from_topology",
+    "rail_orders",
     "snake_order",
 ]
 
@@ -132,6 +134,28 @@ def snake_order(dims: tuple[int, ...]) -> I64:
     return ids
 
 
+def rail_orders(p: int, server_cards: int, rails: int) -> list[I64]:
+    """One ring order per NIC rail, as NCCL builds its channels across servers.
+
+    Ranks are consecutive servers of ``server_cards`` cards. Channel c
+    visits each server's cards starting at slot ``c·server_cards/rails``
+    (rotated), so it leaves a server from the card just before that slot and
+    enters the next one at it: successive channels cross between servers on
+    successive rails, and together they use every rail (NCCL's rings on a
+    rail-optimised DGX; ``NCCL_CROSS_NIC=0``). The crossing hop itself is
+    routed like any flow (NVLink to the rail's card, then its NIC — NCCL's
+    PXN — or the other way round).
+    """
+    servers = p // server_cards
+    base = (np.arange(servers, dtype=np.int64) * server_cards)[:, None]
+    out = []
+    step = max(server_cards // max(rails, 1), 1)
+    for c in range(min(rails, server_cards)):
+        local = (np.arange(server_cards, dtype=np.int64) + c * step) % server_cards
+        out.append((base + local[None, :]).ravel())
+    return out
+
+
 def binary_tree_edges(p: int) -> tuple[I64, I64, int]:
     """(parent, child) rank arrays and depth of NCCL's binary tree on p ranks.
 
@@ -179,11 +203,26 @@ class Level:
     overhead_s: float
     dims: tuple[int, ...] | None = None
     routed: bool = False
+    orders: list[I64] | None = None
+    """Ring channels: each order is run in both directions, each directed ring
+    carrying an equal share of the data (None: rank order, both ways)."""
+    nvls_ranks: int = 0
+    """Cards per in-switch-reduction domain (NVLS) when all ranks are in one; 0: none."""
+    nvls_efficiency: float = 1.0
     _cache: dict[tuple[str, int], PatternCost] = field(default_factory=dict, repr=False)
+
+    @property
+    def ring_channels(self) -> int:
+        """Directed rings running at once (two per order)."""
+        return 2 * (len(self.orders) if self.orders else 1)
+
+    def ring_orders(self) -> list[I64]:
+        """The orders of the ring channels."""
+        return self.orders if self.orders else [np.arange(self.ranks, dtype=np.int64)]
 
     def cost(self, kind: str, arg: int = 0) -> PatternCost:
         """Price pattern ``kind`` (``ring``, ``xor``, ``shift``, ``pair``,
-        ``tree``, ``tree_down``, ``dim``, ``uniform``) with its argument
+        ``tree``, ``dim``, ``uniform``) with its argument
         (distance, pair count or dimension index), cached."""
         key = (kind, int(arg))
         hit = self._cache.get(key)
@@ -209,18 +248,27 @@ class Level:
             "dims": list(self.dims) if self.dims else None,
             "ring_alpha_us": ring.alpha_s * 1e6,
             "ring_gbps": ring.gbps,
+            "ring_channels": self.ring_channels,
+            "ring_busbw_gbps": ring.gbps * self.ring_channels,
+            "nvls": self.nvls_ranks > 0,
         }
 
 
-def _pairs(kind: str, arg: int, p: int, order: I64 | None) -> tuple[I64, I64]:
-    """Sender and receiver ranks of a pattern on p ranks."""
+def _pairs(kind: str, arg: int, p: int, orders: list[I64] | None) -> tuple[I64, I64]:
+    """Sender and receiver ranks of a pattern on p ranks.
+
+    ``ring``: every order's ring in both directions, one flow per rank and
+    directed ring — with p = 2 the two directions of one order are two flows
+    on the same pair, as they are on the wire.
+    """
     r = np.arange(p, dtype=np.int64)
     if kind == "ring":
-        o = order if order is not None else r
-        nxt = np.roll(o, -1)
-        if p == 2:
-            return np.array([o[0], o[1]]), np.array([o[1], o[0]])
-        return np.concatenate([o, nxt]), np.concatenate([nxt, o])
+        srcs, dsts = [], []
+        for o in orders if orders else [r]:
+            nxt = np.roll(o, -1)
+            srcs += [o, nxt]
+            dsts += [nxt, o]
+        return np.concatenate(srcs), np.concatenate(dsts)
     if kind == "xor":
         q = 1 << (p.bit_length() - 1)
         s = r[r < q]
@@ -230,10 +278,8 @@ def _pairs(kind: str, arg: int, p: int, order: I64 | None) -> tuple[I64, I64]:
     if kind == "pair":  # TRG's fold: ranks 2i ↔ 2i+1 for i < arg
         even = 2 * np.arange(min(arg, p // 2), dtype=np.int64)
         return np.concatenate([even, even + 1]), np.concatenate([even + 1, even])
-    if kind in ("tree", "tree_down"):
+    if kind == "tree":
         par, ch, _ = double_tree_edges(p)
-        if kind == "tree_down":
-            return par, ch
         return np.concatenate([par, ch]), np.concatenate([ch, par])
     if kind == "uniform":
         src = np.repeat(r, p)
@@ -252,6 +298,14 @@ class RoutedLevel(Level):
     ECMP, as fat trees and tori route in practice); link loads are the sums
     of these fractions, computed for all destinations at once by pushing
     the flow matrix (nodes × destinations) one hop per iteration.
+
+    A flow's bandwidth is then the smallest share it gets of any capacity it
+    uses: a link (its Gb/s × the protocol efficiency of its fabric) or a
+    card's injection / ejection limit — the sum of a card's flows over its
+    scale-up links, and over its other links, in each direction, against
+    ``card_up_gbps`` and ``card_out_gbps`` (× efficiency). Traffic a card
+    forwards counts against its ports too (a DGX GPU relaying to its rail NIC
+    over NVLink, NCCL's PXN, uses its NVLink bandwidth).
     """
 
     EPS_NS = 1e-6
@@ -264,9 +318,13 @@ class RoutedLevel(Level):
         rank_nodes: I64,
         overhead_s: float,
         dims: tuple[int, ...] | None = None,
+        *,
+        efficiency: Efficiency | None = None,
+        orders: list[I64] | None = None,
     ) -> None:
         super().__init__(name=name, ranks=int(rank_nodes.size), overhead_s=overhead_s, dims=dims)
         self.routed = True
+        self.efficiency = efficiency or fabric_efficiency(graph)
         self.graph = graph
         self.rank_nodes = rank_nodes.astype(np.int64)
         v = graph.n_nodes
@@ -283,8 +341,28 @@ class RoutedLevel(Level):
         self._row = np.repeat(np.arange(v, dtype=np.int64), np.diff(graph.indptr))
         self._col = graph.indices.astype(np.int64)
         self._w = nudged.data.astype(np.float64)
-        self._entry_gbps = graph.link_gbps[graph.entry_link].astype(np.float64)
-        self._order = snake_order(dims) if dims and math.prod(dims) == self.ranks else None
+        up = graph.scale_up_entries()
+        eff = self.efficiency
+        self._entry_gbps = graph.link_gbps[graph.entry_link].astype(np.float64) * np.where(
+            up, eff.scale_up, eff.scale_out
+        )
+        if orders is not None:
+            self.orders = orders
+        elif dims and math.prod(dims) == self.ranks:
+            self.orders = [snake_order(dims)]
+        # card injection/ejection groups: (entry mask, card of each entry, cap per card)
+        n_ep = graph.n_endpoints
+        self._card_groups: list[tuple[npt.NDArray[np.bool_], I64, npt.NDArray[np.float64]]] = []
+        for caps, cls, factor in (
+            (graph.card_up_gbps, up, eff.scale_up),
+            (graph.card_out_gbps, ~up, eff.scale_out),
+        ):
+            if caps is None or not np.isfinite(caps).any():
+                continue
+            cap = caps.astype(np.float64) * factor
+            for end in (self._row, self._col):
+                mask = (end < n_ep) & cls
+                self._card_groups.append((mask, end[mask], cap))
         self._rows_mat = sp.csr_matrix(
             (np.ones(self._row.size), (self._row, np.arange(self._row.size))),
             shape=(v, self._row.size),
@@ -347,7 +425,7 @@ class RoutedLevel(Level):
     def _cost(self, kind: str, arg: int) -> PatternCost:
         if kind == "dim":
             return self._dim_cost(arg)
-        src, dst = _pairs(kind, arg, self.ranks, self._order if kind == "ring" else None)
+        src, dst = _pairs(kind, arg, self.ranks, self.orders if kind == "ring" else None)
         return self._price(src, dst, kind == "uniform")
 
     def _dim_cost(self, axis: int) -> PatternCost:
@@ -368,7 +446,7 @@ class RoutedLevel(Level):
             return PatternCost(self.overhead_s, math.inf, 0)
         load, hops = self.loads(src, dst)
         alpha = self.overhead_s + float(self._lat[src, self.rank_nodes[dst]].max()) * 1e-9
-        worst = float(np.max(load / self._entry_gbps))  # Gb/s⁻¹ per unit of flow
+        worst = self._worst(load)  # Gb/s⁻¹ per unit of flow
         if uniform:
             # a whole all-to-all of S per rank: each flow is S/p, time S·worst/p
             p = self.ranks
@@ -376,8 +454,54 @@ class RoutedLevel(Level):
         return PatternCost(alpha, 1.0 / worst, hops)
 
 
+    def _worst(self, load: npt.NDArray[np.float64]) -> float:
+        """max over capacities of (flow units using it / its Gb/s)."""
+        worst = float(np.max(load / self._entry_gbps))
+        for mask, card, cap in self._card_groups:
+            total = np.bincount(card, weights=load[mask], minlength=cap.size)
+            worst = max(worst, float(np.max(total / cap)))
+        return worst
+
+    def card_scale_up_gbps(self) -> float:
+        """Line rate a rank can send over its scale-up links: the least, over
+        the ranks, of its links' sum and its injection limit."""
+        up = self.graph.scale_up_entries()
+        raw = self.graph.link_gbps[self.graph.entry_link].astype(np.float64)
+        n_ep = self.graph.n_endpoints
+        mask = up & (self._row < n_ep)
+        total = np.bincount(self._row[mask], weights=raw[mask], minlength=n_ep)
+        if self.graph.card_up_gbps is not None:
+            total = np.minimum(total, self.graph.card_up_gbps.astype(np.float64))
+        return float(total[self.rank_nodes].min())
+
+    def card_rates(self, kind: str, arg: int = 0) -> dict[str, npt.NDArray[np.float64]]:
+        """Gb/s each card sends and receives over its scale-up and its other
+        links while ``kind`` runs at its priced rate (for the property test
+        that no card exceeds its limits)."""
+        if kind == "dim":
+            raise ValueError("card_rates: not for dim patterns")
+        src, dst = _pairs(kind, arg, self.ranks, self.orders if kind == "ring" else None)
+        load, _ = self.loads(src, dst)
+        rate = load / self._worst(load)  # Gb/s per directed entry
+        n_ep = self.graph.n_endpoints
+        up = self.graph.scale_up_entries()
+        out: dict[str, npt.NDArray[np.float64]] = {}
+        for name, cls in (("up", up), ("out", ~up)):
+            for way, end in (("send", self._row), ("recv", self._col)):
+                mask = (end < n_ep) & cls
+                out[f"{name}_{way}"] = np.asarray(
+                    np.bincount(end[mask], weights=rate[mask], minlength=n_ep), dtype=np.float64
+                )
+        return out
+
+
 class UniformLevel(Level):
-    """One α and bandwidth for every pattern (no contention modelled)."""
+    """One α and bandwidth for every pattern (no contention modelled).
+
+    ``gbps`` is what one card may inject when every card sends (its share
+    of the network), ``single_gbps`` what one flow alone gets: a pattern in
+    which each card sends d flows gives each min(single, gbps/d).
+    """
 
     def __init__(
         self,
@@ -399,7 +523,16 @@ class UniformLevel(Level):
         self.note = note
 
     def _cost(self, kind: str, arg: int) -> PatternCost:
-        return PatternCost(self.alpha_s, self.gbps, 0)
+        if kind == "uniform":
+            return PatternCost(self.alpha_s, self.gbps, 0)
+        if kind == "dim":
+            d = 2
+        else:
+            src, dst = _pairs(kind, arg, self.ranks, self.orders if kind == "ring" else None)
+            if not src.size:
+                return PatternCost(self.alpha_s, math.inf, 0)
+            d = int(max(np.bincount(src).max(), np.bincount(dst).max()))
+        return PatternCost(self.alpha_s, min(self.single_gbps, self.gbps / d), 0)
 
     def describe(self) -> dict[str, Any]:
         """Adds the per-card shared and single-flow bandwidths and the note."""
@@ -429,10 +562,14 @@ class TorusLevel(Level):
         link_ns: float,
         router_ns: float,
         overhead_s: float,
+        *,
+        efficiency: float = 1.0,
+        card_gbps: float = math.inf,
     ) -> None:
         super().__init__(name=name, ranks=math.prod(dims), overhead_s=overhead_s, dims=dims)
         self.routed = True
-        self.link_gbps = link_gbps
+        self.link_gbps = link_gbps * efficiency
+        self.card_gbps = card_gbps * efficiency
         self.link_ns = link_ns
         self.router_ns = router_ns
 
@@ -446,20 +583,27 @@ class TorusLevel(Level):
             total += np.minimum(d, k - d)
         return total
 
-    def _of_hops(self, h: int, share: float) -> PatternCost:
+    def _of_hops(self, h: int, share: float, flows: int = 1) -> PatternCost:
+        """α of h hops; a flow's Gb/s: its link share, and its card's limit
+        shared by the ``flows`` each card sends."""
         lat = h * self.link_ns + max(h - 1, 0) * self.router_ns
-        return PatternCost(self.overhead_s + lat * 1e-9, self.link_gbps / max(share, 1.0), h)
+        gbps = min(self.link_gbps / max(share, 1.0), self.card_gbps / flows)
+        return PatternCost(self.overhead_s + lat * 1e-9, gbps, h)
 
     def _cost(self, kind: str, arg: int) -> PatternCost:
-        if kind in ("ring", "dim"):
-            return self._of_hops(1, 1.0)
+        if kind == "ring":
+            return self._of_hops(1, 1.0, 2)
+        if kind == "dim":
+            assert self.dims is not None
+            return self._of_hops(1, 1.0, 2 if self.dims[arg] > 2 else 1)
         if kind == "uniform":
             assert self.dims is not None
             load = torus_alltoall_load(self.dims)
             p = self.ranks
             diam = sum(k // 2 for k in self.dims)
             c = self._of_hops(diam, 1.0)
-            return PatternCost(c.alpha_s, self.link_gbps * (p - 1) / p / load, diam)
+            gbps = min(self.link_gbps * (p - 1) / p / load, self.card_gbps)
+            return PatternCost(c.alpha_s, gbps, diam)
         src, dst = _pairs(kind, arg, self.ranks, None)
         if not src.size:
             return PatternCost(self.overhead_s, math.inf, 0)
@@ -499,15 +643,23 @@ class FlatLevel(Level):
         self.outer = outer
         self.routed = inner.routed
 
+    @property
+    def ring_channels(self) -> int:
+        """The inner level's channels, each crossing every supernode boundary."""
+        return self.inner.ring_channels
+
     def _combine(self, a: PatternCost, alpha: float, gbps: float) -> PatternCost:
         return PatternCost(max(a.alpha_s, alpha), min(a.gbps, gbps), a.hops)
 
     def _cost(self, kind: str, arg: int) -> PatternCost:
         p0 = self.inner.ranks
         o = self.outer
-        if kind == "ring":  # one crossing flow per supernode and direction
-            return self._combine(self.inner.cost("ring"), o.alpha_s, o.single_gbps)
-        if kind in ("tree", "tree_down"):  # few crossing edges per supernode
+        if kind == "ring":
+            # each directed channel leaves every supernode once: its flow gets
+            # one path's speed, and the channels share the supernode's uplinks
+            cross = min(o.single_gbps, o.gbps * p0 / self.ring_channels)
+            return self._combine(self.inner.cost("ring"), o.alpha_s, cross)
+        if kind == "tree":  # few crossing edges per supernode
             return self._combine(self.inner.cost(kind), o.alpha_s, o.single_gbps)
         if kind == "xor":
             return self.inner.cost("xor", arg) if arg < p0 else PatternCost(o.alpha_s, o.gbps, 0)
@@ -538,6 +690,7 @@ class CommFabric:
 
     levels: list[Level]
     notes: list[str] = field(default_factory=list)
+    efficiency: Efficiency | None = None
 
     @property
     def ranks(self) -> int:
@@ -558,6 +711,23 @@ class CommFabric:
 
 
 # ----------------------------------------------------------- construction
+def _channel_orders(graph: Topology, p: int) -> list[I64] | None:
+    """NCCL-style ring channels for ``p`` ranks on ``graph`` (None: the default).
+
+    When the ranks span several servers whose cards reach each other only
+    through their NIC rails (a DGX unit), one channel per rail
+    (:func:`rail_orders`); otherwise one order, run both ways — inside a
+    switch-based domain more channels add nothing here, because each card's
+    injection limit, not the number of rings, bounds it.
+    """
+    cps = int(graph.params.get("server_cards", 0))
+    rails = int(graph.params.get("rails", 0))
+    has_nics = bool((graph.node_kind == NodeKind.NIC).any())
+    if cps and rails > 1 and has_nics and p > cps and p % cps == 0:
+        return rail_orders(p, cps, rails)
+    return None
+
+
 def _level_for(
     name: str,
     graph: Topology,
@@ -565,16 +735,44 @@ def _level_for(
     overhead_s: float,
     dims: tuple[int, ...] | None,
     notes: list[str],
+    eff: Efficiency,
+) -> Level:
+    p = int(rank_nodes.size)
+    level = _level_for_size(name, graph, rank_nodes, overhead_s, dims, notes, eff)
+    domain = int(graph.params.get("nvls_domain", 0))
+    if domain and p <= domain and isinstance(level, RoutedLevel):
+        level.nvls_ranks = p
+        level.nvls_efficiency = eff.nvls
+    return level
+
+
+def _level_for_size(
+    name: str,
+    graph: Topology,
+    rank_nodes: I64,
+    overhead_s: float,
+    dims: tuple[int, ...] | None,
+    notes: list[str],
+    eff: Efficiency,
 ) -> Level:
     p = int(rank_nodes.size)
     if p * graph.indices.size <= ROUTE_CELLS:
-        return RoutedLevel(name, graph, rank_nodes, overhead_s, dims)
+        return RoutedLevel(
+            name,
+            graph,
+            rank_nodes,
+            overhead_s,
+            dims,
+            efficiency=eff,
+            orders=_channel_orders(graph, p),
+        )
     uniform = (
         graph.n_links > 0
         and float(graph.link_gbps.min()) == float(graph.link_gbps.max())
         and float(graph.link_ns.min()) == float(graph.link_ns.max())
     )
     if dims and math.prod(dims) == p and graph.family in ("torus", "ring") and uniform:
+        caps = graph.card_up_gbps
         return TorusLevel(
             name,
             dims,
@@ -582,11 +780,13 @@ def _level_for(
             float(graph.link_ns[0]),
             float(graph.node_ns[0]),
             overhead_s,
+            efficiency=eff.scale_up,
+            card_gbps=float(caps[rank_nodes].min()) if caps is not None else math.inf,
         )
     dist, _ = latency_tree(graph, int(rank_nodes[0]))
     lat = float(np.max(dist[rank_nodes][np.isfinite(dist[rank_nodes])]))
     ends = np.isin(graph.link_u, rank_nodes) | np.isin(graph.link_v, rank_nodes)
-    gbps = float(graph.link_gbps[ends].min())
+    gbps = float(graph.link_gbps[ends].min()) * min(eff.scale_up, eff.scale_out)
     notes.append(
         f"{name}: too large to route ({p} ranks × {graph.n_nodes} nodes); no contention modelled"
     )
@@ -647,7 +847,7 @@ def _supernode_graph(topo: Topology) -> Topology:
     members = np.flatnonzero(
         (group == 0) & np.isin(kind, [NodeKind.CARD, NodeKind.PCIE_SWITCH, NodeKind.SWITCH])
     )
-    sub = topo.induced(members, name="supernode 0")
+    sub = _keep_params(topo, topo.induced(members, name="supernode 0"))
     _, labels = csgraph.connected_components(sub.adjacency(), directed=False)
     if np.all(labels[: sub.n_endpoints] == labels[0]):
         return sub
@@ -655,11 +855,35 @@ def _supernode_graph(topo: Topology) -> Topology:
     on_nic = np.isin(topo.link_u, nics) | np.isin(topo.link_v, nics)
     ends = np.concatenate([topo.link_u[on_nic], topo.link_v[on_nic]])
     leaves = ends[kind[ends] == NodeKind.LEAF]
-    return topo.induced(np.concatenate([members, nics, leaves]), name="supernode 0")
+    return _keep_params(
+        topo, topo.induced(np.concatenate([members, nics, leaves]), name="supernode 0")
+    )
+
+
+_LEVEL_PARAMS = (
+    "server_cards",
+    "rails",
+    "nic_per_card",
+    "nvls_domain",
+    "scale_up_technology",
+    "scale_out_technology",
+)
+
+
+def _keep_params(topo: Topology, sub: Topology) -> Topology:
+    """Carry what the collective levels read (servers, rails, NVLS, technologies)
+    from the cluster to a subgraph of it."""
+    sub.params.update({k: topo.params[k] for k in _LEVEL_PARAMS if k in topo.params})
+    return sub
 
 
 def fabric_from_topology(
-    topo: Topology, ranks: int | None = None, *, overhead_ns: float = 0.0
+    topo: Topology,
+    ranks: int | None = None,
+    *,
+    overhead_ns: float = 0.0,
+    scale_up_efficiency: float | None = None,
+    scale_out_efficiency: float | None = None,
 ) -> CommFabric:
     """Levels for ``ranks`` ranks placed on the first cards of ``topo``.
 
@@ -670,7 +894,12 @@ def fabric_from_topology(
     whose bandwidth is the per-card network share (:func:`_network_share`),
     the core fat tree being non-blocking. Ranks must then fill whole
     supernodes.
+
+    Bandwidths are scaled by the protocol efficiency of their fabric
+    (:func:`~simulation.collectives.efficiency.fabric_efficiency`: the
+    technologies the topology declares, or the overrides given).
     """
+    eff = fabric_efficiency(topo, scale_up_efficiency, scale_out_efficiency)
     n = topo.n_endpoints
     p = n if ranks is None else int(ranks)
     if p < 2:
@@ -690,13 +919,15 @@ def fabric_from_topology(
     if not grouped:
         graph = topo
         rank_nodes = np.arange(p, dtype=np.int64)
-        level = _level_for("fabric", graph, rank_nodes, overhead_s, dims, notes)
-        return CommFabric([level], notes)
+        level = _level_for("fabric", graph, rank_nodes, overhead_s, dims, notes, eff)
+        return CommFabric([level], notes, eff)
     p0 = int((grp == 0).sum())
     sub = _supernode_graph(topo)
     if p <= p0:
-        level = _level_for("supernode", sub, np.arange(p, dtype=np.int64), overhead_s, dims, notes)
-        return CommFabric([level], notes)
+        level = _level_for(
+            "supernode", sub, np.arange(p, dtype=np.int64), overhead_s, dims, notes, eff
+        )
+        return CommFabric([level], notes, eff)
     sizes = np.bincount(grp)
     if p % p0 or not np.all(sizes[: p // p0] == p0):
         raise TopologyError(
@@ -704,7 +935,9 @@ def fabric_from_topology(
             f"{p} ranks must fill whole supernodes of {p0} cards (or fit in one)",
         )
     p1 = p // p0
-    inner = _level_for("supernode", sub, np.arange(p0, dtype=np.int64), overhead_s, dims, notes)
+    inner = _level_for(
+        "supernode", sub, np.arange(p0, dtype=np.int64), overhead_s, dims, notes, eff
+    )
     dist, pred = latency_tree(topo, 0)
     others = (grp >= 1) & (grp < p1)
     lat = dist[:n][others]
@@ -717,6 +950,10 @@ def fabric_from_topology(
     links = [topo.link_between(a, b) for a, b in zip(path, path[1:], strict=False)]
     single = float(topo.link_gbps[np.asarray(links)].min())
     shared = _network_share(topo, 0, p0)
+    if topo.card_out_gbps is not None:  # no card injects more than its NICs
+        card_cap = float(topo.card_out_gbps[:p0].min())
+        single, shared = min(single, card_cap), min(shared, card_cap)
+    single, shared = single * eff.scale_out, shared * eff.scale_out
     outer = UniformLevel(
         "across supernodes",
         p1,
@@ -725,4 +962,4 @@ def fabric_from_topology(
         single_gbps=single,
         note="core fat tree taken as non-blocking; per-card share of the network uplinks",
     )
-    return CommFabric([inner, outer], notes)
+    return CommFabric([inner, outer], notes, eff)

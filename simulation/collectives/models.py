@@ -7,11 +7,20 @@ links every one reduces to its closed form in
 :mod:`~simulation.collectives.costs`):
 
 ``ring``
-    bidirectional ring (two counter-rotating rings, each carrying half the
-    data) over a Hamiltonian order when the fabric is a torus; AllToAll is
-    pairwise exchange, priced with the all-pairs (uniform) load.
+    NCCL's rings: C directed rings (channels) run at once, each carrying
+    S/C — every order of the level both ways: a Hamiltonian order on a torus,
+    one order per NIC rail across servers (NCCL's one channel per rail), the
+    rank order otherwise. With every flow of every channel routed at once,
+    the card's injection limit and the links decide what each gets.
+    AllToAll is pairwise exchange, priced with the all-pairs (uniform) load.
 ``tree``
-    NCCL's double binary tree, pipelined (AllReduce, Broadcast only).
+    NCCL's double binary tree, pipelined (AllReduce only, as in NCCL).
+``nvls``
+    in-switch reduction (NVLink SHARP, NCCL's NVLS; AllReduce inside one
+    switch domain that declares it): each card sends its buffer once to the
+    switch, which reduces, and receives the result once — S(1 + 1/p) per
+    card and direction instead of the ring's 2(p−1)/p·S, at the NVLS
+    transfer efficiency.
 ``rhd``
     recursive halving/doubling: Rabenseifner AllReduce, recursive-halving
     ReduceScatter, recursive-doubling AllGather, scatter+allgather
@@ -31,6 +40,10 @@ Sizes follow nccl-tests (``doc/PERFORMANCE.md``); ``algbw = S/t`` and
 reported in Gb/s (bits, like every link speed here) and GB/s (bytes, like
 nccl-tests).
 
+Every bandwidth is the link's or card's line rate × the protocol efficiency
+of its fabric (:mod:`~simulation.collectives.efficiency`), reported in the
+result and overridable (``scale_up_efficiency``, ``scale_out_efficiency``).
+
 Gradient compression (ratio r ≥ 1, e.g. 4 for the seeds' 4:1) divides the
 bytes on the wire by r; algbw/busbw stay computed on the uncompressed size
 S, so they read as effective bandwidth. Compression/decompression time is
@@ -47,7 +60,7 @@ from typing import Any
 from simulation.topology.graph import Topology, TopologyError
 
 from .costs import busbw_factor, pipelined, torus_alltoall_load
-from .fabric import CommFabric, Level, fabric_from_topology
+from .fabric import CommFabric, Level, RoutedLevel, fabric_from_topology
 
 __all__ = [
     "ALGORITHMS",
@@ -62,7 +75,7 @@ __all__ = [
 ]
 
 OPS = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast")
-ALGORITHMS = ("ring", "tree", "rhd", "torus", "hierarchical")
+ALGORITHMS = ("ring", "tree", "rhd", "torus", "hierarchical", "nvls")
 DEFAULT_SIZES = tuple(1 << e for e in range(10, 31, 2))  # 1 KiB … 1 GiB
 MAX_SIZE = 1 << 50
 
@@ -78,7 +91,10 @@ class CollectiveSpec:
 
     ``ranks`` None = every card; ``overhead_ns`` is a software cost per
     message added to every step's α (0: the hardware path only);
-    ``reduce_gbps`` the reduction throughput (None: free, γ = 0).
+    ``reduce_gbps`` the reduction throughput (None: free, γ = 0);
+    ``scale_up_efficiency`` / ``scale_out_efficiency`` override the protocol
+    efficiency of the scale-up fabric / the network (None: the default of
+    their declared technology).
     """
 
     op: str
@@ -88,6 +104,8 @@ class CollectiveSpec:
     compression: float = 1.0
     overhead_ns: float = 0.0
     reduce_gbps: float | None = None
+    scale_up_efficiency: float | None = None
+    scale_out_efficiency: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -100,7 +118,17 @@ class CollectiveSpec:
         """Validate; errors name the field (``op``, ``sizes[2]``, ``ranks``…)."""
         if not isinstance(data, Mapping):
             raise TopologyError(path or "params", "must be an object")
-        allowed = {"op", "algorithm", "ranks", "sizes", "compression", "overhead_ns", "reduce_gbps"}
+        allowed = {
+            "op",
+            "algorithm",
+            "ranks",
+            "sizes",
+            "compression",
+            "overhead_ns",
+            "reduce_gbps",
+            "scale_up_efficiency",
+            "scale_out_efficiency",
+        }
         for key in data:
             if key not in allowed:
                 raise TopologyError(
@@ -147,7 +175,15 @@ class CollectiveSpec:
             reduce = _number(data, "reduce_gbps", path, 0.0)
             if reduce <= 0:
                 raise TopologyError(f"{path}reduce_gbps", "must be > 0 (or null for free)")
-        return cls(op, algorithm, ranks, tuple(sizes), compression, overhead, reduce)
+        effs: list[float | None] = []
+        for key in ("scale_up_efficiency", "scale_out_efficiency"):
+            value = None if data.get(key) is None else _number(data, key, path, 1.0)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise TopologyError(
+                    f"{path}{key}", f"a fraction of line rate in (0, 1], got {value}"
+                )
+            effs.append(value)
+        return cls(op, algorithm, ranks, tuple(sizes), compression, overhead, reduce, *effs)
 
 
 def _number(data: Mapping[str, Any], key: str, path: str, default: float) -> float:
@@ -183,6 +219,7 @@ class CollectiveResult:
     best: list[CollectivePoint]
     unsupported: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    efficiency: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -203,15 +240,16 @@ def _ring(level: Level, op: str, s: float, gamma: float) -> float:
     if op == "alltoall":
         u = level.cost("uniform")
         return (p - 1) * u.alpha_s + s * (p - 1) / p / _Bps(u.gbps)
-    c = level.cost("ring")
-    step = c.alpha_s + s / (2 * p) / _Bps(c.gbps)  # two rings, half each
+    c = level.cost("ring")  # one flow of every channel, all at once
+    ch = level.ring_channels
+    step = c.alpha_s + s / (ch * p) / _Bps(c.gbps)  # C rings, S/C each
     red = (p - 1) / p * s * gamma
     if op in ("reduce_scatter", "allgather"):
         return (p - 1) * step + (red if op == "reduce_scatter" else 0.0)
     if op == "allreduce":
         return 2 * (p - 1) * step + red
-    # broadcast: each half streams down a chain of p−1 links
-    return pipelined(p - 1, c.alpha_s, s / 2 / _Bps(c.gbps))
+    # broadcast: each channel's share streams down a chain of p−1 links
+    return pipelined(p - 1, c.alpha_s, s / ch / _Bps(c.gbps))
 
 
 def _rhd(level: Level, op: str, s: float, gamma: float) -> float:
@@ -253,12 +291,23 @@ def _rhd(level: Level, op: str, s: float, gamma: float) -> float:
 
 
 def _tree(level: Level, op: str, s: float, gamma: float) -> float:
+    """Double binary tree AllReduce: both trees' up and down edges at once,
+    each tree carrying half the data (``costs.tree_allreduce``)."""
     depth = level.tree_depth()
-    if op == "allreduce":
-        c = level.cost("tree")
-        return pipelined(2 * depth, c.alpha_s, s / 2 / _Bps(c.gbps) + s * gamma)
-    c = level.cost("tree_down")
-    return pipelined(depth, c.alpha_s, s / 2 / _Bps(c.gbps))
+    c = level.cost("tree")
+    return pipelined(2 * depth, c.alpha_s, s / 2 / _Bps(c.gbps) + s * gamma)
+
+
+def _nvls(level: Level, op: str, s: float, gamma: float) -> float:
+    """NVLS AllReduce (``costs.nvls_allreduce``): S(1 + 1/p) per card and
+    direction at the card's scale-up rate × the NVLS transfer efficiency,
+    the reduce-scatter (multimem.ld_reduce) and all-gather (multimem.st)
+    halves pipelined; the switch reduces, so γ does not apply."""
+    assert isinstance(level, RoutedLevel)
+    p = level.ranks
+    rate = level.card_scale_up_gbps() * level.nvls_efficiency
+    alpha = level.cost("ring").alpha_s
+    return pipelined(2, alpha, s * (1 + 1 / p) / _Bps(rate))
 
 
 def _torus(level: Level, op: str, s: float, gamma: float) -> float:
@@ -293,8 +342,13 @@ def supported(level: Level, op: str, algorithm: str, levels: int = 1) -> str | N
     """None if ``algorithm`` can run ``op`` on this fabric, else the reason."""
     if algorithm == "hierarchical":
         return None if levels == 2 else "needs ranks in more than one supernode"
-    if algorithm == "tree" and op not in ("allreduce", "broadcast"):
-        return "the double binary tree only does AllReduce and Broadcast"
+    if algorithm == "tree" and op != "allreduce":
+        return "the double binary tree only does AllReduce (as in NCCL)"
+    if algorithm == "nvls":
+        if op != "allreduce":
+            return "in-switch reduction (NVLS) is modelled for AllReduce only"
+        if levels != 1 or level.nvls_ranks != level.ranks or not isinstance(level, RoutedLevel):
+            return "needs every rank in one switch domain that reduces in flight (NVLink SHARP)"
     if algorithm == "torus":
         if not level.dims:
             return "the fabric is not a torus"
@@ -303,7 +357,7 @@ def supported(level: Level, op: str, algorithm: str, levels: int = 1) -> str | N
     return None
 
 
-_SINGLE = {"ring": _ring, "rhd": _rhd, "tree": _tree, "torus": _torus}
+_SINGLE = {"ring": _ring, "rhd": _rhd, "tree": _tree, "torus": _torus, "nvls": _nvls}
 
 
 def _best_single(level: Level, op: str, s: float, gamma: float) -> float:
@@ -353,7 +407,13 @@ def collective_curve(
     fabric = (
         topo
         if isinstance(topo, CommFabric)
-        else fabric_from_topology(topo, spec.ranks, overhead_ns=spec.overhead_ns)
+        else fabric_from_topology(
+            topo,
+            spec.ranks,
+            overhead_ns=spec.overhead_ns,
+            scale_up_efficiency=spec.scale_up_efficiency,
+            scale_out_efficiency=spec.scale_out_efficiency,
+        )
     )
     p = fabric.ranks
     flat = fabric.flat()
@@ -400,4 +460,5 @@ def collective_curve(
         best=best,
         unsupported=unsupported,
         notes=list(fabric.notes),
+        efficiency=fabric.efficiency.describe() if fabric.efficiency else {},
     )

@@ -442,6 +442,13 @@ def _check_dims(dims: Sequence[int]) -> list[int]:
 
 def build(spec: FamilySpec) -> Topology:
     """Build a standalone family from its :class:`FamilySpec`."""
+    topo = _build_family(spec)
+    if spec.card_gbps is not None:
+        topo = topo.with_card_limits(spec.card_gbps)
+    return topo
+
+
+def _build_family(spec: FamilySpec) -> Topology:
     kw = {"link_gbps": spec.link_gbps, "link_ns": spec.link_ns, "switch_ns": spec.switch_ns}
     if spec.family == "ring":
         return ring(spec.nodes or 0, **kw)
@@ -565,6 +572,8 @@ def cluster(spec: ClusterSpec) -> Topology:
 
     # cards and fabric-internal switches
     card_ns = np.zeros(n_cards, np.float32)
+    card_up = np.full(n_cards, np.inf, np.float32)
+    card_out = np.full(n_cards, np.inf, np.float32)
     card_group = np.zeros(n_cards, np.int32)
     fabric_switch_ns: list[float] = []
     fabric_switch_group: list[int] = []
@@ -589,6 +598,8 @@ def cluster(spec: ClusterSpec) -> Topology:
             v = (lv[None, :] + offsets[:, None]).ravel()
             card_ns[card_base : card_base + size * group.count] = f.switch_ns
         add(u, v, f.link_gbps, f.link_ns)
+        if f.card_gbps is not None:
+            card_up[card_base : card_base + size * group.count] = f.card_gbps
         card_group[card_base : card_base + size * group.count] = np.repeat(
             np.arange(sn_base, sn_base + group.count, dtype=np.int32), size
         )
@@ -601,7 +612,18 @@ def cluster(spec: ClusterSpec) -> Topology:
     ]
     node_ns = [card_ns, np.asarray(fabric_switch_ns, np.float32)]
     groups = [card_group, np.asarray(fabric_switch_group, np.int32)]
-    params: dict[str, object] = {"supernodes": n_sn, "cards": n_cards}
+    params: dict[str, object] = {
+        "supernodes": n_sn,
+        "cards": n_cards,
+        "scale_up_technology": spec.supernodes[0].fabric.technology,
+        "scale_out_technology": net.technology if net is not None else "generic",
+    }
+    if len({g.fabric.technology for g in spec.supernodes}) > 1:
+        params["scale_up_technology"] = "generic"
+    first = spec.supernodes[0].fabric
+    if all(g.fabric == first for g in spec.supernodes) and first.in_switch_reduction:
+        # cards per switch domain that reduces in flight (NVLink SHARP)
+        params["nvls_domain"] = first.dims[1] if first.kind == "server_mesh" else first.n_cards
     classes: IntArray | None = None
 
     if net is not None:
@@ -616,6 +638,8 @@ def cluster(spec: ClusterSpec) -> Topology:
         cards = np.arange(n_cards, dtype=np.int64)
         srv = np.repeat(np.arange(n_srv, dtype=np.int64), rails)
         nic_local = np.arange(n_srv * rails, dtype=np.int64)
+        # a card injects at most its NICs' port speed: its own NIC's, or its server's
+        card_out[:] = net.core[0].link_gbps * (1 if direct else rails)
         if direct:  # card i → its own NIC i (rails == cps, checked by validate)
             add(cards, nic0 + cards, net.access.link_gbps, net.access.link_ns)
         else:
@@ -663,6 +687,9 @@ def cluster(spec: ClusterSpec) -> Topology:
             pods=clos.n_pods,
             radix=net.core[0].radix,
             tiers=len(net.core),
+            server_cards=cps,
+            rails=rails,
+            nic_per_card=direct,
         )
         if len(spec.supernodes) == 1:
             f = spec.supernodes[0].fabric
@@ -700,6 +727,8 @@ def cluster(spec: ClusterSpec) -> Topology:
         group=np.concatenate(groups),
         endpoint_class=classes,
         params=params,
+        card_up_gbps=card_up,
+        card_out_gbps=card_out,
     )
 
 

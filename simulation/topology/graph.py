@@ -15,7 +15,12 @@ keeps plain numpy arrays instead:
 * the endpoints (cards, hosts) are always nodes ``0 … n_endpoints−1``, so
   "all card pairs" is a slice, never a mask;
 * optional symmetry classes of the endpoints (see :attr:`Topology.endpoint_class`)
-  that let a metric run one search per class instead of one per card.
+  that let a metric run one search per class instead of one per card;
+* optional per-endpoint injection/ejection limits (:attr:`Topology.card_up_gbps`,
+  :attr:`Topology.card_out_gbps`): what a card can send or receive in total,
+  per direction, over its scale-up links and over its other links — a card's
+  ports, not its links, bound it (an H100 has 450 GB/s of NVLink in total,
+  however many NVSwitch ports it reaches).
 
 The million-card cluster takes about 260 MB in this form (see
 ``benchmarks/topology.py``). networkx stays the API for *structure* on small
@@ -24,7 +29,7 @@ cases (:meth:`Topology.to_networkx`), not the engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
@@ -79,6 +84,16 @@ class NodeKind(IntEnum):
         return self is not NodeKind.CARD
 
 
+def _limits(value: npt.ArrayLike | None, n: int, name: str) -> npt.NDArray[np.float32] | None:
+    """Per-endpoint limits as float32 (None stays None); must be > 0 (inf: none)."""
+    if value is None:
+        return None
+    arr = np.broadcast_to(np.asarray(value, dtype=np.float32), (n,)).copy()
+    if n and not bool(np.all(arr > 0)):
+        raise TopologyError(name, "a card's injection limit must be > 0 Gb/s")
+    return arr
+
+
 @dataclass(eq=False)
 class Topology:
     """A network as flat arrays; see the module docstring for the layout.
@@ -112,6 +127,12 @@ class Topology:
     """
     params: dict[str, Any] = field(default_factory=dict)
     """Family parameters the closed forms need (``nodes``, ``dims``, ``k``…)."""
+    card_up_gbps: npt.NDArray[np.float32] | None = None
+    """Per endpoint: the most it sends (and receives) per direction over all its
+    scale-up links together (:meth:`scale_up_entries`), Gb/s; inf or None: no
+    limit beyond the links themselves."""
+    card_out_gbps: npt.NDArray[np.float32] | None = None
+    """Per endpoint: the same over its other links (PCIe, NIC): its NICs' total."""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ build
@@ -132,6 +153,8 @@ class Topology:
         group: npt.ArrayLike | None = None,
         endpoint_class: npt.ArrayLike | None = None,
         params: dict[str, Any] | None = None,
+        card_up_gbps: npt.ArrayLike | None = None,
+        card_out_gbps: npt.ArrayLike | None = None,
     ) -> Topology:
         """Build the CSR from an undirected link list (vectorised, O(E)).
 
@@ -194,9 +217,43 @@ class Topology:
             group=grp,
             endpoint_class=cls_arr,
             params=dict(params or {}),
+            card_up_gbps=_limits(card_up_gbps, int(n_endpoints), "card_up_gbps"),
+            card_out_gbps=_limits(card_out_gbps, int(n_endpoints), "card_out_gbps"),
         )
 
     # ------------------------------------------------------------ properties
+    def scale_up_entries(self) -> npt.NDArray[np.bool_]:
+        """Per directed CSR entry: True when both ends are cards or fabric switches.
+
+        Those are the scale-up fabric (NVLink, a torus, a supernode switch);
+        every other link (PCIe switch, NIC, leaf, spine, core) is the
+        scale-out path. A standalone star's PCIe switch counts as scale-out.
+        """
+        hit = self._cache.get("scale_up")
+        if hit is None:
+            inside = np.isin(self.node_kind, [NodeKind.CARD, NodeKind.SWITCH])
+            rows = np.repeat(np.arange(self.n_nodes, dtype=np.int64), np.diff(self.indptr))
+            hit = inside[rows] & inside[self.indices]
+            self._cache["scale_up"] = hit
+        return hit
+
+    def with_card_limits(
+        self, up_gbps: float | None, out_gbps: float | None = None
+    ) -> Topology:
+        """The same topology with one injection limit for every endpoint.
+
+        ``out_gbps`` defaults to ``up_gbps`` (a standalone family has one kind
+        of port). None leaves a limit off.
+        """
+        n = self.n_endpoints
+        out = up_gbps if out_gbps is None else out_gbps
+        return replace(
+            self,
+            card_up_gbps=_limits(up_gbps, n, "card_gbps"),
+            card_out_gbps=_limits(out, n, "card_gbps"),
+            _cache={},
+        )
+
     @property
     def n_nodes(self) -> int:
         """Number of nodes (endpoints and switches)."""
@@ -227,6 +284,7 @@ class Topology:
         ]
         if self.endpoint_class is not None:
             arrays.append(self.endpoint_class)
+        arrays += [a for a in (self.card_up_gbps, self.card_out_gbps) if a is not None]
         return int(sum(a.nbytes for a in arrays))
 
     def kind_counts(self) -> dict[str, int]:
@@ -362,6 +420,8 @@ class Topology:
             group=self.group,
             endpoint_class=None,
             params={},
+            card_up_gbps=self.card_up_gbps,
+            card_out_gbps=self.card_out_gbps,
         )
 
     def induced(self, nodes: npt.ArrayLike, name: str | None = None) -> Topology:
@@ -390,4 +450,6 @@ class Topology:
             node_kind=self.node_kind[order],
             node_ns=self.node_ns[order],
             group=self.group[order],
+            card_up_gbps=None if self.card_up_gbps is None else self.card_up_gbps[sel[is_ep]],
+            card_out_gbps=None if self.card_out_gbps is None else self.card_out_gbps[sel[is_ep]],
         )

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_SWITCH_NS",
     "FABRIC_KINDS",
     "FAMILIES",
+    "TECHNOLOGIES",
     "FabricSpec",
     "FamilySpec",
     "NetworkSpec",
@@ -57,6 +58,10 @@ DEFAULT_SWITCH_NS = 10.0
 """Assumption: per-hop forwarding of an on-package router in a direct network."""
 
 FAMILIES = ("ring", "torus", "mesh", "full_mesh", "star", "fat_tree")
+TECHNOLOGIES = ("generic", "nvlink", "hccs", "pcie", "infiniband", "roce")
+"""Link technologies a fabric or network may declare; each has a default
+protocol efficiency (:mod:`simulation.collectives.efficiency`). ``generic``:
+an ideal link (efficiency 1, the closed forms hold exactly)."""
 FABRIC_KINDS = ("torus", "ring", "mesh", "full_mesh", "switch", "server_mesh")
 
 #: Size guards: beyond these a standalone family is almost certainly a typo
@@ -90,6 +95,23 @@ def _float(
     if not positive and value < 0:
         raise TopologyError(f"{path}{key}", f"must be ≥ 0, got {value}")
     return value
+
+
+def _card_gbps(data: Mapping[str, Any], path: str) -> float | None:
+    """Optional per-card injection limit (Gb/s per direction); None: none."""
+    if data.get("card_gbps") is None:
+        return None
+    return _float(data, "card_gbps", path, 0.0, positive=True)
+
+
+def _technology(data: Mapping[str, Any], path: str) -> str:
+    value = data.get("technology", "generic")
+    if value not in TECHNOLOGIES:
+        raise TopologyError(
+            f"{path}technology",
+            f"unknown technology {value!r} (choose from {', '.join(TECHNOLOGIES)})",
+        )
+    return str(value)
 
 
 def _dims(data: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
@@ -138,6 +160,10 @@ class FamilySpec:
     ``switch_ns`` is the forwarding latency of every node a path passes
     through: the card's router in direct networks (ring, torus, mesh, full
     mesh), the switch in a star or fat tree.
+
+    ``card_gbps`` caps what one card sends (and receives) per direction over
+    all its links together — its ports, e.g. 3,600 for an H100's 450 GB/s of
+    NVLink; None: only the links limit it.
     """
 
     family: str
@@ -148,6 +174,7 @@ class FamilySpec:
     link_gbps: float = DEFAULT_LINK_GBPS
     link_ns: float = DEFAULT_LINK_NS
     switch_ns: float = DEFAULT_SWITCH_NS
+    card_gbps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, without the fields this family does not use."""
@@ -166,18 +193,21 @@ class FamilySpec:
         gbps = _float(data, "link_gbps", path, DEFAULT_LINK_GBPS, positive=True)
         lns = _float(data, "link_ns", path, DEFAULT_LINK_NS)
         sns = _float(data, "switch_ns", path, DEFAULT_SWITCH_NS)
-        base = ["family", "link_gbps", "link_ns", "switch_ns"]
+        cap = _card_gbps(data, path)
+        base = ["family", "link_gbps", "link_ns", "switch_ns", "card_gbps"]
         if family in ("ring", "full_mesh", "star"):
             _unknown(data, [*base, "nodes"], path)
             nodes = _int(data, "nodes", path, minimum=2)
             limit = MAX_FULL_MESH if family == "full_mesh" else MAX_NODES
             if nodes > limit:
                 raise TopologyError(f"{path}nodes", f"at most {limit} for a {family}, got {nodes}")
-            return cls(family, nodes=nodes, link_gbps=gbps, link_ns=lns, switch_ns=sns)
+            return cls(
+                family, nodes=nodes, link_gbps=gbps, link_ns=lns, switch_ns=sns, card_gbps=cap
+            )
         if family in ("torus", "mesh"):
             _unknown(data, [*base, "dims"], path)
             dims = _dims(data, "dims", path)
-            return cls(family, dims=dims, link_gbps=gbps, link_ns=lns, switch_ns=sns)
+            return cls(family, dims=dims, link_gbps=gbps, link_ns=lns, switch_ns=sns, card_gbps=cap)
         _unknown(data, [*base, "k", "tiers"], path)
         k = _int(data, "k", path, minimum=2)
         if k % 2:
@@ -188,7 +218,9 @@ class FamilySpec:
         hosts = k**tiers // (2 if tiers == 2 else 4)
         if hosts > MAX_NODES:
             raise TopologyError(f"{path}k", f"{hosts} hosts is more than {MAX_NODES}")
-        return cls(family, k=k, tiers=tiers, link_gbps=gbps, link_ns=lns, switch_ns=sns)
+        return cls(
+            family, k=k, tiers=tiers, link_gbps=gbps, link_ns=lns, switch_ns=sns, card_gbps=cap
+        )
 
     @property
     def n_cards(self) -> int:
@@ -213,7 +245,18 @@ class FabricSpec:
     and no link between servers — NVIDIA DGX H100's NVLink domain, whose four
     NVSwitch chips give every GPU its full NVLink bandwidth to any other
     (NVIDIA DGX H100 user guide / H100 Tensor Core GPU architecture white
-    paper, 2022), modelled as its non-blocking equivalent: one link per pair.
+    paper, 2022), modelled as its non-blocking equivalent: one link per pair,
+    with ``card_gbps`` holding each GPU to its own 450 GB/s (3,600 Gb/s) per
+    direction in total.
+
+    ``card_gbps``: what one card sends (and receives) per direction over all
+    its scale-up links together (None: only the links limit it).
+    ``technology``: the links' kind, for the protocol efficiency a
+    collective reaches on them (:data:`TECHNOLOGIES`).
+    ``in_switch_reduction``: the fabric's switches reduce data in flight
+    (NVLink SHARP on third-generation NVSwitch): enables the ``nvls``
+    collective algorithm inside a switch domain (a server of a
+    ``server_mesh``, or a ``switch``/``full_mesh`` supernode).
     """
 
     kind: str = "torus"
@@ -221,6 +264,9 @@ class FabricSpec:
     link_gbps: float = DEFAULT_LINK_GBPS
     link_ns: float = DEFAULT_LINK_NS
     switch_ns: float = DEFAULT_SWITCH_NS
+    card_gbps: float | None = None
+    technology: str = "generic"
+    in_switch_reduction: bool = False
 
     @property
     def n_cards(self) -> int:
@@ -231,7 +277,12 @@ class FabricSpec:
     def from_dict(cls, data: Mapping[str, Any], path: str) -> FabricSpec:
         """Validate one fabric."""
         data = _mapping(data, path)
-        _unknown(data, ["kind", "dims", "link_gbps", "link_ns", "switch_ns"], path)
+        _unknown(
+            data,
+            ["kind", "dims", "link_gbps", "link_ns", "switch_ns", "card_gbps", "technology",
+             "in_switch_reduction"],
+            path,
+        )
         kind = data.get("kind", "torus")
         if kind not in FABRIC_KINDS:
             raise TopologyError(
@@ -254,12 +305,24 @@ class FabricSpec:
                 raise TopologyError(
                     f"{path}dims[1]", f"at most {MAX_FULL_MESH} cards in one server's mesh"
                 )
+        isr = data.get("in_switch_reduction", False)
+        if not isinstance(isr, bool):
+            raise TopologyError(f"{path}in_switch_reduction", f"true or false, got {isr!r}")
+        if isr and kind not in ("server_mesh", "full_mesh", "switch"):
+            raise TopologyError(
+                f"{path}in_switch_reduction",
+                f"only a switched fabric (server_mesh, full_mesh, switch) reduces in the "
+                f"switch, not a {kind}",
+            )
         return cls(
             kind=kind,
             dims=dims,
             link_gbps=_float(data, "link_gbps", path, DEFAULT_LINK_GBPS, positive=True),
             link_ns=_float(data, "link_ns", path, DEFAULT_LINK_NS),
             switch_ns=_float(data, "switch_ns", path, DEFAULT_SWITCH_NS),
+            card_gbps=_card_gbps(data, path),
+            technology=_technology(data, path),
+            in_switch_reduction=isr,
         )
 
 
@@ -396,17 +459,24 @@ def _default_core() -> tuple[TierSpec, ...]:
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    """The seeds' three-tier hybrid cluster network."""
+    """The seeds' three-tier hybrid cluster network.
+
+    ``technology`` (``roce``, ``infiniband``…; :data:`TECHNOLOGIES`) sets the
+    protocol efficiency collectives reach across it. Each card may inject at
+    most its NICs' port speed into it: its own NIC's with ``nic_per_card``,
+    otherwise its server's NICs together.
+    """
 
     access: AccessSpec = field(default_factory=AccessSpec)
     aggregation: NicSpec = field(default_factory=NicSpec)
     core: tuple[TierSpec, ...] = field(default_factory=_default_core)
+    technology: str = "generic"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str) -> NetworkSpec:
         """Validate the network; the core tiers must share one radix."""
         data = _mapping(data, path)
-        _unknown(data, ["access", "aggregation", "core"], path)
+        _unknown(data, ["access", "aggregation", "core", "technology"], path)
         core_raw = data.get("core")
         if core_raw is None:
             core = _default_core()
@@ -423,6 +493,7 @@ class NetworkSpec:
             access=AccessSpec.from_dict(data.get("access", {}), f"{path}access."),
             aggregation=NicSpec.from_dict(data.get("aggregation", {}), f"{path}aggregation."),
             core=core,
+            technology=_technology(data, path),
         )
 
     def capacity(self) -> int:

@@ -99,7 +99,7 @@ def link_for(beta: float) -> float:
     return 8 / beta / 1e9
 
 
-@pytest.mark.parametrize("p", [4, 7, 8, 12])
+@pytest.mark.parametrize("p", range(2, 17))
 def test_star_schedules_equal_closed_forms(p):
     # a star of link 8 Gb/s (β = 1 ns/B) and 2 × 500 ns links: α = 1 µs, no
     # contention beyond the card's own link, so every schedule = its formula
@@ -116,19 +116,38 @@ def test_star_schedules_equal_closed_forms(p):
         ("broadcast", "rhd"): costs.rhd_broadcast(p, S, A, B),
         ("alltoall", "rhd"): costs.rhd_alltoall(p, S, A, B),
         ("allreduce", "tree"): costs.tree_allreduce(p, S, A, B),
-        ("broadcast", "tree"): costs.tree_broadcast(p, S, A, B),
     }
     for (op, alg), expected in cases.items():
         assert algorithm_time(fab, op, alg, S) == pytest.approx(expected), (op, alg)
 
 
-def test_full_mesh_ring_uses_both_directions():
-    # two counter-rotating rings on distinct links halve the bandwidth term:
+def test_full_mesh_of_independent_links_uses_both_directions():
+    # a direct mesh whose links are separate ports (no card limit): two
+    # counter-rotating rings on distinct links halve the bandwidth term,
     # 2(p−1)(α + S/(2p)·β) = 6 × (1 + 125) µs
     fab = fabric_from_topology(full_mesh(4, link_gbps=link_for(B), link_ns=1000, switch_ns=0))
     assert algorithm_time(fab, "allreduce", "ring", S) == pytest.approx(756 * US)
     # all-to-all goes out on all 3 links at once: 3α + ¾·S/(3 links) β
     assert algorithm_time(fab, "alltoall", "ring", S) == pytest.approx((3 + 250) * US)
+
+
+def test_switched_mesh_is_held_to_the_card_limit():
+    # the same mesh standing for a switch (NVSwitch): each link at the card's
+    # full rate but the card may send only that much in total — every
+    # algorithm is back at the closed form of one link per card
+    topo = full_mesh(4, link_gbps=link_for(B), link_ns=1000, switch_ns=0).with_card_limits(
+        link_for(B)
+    )
+    fab = fabric_from_topology(topo)
+    assert algorithm_time(fab, "allreduce", "ring", S) == pytest.approx(
+        costs.ring_allreduce(4, S, A, B)
+    )
+    assert algorithm_time(fab, "alltoall", "ring", S) == pytest.approx(
+        costs.ring_alltoall(4, S, A, B)
+    )
+    assert algorithm_time(fab, "allreduce", "rhd", S) == pytest.approx(
+        costs.rhd_allreduce(4, S, A, B)
+    )
 
 
 def test_torus_schedule_equals_closed_form_on_a_torus():
@@ -213,7 +232,8 @@ def test_curve_bandwidths_and_best_algorithm():
     # 42 torus steps beat 1022 ring steps on latency
     assert small["torus"].time_s < small["ring"].time_s
     assert res.best[0].algorithm == "torus"
-    assert res.unsupported == {"hierarchical": "needs ranks in more than one supernode"}
+    assert set(res.unsupported) == {"hierarchical", "nvls"}
+    assert res.unsupported["hierarchical"] == "needs ranks in more than one supernode"
     json.dumps(res.to_dict(), allow_nan=False)
 
 
@@ -298,6 +318,9 @@ def test_fat_tree_collectives_route_on_the_tree():
         ({"op": "allreduce", "compression": 0.5}, "compression"),
         ({"op": "allreduce", "overhead_ns": -3}, "overhead_ns"),
         ({"op": "allreduce", "colour": "red"}, "colour"),
+        ({"op": "allreduce", "scale_up_efficiency": 0}, "scale_up_efficiency"),
+        ({"op": "allreduce", "scale_out_efficiency": 1.5}, "scale_out_efficiency"),
+        ({"op": "allreduce", "scale_out_efficiency": "x"}, "scale_out_efficiency"),
     ],
 )
 def test_bad_collective_params_name_the_field(params, field):
@@ -315,6 +338,12 @@ def test_more_ranks_than_cards_and_unsupported_choices():
     assert err.value.field == "algorithm"
     with pytest.raises(TopologyError) as err:
         collective_curve(ring(8), {"op": "allgather", "algorithm": "tree"})
+    assert err.value.field == "algorithm"
+    with pytest.raises(TopologyError) as err:  # NCCL's trees do AllReduce only
+        collective_curve(ring(8), {"op": "broadcast", "algorithm": "tree"})
+    assert err.value.field == "algorithm"
+    with pytest.raises(TopologyError) as err:  # no switch that reduces in flight
+        collective_curve(star(8), {"op": "allreduce", "algorithm": "nvls"})
     assert err.value.field == "algorithm"
     with pytest.raises(TopologyError) as err:  # 700 cards are not whole supernodes
         collective_curve(cluster(demo_cluster_spec()), {"op": "allreduce", "ranks": 700})
