@@ -45,6 +45,28 @@ def test_runs_on_a_cluster_by_name_and_prints_json(tiny_cluster):
     assert "allreduce over 8 ranks" in table and "4,096 B" in table
 
 
+def test_dgx_allreduce_prints_busbw_like_nccl_tests(db):
+    """The DGX H100 SuperPOD preset, 8 ranks (one DGX), 1 GiB AllReduce: busbw in GB/s
+    as nccl-tests prints it, and Gb/s; NVLS best near NVIDIA's ~480 GB/s, the ring near
+    the 365–370 GB/s of NCCL_ALGO=RING (sources in docs/simulation.md)."""
+    call_command("build_cluster", preset="dgx-h100-superpod", supernodes=1, no_progress=True,
+                 stdout=StringIO())
+    params = {"op": "allreduce", "ranks": 8, "sizes": [1073741824]}
+    out = run("collective", params=json.dumps(params), cluster="dgx-h100-superpod")
+    row = next(line for line in out.splitlines() if line.startswith("1,073,741,824 B"))
+    words = row.split()
+    assert words[2] == "nvls", row
+    busbw_GBps = float(words[words.index("busbw") + 1].replace(",", ""))
+    busbw_gbps = float(words[words.index("busbw") + 3].strip("(").replace(",", ""))
+    assert words[words.index("busbw") + 2] == "GB/s"
+    assert busbw_gbps == pytest.approx(8 * busbw_GBps, rel=1e-3)
+    assert busbw_GBps == pytest.approx(480, rel=0.15)
+    assert "scale-up 0.84 (nvlink), scale-out 0.98 (infiniband)" in out
+    ring = run("collective", params=json.dumps({**params, "algorithm": "ring"}),
+               cluster="dgx-h100-superpod", json=True)
+    assert json.loads(ring)["best"][0]["busbw_GBps"] == pytest.approx(367.5, rel=0.15)
+
+
 def test_lists_the_kinds(db):
     out = run(list=True)
     assert [line.split()[0] for line in out.splitlines()] == [

@@ -75,8 +75,10 @@ def test_seed_cluster_converts_with_a_few_aggregate_queries(seed_cluster,
     assert spec.name == "scen-seed" and spec.n_cards == 1024 == Card.objects.count()
     (group,) = spec.supernodes
     assert group.count == 2
-    # the builder's 8×8×8 torus at 600 Gb/s, 150 ns per link, no router cost
-    assert group.fabric == FabricSpec("torus", (8, 8, 8), 600.0, 150.0, 0.0)
+    # the builder's 8×8×8 torus at 600 Gb/s, 150 ns per link, no router cost; each H100
+    # held to its 900 GB/s bidirectional = 3,600 Gb/s per direction, over NVLink
+    assert group.fabric == FabricSpec("torus", (8, 8, 8), 600.0, 150.0, 0.0, card_gbps=3600.0,
+                                      technology="nvlink")
     net = spec.network
     assert net.access == AccessSpec(cards_per_switch=8, link_gbps=504.0, link_ns=20.0,
                                     switch_ns=105.0)
@@ -84,6 +86,7 @@ def test_seed_cluster_converts_with_a_few_aggregate_queries(seed_cluster,
                                       nic_ns=300.0)
     assert net.core == (TierSpec("leaf", 128, 400.0, 50.0, 600.0),
                         TierSpec("spine", 128, 400.0, 100.0, 600.0))
+    assert net.technology == "roce"
     assert info.offsets == (0, 512) and info.supernode_indices == (0, 1)
     assert info.notes == ()
 
@@ -198,8 +201,11 @@ def test_dgx_cluster_converts(dgx_cluster, django_assert_max_num_queries):
     spec = info.spec
     assert spec.n_cards == 256 == Card.objects.filter(supernode__cluster=dgx_cluster).count()
     (group,) = spec.supernodes
-    # NVLink: a full mesh per DGX (28 links), 3,600 Gb/s and 250 ns a link
-    assert group.fabric == FabricSpec("server_mesh", (32, 8), 3600.0, 250.0, 0.0)
+    # NVLink: a full mesh per DGX (28 links), 3,600 Gb/s and 250 ns a link, each GPU held
+    # to its own 3,600 Gb/s per direction in total; NVSwitch gen 3 reduces in flight
+    assert group.fabric == FabricSpec("server_mesh", (32, 8), 3600.0, 250.0, 0.0,
+                                      card_gbps=3600.0, technology="nvlink",
+                                      in_switch_reduction=True)
     net = spec.network
     # no PCIe switch: each GPU's own PCIe Gen5 ×16 link to its ConnectX-7
     assert net.access == AccessSpec(cards_per_switch=8, link_gbps=504.0, link_ns=20.0,
@@ -208,6 +214,7 @@ def test_dgx_cluster_converts(dgx_cluster, django_assert_max_num_queries):
                                       nic_ns=300.0)
     assert net.core == (TierSpec("leaf", 64, 400.0, 50.0, 130.0),
                         TierSpec("spine", 64, 400.0, 100.0, 130.0))
+    assert net.technology == "infiniband"
     topo = cluster(spec)
     # every database link is in the graph; the 8 × 4 × 8 parallel leaf–spine links
     # become 8 × 32 single ones (same count, same Gb/s per leaf)

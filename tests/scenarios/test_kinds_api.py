@@ -33,6 +33,7 @@ BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
 }
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
+    "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}
@@ -188,11 +189,16 @@ def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field):
 
 
 def test_a_value_above_the_maximum_is_refused_on_that_field():
-    bounded = [(k, f) for k, f in family_fields() if f.max is not None]
-    assert [(k, f.name) for k, f in bounded] == [("collective", "sizes")]
-    (_, sizes), = bounded
+    bounded = {f.name: f for k, f in family_fields() if f.max is not None}
+    assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
+        ("collective", "sizes"), ("collective", "scale_up_efficiency"),
+        ("collective", "scale_out_efficiency")]
+    sizes = bounded["sizes"]
     assert set(refused("collective", {"sizes": [int(sizes.max) + 1]})) == {"params.sizes[0]"}
     prepare("collective", {"sizes": [1024]})
+    for name in ("scale_up_efficiency", "scale_out_efficiency"):
+        assert set(refused("collective", {name: bounded[name].max + 0.5})) == {f"params.{name}"}
+        prepare("collective", {name: bounded[name].max})
 
 
 @pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()

@@ -224,3 +224,20 @@ def test_publishing_progress_does_not_leak_loops_or_connections():
     # every per-call loop's connection pool was closed with its loop
     assert len(layer._layers) == pools
     assert all(loop.is_running() for loop in layer._layers)
+
+
+def test_a_model_change_does_not_rewrite_history(db, monkeypatch):
+    """A run stored under an older engine keeps its result; the same inputs under
+    the current engine (a new cache key) are computed afresh, not served from it."""
+    params = {"family": "ring", "nodes": 2, "link_gbps": 400, "op": "allreduce",
+              "sizes": [1 << 30]}
+    monkeypatch.setattr("twin.scenarios.runner.ENGINE_VERSION", "1")
+    old = run_kind("collective", params)
+    old.result["best"][0]["time_s"] = 0.01074  # what engine 1 said (2 ranks 2x too fast)
+    old.save(update_fields=["result"])
+    monkeypatch.undo()
+    new = run_kind("collective", params)
+    assert new.cached_from_id is None and new.params_hash != old.params_hash
+    assert new.result["best"][0]["time_s"] == pytest.approx((1 << 30) / 50e9, rel=2e-3)
+    old.refresh_from_db()
+    assert old.result["best"][0]["time_s"] == 0.01074

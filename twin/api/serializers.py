@@ -184,7 +184,7 @@ class SuperNodeSerializer(ValidatedModelSerializer):
         fields = [
             "id", "url", "display", "cluster", "name", "index", "fabric", "card_count",
             "dim_x", "dim_y", "dim_z", "link_gbps", "link_latency_ns", "switch_latency_ns",
-            "created", "last_updated",
+            "in_switch_reduction", "created", "last_updated",
         ]
 
 

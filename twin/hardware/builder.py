@@ -380,6 +380,7 @@ class Generator:
             "dim_y": sn.dims[1], "dim_z": sn.dims[2], "link_gbps": sn.scale_up_gbps,
             "link_latency_ns": sn.scale_up_latency_ns,
             "switch_latency_ns": sn.switch_latency_ns,
+            "in_switch_reduction": sn.in_switch_reduction,
         })
 
     def racks(self) -> Iterator[Block]:

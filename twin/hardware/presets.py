@@ -74,6 +74,8 @@ class SupernodeSpec:
     pcie_latency_ns: float
     max_servers_per_rack: int
     """Physical slots (rack units / server height)."""
+    in_switch_reduction: bool = False
+    """The scale-up switches reduce in flight (NVLink SHARP, NVSwitch gen 3+)."""
 
     @property
     def servers(self) -> int:
@@ -462,7 +464,8 @@ DGX_H100_SU = SupernodeSpec(
     # NVLink inside a DGX H100 runs through 4 NVSwitch chips: any GPU reaches
     # any other at its full 450 GB/s per direction. We model that non-blocking
     # switch as its equivalent full mesh, 28 card–card links per server, each
-    # at the per-GPU 3,600 Gb/s (a simulation caps a card at its own total).
+    # at the per-GPU 3,600 Gb/s; the scenario converter holds each card to its
+    # accelerator's 450 GB/s per direction in total (FabricSpec.card_gbps).
     scale_up="server_mesh", scale_up_gbps=3_600.0,
     scale_up_latency_ns=250.0, switch_latency_ns=130.0,
     # 10.2 kW max per DGX H100 = 8 × 700 W GPUs + 8 × 25 W ConnectX-7 +
@@ -474,6 +477,8 @@ DGX_H100_SU = SupernodeSpec(
     # An 8U DGX H100: 4 per 42U rack physically (NVIDIA's 4/rack at ~41 kW);
     # a 40 kW budget holds only 3.
     max_servers_per_rack=4,
+    # Third-generation NVSwitch reduces in flight (NVLink SHARP): NCCL's NVLS.
+    in_switch_reduction=True,
 )
 
 SEED_512 = Preset(

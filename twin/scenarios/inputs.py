@@ -30,6 +30,15 @@ How the model maps onto the spec
       has a switch (``pcie_star``): the model's direct fabrics (the NVLink
       mesh included, whose 250 ns link already covers the NVSwitch) have no
       per-hop router cost beyond the link latency.
+    * **What a card brings to the fabric**, from its accelerator type (one
+      ``GROUP BY`` over the cards, which also counts them): its total
+      scale-up bandwidth per direction (``FabricSpec.card_gbps`` = the
+      catalogue's bidirectional ``scaleup_gbps`` GB/s × 8 / 2: 3,600 Gb/s for
+      an H100, whatever the number of NVSwitch ports or torus links it
+      reaches) and the links' technology (``nvlink`` for NVIDIA, ``hccs`` for
+      Huawei) for their protocol efficiency; the supernode's
+      ``in_switch_reduction`` (NVLink SHARP) enables NVLS. The network's
+      technology is the NIC → leaf link's kind (``infiniband``, ``roce``).
     * **Access tier = a server**: ``cards_per_switch`` = cards per server,
       ``nics_per_switch`` = smart NICs per server (the simulation's access
       switch is a server's PCIe switch complex with its NIC rails, as the
@@ -74,7 +83,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import Count, Max, Min, Q
@@ -91,10 +100,13 @@ from simulation.topology import (
 )
 from twin.hardware.choices import DeviceKindChoices as D
 from twin.hardware.choices import FabricChoices as F
+from twin.hardware.choices import LinkKindChoices as L
 
 __all__ = [
     "CORE_KINDS",
+    "SCALE_UP_TECHNOLOGY",
     "ClusterInput",
+    "ScaleUp",
     "ConversionError",
     "card_node",
     "cluster_input",
@@ -102,6 +114,9 @@ __all__ = [
 ]
 
 CORE_KINDS = (D.LEAF, D.SPINE, D.CORE)
+SCALE_UP_TECHNOLOGY = {"NVIDIA": "nvlink", "Huawei": "hccs"}
+"""Scale-up link technology by accelerator vendor (protocol efficiency of the fabric)."""
+NETWORK_TECHNOLOGY = {L.INFINIBAND: "infiniband", L.ROCE: "roce", L.PCIE: "pcie"}
 
 
 class ConversionError(Exception):
@@ -143,14 +158,36 @@ class ClusterInput:
             return None
 
 
+@dataclass(frozen=True)
+class ScaleUp:
+    """What the cards of a supernode bring to its fabric: each card's total
+    scale-up bandwidth per direction (None: unknown, no limit), the links'
+    technology, and whether the switches reduce in flight."""
+
+    card_gbps: float | None = None
+    technology: str = "generic"
+    in_switch_reduction: bool = False
+
+
 def fabric_spec(fabric: str, card_count: int, dims: tuple[int, int, int], link_gbps: float,
                 link_ns: float, switch_ns: float, *, where: str = "cluster",
-                name: str = "", servers: int = 0) -> FabricSpec:
+                name: str = "", servers: int = 0, scale_up: ScaleUp | None = None) -> FabricSpec:
     """The simulation fabric of one supernode row (see the module docstring).
 
     ``servers`` (the supernode's server count) is needed for ``fat_tree``
     supernodes only: their fabric is one NVLink full mesh per server.
     """
+    extra = scale_up or ScaleUp()
+    spec = _fabric_shape(fabric, card_count, dims, link_gbps, link_ns, switch_ns, where=where,
+                         name=name, servers=servers)
+    return replace(spec, card_gbps=extra.card_gbps, technology=extra.technology,
+                   in_switch_reduction=extra.in_switch_reduction
+                   and spec.kind in ("server_mesh", "full_mesh", "switch"))
+
+
+def _fabric_shape(fabric: str, card_count: int, dims: tuple[int, int, int], link_gbps: float,
+                  link_ns: float, switch_ns: float, *, where: str, name: str,
+                  servers: int) -> FabricSpec:
     dx, dy, dz = dims
     if fabric == F.FAT_TREE:
         if servers < 1 or card_count % servers:
@@ -177,14 +214,15 @@ def fabric_spec(fabric: str, card_count: int, dims: tuple[int, int, int], link_g
         f"servers); give a topology family in params instead of a cluster"))
 
 
-def _groups(rows: list[tuple[Any, ...]], where: str,
-            servers: dict[int, int]) -> tuple[list[SupernodeSpec], list[int]]:
+def _groups(rows: list[tuple[Any, ...]], where: str, servers: dict[int, int],
+            cards: ScaleUp) -> tuple[list[SupernodeSpec], list[int]]:
     groups: list[SupernodeSpec] = []
     sizes: list[int] = []
     run_first = 0
-    for pos, (index, name, fabric, count, dx, dy, dz, gbps, lns, sns) in enumerate(rows):
+    for pos, (index, name, fabric, count, dx, dy, dz, gbps, lns, sns, isr) in enumerate(rows):
         spec = fabric_spec(fabric, count, (dx, dy, dz), gbps, lns, sns, where=where, name=name,
-                           servers=servers.get(index, 0))
+                           servers=servers.get(index, 0),
+                           scale_up=replace(cards, in_switch_reduction=bool(isr)))
         if spec.n_cards != count:
             raise ConversionError(where, f"supernode {name}: dimensions {dx}×{dy}×{dz} do not "
                                          f"hold its {count} cards; fix the supernode")
@@ -210,16 +248,23 @@ def _other_end(link: dict[str, Any], device_id: int) -> tuple[str, int | None]:
 
 
 def _figure(links: Iterable[dict[str, Any]], device_id: int | None,
-            other: str) -> tuple[float, float] | None:
-    """(Gb/s, ns) of a link between ``device_id`` and an end of kind ``other``."""
+            other: str) -> tuple[float, float, str] | None:
+    """(Gb/s, ns, link kind) of a link between ``device_id`` and an end of kind ``other``."""
     if device_id is None:
         return None
     for link in links:
         if device_id in (link["a_device_id"], link["b_device_id"]):
             kind, _ = _other_end(link, device_id)
             if kind == other:
-                return float(link["bandwidth_gbps"]), float(link["latency_ns"])
+                return float(link["bandwidth_gbps"]), float(link["latency_ns"]), link["kind"]
     return None
+
+
+def _network_technology(links: list[dict[str, Any]], nic: dict[str, Any],
+                        tiers: list[dict[str, Any]]) -> str:
+    """The NIC → first-tier links' technology (InfiniBand, RoCE)."""
+    figure = _figure(links, nic["first"], tiers[0]["kind"])
+    return NETWORK_TECHNOLOGY.get(figure[2], "generic") if figure else "generic"
 
 
 def _network(cluster_id: int, cards: int, servers: int, where: str,
@@ -260,7 +305,7 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
     links = list(
         Link.objects.filter(Q(a_device_id__in=reps) | Q(b_device_id__in=reps)).order_by()
         .values("a_card_id", "a_device_id", "b_card_id", "b_device_id", "a_device__kind",
-                "b_device__kind", "bandwidth_gbps", "latency_ns")
+                "b_device__kind", "bandwidth_gbps", "latency_ns", "kind")
     )
     card_link = _figure(links, pcie["first"], "card")
     pcie_nic = _figure(links, pcie["first"], D.SMART_NIC)
@@ -273,6 +318,7 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
         aggregation=NicSpec(nics_per_switch=nic["n"] // servers, link_gbps=pcie_nic[0],
                             link_ns=pcie_nic[1], nic_ns=float(nic["max_ns"])),
         core=_core(links, nic, tiers, where, notes),
+        technology=_network_technology(links, nic, tiers),
     )
 
 
@@ -297,7 +343,7 @@ def _direct_network(cluster_id: int, cards: int, servers: int, where: str, notes
     links = list(
         Link.objects.filter(Q(a_device_id__in=reps) | Q(b_device_id__in=reps)).order_by()
         .values("a_card_id", "a_device_id", "b_card_id", "b_device_id", "a_device__kind",
-                "b_device__kind", "bandwidth_gbps", "latency_ns")
+                "b_device__kind", "bandwidth_gbps", "latency_ns", "kind")
     )
     card_link = _figure(links, nic["first"], "card")
     if card_link is None:
@@ -310,6 +356,7 @@ def _direct_network(cluster_id: int, cards: int, servers: int, where: str, notes
         aggregation=NicSpec(nics_per_switch=cps, link_gbps=card_link[0], link_ns=card_link[1],
                             nic_ns=float(nic["max_ns"])),
         core=_core(links, nic, tiers, where, notes),
+        technology=_network_technology(links, nic, tiers),
     )
 
 
@@ -355,7 +402,7 @@ def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
     rows = list(
         SuperNode.objects.filter(cluster_id=cluster.pk).order_by("index").values_list(
             "index", "name", "fabric", "card_count", "dim_x", "dim_y", "dim_z", "link_gbps",
-            "link_latency_ns", "switch_latency_ns")
+            "link_latency_ns", "switch_latency_ns", "in_switch_reduction")
     )
     if not rows:
         raise ConversionError(where, f"cluster {cluster.name!r} has no supernodes to simulate")
@@ -363,16 +410,20 @@ def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
     if any(r[2] == F.FAT_TREE for r in rows):  # NVLink servers: the fabric needs their size
         per_sn = dict(Server.objects.filter(supernode__cluster_id=cluster.pk).order_by()
                       .values_list("supernode__index").annotate(n=Count("id")))
-    groups, sizes = _groups(rows, where, per_sn)
+    # one pass over the cards counts them per accelerator type (the count was needed anyway)
+    by_type = list(Card.objects.filter(supernode__cluster_id=cluster.pk).order_by()
+                   .values("accelerator__scaleup_gbps", "accelerator__vendor")
+                   .annotate(n=Count("id")))
+    notes: list[str] = []
+    groups, sizes = _groups(rows, where, per_sn, _scale_up(by_type, notes))
     designed = sum(sizes)
-    cards = Card.objects.filter(supernode__cluster_id=cluster.pk).count()
+    cards = sum(row["n"] for row in by_type)
     if cards != designed:
         raise ConversionError(where, (
             f"cluster {cluster.name!r} has {cards:,} cards but its supernodes are designed for "
             f"{designed:,}; the simulation needs every supernode fully populated"))
     servers = (sum(per_sn.values()) if per_sn
                else Server.objects.filter(supernode__cluster_id=cluster.pk).count())
-    notes: list[str] = []
     network = _network(cluster.pk, cards, servers, where, notes)
     spec = ClusterSpec(name=cluster.name, supernodes=tuple(groups), network=network)
     try:
@@ -392,6 +443,25 @@ def cluster_input(cluster: Any, *, where: str = "cluster") -> ClusterInput:
         notes=tuple(notes),
         seconds=time.perf_counter() - started,
     )
+
+
+def _scale_up(by_type: list[dict[str, Any]], notes: list[str]) -> ScaleUp:
+    """Each card's scale-up limit and link technology, from its accelerator type.
+
+    The catalogue's ``scaleup_gbps`` is the datasheet's aggregate
+    bidirectional GB/s (H100: 900): per direction in Gb/s that is ×8/2
+    (3,600). Mixed types: the slowest card's figure, and a note.
+    """
+    known = [r for r in by_type if r["accelerator__scaleup_gbps"]]
+    if not known:
+        return ScaleUp()
+    gbps = min(float(r["accelerator__scaleup_gbps"]) for r in known) * 8 / 2
+    vendors = {r["accelerator__vendor"] for r in known}
+    if len(known) > 1:
+        notes.append(f"cards of {len(known)} accelerator types: every card is limited to the "
+                     f"slowest's {gbps:,.0f} Gb/s of scale-up bandwidth per direction")
+    tech = SCALE_UP_TECHNOLOGY.get(vendors.pop(), "generic") if len(vendors) == 1 else "generic"
+    return ScaleUp(card_gbps=gbps, technology=tech)
 
 
 def card_node(info: ClusterInput, supernode_index: int, fabric: str, index: int,

@@ -95,7 +95,7 @@ __all__ = [
     "register",
 ]
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 """Bump when a kind's results change for the same inputs: it is part of the
 cache key, so older cached results stop matching."""
 
@@ -707,6 +707,12 @@ class CollectiveKind(ScenarioKind):
                             "every step.", None, 0, None),
             "reduce_gbps": ("number", "Reduction throughput (Gb/s)", "Must be > 0; empty: "
                             "reductions are free.", None, 0, None),
+            "scale_up_efficiency": ("number", "Scale-up efficiency", "Fraction of line rate "
+                                    "collectives reach on the scale-up fabric (empty: the "
+                                    "default of its technology, e.g. NVLink 0.84).", None, 0, 1),
+            "scale_out_efficiency": ("number", "Scale-out efficiency", "The same across the "
+                                     "network (empty: e.g. InfiniBand 0.98, RoCE 0.97).", None,
+                                     0, 1),
         }.items())
     chart = {"series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
              "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
@@ -732,7 +738,9 @@ class CollectiveKind(ScenarioKind):
         _, topo = self.build(inputs)
         coll = CollectiveSpec.from_dict(inputs["collective"])
         progress(0.2, "routing the communication patterns")
-        fabric = fabric_from_topology(topo, coll.ranks, overhead_ns=coll.overhead_ns)
+        fabric = fabric_from_topology(topo, coll.ranks, overhead_ns=coll.overhead_ns,
+                                      scale_up_efficiency=coll.scale_up_efficiency,
+                                      scale_out_efficiency=coll.scale_out_efficiency)
         points: list[CollectivePoint] = []
         best: list[CollectivePoint] = []
         last = None
@@ -751,7 +759,8 @@ class CollectiveKind(ScenarioKind):
                 "busbw_gbps": point.busbw_gbps, "algbw_GBps": point.algbw_GBps,
                 "busbw_GBps": point.busbw_GBps,
                 "algorithms": {p.algorithm: {"time_s": p.time_s, "algbw_gbps": p.algbw_gbps,
-                                             "busbw_gbps": p.busbw_gbps}
+                                             "busbw_gbps": p.busbw_gbps,
+                                             "busbw_GBps": p.busbw_GBps}
                                for p in points if p.size_bytes == point.size_bytes},
             })
         result: dict[str, Any] = {
@@ -759,6 +768,7 @@ class CollectiveKind(ScenarioKind):
             "compression": coll.compression, "levels": last.levels, "sizes": per_size,
             "points": [asdict(p) for p in points], "best": [asdict(p) for p in best],
             "unsupported": last.unsupported, "notes": last.notes,
+            "efficiency": last.efficiency,
         }
         if "cluster" in inputs:
             result["cluster"] = inputs["cluster"]
@@ -767,20 +777,47 @@ class CollectiveKind(ScenarioKind):
     def rows(self, result: Mapping[str, Any]) -> list[tuple[str, str]]:
         out = [("operation", f"{result.get('op')} over {_fmt(result.get('ranks'))} ranks, "
                              f"algorithm {result.get('algorithm')}")]
+        eff = result.get("efficiency") or {}
+        if eff:
+            out.append(("efficiency", f"scale-up {eff.get('scale_up'):g} "
+                                      f"({eff.get('scale_up_from')}), scale-out "
+                                      f"{eff.get('scale_out'):g} ({eff.get('scale_out_from')}) "
+                                      f"of line rate"))
         for row in result.get("sizes") or []:
+            # nccl-tests prints GB/s (bytes); link speeds here are Gb/s (bits): both
+            busbw_GBps = row.get("busbw_GBps", row["busbw_gbps"] / 8)
+            algbw_GBps = row.get("algbw_GBps", row["algbw_gbps"] / 8)
             out.append((f"{_fmt(row['size_bytes'])} B",
                         f"{row['algorithm']:<12} {_fmt(row['time_s'] * 1e6)} µs  "
-                        f"algbw {_fmt(row['algbw_gbps'])} Gb/s  "
-                        f"busbw {_fmt(row['busbw_gbps'])} Gb/s"))
+                        f"algbw {_fmt(algbw_GBps)} GB/s ({_fmt(row['algbw_gbps'])} Gb/s)  "
+                        f"busbw {_fmt(busbw_GBps)} GB/s ({_fmt(row['busbw_gbps'])} Gb/s)"))
         return out
+
+
+def _check_nvls(coll: CollectiveSpec, spec: FamilySpec | ClusterSpec, ranks: int) -> None:
+    """NVLS needs AllReduce inside one switch domain that reduces in flight."""
+    field = "params.algorithm"
+    if coll.op != "allreduce":
+        raise ScenarioInputError.one(field, "in-switch reduction (NVLS) is modelled for "
+                                            "AllReduce only")
+    fabric = spec.supernodes[0].fabric if isinstance(spec, ClusterSpec) else None
+    if fabric is None or not fabric.in_switch_reduction:
+        raise ScenarioInputError.one(field, "nvls needs a scale-up fabric whose switches reduce "
+                                            "in flight (a supernode with in_switch_reduction)")
+    domain = fabric.dims[1] if fabric.kind == "server_mesh" else fabric.n_cards
+    if ranks > domain:
+        raise ScenarioInputError.one(field, f"nvls needs every rank in one switch domain of "
+                                            f"{domain} cards; got {ranks:,} ranks")
 
 
 def _check_algorithm(coll: CollectiveSpec, spec: FamilySpec | ClusterSpec, ranks: int) -> None:
     """Refuse up front what the cost models would refuse after building everything."""
     field = "params.algorithm"
-    if coll.algorithm == "tree" and coll.op not in ("allreduce", "broadcast"):
-        raise ScenarioInputError.one(field, "the double binary tree only does AllReduce and "
-                                            "Broadcast")
+    if coll.algorithm == "tree" and coll.op != "allreduce":
+        raise ScenarioInputError.one(field, "the double binary tree only does AllReduce (as in "
+                                            "NCCL)")
+    if coll.algorithm == "nvls":
+        _check_nvls(coll, spec, ranks)
     if isinstance(spec, ClusterSpec):
         first = spec.supernodes[0].fabric.n_cards
         if ranks > first and ranks % first:

@@ -85,7 +85,7 @@ class AcceleratorTypeAdmin(TwinModelAdmin):
 class SuperNodeInline(TwinInlineMixin, admin.TabularInline):
     model = SuperNode
     fields = ("name", "index", "fabric", "card_count", "dim_x", "dim_y", "dim_z", "link_gbps",
-              "link_latency_ns", "switch_latency_ns")
+              "link_latency_ns", "switch_latency_ns", "in_switch_reduction")
 
 
 @admin.register(Cluster)
@@ -205,7 +205,7 @@ class SuperNodeAdmin(TwinModelAdmin):
     fieldsets = (
         (None, {"fields": ("cluster", "name", "index")}),
         ("Fabric", {"fields": ("fabric", "card_count", ("dim_x", "dim_y", "dim_z"), "link_gbps",
-                               "link_latency_ns", "switch_latency_ns")}),
+                               "link_latency_ns", "switch_latency_ns", "in_switch_reduction")}),
         ("Installed", {"fields": ("installed_cards", "failed_cards", "rack_count",
                                   "racks_power")}),
     )

@@ -14,6 +14,7 @@ __all__ = ["Cluster", "SuperNode"]
 
 # Fabrics whose dimensions *are* the wiring: their product must equal the card count.
 DIMENSIONED_FABRICS = {FabricChoices.TORUS_3D, FabricChoices.TORUS_2D, FabricChoices.RING}
+SWITCHED_FABRICS = {FabricChoices.FAT_TREE, FabricChoices.PCIE_STAR, FabricChoices.FULL_MESH}
 
 
 class Cluster(TimestampedModel):
@@ -43,6 +44,11 @@ class SuperNode(TimestampedModel):
     link_latency_ns = models.FloatField("Link latency (ns)")
     switch_latency_ns = models.FloatField(
         "Switch latency (ns)", default=0, help_text="Added per switch traversed (star, fat tree)."
+    )
+    in_switch_reduction = models.BooleanField(
+        "In-switch reduction", default=False,
+        help_text="The scale-up switches reduce data in flight (NVLink SHARP on third-generation "
+                  "NVSwitch): collectives may use NCCL's NVLS algorithm inside a switch domain.",
     )
 
     class Meta:
@@ -92,5 +98,10 @@ class SuperNode(TimestampedModel):
                 errors["dim_z"] = "A 2D torus has dim_z = 1 and at least 2 along x and y."
             if self.fabric == FabricChoices.RING and (self.dim_y != 1 or self.dim_z != 1):
                 errors["dim_y"] = "A ring is one-dimensional: set dim_x to the card count."
+        if self.in_switch_reduction and self.fabric not in SWITCHED_FABRICS:
+            errors["in_switch_reduction"] = (
+                f"Only a switched fabric (fat tree, PCIe-switch star, full mesh) reduces in the "
+                f"switch, not a {FabricChoices.label(self.fabric)}."
+            )
         if errors:
             raise ValidationError(errors)
