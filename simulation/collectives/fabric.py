@@ -722,8 +722,9 @@ def _channel_orders(graph: Topology, p: int) -> list[I64] | None:
     """
     cps = int(graph.params.get("server_cards", 0))
     rails = int(graph.params.get("rails", 0))
+    per_server = graph.params.get("scale_up_kind") == "server_mesh"
     has_nics = bool((graph.node_kind == NodeKind.NIC).any())
-    if cps and rails > 1 and has_nics and p > cps and p % cps == 0:
+    if per_server and cps and rails > 1 and has_nics and p > cps and p % cps == 0:
         return rail_orders(p, cps, rails)
     return None
 
@@ -738,26 +739,8 @@ def _level_for(
     eff: Efficiency,
 ) -> Level:
     p = int(rank_nodes.size)
-    level = _level_for_size(name, graph, rank_nodes, overhead_s, dims, notes, eff)
-    domain = int(graph.params.get("nvls_domain", 0))
-    if domain and p <= domain and isinstance(level, RoutedLevel):
-        level.nvls_ranks = p
-        level.nvls_efficiency = eff.nvls
-    return level
-
-
-def _level_for_size(
-    name: str,
-    graph: Topology,
-    rank_nodes: I64,
-    overhead_s: float,
-    dims: tuple[int, ...] | None,
-    notes: list[str],
-    eff: Efficiency,
-) -> Level:
-    p = int(rank_nodes.size)
     if p * graph.indices.size <= ROUTE_CELLS:
-        return RoutedLevel(
+        routed = RoutedLevel(
             name,
             graph,
             rank_nodes,
@@ -766,6 +749,11 @@ def _level_for_size(
             efficiency=eff,
             orders=_channel_orders(graph, p),
         )
+        domain = int(graph.params.get("nvls_domain", 0))
+        if domain and p <= domain:  # every rank in one switch domain that reduces
+            routed.nvls_ranks = p
+            routed.nvls_efficiency = eff.nvls
+        return routed
     uniform = (
         graph.n_links > 0
         and float(graph.link_gbps.min()) == float(graph.link_gbps.max())
@@ -861,6 +849,7 @@ def _supernode_graph(topo: Topology) -> Topology:
 
 
 _LEVEL_PARAMS = (
+    "scale_up_kind",
     "server_cards",
     "rails",
     "nic_per_card",

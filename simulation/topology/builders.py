@@ -621,6 +621,8 @@ def cluster(spec: ClusterSpec) -> Topology:
     if len({g.fabric.technology for g in spec.supernodes}) > 1:
         params["scale_up_technology"] = "generic"
     first = spec.supernodes[0].fabric
+    if all(g.fabric.kind == first.kind for g in spec.supernodes):
+        params["scale_up_kind"] = first.kind
     if all(g.fabric == first for g in spec.supernodes) and first.in_switch_reduction:
         # cards per switch domain that reduces in flight (NVLink SHARP)
         params["nvls_domain"] = first.dims[1] if first.kind == "server_mesh" else first.n_cards

@@ -321,7 +321,7 @@ def test_published_nccl_tests_figures_within_15_percent():
         # 2 × DGX H100 without SHARP: ~380 GB/s (GTC24 S62129 via NVIDIA/nccl#1649)
         (busbw(h100, "allreduce", 16, "ring"), 380.0),
         # 4 × 8 H100 + 8 × 400G NDR: 365.84 GB/s (NVIDIA/nccl-tests#309)
-        (busbw(cluster(dgx_h100(servers=4)), "allreduce", 32, "ring"), 365.84),
+        (busbw(h100, "allreduce", 32, "ring"), 365.84),
     ]
     # 8×A100 (NVLink 3, 300 GB/s per direction): 231–235 GB/s (nccl#527, Azure ND A100 v4)
     a100 = build(FamilySpec("full_mesh", nodes=8, link_gbps=2400.0, card_gbps=2400.0))
@@ -339,3 +339,16 @@ def test_published_nccl_tests_figures_within_15_percent():
     cases.append((busbw(two_by_two, "allreduce", 4, "ring") / 2, 47.0))
     for got, published in cases:
         assert got == pytest.approx(published, rel=0.15), (got, published)
+
+
+def test_a_single_torus_supernode_keeps_its_snake_ring():
+    """One seed supernode as a whole cluster (its NICs in the graph): the ring stays
+    the torus's Hamiltonian snake both ways, not rail channels (its cards meet on
+    the torus, not through NICs)."""
+    from simulation.topology import demo_cluster_spec
+
+    spec = demo_cluster_spec()
+    one = ClusterSpec("one", (SupernodeSpec(1, spec.supernodes[0].fabric),), spec.network)
+    level = fabric_from_topology(cluster(one)).levels[0]
+    assert level.ring_channels == 2
+    assert level.cost("ring").hops == 1
