@@ -775,6 +775,9 @@ def _level_for(
     lat = float(np.max(dist[rank_nodes][np.isfinite(dist[rank_nodes])]))
     ends = np.isin(graph.link_u, rank_nodes) | np.isin(graph.link_v, rank_nodes)
     gbps = float(graph.link_gbps[ends].min()) * min(eff.scale_up, eff.scale_out)
+    for caps in (graph.card_up_gbps, graph.card_out_gbps):  # a card's ports bound it too
+        if caps is not None:
+            gbps = min(gbps, float(caps[rank_nodes].min()) * min(eff.scale_up, eff.scale_out))
     notes.append(
         f"{name}: too large to route ({p} ranks × {graph.n_nodes} nodes); no contention modelled"
     )
