@@ -41,7 +41,7 @@ def build_cluster(
     started = time.perf_counter()
     report = progress or (lambda fraction, message: None)
     plan, cluster_name, accelerator_id = resolve(preset, name, supernodes, rack_budget_w,
-                                                  replace)
+                                                 replace)
     total = plan.rows
     done = 0
 

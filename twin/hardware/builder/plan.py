@@ -86,7 +86,9 @@ def plan_build(
 
 
 def resolve(preset: str, name: str | None, supernodes: int | None,
-             rack_budget_w: int | None, replace: bool) -> tuple[ClusterPlan, str, int]:
+            rack_budget_w: int | None, replace: bool) -> tuple[ClusterPlan, str, int]:
+    """(plan with the catalogue's TDP, cluster name, accelerator id) of a build
+    that may run; raises ``BuildError`` for the first input that stops it."""
     spec = _preset(preset)
     accelerator_id, tdp = catalogue_tdp(spec)
     plan = plan_build(preset, supernodes=supernodes, rack_budget_w=rack_budget_w,

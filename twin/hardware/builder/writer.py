@@ -16,6 +16,7 @@ __all__ = ["Writer", "fill_defaults", "model_fields", "table_models"]
 
 
 def table_models() -> dict[str, type[models.Model]]:
+    """The model written to each table name of a build (the generator's names)."""
     from twin.hardware.models import Card, Link, NetworkDevice, Rack, Server, SuperNode
 
     return {"supernode": SuperNode, "rack": Rack, "server": Server, "card": Card,
@@ -23,6 +24,7 @@ def table_models() -> dict[str, type[models.Model]]:
 
 
 def model_fields(model: type[models.Model]) -> list[models.Field]:
+    """The columns a writer fills, in table order."""
     return list(model._meta.concrete_fields)
 
 
