@@ -106,25 +106,21 @@ def copy_baseline(preset: str, fk_triggers: bool = True) -> dict[str, float]:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from twin.hardware.builder import (
+    from twin.hardware.builder import Generator, IdBases, plan_build
+    from twin.hardware.builder.columns import Block
+    from twin.hardware.builder.plan import catalogue_tdp
+    from twin.hardware.builder.postgres import (
         PG_HEADER,
         PG_TRAILER,
-        Block,
-        Generator,
-        IdBases,
         PostgresWriter,
-        _catalogue_tdp,
-        _columns,
-        _fill_defaults,
-        _pg_kind,
         pack_binary,
-        plan_build,
-        table_models,
+        pg_kind,
     )
+    from twin.hardware.builder.writer import fill_defaults, model_fields, table_models
     from twin.hardware.models import Cluster
     from twin.hardware.presets import get_preset
 
-    accelerator_id, tdp = _catalogue_tdp(get_preset(preset))
+    accelerator_id, tdp = catalogue_tdp(get_preset(preset))
     plan = plan_build(preset, card_tdp_w=tdp)
     workdir = Path(tempfile.mkdtemp(prefix="twin-copy-"))
     files: list[tuple[str, Path]] = []
@@ -143,8 +139,8 @@ def copy_baseline(preset: str, fk_triggers: bool = True) -> dict[str, float]:
             t0 = time.perf_counter()
             for table, blocks, _count in gen.tables():
                 model = table_models()[table]
-                fields = _columns(model)
-                kinds = [(f.column, _pg_kind(f.db_type(connection))) for f in fields]
+                fields = model_fields(model)
+                kinds = [(f.column, pg_kind(f.db_type(connection))) for f in fields]
                 cols = ", ".join(connection.ops.quote_name(f.column) for f in fields)
                 sql = (f"COPY {model._meta.db_table} ({cols}) FROM STDIN (FORMAT BINARY)")
                 path = workdir / f"{table}.bin"
@@ -152,7 +148,7 @@ def copy_baseline(preset: str, fk_triggers: bool = True) -> dict[str, float]:
                     out.write(PG_HEADER)
                     for block in blocks():
                         out.write(pack_binary(kinds, Block(table, block.n,
-                                                           _fill_defaults(model, block.values))))
+                                                           fill_defaults(model, block.values))))
                     out.write(PG_TRAILER)
                 size += path.stat().st_size
                 files.append((sql, path))

@@ -155,7 +155,7 @@ def throughput(base: str, cluster_id: int, tokens: list[str], lay: Any,
                chunks: list[tuple[int, dict[str, Any]]], seconds: float) -> dict[str, Any]:
     import msgpack
 
-    from twin.telemetry import ingest, processing, state
+    from twin.telemetry import keys, processing, state
     from twin.telemetry.client import AgentClient
 
     bodies = [(msgpack.packb({"ts": time.time(), "cards": {"range": [start, len(
@@ -200,8 +200,8 @@ def throughput(base: str, cluster_id: int, tokens: list[str], lay: Any,
     t_load = time.perf_counter()
     r = state.redis_client()
     while True:
-        length = r.xlen(ingest.stream_key())
-        pending = r.xpending(ingest.stream_key(), processing.GROUP)["pending"]
+        length = r.xlen(keys.stream())
+        pending = r.xpending(keys.stream(), processing.GROUP)["pending"]
         if length == 0 and pending == 0:
             break
         time.sleep(0.01)

@@ -29,16 +29,18 @@ settings.TELEMETRY_REDIS_PREFIX = PREFIX
 
 
 def flush_namespace() -> None:
-    from twin.telemetry import processing, state, views
+    from twin.telemetry import state, views
+    from twin.telemetry.processing import apply, ticks
+    from twin.telemetry.state import layouts
 
     r = state.redis_client()
     batch = list(r.scan_iter(match=f"{PREFIX}:*", count=1000))
     for i in range(0, len(batch), 500):
         r.unlink(*batch[i:i + 500])
-    state._layouts.clear()
-    processing._initialized.clear()
-    processing._bucket_cache.clear()
-    processing._tick_cost.clear()
+    layouts._layouts.clear()
+    apply._initialized.clear()
+    apply._bucket_cache.clear()
+    ticks._tick_cost.clear()
     views._cache.clear()
 
 

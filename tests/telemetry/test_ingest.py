@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 
 from tests.telemetry.conftest import batches_url, drain_now, metrics_url
-from twin.telemetry import ingest, state
+from twin.telemetry import keys, state
 from twin.telemetry.models import TelemetryAgent
 
 DATA = Path(__file__).parent / "data"
@@ -27,7 +27,7 @@ def post_json(client: Client, cluster_id: int, doc: object) -> object:
 
 def stream_length() -> int:
     r = state.redis_client()
-    return r.xlen(ingest.stream_key()) if r.exists(ingest.stream_key()) else 0
+    return r.xlen(keys.stream()) if r.exists(keys.stream()) else 0
 
 
 def card_ids(world: dict) -> list[int]:
@@ -274,7 +274,7 @@ def test_the_sequence_survives_a_redis_restart_through_the_database(agent):
     cid = agent["cluster"].pk
     c0 = card_ids(agent)[0]
     post_json(agent["client"], cid, {"seq": 7, "cards": [{"card": c0, "gpu_util": 1}]})
-    state.redis_client().delete(ingest.agent_seq_key(agent["agent"].pk))
+    state.redis_client().delete(keys.agent_seq(agent["agent"].pk))
     again = post_json(agent["client"], cid, {"seq": 7, "cards": [{"card": c0, "gpu_util": 1}]})
     assert again.status_code == 200 and again.json()["duplicate"] is True
 

@@ -8,10 +8,11 @@ import pytest
 
 from tests.api.conftest import add_supernodes
 from tests.telemetry.conftest import drain_now
-from twin.telemetry import processing, state, tasks
+from twin.telemetry import keys, processing, state, tasks
 from twin.telemetry.ingest import Batch, enqueue
 from twin.telemetry.metrics import METRIC_INDEX
 from twin.telemetry.models import CardHealth, TelemetryMinute
+from twin.telemetry.processing.minutes import sample_minute
 
 
 @pytest.fixture
@@ -173,8 +174,8 @@ def test_minutes_are_persisted_with_card_and_group_means_and_retention(tiny_clus
     for step, util in enumerate((40.0, 60.0)):
         values[METRIC_INDEX["gpu_util"]] = util
         values[METRIC_INDEX["power_w"]] = 400 + util
-        processing._sample_minute(r, lay, values, t0 + 10 * step)
-    processing._sample_minute(r, lay, values, t0 + 61)  # next minute: the first is written
+        sample_minute(r, lay, values, t0 + 10 * step)
+    sample_minute(r, lay, values, t0 + 61)  # next minute: the first is written
     rows = TelemetryMinute.objects.filter(cluster_id=cid)
     assert sorted(set(rows.values_list("level", flat=True))) == ["card", "cluster", "rack",
                                                                  "supernode"]
@@ -209,8 +210,8 @@ def test_the_beat_tick_only_ticks_idle_clusters(tiny_cluster):
     put(cid, {"gpu_util": [50] * 8})  # the drain ticks: seq 1
     assert state.frame_seq(cid) == 1
     assert tasks.tick_all() == 0  # ticked just now: left alone
-    state.redis_client().set(processing.last_tick_key(cid), repr(time.time() - 10))
-    state.redis_client().delete(processing._gate_key(cid))
+    state.redis_client().set(keys.last_tick(cid), repr(time.time() - 10))
+    state.redis_client().delete(keys.tick_gate(cid))
     assert tasks.tick_all() == 1 and state.frame_seq(cid) == 2
 
 

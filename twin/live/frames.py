@@ -27,9 +27,10 @@ others find theirs with ``peek`` on the event loop. All reads here are
 synchronous (Redis and, on a layout rebuild, the database): the consumer runs
 them through ``database_sync_to_async``.
 
-Card views read the state's documented Redis keys directly (one pipeline for
-any number of views) rather than through ``state.latest``/``state.health``,
-which would cost three round trips per view.
+Card views read through ``state.card_spans`` (one Redis round trip for any
+number of views) rather than ``state.latest``/``state.health``, which would
+cost three round trips per view. This module never names a Redis key: the
+telemetry state is read only through ``twin.telemetry.state``'s functions.
 """
 from __future__ import annotations
 
@@ -40,7 +41,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from twin.live.protocol import SubscriptionKey, ViewChoices
@@ -181,13 +181,9 @@ def _unit(metric: str) -> str:
     return METRICS[METRIC_INDEX[metric]].unit
 
 
-def _card_view(key: SubscriptionKey, lay: state.Layout, ordinals: np.ndarray,
-               meta: dict[str, Any], raw_values: bytes, raw_health: bytes) -> Built:
-    lo = int(ordinals[0])
-    values = _pick(raw_values or b"", "<f4", ordinals - lo, np.nan)
-    codes = _pick(raw_health or b"", np.uint8, ordinals - lo, state.HEALTH_CODES["unknown"])
-    seq = int(meta.get("seq", 0))
-    head = _head(key, seq, meta.get("ts"), lay.version)
+def _card_view(key: SubscriptionKey, lay: state.Layout, ordinals: np.ndarray, seq: int,
+               ts: float | None, values: np.ndarray, codes: np.ndarray) -> Built:
+    head = _head(key, seq, ts, lay.version)
     head["values"] = encode_values(values, decimals(key.metric))
     head["health"] = codes.tolist()
     extra = {"keys": lay.card_ids[ordinals].tolist(), "unit": _unit(key.metric),
@@ -195,37 +191,15 @@ def _card_view(key: SubscriptionKey, lay: state.Layout, ordinals: np.ndarray,
     return Built(key, seq, head["ts"], lay.version, head, extra)
 
 
-def _read_card_views(cluster_id: int, lay: state.Layout,
-                     views: list[tuple[SubscriptionKey, np.ndarray]]) -> dict[SubscriptionKey,
-                                                                               Built]:
-    """Supernode and rack views in **one** Redis round trip, however many.
-
-    Reads the keys the state module documents (``tw:c<c>:<v>:…``): the last
-    tick's meta (its seq and time), then for each view the byte span of the
-    metric's float32 array that covers its cards (a supernode is contiguous in
-    the layout, a rack nearly so) and the same span of the health codes.
-    """
-    pipe = state.redis_client().pipeline(transaction=False)
-    # The tick's meta first: the values read after it are at least that new.
-    pipe.get(state.keys.rollup(cluster_id, lay.version, "cluster", "meta"))
-    for key, ordinals in views:
-        lo, hi = int(ordinals[0]), int(ordinals[-1])
-        index = METRIC_INDEX[key.metric]
-        pipe.getrange(state.keys.metric(cluster_id, lay.version, index), lo * 4, hi * 4 + 3)
-        pipe.getrange(state.keys.health(cluster_id, lay.version), lo, hi)
-    raw = pipe.execute()
-    meta = msgpack.unpackb(raw[0]) if raw[0] else {}
-    return {key: _card_view(key, lay, ordinals, meta, raw[1 + 2 * j], raw[2 + 2 * j])
+def _read_card_views(lay: state.Layout, views: list[tuple[SubscriptionKey, np.ndarray]]
+                     ) -> dict[SubscriptionKey, Built]:
+    """Supernode and rack views in **one** Redis round trip, however many
+    (``state.card_spans``: the last tick's seq and time, then each view's
+    values and health codes)."""
+    spans = state.card_spans(lay, [(key.metric, ordinals) for key, ordinals in views])
+    return {key: _card_view(key, lay, ordinals, spans.seq, spans.ts, spans.values[j],
+                            spans.health[j])
             for j, (key, ordinals) in enumerate(views)}
-
-
-def _pick(raw: bytes, dtype: Any, positions: np.ndarray, fill: Any) -> np.ndarray:
-    """Values at ``positions`` of a byte span (``fill`` past its end: never written)."""
-    span = np.frombuffer(raw, dtype=dtype)
-    out = np.full(len(positions), fill, dtype=span.dtype)
-    inside = positions < len(span)
-    out[inside] = span[positions[inside]]
-    return out
 
 
 _members_cache: OrderedDict[tuple[int, str, str, int], np.ndarray | None] = OrderedDict()
@@ -281,7 +255,7 @@ def build_many(cluster_id: int,
             cards.append((key, ordinals))
     if cards:
         try:
-            out.update(_read_card_views(cluster_id, lay, cards))
+            out.update(_read_card_views(lay, cards))
         except Exception as exc:  # noqa: BLE001 - Redis trouble: every card view fails
             out.update(dict.fromkeys((key for key, _ in cards), exc))
     for built in out.values():

@@ -46,7 +46,7 @@ import msgpack
 import numpy as np
 from django.conf import settings
 
-from twin.telemetry import state
+from twin.telemetry import keys, state
 from twin.telemetry.metrics import HI, LO, METRIC_INDEX, validate_value
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
     "enqueue",
     "parse_native",
     "parse_timestamp",
-    "stream_key",
     "time_window",
 ]
 
@@ -484,22 +483,6 @@ def _parse_columnar(doc: dict[str, Any], lay: state.Layout, ts: float) -> Batch:
 # enqueue
 # --------------------------------------------------------------------------
 
-def stream_key() -> str:
-    return f"{state.conf().prefix}:ingest"
-
-
-def stream_bytes_key() -> str:
-    return f"{state.conf().prefix}:ingest:bytes"
-
-
-def kick_key(slot: int) -> str:
-    return f"{state.conf().prefix}:drain:{slot}"
-
-
-def agent_seq_key(agent_id: int) -> str:
-    return f"{state.conf().prefix}:agent:{int(agent_id)}:seq"
-
-
 def drainers() -> int:
     return int(getattr(settings, "TELEMETRY_DRAINERS", 2))
 
@@ -581,7 +564,7 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
     """
     r = state.redis_client()
     has_data = batch.accepted_values() > 0
-    seq_key = agent_seq_key(agent_id) if (agent_id is not None and seq is not None) else "-"
+    seq_key = keys.agent_seq(agent_id) if (agent_id is not None and seq is not None) else "-"
     script = _enqueue_script(r)
     payload = batch.payload(agent_id) if has_data else b""
     known = "?" if callable(last_known_seq) else (
@@ -589,8 +572,8 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
 
     def run(known: str) -> tuple[int, ...]:
         res = script(
-            keys=[stream_key(), seq_key, stream_bytes_key(),
-                  *[kick_key(i) for i in range(drainers())]],
+            keys=[keys.stream(), seq_key, keys.stream_bytes(),
+                  *[keys.drain_kick(i) for i in range(drainers())]],
             args=["" if seq is None else str(seq), known,
                   int(getattr(settings, "TELEMETRY_MAX_BACKLOG", 2000)),
                   payload, KICK_TTL_MS, "1" if has_data else "0",
@@ -607,6 +590,6 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
     if code == 2:
         return EnqueueResult("busy")
     if has_data:
-        r.sadd(state.keys.clusters(), batch.cluster_id)
+        r.sadd(keys.clusters(), batch.cluster_id)
     return EnqueueResult("queued" if has_data else "empty", gap=gap, restart=bool(restart),
                          kicked=kick)

@@ -1,0 +1,90 @@
+"""Scenario kinds: pluggable, each a ``prepare`` (validate, up front) and a ``run``.
+
+A kind turns the client's ``params`` (and an optional cluster) into
+``inputs`` — plain JSON the simulation library accepts — in ``prepare``,
+which runs in the web request: every error it raises is a 400 with the field
+to blame, and nothing is queued. ``run`` happens in a Celery worker (or the
+``run_scenario`` command), takes only ``inputs`` and returns a JSON-ready
+result, reporting progress through a callback. Because ``run`` sees nothing
+but ``inputs``, equal inputs give equal results: that is what makes the
+result cache (``ScenarioRun.params_hash``) sound.
+
+Adding a kind is one new module in this package: subclass :class:`ScenarioKind`
+(``base.py``), set ``name``, describe each option in ``fields``
+(:class:`FieldSpec`), implement ``prepare``/``run``/``rows``, decorate with
+:func:`register`, and import the module below (the import registers it; the
+order of the imports is the order ``GET /api/scenarios/kinds/`` lists). The API,
+the command, the admin and the websocket pick it up from :data:`REGISTRY`.
+
+Why ``fields`` (served by ``GET /api/scenarios/kinds/``, from which the
+dashboard builds its form): ``options`` — the parameters ``prepare`` takes as
+the kind's own — is derived from them, and the defaults, minimums and choices
+``prepare`` enforces are read from the same specs (or from the same simulation
+dataclass and constants), so the form cannot drift from what the API accepts
+(``tests/scenarios/test_kinds_api.py`` checks it field by field). ``chart``
+tells the UI which result rows to plot.
+
+Parameters (flat: the topology's fields sit next to the kind's own)
+    topology    ``{"family": "torus", "dims": [8, 8, 8]}`` /
+                ``{"family": "ring", "nodes": 512}`` / a cluster description
+                (``"supernodes"``, ``"network"``) — or nothing, with a cluster;
+                options ``samples``, ``seed`` for sampled metrics.
+    route       topology + ``src``, ``dst`` (card node numbers of a family; card
+                ids or serials of the cluster) and ``by`` (``hops``/``latency``).
+    failure     topology + the simulation's ``FailureSpec`` fields (``links``,
+                ``link_pairs``, ``nodes``, ``random_links``, ``random_cards``,
+                ``random_switches``, ``seed``, ``samples``); with a cluster also
+                ``cards`` (ids or serials) and ``live`` (true: also fail the cards
+                whose status is *failed* and the scale-up links that are *down*).
+    collective  topology + ``CollectiveSpec`` fields (``op``, ``algorithm`` or
+                ``auto``, ``ranks``, ``sizes``, ``compression``,
+                ``overhead_ns``, ``reduce_gbps``).
+
+Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
+``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
+a cluster the simulation cannot represent is an error on ``cluster``.
+"""
+from twin.scenarios.kinds.base import (
+    ENGINE_VERSION,
+    FIELD_TYPES,
+    REGISTRY,
+    TOPOLOGY_KEYS,
+    FieldSpec,
+    Progress,
+    ScenarioInputError,
+    ScenarioKind,
+    describe_kinds,
+    get_kind,
+    jsonable,
+    register,
+)
+from twin.scenarios.kinds.cards import card_lookup
+
+# The kinds, in registration order (the order the API lists them and the form offers them).
+# isort: off
+from twin.scenarios.kinds.topology import TopologyKind
+from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
+from twin.scenarios.kinds.failure import FailureKind
+from twin.scenarios.kinds.collective import CollectiveKind
+# isort: on
+
+__all__ = [
+    "ENGINE_VERSION",
+    "FIELD_TYPES",
+    "REGISTRY",
+    "ROUTE_BY",
+    "TOPOLOGY_KEYS",
+    "CollectiveKind",
+    "FailureKind",
+    "FieldSpec",
+    "Progress",
+    "RouteKind",
+    "ScenarioInputError",
+    "ScenarioKind",
+    "TopologyKind",
+    "card_lookup",
+    "describe_kinds",
+    "get_kind",
+    "jsonable",
+    "register",
+]

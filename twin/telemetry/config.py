@@ -1,0 +1,66 @@
+"""Telemetry settings and the Redis connection, shared by the read and write sides.
+
+Kept apart from the state package so that ``keys`` (which needs the prefix),
+``ingest``, ``state`` and ``processing`` can all import it without an import
+circle.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+
+__all__ = ["MAX_TICK_HZ", "Conf", "conf", "redis_client"]
+
+MAX_TICK_HZ = 2
+"""Ticks per cluster per second, at most (a Redis gate shared by all workers)."""
+
+
+@dataclass(frozen=True)
+class Conf:
+    """Telemetry settings (``TELEMETRY_*`` in Django settings), with defaults."""
+
+    prefix: str
+    interval_s: float
+    stale_intervals: int
+    history_len: int
+    history_step_s: float
+    tick_min_s: float
+
+    @property
+    def stale_after_s(self) -> float:
+        return self.interval_s * self.stale_intervals
+
+
+def conf() -> Conf:
+    s = settings
+    return Conf(
+        prefix=getattr(s, "TELEMETRY_REDIS_PREFIX", "tw"),
+        interval_s=float(getattr(s, "TELEMETRY_INTERVAL_S", 1.0)),
+        stale_intervals=int(getattr(s, "TELEMETRY_STALE_INTERVALS", 5)),
+        history_len=int(getattr(s, "TELEMETRY_HISTORY_LEN", 120)),
+        history_step_s=float(getattr(s, "TELEMETRY_HISTORY_STEP_S", 1.0)),
+        tick_min_s=1.0 / MAX_TICK_HZ,
+    )
+
+
+_client_lock = threading.Lock()
+_client: tuple[int, str, redis.Redis] | None = None
+
+
+def redis_client() -> redis.Redis:
+    """One binary-safe Redis client per process (re-made after a fork)."""
+    global _client
+    url = settings.REDIS_URL
+    current = _client
+    if current is None or current[0] != os.getpid() or current[1] != url:
+        with _client_lock:
+            current = _client
+            if current is None or current[0] != os.getpid() or current[1] != url:
+                client = redis.Redis.from_url(url, socket_keepalive=True,
+                                              health_check_interval=30)
+                _client = current = (os.getpid(), url, client)
+    return current[2]

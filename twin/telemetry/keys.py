@@ -1,0 +1,196 @@
+"""Every Redis key of telemetry, named in one place.
+
+Only ``twin.telemetry`` reads and writes these keys; other apps (``twin.live``,
+the API) go through the functions of ``twin.telemetry.state``. All keys start
+with ``TELEMETRY_REDIS_PREFIX`` (default ``tw``), so one Redis can hold several
+installations (and test sessions) side by side.
+
+Live state, per cluster ``c`` and layout version ``v`` — never one key per sample:
+
+* ``tw:c<c>:layout`` → ``<v>:<fingerprint>`` (the layout version; replaced when
+  the card order changes, so every process rebuilds the layout and starts
+  fresh keys) and ``tw:c<c>:layout_gen``, a counter hardware changes bump;
+* ``tw:c<c>:<v>:m:<i>`` → float32[n_cards], the latest value of metric ``i``
+  (NaN = none), written with SETRANGE per contiguous run of cards;
+* ``tw:c<c>:<v>:seen`` → float64[n_cards] last-sample time;
+* ``tw:c<c>:<v>:health`` → uint8[n_cards];
+* ``tw:c<c>:<v>:h:<i>:<slot>`` → float32[n_cards], history ring slot, and
+  ``tw:c<c>:<v>:hb`` (hash slot → bucket number) saying which bucket a slot holds;
+* ``tw:c<c>:<v>:r:<level>:<i>`` → float32[5, groups] (mean, min, max, sum,
+  count) and ``tw:c<c>:<v>:r:<level>:meta`` (msgpack: seq, ts, reporting);
+* ``tw:c<c>:seq`` → tick counter (survives layout changes, so frame sequence
+  numbers never go backwards);
+* ``tw:clusters`` → set of cluster ids that have live state (the beat walks it).
+
+What the tick keeps between runs:
+
+* ``tw:c<c>:tickgate`` (at most ``MAX_TICK_HZ`` ticks a second),
+  ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
+  the last tick) and ``tw:c<c>:trailing`` (a trailing tick is queued);
+* ``tw:c<c>:<v>:alerts`` (the rules' damping state), ``:ewma`` / ``:ewma_ts``
+  (utilisation average for the sudden-drop rule), ``:health_db`` (the health
+  the ``CardHealth`` table reflects);
+* ``tw:c<c>:<v>:acc:{sum,max,cnt,minute,last}`` accumulate the current minute,
+  ``tw:c<c>:<v>:acc:<minute>:{sum,max,cnt}`` hold a finished one until it is
+  written to the database.
+
+Ingestion: ``tw:ingest`` (the stream), ``tw:ingest:bytes`` (bytes queued),
+``tw:ingest:errors`` (entries that could not be applied), ``tw:drain:<slot>``
+(a drain slot held) and ``tw:agent:<id>:seq`` (an agent's last sequence number).
+"""
+from __future__ import annotations
+
+from twin.telemetry.config import conf
+
+__all__ = [
+    "MINUTE_PARTS",
+    "agent_seq",
+    "alerts",
+    "base",
+    "clusters",
+    "drain_kick",
+    "ewma",
+    "ewma_ts",
+    "health",
+    "health_db",
+    "history",
+    "history_buckets",
+    "ingest_errors",
+    "last_tick",
+    "layout",
+    "layout_gen",
+    "metric",
+    "minute_acc",
+    "rollup",
+    "seen",
+    "seq",
+    "state",
+    "state_pattern",
+    "stream",
+    "stream_bytes",
+    "tick_gate",
+    "tick_lock",
+    "trailing",
+]
+
+MINUTE_PARTS = ("sum", "max", "cnt")
+"""The accumulators of a minute (``minute_acc``) that a finished minute keeps."""
+
+
+# -- per cluster -----------------------------------------------------------
+
+def base(cluster_id: int) -> str:
+    return f"{conf().prefix}:c{int(cluster_id)}"
+
+
+def layout(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:layout"
+
+
+def layout_gen(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:layout_gen"
+
+
+def seq(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:seq"
+
+
+def tick_gate(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:tickgate"
+
+
+def tick_lock(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:ticklock"
+
+
+def last_tick(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:lasttick"
+
+
+def trailing(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:trailing"
+
+
+def clusters() -> str:
+    """Set of cluster ids that have live state (the beat tick walks it)."""
+    return f"{conf().prefix}:clusters"
+
+
+# -- per cluster and layout version ------------------------------------------
+
+def state(cluster_id: int, version: str) -> str:
+    return f"{base(cluster_id)}:{version}"
+
+
+def state_pattern(cluster_id: int, version: str) -> str:
+    """SCAN pattern of every key of one layout version."""
+    return f"{state(cluster_id, version)}:*"
+
+
+def metric(cluster_id: int, version: str, index: int) -> str:
+    return f"{state(cluster_id, version)}:m:{index}"
+
+
+def seen(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:seen"
+
+
+def health(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:health"
+
+
+def history(cluster_id: int, version: str, index: int, slot: int) -> str:
+    return f"{state(cluster_id, version)}:h:{index}:{slot}"
+
+
+def history_buckets(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:hb"
+
+
+def rollup(cluster_id: int, version: str, level: str, index: int | str) -> str:
+    return f"{state(cluster_id, version)}:r:{level}:{index}"
+
+
+def alerts(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:alerts"
+
+
+def ewma(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:ewma"
+
+
+def ewma_ts(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:ewma_ts"
+
+
+def health_db(cluster_id: int, version: str) -> str:
+    return f"{state(cluster_id, version)}:health_db"
+
+
+def minute_acc(cluster_id: int, version: str, part: str, minute: int | None = None) -> str:
+    """An accumulator of the current minute (``part``: sum, max, cnt, minute,
+    last), or with ``minute`` one of a finished minute's (sum, max, cnt)."""
+    acc = f"{state(cluster_id, version)}:acc"
+    return f"{acc}:{part}" if minute is None else f"{acc}:{int(minute)}:{part}"
+
+
+# -- ingestion -------------------------------------------------------------
+
+def stream() -> str:
+    return f"{conf().prefix}:ingest"
+
+
+def stream_bytes() -> str:
+    return f"{conf().prefix}:ingest:bytes"
+
+
+def ingest_errors() -> str:
+    return f"{conf().prefix}:ingest:errors"
+
+
+def drain_kick(slot: int) -> str:
+    return f"{conf().prefix}:drain:{slot}"
+
+
+def agent_seq(agent_id: int) -> str:
+    return f"{conf().prefix}:agent:{int(agent_id)}:seq"

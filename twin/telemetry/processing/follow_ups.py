@@ -1,0 +1,37 @@
+"""What the write side may queue, passed in by its caller.
+
+Draining, ticking and the minute history each start follow-up work: a fresh
+drain when one runs out of time, a trailing tick after the last batch, the
+database write of a finished minute. Which queue that goes to (Celery, in
+``twin.telemetry.tasks``) is the caller's business, so this package never
+imports the tasks: the tasks pass ``FollowUps`` that queue Celery tasks;
+everyone else (tests, benchmarks, a shell) gets ``NO_FOLLOW_UPS``, which
+queues nothing, as the tasks' ``dispatch`` does when ``TELEMETRY_AUTO_DRAIN``
+is off.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["NO_FOLLOW_UPS", "FollowUps"]
+
+
+def _nothing(*_args: object, **_kwargs: object) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class FollowUps:
+    """How to queue each kind of follow-up; each returns whether it queued it
+    (False: the caller does the work inline, or leaves it to the beat)."""
+
+    drain: Callable[[int], bool] = _nothing
+    """Start ``drain(slot)``."""
+    tick: Callable[[int, float], bool] = _nothing
+    """Tick ``cluster_id`` after ``countdown`` seconds (a trailing tick)."""
+    persist_minute: Callable[[int, str, int], bool] = _nothing
+    """Write minute ``minute`` of ``(cluster_id, layout version)`` to the database."""
+
+
+NO_FOLLOW_UPS = FollowUps()

@@ -1,0 +1,152 @@
+"""Health evaluation of a tick: alert rules, each card's health, the CardHealth rows.
+
+``evaluate_alerts`` runs the rules of ``twin.telemetry.alerts`` over the fresh
+state and the rack draw; ``card_health`` turns the active alerts and staleness
+into one health code per card; ``sync_card_health`` brings the ``CardHealth``
+table (non-OK cards only) toward it, a bounded number of rows per tick.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+import numpy as np
+import redis
+from django.db import IntegrityError
+
+from twin.telemetry import keys
+from twin.telemetry.alerts import EvalInput, Rule, evaluate
+from twin.telemetry.state import HEALTH_CODES, HEALTH_NAMES, Layout
+
+__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "sync_card_health"]
+
+log = logging.getLogger(__name__)
+
+
+def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
+                    fresh_values: np.ndarray, fresh: np.ndarray, stale: np.ndarray,
+                    age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
+                    alert_state: bytes | None) -> tuple[bytes, list[Any],
+                                                        dict[int, list[tuple[str, str]]]]:
+    """Run the alert rules: (new damping state, transitions, active alerts per card).
+
+    ``alert_state`` is the rules' damping state from the last tick (None: none
+    yet, so the open alerts are read from the database).
+    """
+    from twin.telemetry.models import Alert
+
+    racks = lay.groups["rack"]
+
+    def subject_of(rule: Rule, pos: int) -> dict[str, Any]:
+        if rule.level == "cluster":
+            return {"subject": f"cluster:{cluster_id}",
+                    "label": f"cluster {lay.groups['cluster'].names[0]}"}
+        if rule.level == "rack":
+            rid = int(racks.ids[pos])
+            return {"subject": f"rack:{rid}", "rack_id": rid, "label": f"rack {racks.names[pos]}",
+                    "threshold": float(racks.budget_w[pos])}
+        card_id = int(lay.card_ids[pos])
+        rack_pos = int(racks.of_card[pos])
+        sn = lay.groups["supernode"]
+        out: dict[str, Any] = {
+            "subject": f"card:{card_id}", "card_id": card_id,
+            "rack_id": int(racks.ids[rack_pos]),
+            "supernode_id": int(sn.ids[sn.of_card[pos]]), "label": f"card {card_id}"}
+        if rule.key == "card_power":
+            out["threshold"] = float(lay.tdp_w[pos]) * rule.threshold
+        return out
+
+    def load_open() -> list[tuple[str, str, int]]:
+        return list(Alert.objects.filter(cluster_id=cluster_id, ended__isnull=True)
+                    .values_list("rule", "subject", "id"))
+
+    card_pos = {int(cid): k for k, cid in enumerate(lay.card_ids)} if not alert_state else {}
+
+    def position_of(level: str, subject: str) -> int | None:
+        kind, _, ident = subject.partition(":")
+        if level == "cluster" and kind == "cluster":
+            return 0
+        if level == "rack" and kind == "rack":
+            try:
+                return racks.position(int(ident))
+            except KeyError:
+                return None
+        if kind == "card":
+            return card_pos.get(int(ident))
+        return None
+
+    inp = EvalInput(now=now, values=fresh_values, fresh=fresh, stale=stale, age_s=age,
+                    tdp_w=lay.tdp_w.astype(np.float64), util_ewma=util_ewma,
+                    rack_draw_w=rack_draw, rack_budget_w=racks.budget_w,
+                    rack_of=racks.of_card)
+    try:
+        return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
+                        load_open=load_open, position_of=position_of)
+    except IntegrityError:
+        # The damping state and the database disagree (Redis was flushed while
+        # alerts were open): rebuild the state from the database next tick.
+        log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
+        r.delete(keys.alerts(cluster_id, lay.version))
+        return alert_state or b"", [], {}
+
+
+def card_health(reported: np.ndarray, stale: np.ndarray,
+                card_alerts: dict[int, list[tuple[str, str]]]) -> np.ndarray:
+    """uint8 health per card: unknown until it reports, stale when silent, else
+    the worst severity of its active alerts (ok without any)."""
+    health = np.where(reported, HEALTH_CODES["ok"], HEALTH_CODES["unknown"]).astype(np.uint8)
+    rank = {"warning": HEALTH_CODES["warning"], "critical": HEALTH_CODES["critical"]}
+    for o, active in card_alerts.items():
+        worst = max(rank.get(sev, 0) for _, sev in active)
+        if worst and health[o] != HEALTH_CODES["unknown"]:
+            health[o] = max(int(health[o]), worst)
+    health[stale] = HEALTH_CODES["stale"]
+    return health
+
+
+HEALTH_SYNC_PER_TICK = 5000
+"""Card health rows written per tick: a mass event (a rack of cards going stale and
+back) is caught up over a few ticks instead of stalling one."""
+
+
+def sync_card_health(lay: Layout, old: np.ndarray, new: np.ndarray,
+                      card_alerts: dict[int, list[tuple[str, str]]], transitions: list[Any],
+                      now: float) -> np.ndarray:
+    """Bring ``CardHealth`` rows (non-OK cards only) toward the live health; returns
+    the health the table now reflects."""
+    from twin.telemetry.models import CardHealth
+
+    diff = np.flatnonzero(old != new)
+    changed = set(diff[:HEALTH_SYNC_PER_TICK].tolist())
+    synced = old.copy()
+    synced[list(changed)] = new[list(changed)]
+    touched = {t.position for t in transitions if t.rule.level == "card"} - changed
+    touched = {o for o in touched if int(synced[o]) == int(new[o])}
+    if not changed and not touched:
+        return synced
+    stamp = dt.datetime.fromtimestamp(now, tz=dt.UTC)
+    bad = {HEALTH_CODES["warning"], HEALTH_CODES["critical"], HEALTH_CODES["stale"]}
+    names = HEALTH_NAMES
+    gone = [int(lay.card_ids[o]) for o in changed if int(new[o]) not in bad]
+    if gone:
+        for i in range(0, len(gone), 2000):
+            CardHealth.objects.filter(card_id__in=gone[i:i + 2000]).delete()
+
+    def reasons(o: int) -> str:
+        active = sorted(rule for rule, _ in card_alerts.get(o, []))
+        if int(new[o]) == HEALTH_CODES["stale"] and "stale" not in active:
+            active.append("stale")
+        return ",".join(active)[:300]
+
+    upsert = [CardHealth(card_id=int(lay.card_ids[o]), cluster_id=lay.cluster_id,
+                         status=names[int(new[o])], reasons=reasons(o), since=stamp)
+              for o in sorted(changed) if int(new[o]) in bad]
+    if upsert:
+        CardHealth.objects.bulk_create(upsert, batch_size=2000, update_conflicts=True,
+                                       unique_fields=["card"],
+                                       update_fields=["status", "reasons", "since"])
+    for o in touched:
+        if int(new[o]) in bad:
+            CardHealth.objects.filter(card_id=int(lay.card_ids[o])).update(reasons=reasons(o))
+    return synced

@@ -1,0 +1,125 @@
+"""The 1-minute history: accumulate samples of the state, write finished minutes.
+
+Every ``TELEMETRY_MINUTE_SAMPLE_S`` a tick adds the fresh state to the
+current minute's accumulators in Redis; when the minute changes, the finished
+one is renamed aside and written to ``TelemetryMinute`` rows (cards, racks,
+supernodes, the cluster) by ``persist_minute``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import numpy as np
+import redis
+from django.conf import settings
+
+from twin.telemetry import keys
+from twin.telemetry.config import redis_client
+from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
+from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
+from twin.telemetry.state import Layout, layout
+
+__all__ = ["POWER", "persist_minute", "sample_minute"]
+
+log = logging.getLogger(__name__)
+
+POWER = METRIC_INDEX["power_w"]
+
+
+def sample_minute(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: float,
+                  follow_ups: FollowUps = NO_FOLLOW_UPS) -> None:
+    """Every ``TELEMETRY_MINUTE_SAMPLE_S`` add the fresh state to the minute's
+    accumulators; when the minute changes, hand the finished one to
+    ``follow_ups.persist_minute`` (or write it here when that queues nothing)."""
+    every = float(getattr(settings, "TELEMETRY_MINUTE_SAMPLE_S", 5.0))
+    cid, ver = lay.cluster_id, lay.version
+    minute = int(now // 60)
+    last = r.get(keys.minute_acc(cid, ver, "last"))
+    if last is not None and now - float(last) < every:
+        return
+    current = r.get(keys.minute_acc(cid, ver, "minute"))
+    if current is not None and int(current) != minute:
+        pipe = r.pipeline(transaction=True)
+        for part in keys.MINUTE_PARTS:
+            done = keys.minute_acc(cid, ver, part, int(current))
+            pipe.rename(keys.minute_acc(cid, ver, part), done)
+            pipe.expire(done, 3600)
+        try:
+            pipe.execute()
+            if not follow_ups.persist_minute(lay.cluster_id, lay.version, int(current)):
+                persist_minute(lay.cluster_id, lay.version, int(current))
+        except redis.ResponseError:
+            log.warning("minute accumulators of cluster %s were incomplete", lay.cluster_id)
+    n = lay.n
+    raw_sum, raw_max, raw_cnt = r.mget([keys.minute_acc(cid, ver, p) for p in keys.MINUTE_PARTS])
+    size = N_METRICS * n
+    total = (np.frombuffer(raw_sum, "<f4").reshape(N_METRICS, n).copy()
+             if raw_sum and len(raw_sum) == 4 * size else np.zeros((N_METRICS, n), np.float32))
+    vmax = (np.frombuffer(raw_max, "<f4").reshape(N_METRICS, n).copy()
+            if raw_max and len(raw_max) == 4 * size
+            else np.full((N_METRICS, n), np.nan, np.float32))
+    cnt = (np.frombuffer(raw_cnt, "<u2").reshape(N_METRICS, n).copy()
+           if raw_cnt and len(raw_cnt) == 2 * size else np.zeros((N_METRICS, n), np.uint16))
+    finite = np.isfinite(fresh_values)
+    total += np.where(finite, fresh_values, 0)
+    vmax = np.fmax(vmax, fresh_values)
+    cnt += finite.astype(np.uint16)
+    pipe = r.pipeline(transaction=False)
+    pipe.set(keys.minute_acc(cid, ver, "sum"), total.astype("<f4").tobytes(), ex=600)
+    pipe.set(keys.minute_acc(cid, ver, "max"), vmax.astype("<f4").tobytes(), ex=600)
+    pipe.set(keys.minute_acc(cid, ver, "cnt"), cnt.astype("<u2").tobytes(), ex=600)
+    pipe.set(keys.minute_acc(cid, ver, "minute"), minute, ex=600)
+    pipe.set(keys.minute_acc(cid, ver, "last"), repr(now), ex=600)
+    pipe.execute()
+
+
+def persist_minute(cluster_id: int, version: str, minute: int) -> int:
+    """Write one finished minute (cards, racks, supernodes, cluster) to the database."""
+    from twin.telemetry.models import TelemetryMinute
+
+    r = redis_client()
+    lay = layout(cluster_id)
+    if lay.version != version:
+        return 0
+    done = [keys.minute_acc(cluster_id, version, p, minute) for p in keys.MINUTE_PARTS]
+    raw_sum, raw_max, raw_cnt = r.mget(done)
+    n = lay.n
+    if not (raw_sum and raw_max and raw_cnt) or len(raw_sum) != 4 * N_METRICS * n:
+        return 0
+    total = np.frombuffer(raw_sum, "<f4").reshape(N_METRICS, n)
+    vmax = np.frombuffer(raw_max, "<f4").reshape(N_METRICS, n)
+    cnt = np.frombuffer(raw_cnt, "<u2").reshape(N_METRICS, n).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(cnt > 0, total / np.maximum(cnt, 1), np.nan).astype(np.float32)
+    stamp = dt.datetime.fromtimestamp(minute * 60, tz=dt.UTC)
+    rows: list[TelemetryMinute] = []
+    any_card = (cnt > 0).any(axis=0)
+    samples = cnt.max(axis=0)
+    if n <= int(getattr(settings, "TELEMETRY_PERSIST_CARDS_MAX", 8_192)):
+        for o in np.flatnonzero(any_card):
+            rows.append(TelemetryMinute(
+                cluster_id=cluster_id, level="card", object_id=int(lay.card_ids[o]),
+                minute=stamp, samples=int(samples[o]), mean=mean[:, o].tobytes(),
+                max=vmax[:, o].tobytes()))
+    for level, index in lay.groups.items():
+        if not n:
+            break
+        gmean = reduce_groups(mean, index)[:, 0, :]  # mean over cards of the card means
+        gmax = reduce_groups(vmax, index)[:, 2, :]
+        power = reduce_groups(mean[POWER], index)
+        gsamples = np.add.reduceat((samples[index.perm] if index.perm is not None
+                                    else samples).astype(np.int64), index.starts)
+        for g, gid in enumerate(index.ids):
+            if power[4, g] == 0 and not np.isfinite(gmean[:, g]).any():
+                continue
+            draw = float(power[3, g] + index.static_w[g]) if power[4, g] > 0 else None
+            rows.append(TelemetryMinute(
+                cluster_id=cluster_id, level=level, object_id=int(gid), minute=stamp,
+                samples=int(gsamples[g]), mean=gmean[:, g].astype("<f4").tobytes(),
+                max=gmax[:, g].astype("<f4").tobytes(), draw_w=draw))
+    TelemetryMinute.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+    r.delete(*done)
+    return len(rows)
+

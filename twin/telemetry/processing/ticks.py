@@ -1,0 +1,170 @@
+"""The tick: rollups, health, alerts, history sampling and the ``telemetry.tick`` event.
+
+``tick(cluster)`` runs at most ``MAX_TICK_HZ`` times a second per cluster (a
+Redis gate shared by all workers): it reads the whole state once, computes
+the rollups, evaluates the health rules (``health``), updates each card's
+health, samples the state for the 1-minute history (``minutes``) and
+publishes ``telemetry.tick`` to the cluster's Channels group.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import msgpack
+import numpy as np
+import redis
+
+from twin.telemetry import bridge, keys
+from twin.telemetry.config import conf, redis_client
+from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
+from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.apply import ensure_state
+from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
+from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
+from twin.telemetry.processing.minutes import POWER, sample_minute
+from twin.telemetry.state import ALERT_EVENT, TICK_EVENT, group_name, layout
+
+__all__ = ["retry_wait_s", "tick"]
+
+UTIL = METRIC_INDEX["gpu_util"]
+EWMA_TAU_S = 60.0
+
+_tick_cost: dict[int, float] = {}
+
+
+def tick(cluster_id: int, *, force: bool = False,
+         follow_ups: FollowUps = NO_FOLLOW_UPS) -> int | None:
+    """Run one tick unless one ran within the last 1/MAX_TICK_HZ s (returns its seq).
+
+    A finished minute of history is handed to ``follow_ups.persist_minute``
+    (written here when that queues nothing).
+    """
+    r = redis_client()
+    # At most MAX_TICK_HZ; a tick that takes longer than that (a huge cluster) waits
+    # as long again, so ticks never use more than half a worker.
+    gate_ms = int(max(conf().tick_min_s, 2 * _tick_cost.get(cluster_id, 0.0)) * 1000)
+    if not r.set(keys.tick_gate(cluster_id), 1, nx=True, px=gate_ms) and not force:
+        return None
+    lock = keys.tick_lock(cluster_id)
+    if not r.set(lock, os.getpid(), nx=True, px=120_000):
+        return None
+    started = time.monotonic()
+    try:
+        return _tick(r, cluster_id, follow_ups)
+    finally:
+        r.delete(lock)
+        _tick_cost[cluster_id] = time.monotonic() - started
+
+
+def retry_wait_s(cluster_id: int) -> float:
+    """Seconds until the tick gate of ``cluster_id`` opens (at least 0.05): when a
+    gated trailing tick should try again."""
+    return max(redis_client().pttl(keys.tick_gate(cluster_id)), 50) / 1000.0
+
+
+def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
+    lay = layout(cluster_id)
+    ensure_state(lay)
+    n = lay.n
+    ver = lay.version
+    c = conf()
+    pipe = r.pipeline(transaction=False)
+    for i in range(N_METRICS):
+        pipe.get(keys.metric(cluster_id, ver, i))
+    pipe.get(keys.seen(cluster_id, ver))
+    pipe.get(keys.health(cluster_id, ver))
+    pipe.get(keys.alerts(cluster_id, ver))
+    pipe.get(keys.ewma(cluster_id, ver))
+    pipe.get(keys.health_db(cluster_id, ver))
+    raw = pipe.execute()
+    now = time.time()
+    values = np.full((N_METRICS, n), np.nan, dtype=np.float32)
+    for i in range(N_METRICS):
+        if raw[i] and len(raw[i]) == 4 * n:
+            values[i] = np.frombuffer(raw[i], dtype="<f4")
+    seen = (np.frombuffer(raw[N_METRICS], dtype="<f8") if raw[N_METRICS]
+            and len(raw[N_METRICS]) == 8 * n else np.full(n, np.nan))
+    # What the CardHealth table reflects (it may lag the live health: see below).
+    health_raw = raw[N_METRICS + 4]
+    old_health = (np.frombuffer(health_raw, dtype=np.uint8).copy()
+                  if health_raw and len(health_raw) == n else np.zeros(n, np.uint8))
+    alert_state, ewma_raw = raw[N_METRICS + 2], raw[N_METRICS + 3]
+    reported = np.isfinite(seen)
+    age = np.where(reported, now - seen, np.nan)
+    fresh = reported & (age <= c.stale_after_s)
+    stale = reported & ~fresh
+    fresh_values = np.where(fresh, values, np.nan)
+
+    # Rollups per level.
+    rollups: dict[str, np.ndarray] = {}
+    reporting: dict[str, np.ndarray] = {}
+    if n:
+        for level, index in lay.groups.items():
+            rollups[level] = reduce_groups(fresh_values, index)  # (N_METRICS, 5, G)
+            fr = fresh[index.perm] if index.perm is not None else fresh
+            reporting[level] = np.add.reduceat(fr.astype(np.int32), index.starts).astype(
+                np.int32)
+    racks = lay.groups["rack"]
+    if n:
+        power = rollups["rack"][POWER]
+        rack_draw = np.where(power[4] > 0, power[3] + racks.static_w, np.nan)
+    else:
+        rack_draw = np.zeros(0)
+
+    # Utilization EWMA (for the sudden-drop rule).
+    ewma = (np.frombuffer(ewma_raw, dtype="<f4").astype(np.float64)
+            if ewma_raw and len(ewma_raw) == 4 * n else np.full(n, np.nan))
+    last_ts_raw = r.get(keys.ewma_ts(cluster_id, ver))
+    dt_s = min(max(now - float(last_ts_raw), 0.0), 10.0) if last_ts_raw else 1.0
+    alpha = 1.0 - math.exp(-dt_s / EWMA_TAU_S)
+    util = fresh_values[UTIL].astype(np.float64)
+
+    # Alerts and health.
+    new_state, transitions, card_alerts = evaluate_alerts(
+        r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
+        age=age, util_ewma=ewma, rack_draw=rack_draw, alert_state=alert_state)
+    ewma = np.where(np.isfinite(util), np.where(np.isfinite(ewma), ewma + alpha * (util - ewma),
+                                                util), ewma)
+    health = card_health(reported, stale, card_alerts)
+
+    seq = int(r.incr(keys.seq(cluster_id)))
+    pipe = r.pipeline(transaction=False)
+    for level, stats in rollups.items():
+        for i in range(N_METRICS):
+            pipe.set(keys.rollup(cluster_id, ver, level, i), stats[i].tobytes())
+        pipe.set(keys.rollup(cluster_id, ver, level, "meta"), msgpack.packb(
+            {"seq": seq, "ts": now, "reporting": reporting[level].tobytes()}))
+    pipe.set(keys.health(cluster_id, ver), health.tobytes())
+    pipe.set(keys.alerts(cluster_id, ver), new_state)
+    pipe.set(keys.ewma(cluster_id, ver), ewma.astype("<f4").tobytes())
+    pipe.set(keys.ewma_ts(cluster_id, ver), repr(now))
+    pipe.set(keys.last_tick(cluster_id), repr(now))
+    pipe.execute()
+
+    synced = sync_card_health(lay, old_health, health, card_alerts, transitions, now)
+    r.set(keys.health_db(cluster_id, ver), synced.tobytes())
+    sample_minute(r, lay, fresh_values, now, follow_ups)
+
+    group = group_name(cluster_id)
+    bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
+                              "ts": now, "layout": ver})
+    if transitions:
+        _publish_alerts(cluster_id, transitions)
+    return seq
+
+
+def _publish_alerts(cluster_id: int, transitions: list[Any]) -> None:
+    from twin.telemetry.models import Alert
+
+    ids = [t.alert_id for t in transitions[:200] if t.alert_id]
+    rows = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("acknowledged_by")}
+    for t in transitions[:200]:
+        alert = rows.get(t.alert_id)
+        if alert is None:
+            continue
+        bridge.group_send(group_name(cluster_id), {
+            "type": ALERT_EVENT, "cluster": cluster_id, "event": t.event,
+            "alert": alert.as_event()})
