@@ -202,7 +202,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
         "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
-        "BuildStatusEnum": "twin.hardware.choices.JobStatusChoices.choices",
+        "BuildStatusEnum": "twin.core.choices.JobStatusChoices.choices",
         "ScenarioStatusEnum": "twin.scenarios.choices.ScenarioStatusChoices.choices",
         "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",

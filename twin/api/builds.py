@@ -30,7 +30,7 @@ from twin.api.serializers import (
     ClusterBuildSerializer,
     PresetSerializer,
 )
-from twin.hardware.choices import JobStatusChoices
+from twin.core.choices import JobStatusChoices
 from twin.hardware.filtersets import ClusterBuildFilterSet
 from twin.hardware.models import ClusterBuild
 
