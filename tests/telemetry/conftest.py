@@ -29,7 +29,8 @@ settings.TELEMETRY_REDIS_PREFIX = PREFIX
 
 
 def flush_namespace() -> None:
-    from twin.telemetry import processing, state, views
+    from twin.telemetry import processing, state
+    from twin.telemetry.api import ingest_views
 
     r = state.redis_client()
     batch = list(r.scan_iter(match=f"{PREFIX}:*", count=1000))
@@ -39,7 +40,7 @@ def flush_namespace() -> None:
     processing._initialized.clear()
     processing._bucket_cache.clear()
     processing._tick_cost.clear()
-    views._cache.clear()
+    ingest_views._cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from twin.core.admin.base import (
     watts,
 )
 from twin.core.choices import JobStatusChoices
-from twin.api.summary import rack_power_totals
+from twin.hardware.api.summary import rack_power_totals
 from twin.hardware.choices import CardStatusChoices, FabricChoices
 from twin.hardware.filtersets import (
     AcceleratorTypeFilterSet,
