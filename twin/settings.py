@@ -62,7 +62,6 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "twin.core",
     "twin.hardware",
-    "twin.api",
     "twin.telemetry",
     "twin.scenarios",
     "twin.live",
@@ -175,12 +174,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["twin.api.permissions.TwinModelPermissions"],
+    "DEFAULT_PERMISSION_CLASSES": ["twin.core.api.permissions.TwinModelPermissions"],
     "DEFAULT_FILTER_BACKENDS": [
-        "twin.api.filters.TwinFilterBackend",
+        "twin.core.api.filters.TwinFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "twin.api.pagination.TwinPageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "twin.core.api.pagination.TwinPageNumberPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
@@ -202,11 +201,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
         "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
-        "BuildStatusEnum": "twin.hardware.choices.JobStatusChoices.choices",
+        "BuildStatusEnum": "twin.core.choices.JobStatusChoices.choices",
         "ScenarioStatusEnum": "twin.scenarios.choices.ScenarioStatusChoices.choices",
         "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
-        "EndpointKindEnum": "twin.api.serializers.ENDPOINT_KINDS",
+        "EndpointKindEnum": "twin.hardware.api.serializers.ENDPOINT_KINDS",
     },
 }
 

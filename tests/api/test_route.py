@@ -15,8 +15,8 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from twin.api import route as route_module
 from twin.hardware.models import Card, Cluster, Link, NetworkDevice, SuperNode
+from twin.scenarios.api import route as route_module
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from twin.hardware.admin.base import TwinModelAdmin
-from twin.hardware.admin.pagination import LargeTablePaginator
+from twin.core.admin.base import TwinModelAdmin
+from twin.core.admin.pagination import LargeTablePaginator
 from twin.hardware.models import (
     Card,
     Cluster,
@@ -423,7 +423,7 @@ def test_set_rack_budget_asks_then_applies_or_refuses(client: Client, tiny_clust
 
 
 def test_bulk_delete_is_bounded(client: Client, tiny_cluster, monkeypatch) -> None:
-    import twin.hardware.admin.base as base
+    import twin.core.admin.base as base
 
     monkeypatch.setattr(base, "BULK_DELETE_LIMIT", 2)
     pks = [link.pk for link in tiny_cluster["links"]]

@@ -29,7 +29,8 @@ settings.TELEMETRY_REDIS_PREFIX = PREFIX
 
 
 def flush_namespace() -> None:
-    from twin.telemetry import state, views
+    from twin.telemetry import state
+    from twin.telemetry.api import ingest_views
     from twin.telemetry.processing import apply, ticks
     from twin.telemetry.state import layouts
 
@@ -41,7 +42,7 @@ def flush_namespace() -> None:
     apply._initialized.clear()
     apply._bucket_cache.clear()
     ticks._tick_cost.clear()
-    views._cache.clear()
+    ingest_views._cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -48,9 +48,9 @@ def test_wrong_or_deactivated_token_is_401(agent):
     wrong = Client(HTTP_AUTHORIZATION="Bearer twa_not-a-token")
     assert post_json(wrong, agent["cluster"].pk, {"seq": 1, "cards": []}).status_code == 401
     TelemetryAgent.objects.filter(pk=agent["agent"].pk).update(is_active=False)
-    from twin.telemetry import views
+    from twin.telemetry.api import ingest_views
 
-    views._cache.clear()
+    ingest_views._cache.clear()
     response = post_json(agent["client"], agent["cluster"].pk, {"seq": 1, "cards": []})
     assert response.status_code == 401
 

@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import ARTIFACTS
 from tests.web.conftest import chromium_page, log_in
-from twin.api.summary import cluster_summary
+from twin.hardware.api.summary import cluster_summary
 from twin.hardware.models import Cluster
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

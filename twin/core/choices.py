@@ -1,7 +1,8 @@
-"""Choices as classes with labels and colours the UI reuses (NetBox ``ChoiceSet``)."""
+"""Choices as classes with labels and colours the UI reuses (NetBox ``ChoiceSet``),
+and the choice sets more than one app uses."""
 from __future__ import annotations
 
-__all__ = ["ChoiceSet"]
+__all__ = ["ChoiceSet", "JobStatusChoices"]
 
 
 class ChoiceSet:
@@ -27,3 +28,18 @@ class ChoiceSet:
     @classmethod
     def label(cls, value: str) -> str:
         return {v: lbl for v, lbl, _ in cls.CHOICES}.get(value, value)
+
+
+class JobStatusChoices(ChoiceSet):
+    """Where a background job (a cluster build) is."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CHOICES = [
+        (QUEUED, "Queued", "gray"),
+        (RUNNING, "Running", "blue"),
+        (SUCCEEDED, "Succeeded", "green"),
+        (FAILED, "Failed", "red"),
+    ]

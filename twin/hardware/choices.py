@@ -6,7 +6,6 @@ __all__ = [
     "CoolingChoices",
     "DeviceKindChoices",
     "FabricChoices",
-    "JobStatusChoices",
     "LinkKindChoices",
     "LinkStatusChoices",
 ]
@@ -82,15 +81,3 @@ class LinkStatusChoices(ChoiceSet):
     DOWN = "down"
     CHOICES = [(UP, "Up", "green"), (DEGRADED, "Degraded", "orange"), (DOWN, "Down", "red")]
 
-
-class JobStatusChoices(ChoiceSet):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CHOICES = [
-        (QUEUED, "Queued", "gray"),
-        (RUNNING, "Running", "blue"),
-        (SUCCEEDED, "Succeeded", "green"),
-        (FAILED, "Failed", "red"),
-    ]

@@ -14,8 +14,8 @@ from typing import Any
 from celery import shared_task
 from django.utils import timezone
 
+from twin.core.choices import JobStatusChoices
 from twin.hardware.builder import BuildError, build_cluster
-from twin.hardware.choices import JobStatusChoices
 
 __all__ = ["PROGRESS_INTERVAL_S", "run_cluster_build"]
 

@@ -3,7 +3,8 @@
 Runs are started over the API or with ``manage.py run_scenario``; the admin
 shows them (status badge, progress, timings, inputs and result as JSON) and
 can cancel queued or running ones. Nothing here edits a run by hand: its
-status is the worker's to set.
+status is the worker's to set. Like every admin it derives from
+``TwinModelAdmin``, so its filters are the API's (``ScenarioRunFilterSet``).
 """
 from __future__ import annotations
 
@@ -15,18 +16,21 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from twin.hardware.admin.base import COLOUR_HEX
+from twin.core.admin.badges import badge
+from twin.core.admin.base import TwinModelAdmin
 from twin.scenarios.choices import ScenarioStatusChoices
+from twin.scenarios.filtersets import ScenarioRunFilterSet
 from twin.scenarios.models import ScenarioRun
 
 __all__ = ["ScenarioRunAdmin"]
 
 
 @admin.register(ScenarioRun)
-class ScenarioRunAdmin(admin.ModelAdmin):
+class ScenarioRunAdmin(TwinModelAdmin):
     list_display = ("id", "kind", "cluster", "status_badge", "progress_pct", "message",
                     "created_by", "created", "duration")
-    list_filter = ("status", "kind", "cluster")
+    filterset_class = ScenarioRunFilterSet
+    filterset_sidebar = ("status", "kind", "cluster")
     search_fields = ("=id", "message", "error", "params_hash", "task_id")
     raw_id_fields = ("cluster", "cached_from", "created_by")
     actions = ["cancel_runs"]
@@ -36,7 +40,6 @@ class ScenarioRunAdmin(admin.ModelAdmin):
                        "params_json", "inputs_json", "result_json")
     exclude = ("params", "inputs", "result")
     list_select_related = ("cluster", "created_by")
-    show_full_result_count = False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -52,10 +55,7 @@ class ScenarioRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: ScenarioRun) -> str:
-        colour = COLOUR_HEX.get(ScenarioStatusChoices.colour(run.status), "#616161")
-        return format_html('<span style="background:{};color:#fff;padding:1px 6px;'
-                           'border-radius:8px">{}</span>', colour,
-                           ScenarioStatusChoices.label(run.status))
+        return badge(ScenarioStatusChoices, run.status)
 
     @admin.display(description="progress", ordering="progress")
     def progress_pct(self, run: ScenarioRun) -> str:

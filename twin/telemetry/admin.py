@@ -1,7 +1,9 @@
 """Admin of telemetry: agents (token shown once), scrape targets, alerts, card health.
 
-Card-sized tables (alerts, health, minutes) use raw-id widgets and never ask
-for a full count, as the hardware admin does.
+Every admin derives from ``TwinModelAdmin``: its sidebar and URL filters are
+the API's filtersets (``twin.telemetry.filtersets``: ``?active=true`` means the
+same in ``/admin/`` and ``/api/telemetry/alerts/``) and it never asks for a
+full count. Card-sized tables (alerts, health, minutes) use raw-id widgets.
 """
 from __future__ import annotations
 
@@ -11,28 +13,30 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
 
-from twin.hardware.admin.base import COLOUR_HEX
+from twin.core.admin.badges import badge
+from twin.core.admin.base import TwinModelAdmin
 from twin.telemetry import bridge, state
-from twin.telemetry.choices import HealthChoices, SeverityChoices
+from twin.telemetry.choices import HealthChoices, ScrapeStatusChoices, SeverityChoices
+from twin.telemetry.filtersets import (
+    AlertFilterSet,
+    CardHealthFilterSet,
+    MinuteFilterSet,
+    ScrapeTargetFilterSet,
+    TelemetryAgentFilterSet,
+)
 from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
 
 __all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgentAdmin",
            "TelemetryMinuteAdmin"]
 
 
-def _badge(choices: Any, value: str) -> str:
-    colour = COLOUR_HEX.get(choices.colour(value), "#616161")
-    return format_html('<span style="background:{};color:#fff;padding:1px 6px;'
-                       'border-radius:8px">{}</span>', colour, choices.label(value))
-
-
 @admin.register(TelemetryAgent)
-class TelemetryAgentAdmin(admin.ModelAdmin):
+class TelemetryAgentAdmin(TwinModelAdmin):
     list_display = ("name", "cluster", "is_active", "token_hint", "last_seen", "last_sequence",
                     "batches", "gaps", "missed_batches", "duplicates")
-    list_filter = ("is_active", "cluster")
+    filterset_class = TelemetryAgentFilterSet
+    filterset_sidebar = ("is_active", "cluster")
     search_fields = ("name",)
     readonly_fields = ("token_hint", "last_sequence", "last_seen", "batches", "samples",
                        "rejected", "duplicates", "gaps", "missed_batches", "restarts",
@@ -59,10 +63,11 @@ class TelemetryAgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScrapeTarget)
-class ScrapeTargetAdmin(admin.ModelAdmin):
+class ScrapeTargetAdmin(TwinModelAdmin):
     list_display = ("endpoint", "cluster", "enabled", "interval_s", "last_scraped", "status_badge",
                     "last_accepted", "last_rejected")
-    list_filter = ("enabled", "last_status", "cluster")
+    filterset_class = ScrapeTargetFilterSet
+    filterset_sidebar = ("enabled", "last_status", "cluster")
     search_fields = ("endpoint",)
     raw_id_fields = ("agent",)
     readonly_fields = ("last_scraped", "last_status", "last_error", "last_accepted",
@@ -70,42 +75,25 @@ class ScrapeTargetAdmin(admin.ModelAdmin):
 
     @admin.display(description="Last status", ordering="last_status")
     def status_badge(self, obj: ScrapeTarget) -> str:
-        from twin.telemetry.choices import ScrapeStatusChoices
-
-        return _badge(ScrapeStatusChoices, obj.last_status)
-
-
-class ActiveFilter(admin.SimpleListFilter):
-    title = "state"
-    parameter_name = "active"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("1", "Open"), ("0", "Ended")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() == "1":
-            return queryset.filter(ended__isnull=True)
-        if self.value() == "0":
-            return queryset.filter(ended__isnull=False)
-        return queryset
+        return badge(ScrapeStatusChoices, obj.last_status)
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin):
+class AlertAdmin(TwinModelAdmin):
     list_display = ("started", "severity_badge", "rule", "subject", "message", "ended",
                     "acknowledged_by")
-    list_filter = (ActiveFilter, "severity", "rule", "level", "cluster")
+    filterset_class = AlertFilterSet
+    filterset_sidebar = ("active", "severity", "rule", "level", "cluster")
     search_fields = ("subject", "message")
     raw_id_fields = ("card", "rack", "supernode")
     readonly_fields = [f.name for f in Alert._meta.fields if f.name != "id"]
     list_select_related = ("acknowledged_by",)
-    show_full_result_count = False
     date_hierarchy = "started"
     actions = ["acknowledge"]
 
     @admin.display(description="Severity", ordering="severity")
     def severity_badge(self, obj: Alert) -> str:
-        return _badge(SeverityChoices, obj.severity)
+        return badge(SeverityChoices, obj.severity)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -125,33 +113,33 @@ class AlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(CardHealth)
-class CardHealthAdmin(admin.ModelAdmin):
+class CardHealthAdmin(TwinModelAdmin):
     """Cards that are not OK, with why (derived live; edit nothing here)."""
 
     list_display = ("card", "cluster", "status_badge", "reasons", "since")
-    list_filter = ("status", "cluster")
+    filterset_class = CardHealthFilterSet
+    filterset_sidebar = ("status", "cluster")
     search_fields = ("card__serial",)
     raw_id_fields = ("card",)
     readonly_fields = ("card", "cluster", "status", "reasons", "since")
-    show_full_result_count = False
 
     @admin.display(description="Health", ordering="status")
     def status_badge(self, obj: CardHealth) -> str:
-        return _badge(HealthChoices, obj.status)
+        return badge(HealthChoices, obj.status)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
 @admin.register(TelemetryMinute)
-class TelemetryMinuteAdmin(admin.ModelAdmin):
+class TelemetryMinuteAdmin(TwinModelAdmin):
     list_display = ("minute", "level", "object_id", "samples", "draw_w", "gpu_util",
                     "power_w", "gpu_temp_c")
-    list_filter = ("level", "cluster")
+    filterset_class = MinuteFilterSet
+    filterset_sidebar = ("level", "cluster")
     readonly_fields = ("cluster", "level", "object_id", "minute", "samples", "draw_w",
                        "means")
     exclude = ("mean", "max")
-    show_full_result_count = False
 
     def _mean(self, obj: TelemetryMinute, key: str) -> float | None:
         return obj.mean_values().get(key)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import django_filters as df
 from django.db.models import QuerySet
+from django_filters.widgets import BooleanWidget
 
 from twin.telemetry.choices import (
     AlertRuleChoices,
@@ -34,7 +35,9 @@ class AlertFilterSet(df.FilterSet):
     rule = df.MultipleChoiceFilter(choices=AlertRuleChoices.choices())
     severity = df.MultipleChoiceFilter(choices=SeverityChoices.choices())
     level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
-    active = df.BooleanFilter(method="filter_active", label="Active (not ended)")
+    # BooleanWidget also reads 1/0: the admin's ``?active=1`` (open alerts) keeps working.
+    active = df.BooleanFilter(method="filter_active", label="Active (not ended)",
+                              widget=BooleanWidget())
     acknowledged = df.BooleanFilter(method="filter_acknowledged", label="Acknowledged")
     started_after = df.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
     started_before = df.IsoDateTimeFilter(field_name="started", lookup_expr="lt")

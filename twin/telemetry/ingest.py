@@ -1,6 +1,6 @@
 """Ingestion: parse and validate a batch, then enqueue it on a Redis stream.
 
-The HTTP views (``twin.telemetry.views``) call these functions; the Celery
+The HTTP views (``twin.telemetry.api.ingest_views``) call these functions; the Celery
 workers (``twin.telemetry.processing``) consume the stream. Everything a
 worker needs is resolved here, while the agent still waits for its answer:
 cards are mapped to dense ordinals of the cluster's layout (an unknown card

@@ -2,10 +2,11 @@
 
 One module per domain, like ``models/``: ``clusters`` (catalogue, clusters,
 supernodes, builds), ``racks`` (racks, servers, the power budget), ``cards``,
-``network`` (devices, links). Shared machinery: ``base`` (the admin base class
-that applies the API's filtersets), ``filters`` (filterset → list filters),
-``pagination`` (counts that stay cheap at a million rows), ``power`` (rack
-budget across inline formsets) and ``actions`` (bulk status and budget).
+``network`` (devices, links). The machinery every app's admin shares is in
+``twin.core.admin`` (the ``TwinModelAdmin`` base class that applies the API's
+filtersets, badges, a paginator that stays cheap at a million rows); hardware's
+own: ``power`` (rack budget across inline formsets) and ``actions`` (bulk status
+and budget).
 """
 from twin.hardware.admin.cards import CardAdmin
 from twin.hardware.admin.clusters import (

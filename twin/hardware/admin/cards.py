@@ -9,14 +9,14 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import Q
 
-from twin.hardware.admin.actions import status_actions
-from twin.hardware.admin.base import (
+from twin.core.admin.badges import badge
+from twin.core.admin.base import (
     TwinModelAdmin,
     admin_link,
-    badge,
     changelist_link,
     watts,
 )
+from twin.hardware.admin.actions import status_actions
 from twin.hardware.admin.racks import rack_power_line
 from twin.hardware.choices import CardStatusChoices
 from twin.hardware.filtersets import CardFilterSet

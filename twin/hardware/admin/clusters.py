@@ -9,17 +9,18 @@ from django.db.models import QuerySet, Sum
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from twin.api.summary import rack_power_totals
-from twin.hardware.admin.base import (
+from twin.core.admin.badges import badge
+from twin.core.admin.base import (
     TwinInlineMixin,
     TwinModelAdmin,
     admin_link,
-    badge,
     changelist_link,
     count_subquery,
     watts,
 )
-from twin.hardware.choices import CardStatusChoices, FabricChoices, JobStatusChoices
+from twin.core.choices import JobStatusChoices
+from twin.hardware.api.summary import rack_power_totals
+from twin.hardware.choices import CardStatusChoices, FabricChoices
 from twin.hardware.filtersets import (
     AcceleratorTypeFilterSet,
     ClusterBuildFilterSet,

@@ -11,14 +11,14 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from twin.hardware.admin.actions import status_actions
-from twin.hardware.admin.base import (
+from twin.core.admin.badges import badge
+from twin.core.admin.base import (
     TwinModelAdmin,
     admin_link,
-    badge,
     changelist_link,
     count_subquery,
 )
+from twin.hardware.admin.actions import status_actions
 from twin.hardware.admin.racks import rack_power_line
 from twin.hardware.choices import DeviceKindChoices, LinkKindChoices, LinkStatusChoices
 from twin.hardware.constants import CARD_ENDPOINT, allowed_link_kinds

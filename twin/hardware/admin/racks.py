@@ -13,18 +13,17 @@ from django.db.models import F, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from twin.hardware.admin.actions import set_rack_budget
-from twin.hardware.admin.base import (
-    COLOUR_HEX,
+from twin.core.admin.badges import COLOUR_HEX, badge
+from twin.core.admin.base import (
     TwinInlineMixin,
     TwinModelAdmin,
     admin_link,
-    badge,
     changelist_link,
     count_subquery,
     sum_subquery,
     watts,
 )
+from twin.hardware.admin.actions import set_rack_budget
 from twin.hardware.admin.power import (
     CardsInServerFormSet,
     DevicesInRackFormSet,

@@ -2,7 +2,7 @@
 from django.conf import settings
 from django.db import models
 
-from twin.hardware.choices import JobStatusChoices
+from twin.core.choices import JobStatusChoices
 
 __all__ = ["ClusterBuild"]
 

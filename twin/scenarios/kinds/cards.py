@@ -13,7 +13,7 @@ def card_lookup(info: ClusterInput, value: Any, field: str) -> dict[str, Any]:
     """A card of the cluster by id (int) or serial (str) → its node and labels.
 
     Shared by the route and failure kinds and the synchronous route endpoint
-    (``twin.api.route``); ``field`` is the key of the error.
+    (``twin.scenarios.api.route``); ``field`` is the key of the error.
     """
     from twin.hardware.models import Card
 

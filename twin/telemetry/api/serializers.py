@@ -5,7 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from twin.api.serializers import ValidatedModelSerializer
+from twin.core.api.serializers import ValidatedModelSerializer
 from twin.telemetry.choices import HealthChoices
 from twin.telemetry.metrics import METRICS
 from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute

@@ -1,14 +1,15 @@
-"""What every hardware admin shares: filtersets, scale defaults, badges, form errors.
+"""What every app's admin shares: filtersets, scale defaults, form errors, links.
 
 * ``TwinModelAdmin`` applies the model's API filterset to the changelist
   (``filterset_class``; see ``filters.py``) and to the search box, pages with
-  ``LargeTablePaginator`` and never asks for a full-table count, so the same
-  admin works on a tiny test cluster and on a million cards.
+  ``LargeTablePaginator`` and never asks for a full-table count (its changelist
+  says "about" for an estimated one), so the same admin works on a tiny test
+  cluster and on a million cards.
 * ``TwinModelForm`` keeps the per-field errors of the models' ``clean()`` on
   their fields, and moves an error on a field the form does not show (an
   inline's hidden foreign key, a read-only field) to the form's top instead of
   crashing with "has no field named …".
-* ``badge`` renders a choice with the colour its ``ChoiceSet`` declares.
+* Coloured choice badges are in ``badges.py``.
 """
 from __future__ import annotations
 
@@ -30,52 +31,24 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from twin.core.choices import ChoiceSet
-from twin.hardware.admin.filters import filterset_list_filters
-from twin.hardware.admin.pagination import LargeTablePaginator
+from twin.core.admin.filters import filterset_list_filters
+from twin.core.admin.pagination import LargeTablePaginator
 
 __all__ = [
     "BULK_DELETE_LIMIT",
-    "COLOUR_HEX",
     "TwinInlineMixin",
     "TwinModelAdmin",
     "TwinModelForm",
     "admin_link",
-    "badge",
     "changelist_link",
     "count_subquery",
     "sum_subquery",
     "watts",
 ]
 
-#: The ChoiceSets' colour names, as dark enough shades for white text.
-COLOUR_HEX = {
-    "green": "#2e7d32",
-    "orange": "#c75b00",
-    "red": "#c62828",
-    "gray": "#616161",
-    "blue": "#1565c0",
-    "cyan": "#00838f",
-    "teal": "#00695c",
-    "purple": "#6a1b9a",
-    "indigo": "#283593",
-}
-
 #: The stock "delete selected" collects every related row for its confirmation
 #: page; past this many objects that is a page of millions of lines.
 BULK_DELETE_LIMIT = 1000
-
-
-def badge(choices: type[ChoiceSet], value: str | None) -> SafeString | str:
-    """A coloured label for ``value`` of ``choices`` (colours from the ChoiceSet)."""
-    if not value:
-        return "—"
-    colour = COLOUR_HEX.get(choices.colour(value), COLOUR_HEX["gray"])
-    return format_html(
-        '<span class="twin-badge" style="background:{};color:#fff;padding:1px 7px;'
-        'border-radius:8px;white-space:nowrap">{}</span>',
-        colour, choices.label(value),
-    )
 
 
 def watts(value: float | int | None) -> str:
@@ -155,9 +128,11 @@ class TwinInlineMixin:
 
 
 class TwinModelAdmin(admin.ModelAdmin):
-    """Base admin of the hardware app (see the module doc)."""
+    """Base admin of every app's models (see the module doc)."""
 
     form = TwinModelForm
+    #: Django's changelist with our search form and pagination ("about N" when estimated).
+    change_list_template = "admin/core/change_list.html"
     #: The API's filterset for this model; the changelist applies it.
     filterset_class: type[df.FilterSet] | None = None
     #: Filterset filters shown in the sidebar; the others are still accepted from the URL.

@@ -2,7 +2,7 @@
 from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, DjangoModelPermissions
 
-__all__ = ["BuildPermissions", "TwinModelPermissions"]
+__all__ = ["TwinModelPermissions"]
 
 
 class TwinModelPermissions(DjangoModelPermissions):
@@ -17,9 +17,3 @@ class TwinModelPermissions(DjangoModelPermissions):
         if getattr(view, "_ignore_model_permissions", False):
             return bool(request.user and request.user.is_authenticated)
         return super().has_permission(request, view)
-
-
-class BuildPermissions(TwinModelPermissions):
-    """Requesting a build creates a cluster, so it needs ``hardware.add_cluster``."""
-
-    perms_map = {**TwinModelPermissions.perms_map, "POST": ["hardware.add_cluster"]}

@@ -1,4 +1,5 @@
-"""REST API of telemetry for people and dashboards (the ingest endpoints are in ``views``).
+"""REST API of telemetry for people and dashboards (the ingest endpoints are in
+``ingest_views``).
 
 * ``agents/``: create an agent (the answer shows its token once), list, rename,
   deactivate, ``rotate-token``; sequence bookkeeping (gaps, duplicates) is
@@ -27,10 +28,18 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from twin.api.permissions import TwinModelPermissions
-from twin.api.views import TwinModelViewSet
+from twin.core.api.permissions import TwinModelPermissions
+from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Card, Cluster
 from twin.telemetry import bridge, state
+from twin.telemetry.api.serializers import (
+    AlertSerializer,
+    CardHealthSerializer,
+    MetricSerializer,
+    MinuteSerializer,
+    ScrapeTargetSerializer,
+    TelemetryAgentSerializer,
+)
 from twin.telemetry.filtersets import (
     AlertFilterSet,
     CardHealthFilterSet,
@@ -40,14 +49,6 @@ from twin.telemetry.filtersets import (
 )
 from twin.telemetry.metrics import HISTORY_METRICS, METRIC_KEYS
 from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
-from twin.telemetry.serializers import (
-    AlertSerializer,
-    CardHealthSerializer,
-    MetricSerializer,
-    MinuteSerializer,
-    ScrapeTargetSerializer,
-    TelemetryAgentSerializer,
-)
 
 __all__ = [
     "AlertViewSet",

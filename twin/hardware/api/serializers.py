@@ -1,16 +1,12 @@
 """Serializers of the hardware model.
 
-Every writable serializer derives from :class:`ValidatedModelSerializer`
-(after NetBox's ``netbox/api/serializers/base.py``): it builds the model
-instance from the request and runs ``full_clean()``, so the invariants that
-live in the models' ``clean()`` (rack power budget, torus dimensions, link
-compatibility) answer an API client exactly as they answer an admin user —
-HTTP 400 with a message on the field at fault. The instance that was cleaned
-is the one saved, so anything ``clean()`` derives (a device's rack from its
-server) is kept.
+Every writable serializer derives from ``twin.core.api.serializers.ValidatedModelSerializer``,
+which runs the model's ``full_clean()``, so the invariants of the models' ``clean()``
+(rack power budget, torus dimensions, link compatibility) answer an API client
+exactly as they answer an admin user.
 
 Writes that change a rack's draw lock the rack row first
-(:meth:`ValidatedModelSerializer.racks_to_lock`): the budget check and the
+(:meth:`RackLockingSerializer.racks_to_lock`): the budget check and the
 insert then happen while no other transaction can add to that rack, so two
 concurrent adds cannot both squeeze under the budget. The views run
 validation and save in one ``transaction.atomic()`` block.
@@ -18,16 +14,12 @@ validation and save in one ``transaction.atomic()`` block.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from django.core.exceptions import NON_FIELD_ERRORS
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models, transaction
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import get_error_detail
-from rest_framework.settings import api_settings
 
+from twin.core.api.serializers import ValidatedModelSerializer
 from twin.hardware.choices import CardStatusChoices, DeviceKindChoices
 from twin.hardware.constants import CARD_ENDPOINT
 from twin.hardware.models import (
@@ -53,28 +45,15 @@ __all__ = [
     "LinkSerializer",
     "NetworkDeviceSerializer",
     "PresetSerializer",
+    "RackLockingSerializer",
     "RackSerializer",
     "ServerSerializer",
     "SuperNodeSerializer",
-    "TokenSerializer",
-    "ValidatedModelSerializer",
     "lock_racks",
 ]
 
 # What may sit at a link end: a card or a network device of some kind.
 ENDPOINT_KINDS = [CARD_ENDPOINT, *DeviceKindChoices.values()]
-
-
-class PlainPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
-    """A primary-key field rendered as a text input in the browsable API.
-
-    The default ``<select>`` lists up to 1,000 rows and calls ``str()`` on each
-    (a query per rack or supernode): unusable on a million-card cluster.
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("style", {"base_template": "input.html", "input_type": "number"})
-        super().__init__(**kwargs)
 
 
 def lock_racks(rack_ids: Iterable[int | None]) -> dict[int, Rack]:
@@ -92,23 +71,13 @@ def lock_racks(rack_ids: Iterable[int | None]) -> dict[int, Rack]:
     return {rack.pk: rack for rack in rows}
 
 
-class ValidatedModelSerializer(serializers.ModelSerializer):
-    """A model serializer that enforces the model's own validation.
+class RackLockingSerializer(ValidatedModelSerializer):
+    """A hardware serializer whose write changes the draw of some racks.
 
-    ``validate()`` applies the incoming values to an instance (a new one on
-    create, the existing one on update), locks the racks whose draw the write
-    changes, and calls ``full_clean()``; Django's per-field errors become DRF
-    errors on the same field names (``__all__`` becomes ``non_field_errors``).
+    :meth:`lock` locks those racks (:func:`lock_racks`) before ``full_clean()``
+    checks their budget, and points the instance at the locked rows.
     """
 
-    serializer_related_field = PlainPrimaryKeyRelatedField
-
-    display = serializers.SerializerMethodField()
-
-    def get_display(self, obj: models.Model) -> str:
-        return str(obj)
-
-    # --- hooks ----------------------------------------------------------
     def racks_to_lock(self, instance: models.Model) -> set[int | None]:
         """Racks whose draw this write changes (before and after); none by default."""
         return set()
@@ -116,39 +85,10 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
     def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
         """Point the instance at the locked rack rows, so the budget it checks is current."""
 
-    # --- validation -----------------------------------------------------
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        attrs = super().validate(attrs)
-        model = self.Meta.model
-        if self.instance is None:
-            instance = model(**attrs)
-        else:
-            instance = self.instance
-            for name, value in attrs.items():
-                setattr(instance, name, value)
-        if transaction.get_connection().in_atomic_block:
-            racks = lock_racks(self.racks_to_lock(instance))
-            if racks:
-                self.after_lock(instance, racks)
-        try:
-            instance.full_clean()
-        except DjangoValidationError as exc:
-            detail = get_error_detail(exc)
-            if isinstance(detail, dict) and NON_FIELD_ERRORS in detail:
-                detail[api_settings.NON_FIELD_ERRORS_KEY] = detail.pop(NON_FIELD_ERRORS)
-            raise serializers.ValidationError(detail) from exc
-        self._cleaned_instance = instance
-        return attrs
-
-    def create(self, validated_data: dict[str, Any]) -> models.Model:
-        instance = self._cleaned_instance
-        instance.save()
-        return instance
-
-    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
-        cleaned = self._cleaned_instance
-        cleaned.save()
-        return cleaned
+    def lock(self, instance: models.Model) -> None:
+        racks = lock_racks(self.racks_to_lock(instance))
+        if racks:
+            self.after_lock(instance, racks)
 
 
 # --- catalogue, clusters ------------------------------------------------------
@@ -191,7 +131,7 @@ class SuperNodeSerializer(ValidatedModelSerializer):
 # --- racks, servers, cards, devices -----------------------------------------
 
 
-class RackSerializer(ValidatedModelSerializer):
+class RackSerializer(RackLockingSerializer):
     """A rack with its draw computed in SQL (``Rack.objects.with_power()``)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:rack-detail")
@@ -213,7 +153,7 @@ class RackSerializer(ValidatedModelSerializer):
         return {instance.pk}
 
 
-class ServerSerializer(ValidatedModelSerializer):
+class ServerSerializer(RackLockingSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:server-detail")
 
     class Meta:
@@ -236,7 +176,7 @@ class ServerSerializer(ValidatedModelSerializer):
             instance.rack = racks[instance.rack_id]
 
 
-class CardSerializer(ValidatedModelSerializer):
+class CardSerializer(RackLockingSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:card-detail")
     cluster = serializers.IntegerField(source="supernode.cluster_id", read_only=True)
     rack = serializers.IntegerField(source="server.rack_id", read_only=True)
@@ -259,7 +199,7 @@ class CardSerializer(ValidatedModelSerializer):
             server.rack = racks[server.rack_id]
 
 
-class NetworkDeviceSerializer(ValidatedModelSerializer):
+class NetworkDeviceSerializer(RackLockingSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:networkdevice-detail")
     tier = serializers.CharField(read_only=True, help_text="access / aggregation / core.")
 
@@ -357,10 +297,6 @@ class PresetSerializer(serializers.Serializer):
         help_text="Counts of a default build: cards, racks, racks_per_supernode, power…",
     )
     notes = serializers.ListField(child=serializers.CharField())
-
-
-class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
 
 
 class _CountByKey(serializers.DictField):

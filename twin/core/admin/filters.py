@@ -1,6 +1,6 @@
 """Admin list filters built from the API's filtersets, so one filterset serves both.
 
-Each filter of a model's ``FilterSet`` (``twin/hardware/filtersets.py``) becomes
+Each filter of a model's ``FilterSet`` (its app's ``filtersets.py``) becomes
 one admin ``ListFilter`` that takes its parameter out of the query string and
 applies it through the filterset itself. ``?status=failed`` or
 ``?over_budget=true`` therefore mean the same in ``/api/…`` and in
@@ -72,9 +72,9 @@ class FilterSetListFilter(admin.ListFilter):
         self.filter = self.filterset_class.base_filters[self.parameter_name]
         self.options = self._options(request) if self.visible else None
         if not self.visible:
-            self.template = "admin/hardware/filters/hidden.html"
+            self.template = "admin/core/filters/hidden.html"
         elif self.options is None:
-            self.template = "admin/hardware/filters/input.html"
+            self.template = "admin/core/filters/input.html"
         else:
             self.template = "admin/filter.html"
         self.hidden_params: list[tuple[str, str]] = []

@@ -23,18 +23,26 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from twin.api.filters import TwinFilterBackend
-from twin.api.permissions import BuildPermissions
-from twin.api.serializers import (
+from twin.core.api.filters import TwinFilterBackend
+from twin.core.api.permissions import TwinModelPermissions
+from twin.core.choices import JobStatusChoices
+from twin.hardware.api.serializers import (
     BuildRequestSerializer,
     ClusterBuildSerializer,
     PresetSerializer,
 )
-from twin.hardware.choices import JobStatusChoices
 from twin.hardware.filtersets import ClusterBuildFilterSet
 from twin.hardware.models import ClusterBuild
 
-__all__ = ["ClusterBuildViewSet", "PresetViewSet", "enqueue_build", "preset_info"]
+__all__ = ["BuildPermissions", "ClusterBuildViewSet", "PresetViewSet", "enqueue_build",
+           "preset_info"]
+
+
+class BuildPermissions(TwinModelPermissions):
+    """Requesting a build creates a cluster, so it needs ``hardware.add_cluster``."""
+
+    perms_map = {**TwinModelPermissions.perms_map, "POST": ["hardware.add_cluster"]}
+
 
 def preset_info(key: str, preset: Any) -> dict[str, Any]:
     """Name, description, default build parameters and planned counts of a preset.

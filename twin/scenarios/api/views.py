@@ -1,4 +1,4 @@
-"""Scenario runs over the REST API (``/api/scenarios/``).
+"""Scenario runs over the REST API (``/api/scenarios/``), and the route between two cards.
 
 ``POST /api/scenarios/`` ``{"kind": ..., "cluster": <id>?, "params": {...},
 "refresh": false}`` validates everything now — the kind's ``prepare``, which
@@ -23,22 +23,26 @@ cancels a queued or running run (its creator or a user with
 ``GET /api/scenarios/kinds/`` describes every kind's parameters (name, type,
 label, help, default, choices, bounds) and chart, so a client builds its form
 from what ``prepare`` accepts instead of a copy of it.
+
+``GET /api/clusters/<id>/route/`` answers a route now, in the request, with the
+same conversion and search as the ``route`` kind (see ``route``).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from twin.api.filters import TwinFilterBackend
-from twin.api.permissions import TwinModelPermissions
+from twin.core.api.filters import TwinFilterBackend
+from twin.core.api.permissions import TwinModelPermissions
 from twin.hardware.models import Cluster
+from twin.scenarios.api.route import RouteSerializer, cluster_route
 from twin.scenarios.choices import ScenarioStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
 from twin.scenarios.kinds import (
@@ -51,6 +55,7 @@ from twin.scenarios.kinds import (
 from twin.scenarios.models import ScenarioRun
 
 __all__ = [
+    "ClusterRouteViewSet",
     "ScenarioKindSerializer",
     "ScenarioPermissions",
     "ScenarioRequestSerializer",
@@ -245,3 +250,31 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                             status=status.HTTP_409_CONFLICT)
         run.refresh_from_db()
         return Response(self._body(run))
+
+
+class ClusterRouteViewSet(viewsets.GenericViewSet):
+    """``/api/clusters/<id>/route/``: an action on the hardware API's clusters, served
+    here because it runs the scenarios' converter and search."""
+
+    queryset = Cluster.objects.all()
+
+    @extend_schema(
+        responses=RouteSerializer, filters=False,
+        parameters=[
+            OpenApiParameter("src", str, required=True, description="Card id or serial."),
+            OpenApiParameter("dst", str, required=True, description="Card id or serial."),
+            OpenApiParameter("by", str, enum=["hops", "latency"],
+                             description="Fewest hops (default) or lowest latency."),
+        ],
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def route(self, request: Request, pk: str | None = None) -> Response:
+        """The route between two cards on the simulated topology of this cluster
+        (400 per field for a missing, unknown or other-cluster card or a bad ``by``)."""
+        params = request.query_params
+        try:
+            body = cluster_route(self.get_object(), params.get("src"), params.get("dst"),
+                                 params.get("by"))
+        except ScenarioInputError as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        return Response(body)

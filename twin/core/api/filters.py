@@ -1,6 +1,6 @@
-"""Filter backend: the hardware filtersets, with a browsable form that scales.
+"""Filter backend: each app's filtersets, with a browsable form that scales.
 
-The filtersets themselves live in ``twin.hardware.filtersets`` (one per model,
+The filtersets themselves live in each app's ``filtersets.py`` (one per model,
 shared with the admin). Only the HTML form is changed here: django-filter
 renders a foreign-key filter as a ``<select>`` of *every* row, which on a
 million-card cluster means 131,072 server options per page view. The API's

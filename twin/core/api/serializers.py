@@ -1,0 +1,97 @@
+"""The base serializer of every model an app's API edits.
+
+:class:`ValidatedModelSerializer` (after NetBox's ``netbox/api/serializers/base.py``)
+builds the model instance from the request and runs ``full_clean()``, so the
+invariants that live in the models' ``clean()`` (rack power budget, torus
+dimensions, link compatibility) answer an API client exactly as they answer an
+admin user — HTTP 400 with a message on the field at fault. The instance that
+was cleaned is the one saved, so anything ``clean()`` derives (a device's rack
+from its server) is kept.
+
+A check that reads other rows (a rack's budget against what is already in it)
+is only sound if no other transaction changes those rows between the check and
+the insert: :meth:`ValidatedModelSerializer.lock` is where a serializer locks
+them (the hardware serializers lock the racks whose draw a write changes). The
+viewsets run validation and save in one ``transaction.atomic()`` block.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models, transaction
+from rest_framework import serializers
+from rest_framework.fields import get_error_detail
+from rest_framework.settings import api_settings
+
+__all__ = ["PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
+
+
+class PlainPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A primary-key field rendered as a text input in the browsable API.
+
+    The default ``<select>`` lists up to 1,000 rows and calls ``str()`` on each
+    (a query per rack or supernode): unusable on a million-card cluster.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("style", {"base_template": "input.html", "input_type": "number"})
+        super().__init__(**kwargs)
+
+
+class ValidatedModelSerializer(serializers.ModelSerializer):
+    """A model serializer that enforces the model's own validation.
+
+    ``validate()`` applies the incoming values to an instance (a new one on
+    create, the existing one on update), lets :meth:`lock` lock what the checks
+    read, and calls ``full_clean()``; Django's per-field errors become DRF
+    errors on the same field names (``__all__`` becomes ``non_field_errors``).
+    """
+
+    serializer_related_field = PlainPrimaryKeyRelatedField
+
+    display = serializers.SerializerMethodField()
+
+    def get_display(self, obj: models.Model) -> str:
+        return str(obj)
+
+    # --- hook -------------------------------------------------------------
+    def lock(self, instance: models.Model) -> None:
+        """Lock the rows ``instance.full_clean()`` checks against; nothing by default.
+
+        Called only inside a transaction (the viewsets open one per write), just
+        before ``full_clean()``.
+        """
+
+    # --- validation -----------------------------------------------------
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        model = self.Meta.model
+        if self.instance is None:
+            instance = model(**attrs)
+        else:
+            instance = self.instance
+            for name, value in attrs.items():
+                setattr(instance, name, value)
+        if transaction.get_connection().in_atomic_block:
+            self.lock(instance)
+        try:
+            instance.full_clean()
+        except DjangoValidationError as exc:
+            detail = get_error_detail(exc)
+            if isinstance(detail, dict) and NON_FIELD_ERRORS in detail:
+                detail[api_settings.NON_FIELD_ERRORS_KEY] = detail.pop(NON_FIELD_ERRORS)
+            raise serializers.ValidationError(detail) from exc
+        self._cleaned_instance = instance
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> models.Model:
+        instance = self._cleaned_instance
+        instance.save()
+        return instance
+
+    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
+        cleaned = self._cleaned_instance
+        cleaned.save()
+        return cleaned

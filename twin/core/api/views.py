@@ -1,0 +1,22 @@
+"""Cross-cutting API endpoints: the token exchange (schema and docs are drf-spectacular's
+views, wired in ``twin.core.api.urls``)."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.authtoken.serializers import AuthTokenSerializer
+from rest_framework.authtoken.views import ObtainAuthToken
+
+__all__ = ["TokenSerializer", "TokenView"]
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
+
+
+@extend_schema_view(
+    post=extend_schema(request=AuthTokenSerializer, responses=TokenSerializer,
+                       summary="Exchange a username and password for an API token"),
+)
+class TokenView(ObtainAuthToken):
+    """``POST {username, password}`` → ``{token}`` for scripts (``Authorization: Token …``)."""

@@ -1,0 +1,1 @@
+"""REST API of scenario runs and of the route between two cards (``urls.router``)."""

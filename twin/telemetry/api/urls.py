@@ -1,0 +1,35 @@
+"""URLs of telemetry under ``/api/telemetry/`` (namespace ``telemetry``).
+
+Agents post to ``clusters/<id>/batches/`` (native JSON/msgpack) and
+``clusters/<id>/metrics/`` (Prometheus text); ``clusters/<id>/layout/`` gives
+the card order for columnar batches and ``whoami/`` tells an agent its cluster.
+"""
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from twin.telemetry.api import ingest_views, views
+
+__all__ = ["app_name", "urlpatterns"]
+
+app_name = "telemetry"
+
+router = DefaultRouter()
+router.register("agents", views.TelemetryAgentViewSet, basename="agent")
+router.register("targets", views.ScrapeTargetViewSet, basename="target")
+router.register("alerts", views.AlertViewSet, basename="alert")
+router.register("health", views.CardHealthViewSet, basename="health")
+router.register("history", views.MinuteViewSet, basename="minute")
+
+urlpatterns = [
+    path("clusters/<int:cluster_id>/batches/", ingest_views.ingest_batch, name="batches"),
+    path("clusters/<int:cluster_id>/metrics/", ingest_views.ingest_prometheus, name="prometheus"),
+    path("clusters/<int:cluster_id>/layout/", ingest_views.layout_view, name="layout"),
+    path("clusters/<int:cluster_id>/rollup/", views.cluster_rollup, name="rollup"),
+    path("clusters/<int:cluster_id>/", views.cluster_live, name="cluster"),
+    path("cards/<int:card_id>/", views.card_live, name="card"),
+    path("metrics/", views.metric_list, name="metrics"),
+    path("whoami/", ingest_views.whoami, name="whoami"),
+    *router.urls,
+]
