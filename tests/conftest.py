@@ -26,6 +26,20 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.postgres_only`` is a skipif on the database vendor, so such a
+    test shows as skipped on SQLite instead of passing without checking anything."""
+    from django.db import connection
+
+    only_postgres = pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason=f"PostgreSQL only; this run uses {connection.vendor}",
+    )
+    for item in items:
+        if item.get_closest_marker("postgres_only"):
+            item.add_marker(only_postgres)
+
+
 @pytest.fixture
 def admin_user(db) -> User:
     return User.objects.create_superuser("admin", "admin@example.com", "admin-pass-123")
