@@ -9,7 +9,7 @@ agent token, so the values are known (``tests.web.conftest``). Nothing between
 the agent and the pixels is simulated.
 
 The tests read the page only through the contract the frontend promises
-(``docs/architecture.md``; the brief of issue 5): ``data-testid`` attributes and
+(``docs/architecture.md``, "Frontend"): ``data-testid`` attributes and
 the ``window.twin`` test hook (``ready``, ``open``, ``keys``, ``colourOf``,
 ``valueOf``, ``screenOf``, ``frames``, ``route``, ``highlighted``), and compare
 what the page shows with what the API answers at the same moment.
