@@ -28,7 +28,7 @@ What it measures, in one run:
    page and following ``next`` cursors, then cursors at random depths of
    the million cards; p50/p95 over ~50 pages.
 
-Targets (issue 2): build ≤ 120 s and ≤ 2× the COPY baseline; page p50 < 50 ms.
+Targets: build ≤ 120 s and ≤ 2× the COPY baseline; page p50 < 50 ms.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ Measured:
    empty cache): ``window.twin.firstFrameMs`` (``performance.now()`` at the first
    frame the scene drew, i.e. milliseconds since navigation start) and the wall
    time from ``page.goto`` to ``window.twin.ready``. Median and max are printed.
-   Targets (issue 5): demo < 2 s, million overview < 5 s (on the median of
+   Targets: demo < 2 s, million overview < 5 s (on the median of
    ``firstFrameMs``). The floor document's size is printed too.
 2. **JS time per live colour update** of a 512-card supernode: the demo's first
    supernode opened with ``gpu_util`` (``/?cluster=&view=supernode&id=&metric=``,

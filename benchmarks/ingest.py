@@ -32,7 +32,7 @@ One card-sample = one card's full metric vector (26 float32 values). In one run:
    a new agent's warm-up, are left out of the percentiles). (The websocket fan-out to browsers is
    measured by ``benchmarks/live_latency.py``.)
 
-Target (issue 3): ≥ 1,000,000 card-samples/s with the columnar format.
+Target: ≥ 1,000,000 card-samples/s with the columnar format.
 """
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ sync thread through the same Celery→Channels bridge the worker uses, to 50
 channels received in the clients' event loop — measured idle (before the
 agent starts) and under load (throughout the run).
 
-Target (issue 3): p99 < 500 ms. Exit status 0 only when it is met and no
+Target: p99 < 500 ms. Exit status 0 only when it is met and no
 second went missing.
 """
 from __future__ import annotations

@@ -24,7 +24,7 @@ and two 400G smart NICs (≈ 7.8 kW per server), only 5 servers (40 cards) fit
 a 40 kW rack, so the supernode spans ⌈64 / 5⌉ = 13 racks.
 
 References:
-    - The seeds: 40 kW per rack, liquid cooling, PUE ≤ 1.05; 512-card
+    - The seeds (docs/roadmap.md): 40 kW per rack, liquid cooling, PUE ≤ 1.05; 512-card
       supernode of H100 SXM5 (700 W TDP, NVIDIA H100 datasheet).
     - Nameplate-power capacity planning: size each rack for the sum of its
       equipment's rated maximum draw (as in data-centre power planning

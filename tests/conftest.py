@@ -6,14 +6,16 @@ as production: API → Redis broker → worker → database.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -24,6 +26,49 @@ from twin.core.localnet import free_port, stop_process, wait_celery, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
+               interval: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy; return that, or fail
+    after ``timeout`` s. Waiting on the condition, not a fixed sleep, keeps a
+    test quick on a fast machine and correct on a slow one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+async def async_wait_until(check: Callable[[], Any], timeout: float = 20.0,
+                           what: str = "condition", interval: float = 0.05) -> Any:
+    """:func:`wait_until` inside an event loop: ``check`` runs on the loop (no
+    blocking I/O in it), and the loop keeps serving other tasks between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.postgres_only`` is a skipif on the database vendor, so such a
+    test shows as skipped on SQLite instead of passing without checking anything."""
+    from django.db import connection
+
+    only_postgres = pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason=f"PostgreSQL only; this run uses {connection.vendor}",
+    )
+    for item in items:
+        if item.get_closest_marker("postgres_only"):
+            item.add_marker(only_postgres)
 
 
 @pytest.fixture

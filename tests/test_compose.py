@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 APP_SERVICES = {"migrate", "web", "worker", "beat", "agent"}
 REQUIRED_SERVICES = {"postgres", "redis", *APP_SERVICES}
-# The telemetry agent arrives with issue 3; until then it may only sit under a profile.
+# Commands a service may name before they are written, if it sits under a profile
+# (the telemetry agent's service was written before its command).
 PENDING_COMMANDS = {"telemetry_agent"}
 # What a user puts in .env; the values are dummies for interpolation only.
 DOTENV = {"TWIN_SECRET_KEY": "compose-test-key", "POSTGRES_PASSWORD": "compose-test-pw"}

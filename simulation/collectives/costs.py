@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
-    "BUSBW_FACTOR",
     "busbw_factor",
     "lg",
     "pipelined",
@@ -69,15 +68,6 @@ def busbw_factor(op: str, p: int) -> float:
     if op == "broadcast":
         return 1.0
     raise ValueError(f"unknown collective {op!r}")
-
-
-BUSBW_FACTOR = {
-    "allreduce": "2(n−1)/n",
-    "reduce_scatter": "(n−1)/n",
-    "allgather": "(n−1)/n",
-    "alltoall": "(n−1)/n",
-    "broadcast": "1",
-}
 
 
 def lg(p: int) -> int:

@@ -216,10 +216,6 @@ class Level:
         """Directed rings running at once (two per order)."""
         return 2 * (len(self.orders) if self.orders else 1)
 
-    def ring_orders(self) -> list[I64]:
-        """The orders of the ring channels."""
-        return self.orders if self.orders else [np.arange(self.ranks, dtype=np.int64)]
-
     def cost(self, kind: str, arg: int = 0) -> PatternCost:
         """Price pattern ``kind`` (``ring``, ``xor``, ``shift``, ``pair``,
         ``tree``, ``dim``, ``uniform``) with its argument

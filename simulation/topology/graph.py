@@ -78,11 +78,6 @@ class NodeKind(IntEnum):
     CORE = 5
     SWITCH = 6
 
-    @property
-    def is_switch(self) -> bool:
-        """True for every kind that only forwards (everything but a card)."""
-        return self is not NodeKind.CARD
-
 
 def _limits(value: npt.ArrayLike | None, n: int, name: str) -> npt.NDArray[np.float32] | None:
     """Per-endpoint limits as float32 (None stays None); must be > 0 (inf: none)."""
@@ -327,11 +322,6 @@ class Topology:
             self._cache["latency"] = mat
         return mat
 
-    def neighbors(self, node: int) -> IntArray:
-        """Neighbours of one node."""
-        self.check_node(node, "node")
-        return self.indices[self.indptr[node] : self.indptr[node + 1]]
-
     def link_between(self, a: int, b: int) -> int:
         """Id of the link a–b, or −1 if there is none."""
         lo, hi = int(self.indptr[a]), int(self.indptr[a + 1])
@@ -343,13 +333,6 @@ class Topology:
         if not isinstance(node, int | np.integer) or not 0 <= int(node) < self.n_nodes:
             raise TopologyError(
                 field_name, f"node {node!r} does not exist (valid: 0…{self.n_nodes - 1})"
-            )
-
-    def check_endpoint(self, node: int, field_name: str) -> None:
-        """Raise a per-field :class:`TopologyError` unless ``node`` is an endpoint."""
-        if not isinstance(node, int | np.integer) or not 0 <= int(node) < self.n_endpoints:
-            raise TopologyError(
-                field_name, f"card {node!r} does not exist (valid: 0…{self.n_endpoints - 1})"
             )
 
     # --------------------------------------------------------------- views

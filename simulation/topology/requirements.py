@@ -1,4 +1,5 @@
-"""Pass/fail of a topology against the seeds' latency requirements.
+"""Pass/fail of a topology against the seeds' latency requirements (the seeds:
+docs/roadmap.md).
 
 * seed 000: any two cards inside a supernode talk in ≤ 200 ns
   ("单节点内任意两卡间的通信延迟控制在200ns以内");

@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 
+from tests.conftest import async_wait_until
 from tests.live.conftest import communicator, receive_type, session_headers
 from twin.live import frames
 from twin.telemetry import bridge, ingest, processing, state
@@ -141,9 +142,11 @@ def test_frames_are_rate_limited_and_the_last_state_always_arrives(tiny_cluster,
         seqs = []
         for i in range(14):  # forced ticks every ~100 ms: 5× the allowed frame rate
             seqs.append(await areport(cluster.pk, power_of(cards, 400.0 + i)))
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # the pace of the ticks is the input under test
         elapsed = time.monotonic() - started
-        await asyncio.sleep(1.0)  # room for the trailing frame
+        await async_wait_until(
+            lambda: any(m["type"] == "frame" and m["seq"] == seqs[-1] for _, m in received),
+            timeout=5, what="the trailing frame")
         collector.cancel()
         frames_in = [(t, m) for t, m in received if m["type"] == "frame"]
         assert len(frames_in) >= 2
@@ -248,7 +251,6 @@ def test_a_layout_change_resends_the_snapshot(tiny_cluster, headers):
         await receive_type(comm, "frame")
         # Hardware changed: the state starts over under a new layout version.
         await sync_to_async(state.invalidate_layout)(cluster.pk)
-        await asyncio.sleep(0.6)
         seq = await areport(cluster.pk, power_of(cards[:4], 333.0))
         again = await receive_type(comm, "snapshot")
         assert again["layout"] != snap["layout"] and again["seq"] == seq
@@ -285,7 +287,9 @@ def test_alerts_reach_the_client_batched(tiny_cluster, headers):
             await sync_to_async(bridge.group_send)(group, {
                 "type": state.ALERT_EVENT, "cluster": cluster.pk, "event": "closed",
                 "alert": {"id": 1000 + i}})
-        await asyncio.sleep(1.5)
+        await async_wait_until(
+            lambda: sum(len(m["events"]) for _, m in received if m["type"] == "alerts") >= 30,
+            timeout=5, what="the 30 alert events")
         collector.cancel()
         batches = [(t, m) for t, m in received if m["type"] == "alerts"]
         assert [e["alert"]["id"] for _, m in batches for e in m["events"]] == \
@@ -308,7 +312,7 @@ def test_disconnect_leaves_no_task_and_no_group_membership(tiny_cluster, headers
         pumps = [t for t in asyncio.all_tasks() if t.get_name().startswith("live-pump-")]
         assert len(pumps) == 1
         await comm.disconnect()
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop, no more: the pump ends at once
         assert pumps[0].done()
         assert not [t for t in asyncio.all_tasks()
                     if t.get_name().startswith("live-pump-") and not t.done()]

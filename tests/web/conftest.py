@@ -32,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from tests.conftest import (
     _worker_env,
     asgi_server,
     wait_for_other_sessions_to_close,
+    wait_until,
 )
 from tests.live.conftest import CHANNEL_PREFIX
 from tests.telemetry.conftest import PREFIX, flush_namespace
@@ -455,18 +456,6 @@ def telemetry_probe(dashboard_data: DashboardData) -> TelemetryProbe:
     return TelemetryProbe(dashboard_data)
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``check`` (no ORM in it) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def simulated_agent(dashboard_data: DashboardData, live_stack: LiveStack) -> Iterator[str]:
     """``manage.py telemetry_agent`` streaming the demo cluster at 2 Hz (no injected
@@ -518,6 +507,5 @@ __all__ = [
     "telemetry_probe",
     "uvicorn_server",
     "vite_manifest",
-    "wait_until",
     "watch_problems",
 ]

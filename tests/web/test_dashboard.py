@@ -9,7 +9,7 @@ agent token, so the values are known (``tests.web.conftest``). Nothing between
 the agent and the pixels is simulated.
 
 The tests read the page only through the contract the frontend promises
-(``docs/architecture.md``; the brief of issue 5): ``data-testid`` attributes and
+(``docs/architecture.md``, "Frontend"): ``data-testid`` attributes and
 the ``window.twin`` test hook (``ready``, ``open``, ``keys``, ``colourOf``,
 ``valueOf``, ``screenOf``, ``frames``, ``route``, ``highlighted``), and compare
 what the page shows with what the API answers at the same moment.
@@ -409,6 +409,7 @@ def test_after_a_server_restart_the_page_reconnects(simulated_agent: str, dashbo
     server_back_up.stop()
     expect(state).to_have_attribute("data-state", re.compile("^(reconnecting|offline)$"))
     frames_down = twin(page, "t.frames")
+    # A fixed wait on purpose: what is tested is that nothing arrives in it.
     time.sleep(1.5)
     assert twin(page, "t.frames") == frames_down  # nothing can arrive while it is down
     server_back_up.start()

@@ -28,7 +28,6 @@ from typing import Any
 from twin.core.choices import ChoiceSet
 
 __all__ = [
-    "CLOSE_FORBIDDEN",
     "CLOSE_NOT_FOUND",
     "CLOSE_UNAUTHENTICATED",
     "MAX_MESSAGE_BYTES",
@@ -44,7 +43,6 @@ __all__ = [
 # Application close codes (4000–4999 are ours by RFC 6455). They mirror HTTP so a
 # client knows what to do: 4401 → log in, 4404 → pick another cluster.
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 MAX_MESSAGE_BYTES = 4096

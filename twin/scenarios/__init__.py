@@ -1,4 +1,4 @@
-"""Scenario runs: simulations of the cluster model, run by Celery workers (issue 4).
+"""Scenario runs: simulations of the cluster model, run by Celery workers.
 
 A :class:`~twin.scenarios.models.ScenarioRun` records one request (kind,
 parameters, cluster), its progress and its result. Kinds are pluggable

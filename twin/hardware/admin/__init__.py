@@ -1,4 +1,4 @@
-"""Django admin for editing the hardware model (issue 2, point 4).
+"""Django admin for editing the hardware model.
 
 One module per domain, like ``models/``: ``clusters`` (catalogue, clusters,
 supernodes, builds), ``racks`` (racks, servers, the power budget), ``cards``,
