@@ -38,7 +38,8 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 whose status is *failed* and the scale-up links that are *down*).
     collective  topology + ``CollectiveSpec`` fields (``op``, ``algorithm`` or
                 ``auto``, ``ranks``, ``sizes``, ``compression``,
-                ``overhead_ns``, ``reduce_gbps``).
+                ``overhead_ns``, ``reduce_gbps``, ``scale_up_efficiency``,
+                ``scale_out_efficiency``).
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
