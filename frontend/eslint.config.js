@@ -2,11 +2,12 @@
 // dashboard's sources; Prettier owns the formatting (eslint-config-prettier turns
 // off the rules that would fight it). `npm run lint` runs both.
 import js from "@eslint/js";
+import { defineConfig } from "eslint/config";
 import prettier from "eslint-config-prettier";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 
-export default tseslint.config(
+export default defineConfig(
   { ignores: ["dist/", "node_modules/"] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
