@@ -143,9 +143,7 @@ export class Api {
 
   /** The first `limit` racks of a cluster in floor order (row, slot), with their draw. */
   racks(clusterId: number, limit = 1000): Promise<Page<Rack>> {
-    return this.get<Page<Rack>>(
-      `racks/?cluster=${clusterId}&ordering=row,slot&limit=${limit}`,
-    );
+    return this.get<Page<Rack>>(`racks/?cluster=${clusterId}&ordering=row,slot&limit=${limit}`);
   }
 
   /** The whole floor of a cluster, columnar (the 3D overview; ~26k racks at a million cards). */
@@ -171,12 +169,21 @@ export interface Floor {
   preset: string;
   counts: { supernodes: number; racks: number; cards: number };
   racks: {
-    id: number[]; name: string[]; row: number[]; slot: number[];
-    supernode: Array<number | null>; budget_w: number[]; cards: number[];
+    id: number[];
+    name: string[];
+    row: number[];
+    slot: number[];
+    supernode: Array<number | null>;
+    budget_w: number[];
+    cards: number[];
   };
   supernodes: {
-    id: number[]; name: string[]; index: number[]; fabric: string[];
-    dims: Array<number[] | null>; cards: number[];
+    id: number[];
+    name: string[];
+    index: number[];
+    fabric: string[];
+    dims: Array<number[] | null>;
+    cards: number[];
   };
   tiers: Array<{ kind: string; label: string; count: number; racks: number[] }>;
 }
@@ -189,9 +196,16 @@ export interface SupernodeGeometry {
   fabric: string;
   dims: number[] | null;
   cards: {
-    id: number[]; serial: string[]; index: number[];
-    x: Array<number | null>; y: Array<number | null>; z: Array<number | null>;
-    rack: number[]; server: number[]; slot: number[]; status: string[];
+    id: number[];
+    serial: string[];
+    index: number[];
+    x: Array<number | null>;
+    y: Array<number | null>;
+    z: Array<number | null>;
+    rack: number[];
+    server: number[];
+    slot: number[];
+    status: string[];
   };
   links: { id: number[]; a: number[]; b: number[]; kind: string[]; status: string[]; wrap: boolean[] };
 }
@@ -209,7 +223,9 @@ export interface RackGeometry {
   /** Servers' overhead + devices: power_w without the cards' TDP. */
   static_w?: number;
   servers: Array<{
-    id: number; name: string; position: number;
+    id: number;
+    name: string;
+    position: number;
     cards: Array<{ id: number; serial: string; slot: number; status: string; tdp_w?: number }>;
   }>;
   /** Network devices of the rack; `server` set for those inside a server (PCIe switch, NIC). */

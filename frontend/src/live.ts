@@ -76,7 +76,11 @@ export class LiveClient {
   private lastMessageAt = 0;
   private readonly opts: Required<LiveOptions>;
 
-  constructor(readonly url: string, private readonly on: LiveHandlers, opts: LiveOptions = {}) {
+  constructor(
+    readonly url: string,
+    private readonly on: LiveHandlers,
+    opts: LiveOptions = {},
+  ) {
     this.opts = {
       backoffMinMs: opts.backoffMinMs ?? 1000,
       backoffMaxMs: opts.backoffMaxMs ?? 10_000,
@@ -237,7 +241,10 @@ export class LiveClient {
         this.on.view(msg as unknown as FrameMessage);
         break;
       case "alerts":
-        this.on.alerts((msg.events as Array<{ event: string; alert: Record<string, unknown> }>) ?? [], Number(msg.dropped ?? 0));
+        this.on.alerts(
+          (msg.events as Array<{ event: string; alert: Record<string, unknown> }>) ?? [],
+          Number(msg.dropped ?? 0),
+        );
         break;
       case "error":
         this.on.error?.(msg as unknown as { code: string; message: string; field?: string });

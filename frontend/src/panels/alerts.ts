@@ -28,8 +28,16 @@ export function mountAlerts(el: HTMLElement, host: PanelHost, opts: AlertsOption
   const counts = h("span", { class: "tw-counts", "data-testid": "alerts-count" });
   const list = h("ul", { class: "tw-alert-list", "data-testid": "alerts-list" });
   const status = h("p", { class: "tw-muted" });
-  const reload = button("↻", { class: "tw-icon", title: "Reload alerts", "aria-label": "Reload alerts" }, () => void panel.reset());
-  el.replaceChildren(h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Alerts"), counts, reload), status, list);
+  const reload = button(
+    "↻",
+    { class: "tw-icon", title: "Reload alerts", "aria-label": "Reload alerts" },
+    () => void panel.reset(),
+  );
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Alerts"), counts, reload),
+    status,
+    list,
+  );
 
   let alerts: AlertPayload[] = [];
   let total = 0; // open alerts the API reported (may exceed the cap)

@@ -34,8 +34,20 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
   el.classList.add("tw-panel", "tw-route");
   if (!el.hasAttribute("data-testid")) el.setAttribute("data-testid", "route-panel");
 
-  const src = h("input", { type: "text", "data-testid": "route-src", placeholder: "card id or serial", autocomplete: "off", spellcheck: "false" });
-  const dst = h("input", { type: "text", "data-testid": "route-dst", placeholder: "card id or serial", autocomplete: "off", spellcheck: "false" });
+  const src = h("input", {
+    type: "text",
+    "data-testid": "route-src",
+    placeholder: "card id or serial",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
+  const dst = h("input", {
+    type: "text",
+    "data-testid": "route-dst",
+    placeholder: "card id or serial",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
   const srcErr = h("span", { class: "tw-field-error", "data-testid": "route-src-error" });
   const dstErr = h("span", { class: "tw-field-error", "data-testid": "route-dst-error" });
   const by = h(
@@ -67,7 +79,13 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
     ev.preventDefault();
     void panel.go();
   });
-  el.replaceChildren(h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Route")), form, error, result, path);
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Route")),
+    form,
+    error,
+    result,
+    path,
+  );
 
   let generation = 0;
 
@@ -122,7 +140,11 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
       ...route.path.map((step, i) => {
         const li = h(
           "li",
-          { class: `kind-${step.kind}`, "data-node": String(step.node), "data-card": step.card === null ? "" : String(step.card) },
+          {
+            class: `kind-${step.kind}`,
+            "data-node": String(step.node),
+            "data-card": step.card === null ? "" : String(step.card),
+          },
           h("span", { class: "muted" }, step.kind),
           " ",
           step.label,

@@ -11,15 +11,7 @@
 import { parseCardRef } from "./format";
 
 export type FieldType =
-  | "choice"
-  | "integer"
-  | "number"
-  | "boolean"
-  | "string"
-  | "integer_list"
-  | "card"
-  | "card_list"
-  | "integer_pairs";
+  "choice" | "integer" | "number" | "boolean" | "string" | "integer_list" | "card" | "card_list" | "integer_pairs";
 
 export type RawChoice = string | number | boolean | null | [unknown, unknown] | { value: unknown; label?: unknown };
 
@@ -73,7 +65,11 @@ export function choiceOptions(field: KindField): ChoiceOption[] {
     if (Array.isArray(c)) [value, label] = c;
     else if (c !== null && typeof c === "object") ({ value, label } = c as { value: unknown; label?: unknown });
     else value = c;
-    out.push({ value, text: String(value), label: label === undefined || label === null ? String(value) : String(label) });
+    out.push({
+      value,
+      text: String(value),
+      label: label === undefined || label === null ? String(value) : String(label),
+    });
   }
   return out;
 }
@@ -117,7 +113,9 @@ function parseInteger(text: string): number | null {
 }
 
 /** Comma- (or space-) separated integers: "1024, 4096 65536" → [1024, 4096, 65536]. */
-export function parseIntegerList(text: string): { ok: true; value: number[] } | { ok: false; error: string; index: number } {
+export function parseIntegerList(
+  text: string,
+): { ok: true; value: number[] } | { ok: false; error: string; index: number } {
   const parts = text.split(/[,;\s]+/).filter((p) => p !== "");
   const out: number[] = [];
   for (let i = 0; i < parts.length; i++) {
@@ -132,7 +130,9 @@ export function parseIntegerList(text: string): { ok: true; value: number[] } | 
  * Pairs of integers however they are typed: "1-2, 3-4", "1:2 3:4", "[[1, 2], [3, 4]]"
  * → [[1, 2], [3, 4]] (the integers in order, taken two by two).
  */
-export function parseIntegerPairs(text: string): { ok: true; value: [number, number][] } | { ok: false; error: string } {
+export function parseIntegerPairs(
+  text: string,
+): { ok: true; value: [number, number][] } | { ok: false; error: string } {
   const junk = text.replace(/[\d\s,;:\-[\]()]/g, "");
   if (junk !== "") return { ok: false, error: `only numbers in pairs like "1-2, 3-4", got ${JSON.stringify(junk)}` };
   const numbers = (text.match(/\d+/g) ?? []).map(Number);
@@ -180,7 +180,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
       const list = parseIntegerList(text);
       if (!list.ok) return { ok: false, error: list.error };
       if (list.value.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       for (let i = 0; i < list.value.length; i++) {
         const b = bounds(field, list.value[i], `item ${i + 1} `);
@@ -193,7 +195,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
     case "card_list": {
       const cards = parseCardList(text);
       if (cards.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       return { ok: true, value: cards, omit: false };
     }
@@ -201,7 +205,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
       const pairs = parseIntegerPairs(text);
       if (!pairs.ok) return pairs;
       if (pairs.value.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       for (let i = 0; i < pairs.value.length; i++) {
         for (const n of pairs.value[i]) {

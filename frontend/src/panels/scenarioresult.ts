@@ -154,7 +154,9 @@ export function chartData(result: unknown, hint: ChartHint | null | undefined): 
   }
   const xs = [...best.keys()].sort((a, b) => a - b);
   if (xs.length === 0) return null;
-  const series: ChartSeries[] = [{ label: others.size > 1 ? "best" : hint.y_label || axisLabel(yKey), y: xs.map((x) => best.get(x) ?? null) }];
+  const series: ChartSeries[] = [
+    { label: others.size > 1 ? "best" : hint.y_label || axisLabel(yKey), y: xs.map((x) => best.get(x) ?? null) },
+  ];
   // Per-algorithm curves only when there is more than one (else it repeats "best").
   if (others.size > 1) {
     for (const [name, m] of [...others.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {

@@ -72,7 +72,11 @@ async function canStartRuns(host: PanelHost): Promise<boolean | null> {
 }
 
 function renderTable(table: Table): HTMLTableElement {
-  const t = h("table", { class: "tw-table", "data-testid": "scenario-result-table", "data-rows": String(table.rows.length) });
+  const t = h("table", {
+    class: "tw-table",
+    "data-testid": "scenario-result-table",
+    "data-rows": String(table.rows.length),
+  });
   t.append(h("thead", {}, h("tr", {}, ...table.columns.map((c) => h("th", { scope: "col" }, c)))));
   const body = h("tbody");
   table.rows.forEach((row, i) => {
@@ -86,7 +90,11 @@ function renderTable(table: Table): HTMLTableElement {
 
 function renderChart(container: HTMLElement, data: ChartData): uPlot {
   const bytes = data.xKey.endsWith("_bytes");
-  const axis = { stroke: "#98a2b3", grid: { stroke: "rgba(255,255,255,0.07)", width: 1 }, ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 } };
+  const axis = {
+    stroke: "#98a2b3",
+    grid: { stroke: "rgba(255,255,255,0.07)", width: 1 },
+    ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 },
+  };
   const opts: uPlot.Options = {
     width: Math.max(260, Math.floor(container.clientWidth || 420)),
     height: 240,
@@ -95,8 +103,17 @@ function renderChart(container: HTMLElement, data: ChartData): uPlot {
       y: { distr: data.logY ? 3 : 1, log: 10 },
     },
     axes: [
-      { ...axis, label: data.xLabel, values: (_u, vals) => vals.map((v) => (v === null ? "" : bytes ? formatBytes(v) : formatNumber(v))) },
-      { ...axis, label: data.yLabel, size: 60, values: (_u, vals) => vals.map((v) => (v === null ? "" : formatNumber(v))) },
+      {
+        ...axis,
+        label: data.xLabel,
+        values: (_u, vals) => vals.map((v) => (v === null ? "" : bytes ? formatBytes(v) : formatNumber(v))),
+      },
+      {
+        ...axis,
+        label: data.yLabel,
+        size: 60,
+        values: (_u, vals) => vals.map((v) => (v === null ? "" : formatNumber(v))),
+      },
     ],
     series: [
       { label: data.xLabel, value: (_u, v) => (v === null ? "—" : bytes ? formatBytes(v) : formatNumber(v)) },
@@ -138,7 +155,17 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     h("label", {}, h("span", {}, "Kind"), kindSelect, kindError),
     description,
     fieldsBox,
-    h("div", { class: "tw-actions" }, submit, h("label", { class: "tw-inline", title: "Recompute even if an earlier run had the result" }, refresh, " recompute")),
+    h(
+      "div",
+      { class: "tw-actions" },
+      submit,
+      h(
+        "label",
+        { class: "tw-inline", title: "Recompute even if an earlier run had the result" },
+        refresh,
+        " recompute",
+      ),
+    ),
     permission,
     errors,
   );
@@ -199,13 +226,18 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     fieldsBox.replaceChildren();
     description.textContent = kind?.description ?? "";
     if (!kind) return;
-    const advanced = h("details", { class: "tw-advanced" }, h("summary", {}, "Advanced: simulation node and link numbers"));
+    const advanced = h(
+      "details",
+      { class: "tw-advanced" },
+      h("summary", {}, "Advanced: simulation node and link numbers"),
+    );
     for (const field of kind.fields) {
       const id = `tw-scenario-${kind.name}-${field.name}`;
       let input: Input;
       if (field.type === "choice") {
         const select = h("select", { id, name: field.name });
-        if (!field.required && (field.default === null || field.default === undefined)) select.append(h("option", { value: "" }, "—"));
+        if (!field.required && (field.default === null || field.default === undefined))
+          select.append(h("option", { value: "" }, "—"));
         for (const o of choiceOptions(field)) select.append(h("option", { value: o.text }, o.label));
         select.value = defaultText(field);
         // A required choice without a default starts on its first choice.
@@ -225,7 +257,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
           inputmode: field.type === "integer" ? "numeric" : field.type === "number" ? "decimal" : undefined,
           placeholder:
             PLACEHOLDERS[field.type] ??
-            (numeric && (typeof field.min === "number" || typeof field.max === "number") ? `${field.min ?? ""}…${field.max ?? ""}` : ""),
+            (numeric && (typeof field.min === "number" || typeof field.max === "number")
+              ? `${field.min ?? ""}…${field.max ?? ""}`
+              : ""),
         });
         input.value = defaultText(field);
       }
@@ -318,7 +352,10 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     } catch (error) {
       if (error instanceof ApiError && error.status === 400) {
         const mapped = mapErrors(error.body, [...inputs.keys(), "kind"]);
-        showErrors(mapped.fields, mapped.general.length || Object.keys(mapped.fields).length ? mapped.general : [explain(error)]);
+        showErrors(
+          mapped.fields,
+          mapped.general.length || Object.keys(mapped.fields).length ? mapped.general : [explain(error)],
+        );
       } else if (error instanceof ApiError && error.status === 403) {
         allowed = false;
         applyPermission();
@@ -367,7 +404,10 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     const p = typeof r.progress === "number" ? Math.max(0, Math.min(1, r.progress)) : 0;
     progress.value = r.status === "succeeded" ? 1 : p;
     progress.dataset.value = String(progress.value);
-    const text = r.status === "failed" ? `${r.error || r.message || "failed"}${r.error_field ? ` (${r.error_field})` : ""}` : r.message || "";
+    const text =
+      r.status === "failed"
+        ? `${r.error || r.message || "failed"}${r.error_field ? ` (${r.error_field})` : ""}`
+        : r.message || "";
     message.textContent = text;
     message.classList.toggle("tw-error", r.status === "failed");
     cancel.hidden = FINAL_STATUSES.has(r.status);
@@ -504,7 +544,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       const run = await host.api.post<ScenarioRun>(`scenarios/${id}/cancel/`, {});
       if (shown?.id === id) showState(run);
     } catch (error) {
-      message.textContent = error instanceof ApiError && error.status === 409 ? "It had already finished." : explain(error);
+      message.textContent =
+        error instanceof ApiError && error.status === 409 ? "It had already finished." : explain(error);
     }
   }
 
@@ -521,7 +562,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
         ...page.results.map((r) => {
           const li = h(
             "li",
-            { "data-testid": "scenario-run", "data-run-id": String(r.id), "data-status": r.status, "data-kind": r.kind, tabindex: "0" },
+            {
+              "data-testid": "scenario-run",
+              "data-run-id": String(r.id),
+              "data-status": r.status,
+              "data-kind": r.kind,
+              tabindex: "0",
+            },
             h("span", { class: "id" }, `#${r.id}`),
             h("span", { class: "kind" }, kindOf(r.kind)?.label ?? r.kind),
             chip(r.status),

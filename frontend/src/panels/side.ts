@@ -119,8 +119,10 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
   const kindEl = h("span", { class: "tw-kind", "data-testid": "panel-kind" });
   const titleEl = h("h2", { class: "tw-title", "data-testid": "panel-title" });
   const body = h("div", { class: "tw-body" });
-  const close = button("×", { class: "tw-close", "data-testid": "panel-close", title: "Close", "aria-label": "Close" }, () =>
-    panel.hide(),
+  const close = button(
+    "×",
+    { class: "tw-close", "data-testid": "panel-close", title: "Close", "aria-label": "Close" },
+    () => panel.hide(),
   );
   el.replaceChildren(h("header", { class: "tw-head" }, kindEl, titleEl, close), body);
   el.hidden = true;
@@ -253,7 +255,9 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
       if (!pinned) historyMetric = followed();
       const metric = historyMetric;
       try {
-        const live = await host.api.get<CardLive>(`telemetry/cards/${card.id}/?history=${encodeURIComponent(metric)}&n=60`);
+        const live = await host.api.get<CardLive>(
+          `telemetry/cards/${card.id}/?history=${encodeURIComponent(metric)}&n=60`,
+        );
         if (stale(gen)) return;
         error.hidden = true;
         for (const [key, value] of Object.entries(live.metrics)) {
@@ -274,7 +278,9 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
         const ys = points.map((p) => p[1]).filter((v): v is number => v !== null);
         sparkTitle.textContent =
           `${info?.label ?? metric}, last ${points.length} samples` +
-          (ys.length ? ` · ${formatMetric(Math.min(...ys), info?.unit ?? "")} – ${formatMetric(Math.max(...ys), info?.unit ?? "")}` : " · no history yet");
+          (ys.length
+            ? ` · ${formatMetric(Math.min(...ys), info?.unit ?? "")} – ${formatMetric(Math.max(...ys), info?.unit ?? "")}`
+            : " · no history yet");
         sparkBox.dataset.metric = metric;
         spark?.set(points);
         alertsBox.replaceChildren(alertList(live.alerts));
@@ -290,7 +296,8 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
     await refresh();
     if (stale(gen)) return;
     timer = window.setInterval(() => {
-      if (!el.isConnected) stopLive(); // the page dropped the panel without hide()
+      if (!el.isConnected)
+        stopLive(); // the page dropped the panel without hide()
       else if (document.visibilityState !== "hidden") void refresh();
     }, refreshMs);
   }
@@ -308,7 +315,12 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
       const a = acc.value;
       rows.push(
         ["Model", `${a.name}${a.vendor ? ` (${a.vendor})` : ""}`],
-        ["Memory", a.hbm_gib === null ? "—" : `${formatNumber(a.hbm_gib)} GiB HBM${a.hbm_tbps ? ` · ${formatNumber(a.hbm_tbps)} TB/s` : ""}`],
+        [
+          "Memory",
+          a.hbm_gib === null
+            ? "—"
+            : `${formatNumber(a.hbm_gib)} GiB HBM${a.hbm_tbps ? ` · ${formatNumber(a.hbm_tbps)} TB/s` : ""}`,
+        ],
         [
           "TFLOP/s",
           [
@@ -320,7 +332,10 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
             .filter(Boolean)
             .join(" · ") || "—",
         ],
-        ["TDP", a.tdp_w === null ? "—" : `${formatPower(a.tdp_w)}${a.idle_w ? ` (idle ${formatPower(a.idle_w)})` : ""}`],
+        [
+          "TDP",
+          a.tdp_w === null ? "—" : `${formatPower(a.tdp_w)}${a.idle_w ? ` (idle ${formatPower(a.idle_w)})` : ""}`,
+        ],
         ["Scale-up", a.scaleup_links ? `${a.scaleup_links} links · ${formatGbps(a.scaleup_gbps)}` : "—"],
       );
     } else {
@@ -328,11 +343,27 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
     }
     rows.push(
       ["Status", chip(card.status)],
-      ["Server", server.status === "fulfilled" ? `${server.value.name}${server.value.hostname ? ` (${server.value.hostname})` : ""} · slot ${card.slot}` : `#${card.server}`],
-      ["Rack", objectLink(host, { kind: "rack", id: card.rack }, rack.status === "fulfilled" ? rack.value.name : `#${card.rack}`)],
+      [
+        "Server",
+        server.status === "fulfilled"
+          ? `${server.value.name}${server.value.hostname ? ` (${server.value.hostname})` : ""} · slot ${card.slot}`
+          : `#${card.server}`,
+      ],
+      [
+        "Rack",
+        objectLink(
+          host,
+          { kind: "rack", id: card.rack },
+          rack.status === "fulfilled" ? rack.value.name : `#${card.rack}`,
+        ),
+      ],
       [
         "Supernode",
-        objectLink(host, { kind: "supernode", id: card.supernode }, supernode.status === "fulfilled" ? supernode.value.name : `#${card.supernode}`),
+        objectLink(
+          host,
+          { kind: "supernode", id: card.supernode },
+          supernode.status === "fulfilled" ? supernode.value.name : `#${card.supernode}`,
+        ),
       ],
       ["Index", String(card.index)],
       ["Torus x/y/z", card.x === null ? "—" : `${card.x} / ${card.y} / ${card.z}`],
@@ -350,7 +381,11 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
       return;
     }
     if (stale(gen)) return;
-    const list = h("ul", { class: "tw-neighbours", "data-testid": "panel-neighbours", "data-count": String(links.length) });
+    const list = h("ul", {
+      class: "tw-neighbours",
+      "data-testid": "panel-neighbours",
+      "data-count": String(links.length),
+    });
     for (const link of links) {
       const mineA = link.a_card === card.id;
       const labels = link.display.split(" ↔ ");
@@ -413,7 +448,11 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
     const parts: HTMLElement[] = [
       section(
         "Power",
-        h("p", { class: "tw-power" }, `${formatPower(rack.power_w)} of ${formatPower(rack.power_budget_w)} (${formatPercent(rack.utilization)})`),
+        h(
+          "p",
+          { class: "tw-power" },
+          `${formatPower(rack.power_w)} of ${formatPower(rack.power_budget_w)} (${formatPercent(rack.utilization)})`,
+        ),
         bar,
         dl([
           ["Headroom", formatPower(rack.headroom_w)],
@@ -425,12 +464,20 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
       section(
         "Place",
         dl([
-          ["Supernode", rack.supernode === null ? "— (network rack)" : objectLink(host, { kind: "supernode", id: rack.supernode }, supernodeName)],
+          [
+            "Supernode",
+            rack.supernode === null
+              ? "— (network rack)"
+              : objectLink(host, { kind: "supernode", id: rack.supernode }, supernodeName),
+          ],
           ["Row / slot", `${rack.row} / ${rack.slot}`],
           ["Rack id", String(rack.id)],
         ]),
       ),
-      section("Open alerts", alertsR.status === "fulfilled" ? alertList(alertsR.value.results) : errorLine(alertsR.reason)),
+      section(
+        "Open alerts",
+        alertsR.status === "fulfilled" ? alertList(alertsR.value.results) : errorLine(alertsR.reason),
+      ),
     ];
     if (geoR.status === "fulfilled") {
       const geo = geoR.value;
@@ -443,19 +490,42 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
           cards += 1;
           byStatus[c.status] = (byStatus[c.status] ?? 0) + 1;
           chips.append(
-            button("", { class: `tw-cardchip status-${c.status}`, title: `${c.serial} (${c.status})`, "data-card": String(c.id) }, () => {
-              void host.select({ kind: "card", id: c.id }, { fly: true });
-            }),
+            button(
+              "",
+              {
+                class: `tw-cardchip status-${c.status}`,
+                title: `${c.serial} (${c.status})`,
+                "data-card": String(c.id),
+              },
+              () => {
+                void host.select({ kind: "card", id: c.id }, { fly: true });
+              },
+            ),
           );
         }
-        servers.append(h("li", { "data-server": String(server.id) }, h("span", { class: "pos" }, `U${server.position}`), h("span", { class: "name" }, server.name), chips));
+        servers.append(
+          h(
+            "li",
+            { "data-server": String(server.id) },
+            h("span", { class: "pos" }, `U${server.position}`),
+            h("span", { class: "name" }, server.name),
+            chips,
+          ),
+        );
       }
-      const summary = `${formatCount(geo.servers.length)} servers · ${formatCount(cards)} cards` +
-        (Object.keys(byStatus).length ? ` (${Object.entries(byStatus).map(([s, n]) => `${n} ${s}`).join(", ")})` : "");
+      const summary =
+        `${formatCount(geo.servers.length)} servers · ${formatCount(cards)} cards` +
+        (Object.keys(byStatus).length
+          ? ` (${Object.entries(byStatus)
+              .map(([s, n]) => `${n} ${s}`)
+              .join(", ")})`
+          : "");
       const devices = geo.devices.length
         ? h("p", { class: "muted" }, `Devices: ${geo.devices.map((d) => `${d.name} (${d.kind})`).join(", ")}`)
         : null;
-      parts.push(section("Servers and cards", h("p", { "data-testid": "panel-rack-summary" }, summary), servers, devices));
+      parts.push(
+        section("Servers and cards", h("p", { "data-testid": "panel-rack-summary" }, summary), servers, devices),
+      );
     } else {
       parts.push(section("Servers and cards", errorLine(geoR.reason)));
     }
@@ -463,7 +533,12 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
   }
 
   // ---------------------------------------------------------------- link
-  async function endNode(card: number | null, device: number | null, kind: string | null, label: string): Promise<Node | string> {
+  async function endNode(
+    card: number | null,
+    device: number | null,
+    kind: string | null,
+    label: string,
+  ): Promise<Node | string> {
     if (card !== null) return objectLink(host, { kind: "card", id: card }, label);
     if (device !== null) {
       try {
@@ -541,7 +616,13 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
       for (const r of racks) {
         const swatch = h("span", { class: "swatch" });
         swatch.style.background = utilisationColour(Math.max(r.power_w, 0), r.power_budget_w || 1);
-        const li = h("li", { "data-rack": String(r.id), title: "Show this rack" }, swatch, h("span", { class: "end" }, r.name), h("span", { class: "muted" }, `${formatPower(r.power_w)} · ${formatPercent(r.utilization)}`));
+        const li = h(
+          "li",
+          { "data-rack": String(r.id), title: "Show this rack" },
+          swatch,
+          h("span", { class: "end" }, r.name),
+          h("span", { class: "muted" }, `${formatPower(r.power_w)} · ${formatPercent(r.utilization)}`),
+        );
         li.addEventListener("click", () => void host.select({ kind: "rack", id: r.id }, { fly: true }));
         list.append(li);
       }

@@ -26,10 +26,13 @@ export function createSparkline(container: HTMLElement, height = 64): Sparkline 
     [[], []],
     container,
   );
-  const observer = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
-    const w = width();
-    if (w !== plot.width) plot.setSize({ width: w, height });
-  });
+  const observer =
+    typeof ResizeObserver === "undefined"
+      ? null
+      : new ResizeObserver(() => {
+          const w = width();
+          if (w !== plot.width) plot.setSize({ width: w, height });
+        });
   observer?.observe(container);
   return {
     el: container,

@@ -64,14 +64,26 @@ export interface ControllerElements {
 /** Metrics shown first in the picker (the issue's list), the rest follow. */
 const KEY_METRICS = ["power_w", "gpu_util", "gpu_temp_c", "hbm_used_gib", "health"];
 const GEOMETRY_CACHE = 8;
-const LEVEL: Record<string, number> = { pcie_switch: 1, pcie: 1, nic: 2, smart_nic: 2, leaf: 3, switch: 3, spine: 4, core: 5 };
+const LEVEL: Record<string, number> = {
+  pcie_switch: 1,
+  pcie: 1,
+  nic: 2,
+  smart_nic: 2,
+  leaf: 3,
+  switch: 3,
+  spine: 4,
+  core: 5,
+};
 
 class Lru<V> {
   private readonly map = new Map<number, V>();
   constructor(private readonly size: number) {}
   get(key: number): V | undefined {
     const v = this.map.get(key);
-    if (v !== undefined) { this.map.delete(key); this.map.set(key, v); }
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
     return v;
   }
   set(key: number, value: V): void {
@@ -79,7 +91,9 @@ class Lru<V> {
     this.map.set(key, value);
     while (this.map.size > this.size) this.map.delete(this.map.keys().next().value as number);
   }
-  clear(): void { this.map.clear(); }
+  clear(): void {
+    this.map.clear();
+  }
 }
 
 export class Controller implements PanelHost {
@@ -109,13 +123,21 @@ export class Controller implements PanelHost {
   private hoverPending = false;
   private hoverAt: { x: number; y: number } | null = null;
 
-  constructor(readonly api: Api, private readonly el: ControllerElements, private readonly hook: TwinHook, private readonly status: StatusBar) {
+  constructor(
+    readonly api: Api,
+    private readonly el: ControllerElements,
+    private readonly hook: TwinHook,
+    private readonly status: StatusBar,
+  ) {
     let engine: Engine | null = null;
     try {
       engine = new Engine(el.scene);
     } catch (error) {
       const text = error instanceof WebGLUnavailable ? error.message : `The 3D view could not start: ${String(error)}`;
-      this.message(`${text}. The panels on the right still work; try another browser or enable hardware acceleration.`, "error");
+      this.message(
+        `${text}. The panels on the right still work; try another browser or enable hardware acceleration.`,
+        "error",
+      );
       el.scene.classList.add("no-webgl");
     }
     this.engine = engine;
@@ -190,7 +212,9 @@ export class Controller implements PanelHost {
 
   async showRoute(route: RouteResult | null): Promise<void> {
     this.routeShown = route;
-    this.hook.route = route ? { cards: [...route.cards], links: route.links.filter((l): l is number => l !== null) } : null;
+    this.hook.route = route
+      ? { cards: [...route.cards], links: route.links.filter((l): l is number => l !== null) }
+      : null;
     if (!route || !route.reachable || route.cards.length === 0) {
       this.view?.showRoute(null);
       this.engine?.invalidate();
@@ -217,7 +241,11 @@ export class Controller implements PanelHost {
 
   // -- cluster -------------------------------------------------------------------
   /** Show another cluster: its floor (or the view asked for), live stream reset. */
-  async setCluster(clusterId: number, want: { kind: ViewKind; id: number | null; metric: string | null }, live: LiveClient): Promise<void> {
+  async setCluster(
+    clusterId: number,
+    want: { kind: ViewKind; id: number | null; metric: string | null },
+    live: LiveClient,
+  ): Promise<void> {
     this.live?.stop();
     this.live = live;
     this.cluster = clusterId;
@@ -271,10 +299,22 @@ export class Controller implements PanelHost {
   connection(state: ConnectionState, reason?: string): void {
     if (state === "offline" && reason === "unauthenticated") {
       this.status.setState(state, "Logged out");
-      this.message("Your session has ended: log in again to see live data.", "error", "/login/?next=" + encodeURIComponent(location.pathname + location.search), "Log in", "connection");
+      this.message(
+        "Your session has ended: log in again to see live data.",
+        "error",
+        "/login/?next=" + encodeURIComponent(location.pathname + location.search),
+        "Log in",
+        "connection",
+      );
     } else if (state === "offline" && reason === "not-found") {
       this.status.setState(state, "Cluster gone");
-      this.message("This cluster no longer exists: pick another one in the header.", "error", undefined, undefined, "connection");
+      this.message(
+        "This cluster no longer exists: pick another one in the header.",
+        "error",
+        undefined,
+        undefined,
+        "connection",
+      );
     } else {
       this.status.setState(state);
       if (state === "live" && this.el.message.dataset.source === "connection") this.message(null);
@@ -328,23 +368,33 @@ export class Controller implements PanelHost {
         const sid = id ?? this.lastSupernode ?? this.floor?.supernodes.id[0] ?? null;
         if (sid === null) throw new Error("no supernode to open");
         let g = this.snCache.get(sid);
-        if (!g) { g = await this.api.supernodeGeometry(sid); this.snCache.set(sid, g); }
+        if (!g) {
+          g = await this.api.supernodeGeometry(sid);
+          this.snCache.set(sid, g);
+        }
         if (token !== this.openToken) return;
         if (g.cluster !== this.cluster) throw new Error(`supernode ${sid} is not in this cluster`);
         view = new SupernodeView(g);
         this.lastSupernode = sid;
-        g.cards.id.forEach((cid, i) => this.cards.set(cid, { id: cid, supernode: sid, rack: g.cards.rack[i], serial: g.cards.serial[i] }));
+        g.cards.id.forEach((cid, i) =>
+          this.cards.set(cid, { id: cid, supernode: sid, rack: g.cards.rack[i], serial: g.cards.serial[i] }),
+        );
       } else {
         const rid = id ?? this.lastRack ?? null;
         if (rid === null) throw new Error("no rack to open");
         let g = this.rackCache.get(rid);
-        if (!g) { g = await this.api.rackGeometry(rid); this.rackCache.set(rid, g); }
+        if (!g) {
+          g = await this.api.rackGeometry(rid);
+          this.rackCache.set(rid, g);
+        }
         if (token !== this.openToken) return;
         if (g.cluster !== this.cluster) throw new Error(`rack ${rid} is not in this cluster`);
         view = new RackView(g);
         this.lastRack = rid;
         if (g.supernode !== null) this.lastSupernode = g.supernode;
-        for (const s of g.servers) for (const c of s.cards) this.cards.set(c.id, { id: c.id, supernode: g.supernode, rack: rid, serial: c.serial });
+        for (const s of g.servers)
+          for (const c of s.cards)
+            this.cards.set(c.id, { id: c.id, supernode: g.supernode, rack: rid, serial: c.serial });
       }
       performance.mark(`twin:${kind}-built`);
       this.install(view);
@@ -355,7 +405,8 @@ export class Controller implements PanelHost {
     await this.engine.nextFrame();
     if (token === this.openToken) {
       this.hook.ready = true;
-      if (this.hook.firstFrameMs === null && this.engine?.firstFrameAt != null) this.hook.firstFrameMs = this.engine.firstFrameAt;
+      if (this.hook.firstFrameMs === null && this.engine?.firstFrameAt != null)
+        this.hook.firstFrameMs = this.engine.firstFrameAt;
     }
   }
 
@@ -437,7 +488,8 @@ export class Controller implements PanelHost {
         this.renderLegend();
       }
     }
-    const budgets = palette.scale.kind === "sequential" && palette.scale.ratio ? this.budgets ?? undefined : undefined;
+    const budgets =
+      palette.scale.kind === "sequential" && palette.scale.ratio ? (this.budgets ?? undefined) : undefined;
     view.recolour(palette, values, budgets);
   }
 
@@ -506,13 +558,25 @@ export class Controller implements PanelHost {
     const sx = view.sizes[i * 3] * 0.35;
     const sy = view.sizes[i * 3 + 1] * 0.35;
     const sz = view.sizes[i * 3 + 2] * 0.35;
-    const offsets = [[0, 0, 0], [0, sy, sz], [-sx, 0, sz], [sx, 0, sz], [0, -sy, sz], [0, sy, 0], [-sx, sy, 0], [sx, sy, 0], [-sx, 0, 0], [sx, 0, 0]];
+    const offsets = [
+      [0, 0, 0],
+      [0, sy, sz],
+      [-sx, 0, sz],
+      [sx, 0, sz],
+      [0, -sy, sz],
+      [0, sy, 0],
+      [-sx, sy, 0],
+      [sx, sy, 0],
+      [-sx, 0, 0],
+      [sx, 0, 0],
+    ];
     for (const [ox, oy, oz] of offsets) {
       const p = engine.project(centre.clone().add(new Vector3(ox, oy, oz)));
       if (!p) continue;
       if (!engine.aim(p.x, p.y)) continue;
       const hit = view.pick(engine.raycaster);
-      if (hit && hit.kind === view.instanceKind() && hit.id === key) return { x: Math.round(p.x * 10) / 10, y: Math.round(p.y * 10) / 10 };
+      if (hit && hit.kind === view.instanceKind() && hit.id === key)
+        return { x: Math.round(p.x * 10) / 10, y: Math.round(p.y * 10) / 10 };
     }
     return null;
   }
@@ -525,7 +589,9 @@ export class Controller implements PanelHost {
   private async cardInfo(id: number): Promise<CardInfo> {
     const known = this.cards.get(id);
     if (known) return known;
-    const card = await this.api.get<{ id: number; supernode: number | null; rack: number | null; serial: string }>(`cards/${id}/`);
+    const card = await this.api.get<{ id: number; supernode: number | null; rack: number | null; serial: string }>(
+      `cards/${id}/`,
+    );
     const info = { id: card.id, supernode: card.supernode, rack: card.rack, serial: card.serial };
     this.cards.set(id, info);
     return info;
@@ -543,7 +609,11 @@ export class Controller implements PanelHost {
     const cardPos: Array<Vector3 | null> = [];
     const cardInst: Array<number | null> = [];
     for (const node of route.path) {
-      if (node.card === null) { cardPos.push(null); cardInst.push(null); continue; }
+      if (node.card === null) {
+        cardPos.push(null);
+        cardInst.push(null);
+        continue;
+      }
       if (view instanceof FloorView) {
         const rack = this.cards.get(node.card)?.rack;
         const i = rack === undefined || rack === null ? undefined : view.instanceOf.get(rack);
@@ -556,7 +626,12 @@ export class Controller implements PanelHost {
       }
     }
     const top = this.topOf(view);
-    const step = view instanceof FloorView ? Math.max(1.2, (view.layout.x1 - view.layout.x0) / 40) : view instanceof RackView ? 0.25 : 0.6;
+    const step =
+      view instanceof FloorView
+        ? Math.max(1.2, (view.layout.x1 - view.layout.x0) / 40)
+        : view instanceof RackView
+          ? 0.25
+          : 0.6;
     const points: RoutePoint[] = [];
     route.path.forEach((node, k) => {
       let p = cardPos[k];
@@ -575,7 +650,14 @@ export class Controller implements PanelHost {
       const point: RoutePoint = { position: p, instance: cardInst[k] ?? null };
       const prev = k > 0 ? cardInst[k - 1] : null;
       const here = cardInst[k];
-      if (view instanceof SupernodeView && prev !== null && prev !== undefined && here !== null && here !== undefined && view.wraps(prev, here)) {
+      if (
+        view instanceof SupernodeView &&
+        prev !== null &&
+        prev !== undefined &&
+        here !== null &&
+        here !== undefined &&
+        view.wraps(prev, here)
+      ) {
         const [ea, eb] = wrapStubs(points[k - 1].position.toArray(), p.toArray());
         point.wrapStubs = [new Vector3().fromArray(ea), new Vector3().fromArray(eb)];
       }
@@ -595,7 +677,9 @@ export class Controller implements PanelHost {
   private listen(engine: Engine): void {
     const canvas = engine.renderer.domElement;
     let down: { x: number; y: number; t: number } | null = null;
-    canvas.addEventListener("pointerdown", (e) => { down = { x: e.clientX, y: e.clientY, t: performance.now() }; });
+    canvas.addEventListener("pointerdown", (e) => {
+      down = { x: e.clientX, y: e.clientY, t: performance.now() };
+    });
     canvas.addEventListener("pointerup", (e) => {
       if (!down || e.button !== 0) return;
       const moved = Math.hypot(e.clientX - down.x, e.clientY - down.y);
@@ -613,9 +697,15 @@ export class Controller implements PanelHost {
       this.hoverAt = { x: e.clientX, y: e.clientY };
       if (this.hoverPending) return;
       this.hoverPending = true;
-      requestAnimationFrame(() => { this.hoverPending = false; this.hover(); });
+      requestAnimationFrame(() => {
+        this.hoverPending = false;
+        this.hover();
+      });
     });
-    canvas.addEventListener("pointerleave", () => { this.hoverAt = null; this.el.tooltip.hidden = true; });
+    canvas.addEventListener("pointerleave", () => {
+      this.hoverAt = null;
+      this.el.tooltip.hidden = true;
+    });
   }
 
   /** The rack view's power bar (the test hook's rackDraw). */
@@ -640,9 +730,16 @@ export class Controller implements PanelHost {
     const tip = this.el.tooltip;
     const at = this.hoverAt;
     const view = this.view;
-    if (!at || !view) { tip.hidden = true; return; }
+    if (!at || !view) {
+      tip.hidden = true;
+      return;
+    }
     const hit = this.pickAt(at.x, at.y);
-    if (!hit) { tip.hidden = true; this.el.scene.style.cursor = ""; return; }
+    if (!hit) {
+      tip.hidden = true;
+      this.el.scene.style.cursor = "";
+      return;
+    }
     this.el.scene.style.cursor = "pointer";
     let text: string;
     if (hit.kind === "supernode" && view instanceof FloorView) {
@@ -653,7 +750,12 @@ export class Controller implements PanelHost {
     } else {
       const metric = this.metricInfo(this.metricKey);
       const v = this.valueOf(hit.id);
-      const shown = this.metricKey === "health" ? (v === null ? "no data" : ["unknown", "ok", "warning", "critical", "stale"][v] ?? String(v)) : formatValue(v, this.frames?.unit || metric.unit);
+      const shown =
+        this.metricKey === "health"
+          ? v === null
+            ? "no data"
+            : (["unknown", "ok", "warning", "critical", "stale"][v] ?? String(v))
+          : formatValue(v, this.frames?.unit || metric.unit);
       text = `${view.describe(hit.index)} — ${metric.label}: ${shown}`;
     }
     tip.textContent = text;
@@ -675,7 +777,8 @@ export class Controller implements PanelHost {
       await this.open("supernode", id);
     } else if (kind === "card") {
       const info = await this.cardInfo(id);
-      if (info.rack !== null && !(view instanceof RackView && view.id === info.rack)) await this.open("rack", info.rack);
+      if (info.rack !== null && !(view instanceof RackView && view.id === info.rack))
+        await this.open("rack", info.rack);
     }
   }
 
@@ -733,7 +836,10 @@ export class Controller implements PanelHost {
       const k = this.floor.racks.cards.findIndex((c) => c > 0);
       rack = k >= 0 ? this.floor.racks.id[k] : null;
     }
-    if (rack === null) { this.el.viewSelect.value = view?.kind ?? "cluster"; return; }
+    if (rack === null) {
+      this.el.viewSelect.value = view?.kind ?? "cluster";
+      return;
+    }
     return this.open("rack", rack);
   }
 
@@ -772,7 +878,8 @@ export class Controller implements PanelHost {
   private async loadMetrics(): Promise<void> {
     try {
       const list = await this.api.get<Array<{ key: string; label: string; unit: string }>>("telemetry/metrics/");
-      if (this.metricList.length === 0) this.metricList = list.map((m) => ({ key: m.key, label: m.label, unit: m.unit }));
+      if (this.metricList.length === 0)
+        this.metricList = list.map((m) => ({ key: m.key, label: m.label, unit: m.unit }));
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       // The hello message brings the list too.
@@ -787,7 +894,9 @@ export class Controller implements PanelHost {
     if (all.length === 0) all.push({ key: this.metricKey, label: this.metricKey, unit: "" });
     const signature = all.map((m) => m.key).join(",");
     if (select.dataset.signature !== signature) {
-      const key = all.filter((m) => KEY_METRICS.includes(m.key)).sort((a, b) => KEY_METRICS.indexOf(a.key) - KEY_METRICS.indexOf(b.key));
+      const key = all
+        .filter((m) => KEY_METRICS.includes(m.key))
+        .sort((a, b) => KEY_METRICS.indexOf(a.key) - KEY_METRICS.indexOf(b.key));
       const rest = all.filter((m) => !KEY_METRICS.includes(m.key));
       const group = (label: string, items: MetricLike[]): HTMLOptGroupElement => {
         const g = document.createElement("optgroup");
@@ -795,7 +904,8 @@ export class Controller implements PanelHost {
         for (const m of items) {
           const o = document.createElement("option");
           o.value = m.key;
-          o.textContent = m.key === "health" ? "Health (alerts, staleness)" : `${m.label}${m.unit ? ` (${m.unit})` : ""}`;
+          o.textContent =
+            m.key === "health" ? "Health (alerts, staleness)" : `${m.label}${m.unit ? ` (${m.unit})` : ""}`;
           g.append(o);
         }
         return g;
@@ -817,10 +927,16 @@ export class Controller implements PanelHost {
       b.dataset.testid = testid;
       b.textContent = label;
       b.className = "crumb";
-      if (go) b.addEventListener("click", go); else b.setAttribute("aria-current", "page");
+      if (go) b.addEventListener("click", go);
+      else b.setAttribute("aria-current", "page");
       return b;
     };
-    const sep = (): HTMLElement => { const s = document.createElement("span"); s.className = "crumb-sep"; s.textContent = "›"; return s; };
+    const sep = (): HTMLElement => {
+      const s = document.createElement("span");
+      s.className = "crumb-sep";
+      s.textContent = "›";
+      return s;
+    };
     const name = this.floor?.name ?? "cluster";
     items.push(crumb("crumb-cluster", name, view instanceof FloorView ? null : () => void this.open("cluster", null)));
     let sn: number | null = null;
@@ -828,7 +944,14 @@ export class Controller implements PanelHost {
     if (view instanceof RackView) sn = view.geometry.supernode;
     if (sn !== null) {
       const snId = sn;
-      items.push(sep(), crumb("crumb-supernode", this.supernodeName(snId), view instanceof SupernodeView ? null : () => void this.open("supernode", snId)));
+      items.push(
+        sep(),
+        crumb(
+          "crumb-supernode",
+          this.supernodeName(snId),
+          view instanceof SupernodeView ? null : () => void this.open("supernode", snId),
+        ),
+      );
     }
     if (view instanceof RackView) items.push(sep(), crumb("crumb-rack", view.geometry.name, null));
     crumbs.replaceChildren(...items);
@@ -838,7 +961,12 @@ export class Controller implements PanelHost {
    *  marks the ones the live connection coming back clears. */
   message(text: string | null, kind = "info", href?: string, linkText?: string, source = "page"): void {
     const el = this.el.message;
-    if (text === null) { el.hidden = true; el.replaceChildren(); delete el.dataset.source; return; }
+    if (text === null) {
+      el.hidden = true;
+      el.replaceChildren();
+      delete el.dataset.source;
+      return;
+    }
     el.dataset.source = source;
     const p = document.createElement("p");
     p.textContent = text;
