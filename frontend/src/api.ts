@@ -121,7 +121,7 @@ export class Api {
       try {
         errorBody = await response.json();
         if (errorBody && typeof errorBody === "object" && "detail" in errorBody) {
-          detail = String((errorBody as { detail: unknown }).detail);
+          detail = String(errorBody.detail);
         }
       } catch {
         // Not JSON: keep the status text.

@@ -203,7 +203,7 @@ export interface Palette {
   /** "#rrggbb" per code. */
   hex: string[];
   /** Code of a value (NaN → no data). `budget` only for ratio scales. */
-  code(value: number, budget?: number): number;
+  code: (value: number, budget?: number) => number;
 }
 
 const RESERVED: Array<[number, RGB]> = [

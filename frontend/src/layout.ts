@@ -148,13 +148,12 @@ export function floorLayout(racks: FloorRacks, supernodes: FloorSupernodes): Flo
   };
   sn.forEach((g, k) => place(g, (k % columns) * cellW, Math.floor(k / columns) * cellD));
   const gridRows = Math.ceil(sn.length / columns);
-  let oz = gridRows * cellD;
+  const oz = gridRows * cellD;
   let ox = 0;
   for (const g of net) {
     place(g, ox, oz);
     ox += g.w + GROUP_GAP;
   }
-  if (net.length) oz += Math.max(...net.map((g) => g.d)) + GROUP_GAP;
 
   // Centre on the origin.
   let x0 = Infinity;

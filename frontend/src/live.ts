@@ -224,7 +224,7 @@ export class LiveClient {
   private dispatch(text: string): void {
     let msg: { type?: string } & Record<string, unknown>;
     try {
-      msg = JSON.parse(text);
+      msg = JSON.parse(text) as { type?: string } & Record<string, unknown>;
     } catch {
       return;
     }

@@ -57,7 +57,7 @@ export interface AlertPayload {
  * (twin/live/consumers.py). `event` is "opened" | "closed" | "acknowledged".
  */
 export interface AlertEvent {
-  event: "opened" | "closed" | "acknowledged" | string;
+  event: string;
   alert: AlertPayload;
 }
 

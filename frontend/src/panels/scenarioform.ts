@@ -10,14 +10,13 @@
  */
 import { parseCardRef } from "./format";
 
-export type FieldType =
-  "choice" | "integer" | "number" | "boolean" | "string" | "integer_list" | "card" | "card_list" | "integer_pairs";
-
 export type RawChoice = string | number | boolean | null | [unknown, unknown] | { value: unknown; label?: unknown };
 
 export interface KindField {
   name: string;
-  type: FieldType | string;
+  /** choice, integer, number, boolean, string, integer_list, card, card_list or
+   *  integer_pairs; a type this form does not know is read as text. */
+  type: string;
   label?: string;
   help?: string;
   required?: boolean;
@@ -63,12 +62,12 @@ export function choiceOptions(field: KindField): ChoiceOption[] {
     let value: unknown;
     let label: unknown;
     if (Array.isArray(c)) [value, label] = c;
-    else if (c !== null && typeof c === "object") ({ value, label } = c as { value: unknown; label?: unknown });
+    else if (c !== null && typeof c === "object") ({ value, label } = c);
     else value = c;
     out.push({
       value,
-      text: String(value),
-      label: label === undefined || label === null ? String(value) : String(label),
+      text: plain(value),
+      label: label === undefined || label === null ? plain(value) : plain(label),
     });
   }
   return out;
@@ -79,10 +78,14 @@ export function defaultText(field: KindField): string {
   const d = field.default;
   if (d === undefined || d === null) return "";
   if (Array.isArray(d)) {
-    return d.map((v) => (Array.isArray(v) ? v.map(String).join("-") : String(v))).join(", ");
+    return d.map((v) => (Array.isArray(v) ? v.map(plain).join("-") : plain(v))).join(", ");
   }
-  if (typeof d === "object") return JSON.stringify(d);
-  return String(d);
+  return plain(d);
+}
+
+/** A value as text: primitives as String() writes them, objects as JSON. */
+function plain(value: unknown): string {
+  return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
 }
 
 /** Whether a boolean field starts checked. */

@@ -641,7 +641,7 @@ export function mountSidePanel(el: HTMLElement, host: PanelHost, opts: SidePanel
         else if (sel.kind === "rack") await showRack(sel.id, gen);
         else if (sel.kind === "link") await showLink(sel.id, gen);
         else if (sel.kind === "supernode") await showSupernode(sel.id, gen);
-        else body.replaceChildren(h("p", { class: "tw-error" }, `Cannot show a ${String((sel as Selection).kind)}.`));
+        else body.replaceChildren(h("p", { class: "tw-error" }, `Cannot show a ${String(sel.kind)}.`));
       } catch (error) {
         if (!stale(gen)) body.replaceChildren(errorLine(error));
       } finally {

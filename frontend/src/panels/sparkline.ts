@@ -38,7 +38,7 @@ export function createSparkline(container: HTMLElement, height = 64): Sparkline 
     el: container,
     set(points) {
       const xs = points.map((p) => p[0]);
-      const ys = points.map((p) => (p[1] === null ? null : p[1])) as (number | null)[];
+      const ys = points.map<number | null>((p) => p[1]);
       plot.setData([xs, ys] as uPlot.AlignedData);
       container.dataset.points = String(points.length);
     },

@@ -137,15 +137,13 @@ export interface CardLive {
   history?: { metric: string; points: [number, number | null][] };
 }
 
-export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled";
-
 /** GET /api/scenarios/ (list) and /api/scenarios/<id>/ (detail adds inputs, result). */
 export interface ScenarioRun {
   id: number;
   kind: string;
   cluster: number | null;
   params?: Record<string, unknown>;
-  status: RunStatus | string;
+  status: string;
   progress: number;
   message: string;
   error: string;

@@ -142,7 +142,7 @@ export class Controller implements PanelHost {
     }
     this.engine = engine;
     if (engine) this.listen(engine);
-    el.metricSelect.addEventListener("change", () => void this.setMetric(el.metricSelect.value));
+    el.metricSelect.addEventListener("change", () => this.setMetric(el.metricSelect.value));
     el.viewSelect.addEventListener("change", () => void this.onViewSelect());
     el.drill.addEventListener("click", () => void this.drill());
     el.home.addEventListener("click", () => this.goHome());
@@ -446,7 +446,7 @@ export class Controller implements PanelHost {
     else this.live?.subscribe(sub);
   }
 
-  async setMetric(key: string): Promise<void> {
+  setMetric(key: string): void {
     if (key === this.metricKey) return;
     this.metricKey = key === "health" && this.view?.kind === "cluster" ? "power_w" : key;
     this.el.metricSelect.value = this.metricKey;

@@ -181,7 +181,7 @@ export abstract class InstancedView {
   showRoute(points: RoutePoint[] | null): number {
     for (const child of [...this.routeGroup.children]) {
       this.routeGroup.remove(child);
-      if (child instanceof Mesh) child.geometry.dispose();
+      if (child instanceof Mesh) (child.geometry as BufferGeometry).dispose();
     }
     this.routeSegments = 0;
     if (!points || points.length === 0) return 0;
