@@ -5,26 +5,22 @@
  * socket fails), and the result as a table and — when the kind has a chart hint —
  * a uPlot chart (a collective's busbw against message size, log x).
  *
+ * The form's inputs are built by scenariofields.ts, the result drawn by
+ * scenariorender.ts; this module wires them to the API and the run's socket.
+ *
  * Who may start runs is asked once with OPTIONS /api/scenarios/ (DRF lists POST
  * under "actions" only for users allowed to); a 403 on submit says the same.
  */
-import uPlot from "uplot";
+import type uPlot from "uplot";
 
 import { ApiError } from "../api";
 import { button, chip, explain, h } from "./dom";
-import { formatAgo, formatBytes, formatNumber, formatSeconds } from "./format";
+import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
-import {
-  buildParams,
-  choiceOptions,
-  defaultChecked,
-  defaultText,
-  mapErrors,
-  type KindField,
-  type KindInfo,
-  type RawValue,
-} from "./scenarioform";
-import { chartData, resultTable, type ChartData, type Table } from "./scenarioresult";
+import { renderFields, type FieldInput } from "./scenariofields";
+import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
+import { renderChart, renderTable } from "./scenariorender";
+import { chartData, resultTable } from "./scenarioresult";
 import { FINAL_STATUSES, type ScenarioMessage, type ScenarioRun } from "./types";
 
 export interface ScenariosOptions {
@@ -44,10 +40,6 @@ export interface ScenariosPanel {
 const PERMISSION_NOTE =
   "Starting runs needs the scenarios permission (scenarios.add_scenariorun): ask an administrator. " +
   "You can still look at the runs and their results.";
-
-const SERIES_COLOURS = ["#4c8dff", "#2ea043", "#d29922", "#da3633", "#a371f7", "#39c5cf", "#db61a2", "#8b949e"];
-
-type Input = HTMLInputElement | HTMLSelectElement;
 
 function wsUrl(path: string): string {
   const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
@@ -69,67 +61,6 @@ async function canStartRuns(host: PanelHost): Promise<boolean | null> {
   } catch {
     return null;
   }
-}
-
-function renderTable(table: Table): HTMLTableElement {
-  const t = h("table", {
-    class: "tw-table",
-    "data-testid": "scenario-result-table",
-    "data-rows": String(table.rows.length),
-  });
-  t.append(h("thead", {}, h("tr", {}, ...table.columns.map((c) => h("th", { scope: "col" }, c)))));
-  const body = h("tbody");
-  table.rows.forEach((row, i) => {
-    const tr = h("tr", {}, ...row.map((c) => h("td", {}, c)));
-    if (table.keys) tr.dataset.x = String(table.keys[i]);
-    body.append(tr);
-  });
-  t.append(body);
-  return t;
-}
-
-function renderChart(container: HTMLElement, data: ChartData): uPlot {
-  const bytes = data.xKey.endsWith("_bytes");
-  const axis = {
-    stroke: "#98a2b3",
-    grid: { stroke: "rgba(255,255,255,0.07)", width: 1 },
-    ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 },
-  };
-  const opts: uPlot.Options = {
-    width: Math.max(260, Math.floor(container.clientWidth || 420)),
-    height: 240,
-    scales: {
-      x: { time: false, distr: data.logX ? 3 : 1, log: bytes ? 2 : 10 },
-      y: { distr: data.logY ? 3 : 1, log: 10 },
-    },
-    axes: [
-      {
-        ...axis,
-        label: data.xLabel,
-        values: (_u, vals) => vals.map((v) => (v === null ? "" : bytes ? formatBytes(v) : formatNumber(v))),
-      },
-      {
-        ...axis,
-        label: data.yLabel,
-        size: 60,
-        values: (_u, vals) => vals.map((v) => (v === null ? "" : formatNumber(v))),
-      },
-    ],
-    series: [
-      { label: data.xLabel, value: (_u, v) => (v === null ? "—" : bytes ? formatBytes(v) : formatNumber(v)) },
-      ...data.series.map((s, i) => ({
-        label: s.label,
-        stroke: SERIES_COLOURS[i % SERIES_COLOURS.length],
-        width: i === 0 ? 2.5 : 1.25,
-        dash: i === 0 ? undefined : [5, 4],
-        points: { show: true, size: i === 0 ? 5 : 3 },
-        value: (_u: uPlot, v: number | null) => (v === null ? "—" : formatNumber(v)),
-      })),
-    ],
-  };
-  container.dataset.series = String(data.series.length);
-  container.dataset.points = String(data.x.length);
-  return new uPlot(opts, [data.x, ...data.series.map((s) => s.y)] as uPlot.AlignedData, container);
 }
 
 export function mountScenarios(el: HTMLElement, host: PanelHost, opts: ScenariosOptions = {}): ScenariosPanel {
@@ -202,7 +133,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   );
 
   let kinds: KindInfo[] = [];
-  let inputs = new Map<string, { field: KindField; input: Input; error: HTMLElement }>();
+  let inputs = new Map<string, FieldInput>();
   let allowed: boolean | null = null;
   let shown: ScenarioRun | null = null;
   let followGen = 0;
@@ -214,71 +145,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   const kindOf = (name: string) => kinds.find((k) => k.name === name);
 
   // ------------------------------------------------------------ the form
-  const PLACEHOLDERS: Record<string, string> = {
-    integer_list: "comma-separated, e.g. 1024, 65536, 1048576",
-    card: "card id or serial",
-    card_list: "card ids or serials, comma-separated",
-    integer_pairs: "pairs, e.g. 0-1, 5-6",
-  };
-
   function buildFields(kind: KindInfo | undefined): void {
-    inputs = new Map();
-    fieldsBox.replaceChildren();
-    description.textContent = kind?.description ?? "";
-    if (!kind) return;
-    const advanced = h(
-      "details",
-      { class: "tw-advanced" },
-      h("summary", {}, "Advanced: simulation node and link numbers"),
-    );
-    for (const field of kind.fields) {
-      const id = `tw-scenario-${kind.name}-${field.name}`;
-      let input: Input;
-      if (field.type === "choice") {
-        const select = h("select", { id, name: field.name });
-        if (!field.required && (field.default === null || field.default === undefined))
-          select.append(h("option", { value: "" }, "—"));
-        for (const o of choiceOptions(field)) select.append(h("option", { value: o.text }, o.label));
-        select.value = defaultText(field);
-        // A required choice without a default starts on its first choice.
-        if (select.selectedIndex < 0 && select.options.length) select.selectedIndex = 0;
-        input = select;
-      } else if (field.type === "boolean") {
-        input = h("input", { id, name: field.name, type: "checkbox" });
-        input.checked = defaultChecked(field);
-      } else {
-        const numeric = field.type === "integer" || field.type === "number";
-        input = h("input", {
-          id,
-          name: field.name,
-          type: "text",
-          autocomplete: "off",
-          spellcheck: "false",
-          inputmode: field.type === "integer" ? "numeric" : field.type === "number" ? "decimal" : undefined,
-          placeholder:
-            PLACEHOLDERS[field.type] ??
-            (numeric && (typeof field.min === "number" || typeof field.max === "number")
-              ? `${field.min ?? ""}…${field.max ?? ""}`
-              : ""),
-        });
-        input.value = defaultText(field);
-      }
-      input.setAttribute("data-testid", `scenario-field-${field.name}`);
-      input.dataset.type = field.type;
-      if (field.required) input.required = true;
-      const error = h("span", { class: "tw-field-error", "data-testid": `scenario-field-error-${field.name}` });
-      const label = h(
-        "label",
-        { class: `tw-field type-${field.type}`, for: id },
-        h("span", {}, field.label ?? field.name, field.required ? " *" : ""),
-        input,
-        field.help ? h("small", { class: "tw-help" }, field.help) : null,
-        error,
-      );
-      (field.advanced ? advanced : fieldsBox).append(label);
-      inputs.set(field.name, { field, input, error });
-    }
-    if (advanced.childElementCount > 1) fieldsBox.append(advanced);
+    inputs = renderFields(kind, fieldsBox, description);
   }
 
   function clearErrors(): void {
