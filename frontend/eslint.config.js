@@ -8,7 +8,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default defineConfig(
-  { ignores: ["dist/", "node_modules/"] },
+  { ignores: ["dist/", "node_modules/", "src/api/schema.d.ts"] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -70,7 +70,18 @@ ensure_node_modules() {
     printf '%s\n' "$want" >"$stamp"
 }
 
+# frontend/openapi.json: the API schema drf-spectacular derives from the code (no
+# server, database or Redis is touched: the placeholders only satisfy settings).
+# The frontend build turns it into TypeScript types (npm run schema).
+write_openapi_schema() {
+    (cd "$TWIN_ROOT" && REDIS_URL="${REDIS_URL:-redis://127.0.0.1:1/0}" \
+        TWIN_SECRET_KEY="${TWIN_SECRET_KEY:-openapi-schema-only}" \
+        "$PY" manage.py spectacular --format openapi-json --file frontend/openapi.json) ||
+        die "could not write the API schema (manage.py spectacular)"
+}
+
 build_frontend() {
+    write_openapi_schema
     log "Building the frontend (npm run build)"
     (cd "$TWIN_ROOT/frontend" && npm run --silent build) || die "the frontend build failed"
 }

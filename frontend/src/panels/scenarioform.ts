@@ -8,46 +8,30 @@
  * only spare a round trip for what the kinds description already says (types,
  * required, min/max, choices).
  */
+import type { KindChart, KindField as ApiKindField, ScenarioKind } from "../api";
 import { parseCardRef } from "./format";
 
 export type RawChoice = string | number | boolean | null | [unknown, unknown] | { value: unknown; label?: unknown };
 
-export interface KindField {
-  name: string;
-  /** choice, integer, number, boolean, string, integer_list, card, card_list or
-   *  integer_pairs; a type this form does not know is read as text. */
-  type: string;
-  label?: string;
-  help?: string;
-  required?: boolean;
-  default?: unknown;
-  choices?: RawChoice[] | null;
-  min?: number | null;
-  max?: number | null;
-  /** Only meaningful with a cluster (the panel always sends one). */
-  needs_cluster?: boolean;
-  /** Simulation node/link numbers: the form tucks them under "Advanced". */
-  advanced?: boolean;
-}
+/**
+ * A field as the form reads it: the server's KindField (GET /api/scenarios/kinds/,
+ * types generated from the schema), of which only `name` and `type` are needed;
+ * choices may also come as [value, label] pairs or {value, label} objects.
+ * `type` is choice, integer, number, boolean, string, integer_list, card,
+ * card_list or integer_pairs; a type this form does not know is read as text.
+ */
+export type KindField = Pick<ApiKindField, "name" | "type"> &
+  Partial<Omit<ApiKindField, "name" | "type" | "choices">> & { choices?: ReadonlyArray<RawChoice> | null };
 
-/** Which rows of the result to plot: `result[series][i][x]` against `[y]`. */
-export interface ChartHint {
-  series?: string;
-  x: string;
-  y: string;
-  log_x?: boolean;
-  log_y?: boolean;
-  x_label?: string;
-  y_label?: string;
-}
+/**
+ * Which rows of the result to plot: `result[series][i][x]` against `[y]` (the
+ * server's KindChart; `log_y` for a kind that wants a log y axis).
+ */
+export type ChartHint = Pick<KindChart, "x" | "y"> & Partial<KindChart> & { log_y?: boolean };
 
-export interface KindInfo {
-  name: string;
-  label?: string;
-  description?: string;
-  fields: KindField[];
-  chart?: ChartHint | null;
-}
+/** A kind as the form reads it; the server's ScenarioKind is one. */
+export type KindInfo = Pick<ScenarioKind, "name"> &
+  Partial<Pick<ScenarioKind, "label" | "description">> & { fields: KindField[]; chart?: ChartHint | null };
 
 export interface ChoiceOption {
   value: unknown;

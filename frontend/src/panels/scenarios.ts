@@ -13,7 +13,8 @@
  */
 import type uPlot from "uplot";
 
-import { ApiError } from "../api";
+import { ApiError, type PaginatedScenarioRunList, type ScenarioKind, type ScenarioRun } from "../api";
+import { config } from "../config";
 import { button, chip, explain, h } from "./dom";
 import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
@@ -21,7 +22,7 @@ import { renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
 import { renderChart, renderTable } from "./scenariorender";
 import { chartData, resultTable } from "./scenarioresult";
-import { FINAL_STATUSES, type ScenarioMessage, type ScenarioRun } from "./types";
+import type { RunState, ScenarioMessage } from "./types";
 
 export interface ScenariosOptions {
   /** Runs listed (default 20). */
@@ -40,6 +41,14 @@ export interface ScenariosPanel {
 const PERMISSION_NOTE =
   "Starting runs needs the scenarios permission (scenarios.add_scenariorun): ask an administrator. " +
   "You can still look at the runs and their results.";
+
+/** A run as the panel shows it: its websocket state, with the REST detail's fields once fetched. */
+type ShownRun = RunState & Omit<Partial<ScenarioRun>, keyof RunState>;
+
+/** A status the run never leaves (the server's list). */
+function isFinal(status: string): boolean {
+  return config().scenario_final_statuses.includes(status);
+}
 
 function wsUrl(path: string): string {
   const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
@@ -135,7 +144,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let kinds: KindInfo[] = [];
   let inputs = new Map<string, FieldInput>();
   let allowed: boolean | null = null;
-  let shown: ScenarioRun | null = null;
+  let shown: ShownRun | null = null;
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
@@ -260,8 +269,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     pollTimer = null;
   }
 
-  function showState(run: Partial<ScenarioRun> & { id: number }): void {
-    shown = { ...(shown?.id === run.id ? shown : {}), ...run } as ScenarioRun;
+  function showState(run: Partial<ShownRun> & { id: number }): void {
+    shown = { ...(shown?.id === run.id ? shown : {}), ...run } as ShownRun;
     const r = shown;
     runBox.hidden = false;
     runBox.dataset.runId = String(r.id);
@@ -278,7 +287,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
         : r.message || "";
     message.textContent = text;
     message.classList.toggle("tw-error", r.status === "failed");
-    cancel.hidden = FINAL_STATUSES.has(r.status);
+    cancel.hidden = isFinal(r.status);
     for (const li of runsList.querySelectorAll<HTMLElement>("li[data-run-id]")) {
       li.classList.toggle("selected", li.dataset.runId === String(r.id));
       if (li.dataset.runId === String(r.id) && li.dataset.status !== r.status) {
@@ -302,7 +311,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     tableBox.replaceChildren();
   }
 
-  function showResult(run: ScenarioRun): void {
+  function showResult(run: ShownRun): void {
     clearResult();
     if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
     const kind = kindOf(run.kind);
@@ -314,8 +323,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
   }
 
-  async function finish(runId: number, gen: number, fromSocket?: ScenarioRun): Promise<void> {
-    let run = fromSocket;
+  async function finish(runId: number, gen: number, fromSocket?: ShownRun): Promise<void> {
+    let run: ShownRun | undefined = fromSocket;
     try {
       // The detail may carry more than the socket's state (rows, inputs).
       run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
@@ -338,7 +347,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
         const run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
         if (gen !== followGen) return;
         showState(run);
-        if (FINAL_STATUSES.has(run.status)) {
+        if (isFinal(run.status)) {
           showResult(run);
           void loadRuns();
           return;
@@ -361,7 +370,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     const gen = followGen;
     clearResult();
     showState(run);
-    if (FINAL_STATUSES.has(run.status)) {
+    if (isFinal(run.status)) {
       if (run.result === undefined) await finish(run.id, gen);
       else showResult(run);
       return;
@@ -386,7 +395,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       }
       if (msg.type === "snapshot" || msg.type === "finished") {
         showState(msg.run);
-        if (FINAL_STATUSES.has(msg.run.status) && !finalSeen) {
+        if (isFinal(msg.run.status) && !finalSeen) {
           finalSeen = true;
           ws.onclose = null;
           ws.close();
@@ -421,7 +430,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   async function loadRuns(): Promise<void> {
     const gen = resetGen;
     try {
-      const page = await host.api.get<{ count?: number; results: ScenarioRun[] }>(
+      const page = await host.api.get<PaginatedScenarioRunList>(
         `scenarios/?cluster=${host.clusterId()}&ordering=-id&limit=${runLimit}`,
       );
       if (gen !== resetGen) return;
@@ -467,7 +476,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       runBox.hidden = true;
       el.setAttribute("aria-busy", "true");
       const [kindsR, allowedR] = await Promise.allSettled([
-        kinds.length ? Promise.resolve(kinds) : host.api.get<KindInfo[]>("scenarios/kinds/"),
+        kinds.length ? Promise.resolve(kinds) : host.api.get<ScenarioKind[]>("scenarios/kinds/"),
         canStartRuns(host),
       ]);
       if (gen !== resetGen) return;

@@ -10,17 +10,9 @@ import { formatGbps, formatMetric, formatNumber } from "./format";
 import type { Selection } from "./host";
 import { alertList, errorLine, metricList, objectLink, section, selectedMetric, type SideContext } from "./sidecommon";
 import { createSparkline } from "./sparkline";
-import {
-  HISTORY_METRICS,
-  type AcceleratorRow,
-  type CardLive,
-  type CardRow,
-  type CursorPage,
-  type LinkRow,
-  type RackRow,
-  type ServerRow,
-  type SuperNodeRow,
-} from "./types";
+import type { AcceleratorType, Card, Link, PaginatedLinkList, Rack, Server, SuperNode } from "../api";
+import { config } from "../config";
+import type { CardLive } from "./types";
 
 export async function showCard(ctx: SideContext, id: number, gen: number): Promise<void> {
   const actions = h(
@@ -41,9 +33,9 @@ export async function showCard(ctx: SideContext, id: number, gen: number): Promi
     section("Neighbours", neighboursBox),
   );
 
-  let card: CardRow;
+  let card: Card;
   try {
-    card = await ctx.host.api.get<CardRow>(`cards/${id}/`);
+    card = await ctx.host.api.get<Card>(`cards/${id}/`);
   } catch (error) {
     if (ctx.stale(gen)) return;
     ctx.body.replaceChildren(errorLine(error));
@@ -62,7 +54,7 @@ export async function showCard(ctx: SideContext, id: number, gen: number): Promi
 
 async function cardLive(
   ctx: SideContext,
-  card: CardRow,
+  card: Card,
   gen: number,
   box: HTMLElement,
   alertsBox: HTMLElement,
@@ -73,7 +65,7 @@ async function cardLive(
   // until the user picks one by clicking its label.
   const followed = () => {
     const wanted = selectedMetric(ctx.host);
-    return HISTORY_METRICS.includes(wanted) ? wanted : "gpu_util";
+    return config().history_metrics.includes(wanted) ? wanted : "gpu_util";
   };
   let historyMetric = followed();
   let pinned = false;
@@ -94,7 +86,7 @@ async function cardLive(
     const info = infoOf.get(key);
     const dt = h("dt", { title: key }, info?.label ?? key);
     dd = h("dd", { "data-testid": `panel-value-${key}`, "data-metric": key });
-    if (HISTORY_METRICS.includes(key)) {
+    if (config().history_metrics.includes(key)) {
       dt.classList.add("has-history");
       dt.title = `${key}: click to chart its recent history`;
       dt.addEventListener("click", () => {
@@ -162,12 +154,12 @@ async function cardLive(
   }, ctx.refreshMs);
 }
 
-async function cardSpec(ctx: SideContext, card: CardRow, gen: number, box: HTMLElement): Promise<void> {
+async function cardSpec(ctx: SideContext, card: Card, gen: number, box: HTMLElement): Promise<void> {
   const [acc, server, rack, supernode] = await Promise.allSettled([
-    ctx.host.api.get<AcceleratorRow>(`accelerators/${card.accelerator}/`),
-    ctx.host.api.get<ServerRow>(`servers/${card.server}/`),
-    ctx.host.api.get<RackRow>(`racks/${card.rack}/`),
-    ctx.host.api.get<SuperNodeRow>(`supernodes/${card.supernode}/`),
+    ctx.host.api.get<AcceleratorType>(`accelerators/${card.accelerator}/`),
+    ctx.host.api.get<Server>(`servers/${card.server}/`),
+    ctx.host.api.get<Rack>(`racks/${card.rack}/`),
+    ctx.host.api.get<SuperNode>(`supernodes/${card.supernode}/`),
   ]);
   if (ctx.stale(gen)) return;
   const rows: [string, Node | string | null][] = [];
@@ -229,10 +221,10 @@ async function cardSpec(ctx: SideContext, card: CardRow, gen: number, box: HTMLE
   box.replaceChildren(dl(rows));
 }
 
-async function cardNeighbours(ctx: SideContext, card: CardRow, gen: number, box: HTMLElement): Promise<void> {
-  let links: LinkRow[];
+async function cardNeighbours(ctx: SideContext, card: Card, gen: number, box: HTMLElement): Promise<void> {
+  let links: Link[];
   try {
-    links = (await ctx.host.api.get<CursorPage<LinkRow>>(`links/?card=${card.id}&limit=200`)).results;
+    links = (await ctx.host.api.get<PaginatedLinkList>(`links/?card=${card.id}&limit=200`)).results;
   } catch (error) {
     if (!ctx.stale(gen)) box.replaceChildren(errorLine(error));
     return;
@@ -247,7 +239,7 @@ async function cardNeighbours(ctx: SideContext, card: CardRow, gen: number, box:
     const mineA = link.a_card === card.id;
     const labels = link.display.split(" ↔ ");
     const otherLabel = (mineA ? labels[1] : labels[0]) ?? "?";
-    const otherCard = mineA ? link.b_card : link.a_card;
+    const otherCard = (mineA ? link.b_card : link.a_card) ?? null;
     const otherKind = (mineA ? link.b_kind : link.a_kind) ?? "?";
     const li = h(
       "li",

@@ -7,7 +7,7 @@ import { button, explain, h } from "./dom";
 import { formatAgo } from "./format";
 import type { MetricInfo, PanelHost, RouteEnd, Selection } from "./host";
 import type { Sparkline } from "./sparkline";
-import type { AlertRow } from "./types";
+import type { Alert, Metric } from "../api";
 
 /** What an object view of the side panel draws into and calls back. */
 export interface SideContext {
@@ -53,7 +53,7 @@ export function errorLine(error: unknown): HTMLElement {
 }
 
 /** Open alerts, worst first as the API orders them. */
-export function alertList(alerts: ReadonlyArray<AlertRow>): HTMLElement {
+export function alertList(alerts: ReadonlyArray<Alert>): HTMLElement {
   const list = h("ul", { class: "tw-alerts", "data-testid": "panel-alerts", "data-count": String(alerts.length) });
   if (alerts.length === 0) {
     list.append(h("li", { class: "none" }, "No open alerts."));
@@ -80,7 +80,7 @@ export async function metricList(host: PanelHost): Promise<MetricInfo[]> {
   if (fromHost.length) return fromHost;
   if (metricsCache) return metricsCache;
   try {
-    metricsCache = await host.api.get<MetricInfo[]>("telemetry/metrics/");
+    metricsCache = await host.api.get<Metric[]>("telemetry/metrics/");
   } catch {
     metricsCache = [];
   }

@@ -2,7 +2,7 @@
 import { chip, dl } from "./dom";
 import { formatGbps, formatNs } from "./format";
 import { errorLine, objectLink, section, type SideContext } from "./sidecommon";
-import type { DeviceRow, LinkRow } from "./types";
+import type { Link, NetworkDevice } from "../api";
 
 async function endNode(
   ctx: SideContext,
@@ -14,7 +14,7 @@ async function endNode(
   if (card !== null) return objectLink(ctx.host, { kind: "card", id: card }, label);
   if (device !== null) {
     try {
-      const d = await ctx.host.api.get<DeviceRow>(`devices/${device}/`);
+      const d = await ctx.host.api.get<NetworkDevice>(`devices/${device}/`);
       return `${d.name} (${d.kind}${d.model ? `, ${d.model}` : ""})`;
     } catch {
       return `${label} (${kind ?? "device"})`;
@@ -24,9 +24,9 @@ async function endNode(
 }
 
 export async function showLink(ctx: SideContext, id: number, gen: number): Promise<void> {
-  let link: LinkRow;
+  let link: Link;
   try {
-    link = await ctx.host.api.get<LinkRow>(`links/${id}/`);
+    link = await ctx.host.api.get<Link>(`links/${id}/`);
   } catch (error) {
     if (!ctx.stale(gen)) ctx.body.replaceChildren(errorLine(error));
     return;
@@ -35,8 +35,8 @@ export async function showLink(ctx: SideContext, id: number, gen: number): Promi
   ctx.title.textContent = link.display;
   const [la, lb] = link.display.split(" ↔ ");
   const [a, b] = await Promise.all([
-    endNode(ctx, link.a_card, link.a_device, link.a_kind, la ?? "?"),
-    endNode(ctx, link.b_card, link.b_device, link.b_kind, lb ?? "?"),
+    endNode(ctx, link.a_card ?? null, link.a_device ?? null, link.a_kind, la ?? "?"),
+    endNode(ctx, link.b_card ?? null, link.b_device ?? null, link.b_kind, lb ?? "?"),
   ]);
   if (ctx.stale(gen)) return;
   ctx.body.replaceChildren(

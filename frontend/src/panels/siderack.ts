@@ -6,13 +6,13 @@ import { formatCount, formatPercent, formatPower, utilisationColour } from "../f
 import { button, dl, h } from "./dom";
 import { formatNumber } from "./format";
 import { alertList, errorLine, objectLink, section, type SideContext } from "./sidecommon";
-import type { AlertRow, RackGeometry, RackRow, SuperNodeRow } from "./types";
+import type { PaginatedAlertList, Rack, RackGeometry, SuperNode } from "../api";
 
 export async function showRack(ctx: SideContext, id: number, gen: number): Promise<void> {
   const [rackR, geoR, alertsR] = await Promise.allSettled([
-    ctx.host.api.get<RackRow>(`racks/${id}/`),
+    ctx.host.api.get<Rack>(`racks/${id}/`),
     ctx.host.api.get<RackGeometry>(`racks/${id}/geometry/`),
-    ctx.host.api.get<{ results: AlertRow[] }>(`telemetry/alerts/?rack=${id}&active=true&limit=50`),
+    ctx.host.api.get<PaginatedAlertList>(`telemetry/alerts/?rack=${id}&active=true&limit=50`),
   ]);
   if (ctx.stale(gen)) return;
   if (rackR.status === "rejected") {
@@ -20,11 +20,12 @@ export async function showRack(ctx: SideContext, id: number, gen: number): Promi
     return;
   }
   const rack = rackR.value;
+  const supernode = rack.supernode ?? null; // null: a network rack
   ctx.title.textContent = rack.name;
-  let supernodeName = rack.supernode === null ? "" : `#${rack.supernode}`;
-  if (rack.supernode !== null) {
+  let supernodeName = supernode === null ? "" : `#${supernode}`;
+  if (supernode !== null) {
     try {
-      supernodeName = (await ctx.host.api.get<SuperNodeRow>(`supernodes/${rack.supernode}/`)).name;
+      supernodeName = (await ctx.host.api.get<SuperNode>(`supernodes/${supernode}/`)).name;
     } catch {
       // Keep "#id": the link still works.
     }
@@ -58,9 +59,9 @@ export async function showRack(ctx: SideContext, id: number, gen: number): Promi
       dl([
         [
           "Supernode",
-          rack.supernode === null
+          supernode === null
             ? "— (network rack)"
-            : objectLink(ctx.host, { kind: "supernode", id: rack.supernode }, supernodeName),
+            : objectLink(ctx.host, { kind: "supernode", id: supernode }, supernodeName),
         ],
         ["Row / slot", `${rack.row} / ${rack.slot}`],
         ["Rack id", String(rack.id)],

@@ -3,12 +3,12 @@ import { formatCount, formatPercent, formatPower, utilisationColour } from "../f
 import { dl, h } from "./dom";
 import { formatGbps, formatNs } from "./format";
 import { errorLine, section, type SideContext } from "./sidecommon";
-import type { RackRow, SuperNodeRow } from "./types";
+import type { PaginatedRackList, SuperNode } from "../api";
 
 export async function showSupernode(ctx: SideContext, id: number, gen: number): Promise<void> {
   const [snR, racksR] = await Promise.allSettled([
-    ctx.host.api.get<SuperNodeRow>(`supernodes/${id}/`),
-    ctx.host.api.get<{ results: RackRow[] }>(`racks/?supernode=${id}&ordering=row,slot&limit=1000`),
+    ctx.host.api.get<SuperNode>(`supernodes/${id}/`),
+    ctx.host.api.get<PaginatedRackList>(`racks/?supernode=${id}&ordering=row,slot&limit=1000`),
   ]);
   if (ctx.stale(gen)) return;
   if (snR.status === "rejected") {

@@ -8,12 +8,12 @@
  * colours and legend (paint.ts), the route overlay (route.ts) and pointing at
  * things (picking.ts).
  */
-import type { Api } from "../api";
+import type { Api, Route } from "../api";
 import { ViewFrames, type FrameMessage, type Subscription, type ViewKind } from "../frames";
 import type { TwinHook } from "../hook";
 import type { ConnectionState, HelloMessage, LiveClient } from "../live";
 import type { AlertsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
-import type { MetricInfo, ObjectKind, PanelHost, RouteResult, Selection } from "../panels/host";
+import type { MetricInfo, ObjectKind, PanelHost, Selection } from "../panels/host";
 import type { StatusBar } from "../statusbar";
 import { Engine, WebGLUnavailable } from "./engine";
 import { GeometryCache } from "./geometry";
@@ -55,7 +55,7 @@ export class Controller implements PanelHost {
   private frames: ViewFrames | null = null;
   private metricKey = "power_w";
   private selection: Selection | null = null;
-  private routeShown: RouteResult | null = null;
+  private routeShown: Route | null = null;
   private openToken = 0;
   private readonly cache: GeometryCache;
   private readonly nav: Navigator;
@@ -158,7 +158,7 @@ export class Controller implements PanelHost {
     this.engine?.invalidate();
   }
 
-  async showRoute(route: RouteResult | null): Promise<void> {
+  async showRoute(route: Route | null): Promise<void> {
     this.routeShown = route;
     this.hook.route = route
       ? { cards: [...route.cards], links: route.links.filter((l): l is number => l !== null) }

@@ -7,7 +7,7 @@
  * many cards); a supernode's or rack's geometry is fetched only when it is
  * opened, and the last {@link GEOMETRY_CACHE} of each are kept.
  */
-import type { Api, Floor, RackGeometry, SupernodeGeometry } from "../api";
+import type { Api, Card, Floor, RackGeometry, SupernodeGeometry } from "../api";
 
 /** Supernodes (and racks) whose geometry is kept after leaving them. */
 export const GEOMETRY_CACHE = 8;
@@ -134,9 +134,7 @@ export class GeometryCache {
   async card(id: number): Promise<CardInfo> {
     const known = this.cards.get(id);
     if (known) return known;
-    const card = await this.api.get<{ id: number; supernode: number | null; rack: number | null; serial: string }>(
-      `cards/${id}/`,
-    );
+    const card = await this.api.get<Card>(`cards/${id}/`);
     const info = { id: card.id, supernode: card.supernode, rack: card.rack, serial: card.serial };
     this.cards.set(id, info);
     return info;

@@ -3,7 +3,7 @@
  * hello, or the REST list when the stream is slower) and the "Colour by"
  * picker built from it, key metrics first.
  */
-import { ApiError, type Api } from "../api";
+import { ApiError, type Api, type Metric } from "../api";
 import { HEALTH_METRIC, type MetricLike } from "../colour";
 import type { HelloMessage } from "../live";
 import type { MetricInfo } from "../panels/host";
@@ -28,7 +28,7 @@ export class MetricMenu {
   /** The REST list, unless the hello came first (a refusal leaves the list to the hello). */
   async load(): Promise<void> {
     try {
-      const list = await this.api.get<Array<{ key: string; label: string; unit: string }>>("telemetry/metrics/");
+      const list = await this.api.get<Metric[]>("telemetry/metrics/");
       if (this.list.length === 0) this.list = list.map((m) => ({ key: m.key, label: m.label, unit: m.unit }));
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;

@@ -6,8 +6,8 @@
  */
 import { Vector3 } from "three";
 
+import type { Route } from "../api";
 import { RACK, wrapStubs } from "../layout";
-import type { RouteResult } from "../panels/host";
 import { FloorView } from "./floor";
 import type { CardInfo } from "./geometry";
 import type { Target } from "./navigation";
@@ -42,11 +42,7 @@ export function routeView(view: AnyView | null, cards: ReadonlyArray<CardInfo>):
 }
 
 /** The points to draw `route` with in `view`; `cardOf` says where a card lives (the floor needs its rack). */
-export function routePoints(
-  view: AnyView,
-  route: RouteResult,
-  cardOf: (id: number) => CardInfo | undefined,
-): RoutePoint[] {
+export function routePoints(view: AnyView, route: Route, cardOf: (id: number) => CardInfo | undefined): RoutePoint[] {
   const cardPos: Array<Vector3 | null> = [];
   const cardInst: Array<number | null> = [];
   for (const node of route.path) {
