@@ -15,7 +15,7 @@ import {
   type KindField,
   type KindInfo,
 } from "./scenarioform";
-import { KINDS } from "./testdata/kinds";
+import KINDS from "./testdata/kinds.json";
 
 const kind = (name: string): KindInfo => {
   const k = KINDS.find((x) => x.name === name);

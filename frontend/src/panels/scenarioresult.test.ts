@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { axisLabel, cell, chartData, flattenResult, resultTable } from "./scenarioresult";
-import { KINDS } from "./testdata/kinds";
+import KINDS from "./testdata/kinds.json";
 
 /** A collective result as the kind returns it (4×4 torus, sizes given unsorted; points/best left out). */
 const COLLECTIVE = {
