@@ -28,5 +28,7 @@ export default defineConfig({
   test: {
     include: ["src/**/*.test.ts"],
     environment: "node",
+    // The server's constants the page would carry (src/config.ts).
+    setupFiles: ["src/testdata/setup.ts"],
   },
 });

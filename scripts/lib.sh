@@ -70,7 +70,18 @@ ensure_node_modules() {
     printf '%s\n' "$want" >"$stamp"
 }
 
+# frontend/openapi.json: the API schema drf-spectacular derives from the code (no
+# server, database or Redis is touched: REDIS_URL only keeps settings from starting
+# the embedded Redis, as in the Dockerfile). The frontend build turns it into
+# TypeScript types (npm run schema).
+write_openapi_schema() {
+    (cd "$TWIN_ROOT" && REDIS_URL="${REDIS_URL:-redis://build-only:6379/0}" TWIN_ALLOW_INSECURE_KEY=1 \
+        "$PY" manage.py spectacular --format openapi-json --file frontend/openapi.json) ||
+        die "could not write the API schema (manage.py spectacular)"
+}
+
 build_frontend() {
+    write_openapi_schema
     log "Building the frontend (npm run build)"
     (cd "$TWIN_ROOT/frontend" && npm run --silent build) || die "the frontend build failed"
 }

@@ -97,7 +97,9 @@ describe("compile (the LUT)", () => {
       const ours = p.hex[p.code(w, 40_000)];
       const theirs = utilisationColour(w, 40_000);
       // Same stops; the LUT quantises to 1/255 of the budget.
-      const d = [1, 3, 5].map((k) => Math.abs(parseInt(ours.slice(k, k + 2), 16) - parseInt(theirs.slice(k, k + 2), 16)));
+      const d = [1, 3, 5].map((k) =>
+        Math.abs(parseInt(ours.slice(k, k + 2), 16) - parseInt(theirs.slice(k, k + 2), 16)),
+      );
       expect(Math.max(...d)).toBeLessThanOrEqual(2);
     }
   });
@@ -123,7 +125,9 @@ describe("paint", () => {
     paint(p, values, out, codes, undefined, fixed);
     expect(Array.from(codes)).toEqual([0, 255, CODE_NO_DATA, CODE_NETWORK]);
     expect(Array.from(out.subarray(3, 6))).toEqual(Array.from(p.linear.subarray(255 * 3, 256 * 3)));
-    expect(Array.from(out.subarray(6, 9))).toEqual(Array.from(p.linear.subarray(CODE_NO_DATA * 3, CODE_NO_DATA * 3 + 3)));
+    expect(Array.from(out.subarray(6, 9))).toEqual(
+      Array.from(p.linear.subarray(CODE_NO_DATA * 3, CODE_NO_DATA * 3 + 3)),
+    );
   });
   it("divides by the per-instance budget on a ratio scale", () => {
     const p = compile(scaleFor(POWER, "cluster"));
@@ -169,9 +173,15 @@ describe("legend", () => {
     expect(legend.title).toBe("GPU temperature (°C)");
     expect(legend.gradient[0]).toEqual({ offset: 0, colour: "#3b82f6" });
     expect(legend.gradient.at(-1)).toEqual({ offset: 1, colour: "#ef4444" });
-    expect(legend.ticks).toEqual([[0, "25 °C"], [0.5, "60 °C"], [1, "95 °C"]]);
+    expect(legend.ticks).toEqual([
+      [0, "25 °C"],
+      [0.5, "60 °C"],
+      [1, "95 °C"],
+    ]);
     expect(legend.swatches.at(-1)).toEqual({ label: "no data", colour: hex(NO_DATA_RGB) });
-    expect(cssGradient(legend)).toBe("linear-gradient(to right, #3b82f6 0.0%, #22c55e 40.0%, #eab308 70.0%, #ef4444 100.0%)");
+    expect(cssGradient(legend)).toBe(
+      "linear-gradient(to right, #3b82f6 0.0%, #22c55e 40.0%, #eab308 70.0%, #ef4444 100.0%)",
+    );
   });
   it("shows budget percentages, over budget and network racks for rack power", () => {
     const legend = legendOf(compile(scaleFor(POWER, "cluster")), true);
@@ -189,7 +199,23 @@ describe("legend", () => {
     expect(legendOf(compile(s)).ticks.map((t) => t[1])).toEqual(["0 kJ", "125k kJ", "250k kJ"]);
   });
   it("interpolates the gradient between stops", () => {
-    expect(gradientAt([[0, [0, 0, 0]], [1, [200, 100, 50]]], 0.5)).toEqual([100, 50, 25]);
-    expect(gradientAt([[0, [0, 0, 0]], [1, [200, 100, 50]]], 7)).toEqual([200, 100, 50]);
+    expect(
+      gradientAt(
+        [
+          [0, [0, 0, 0]],
+          [1, [200, 100, 50]],
+        ],
+        0.5,
+      ),
+    ).toEqual([100, 50, 25]);
+    expect(
+      gradientAt(
+        [
+          [0, [0, 0, 0]],
+          [1, [200, 100, 50]],
+        ],
+        7,
+      ),
+    ).toEqual([200, 100, 50]);
   });
 });

@@ -108,8 +108,16 @@ export function scaleFor(metric: MetricLike, view: "cluster" | "supernode" | "ra
     return { kind: "categorical", ...base, unit: "", names: HEALTH_NAMES };
   }
   if (view === "cluster" && metric.key === "power_w") {
-    return { kind: "sequential", ...base, label: "Rack power / budget", unit: "%",
-             domain: [0, 1], stops: TRAFFIC, ratio: true, auto: false };
+    return {
+      kind: "sequential",
+      ...base,
+      label: "Rack power / budget",
+      unit: "%",
+      domain: [0, 1],
+      stops: TRAFFIC,
+      ratio: true,
+      auto: false,
+    };
   }
   if (metric.unit === "%") {
     return { kind: "sequential", ...base, domain: [0, 100], stops: LOAD, ratio: false, auto: false };
@@ -154,7 +162,13 @@ export function autoDomain(values: ArrayLike<number>): [number, number] | null {
 
 /** Starting domain of an `auto` scale before any reading, by unit. */
 const AUTO_START: Record<string, [number, number]> = {
-  W: [0, 1000], GiB: [0, 80], "GB/s": [0, 100], MHz: [0, 2000], ns: [0, 500], "µs": [0, 1000], s: [0, 20],
+  W: [0, 1000],
+  GiB: [0, 80],
+  "GB/s": [0, 100],
+  MHz: [0, 2000],
+  ns: [0, 500],
+  µs: [0, 1000],
+  s: [0, 20],
 };
 
 /** sRGB channel (0–255) → linear light (0–1), the IEC 61966-2-1 curve three.js uses. */
@@ -189,7 +203,7 @@ export interface Palette {
   /** "#rrggbb" per code. */
   hex: string[];
   /** Code of a value (NaN → no data). `budget` only for ratio scales. */
-  code(value: number, budget?: number): number;
+  code: (value: number, budget?: number) => number;
 }
 
 const RESERVED: Array<[number, RGB]> = [
@@ -293,9 +307,11 @@ export interface Legend {
 function tickText(value: number, unit: string): string {
   const abs = Math.abs(value);
   const text =
-    abs >= 1e6 ? `${+(value / 1e6).toPrecision(3)}M` :
-    abs >= 1e4 ? `${+(value / 1e3).toPrecision(3)}k` :
-    `${+value.toPrecision(3)}`;
+    abs >= 1e6
+      ? `${+(value / 1e6).toPrecision(3)}M`
+      : abs >= 1e4
+        ? `${+(value / 1e3).toPrecision(3)}k`
+        : `${+value.toPrecision(3)}`;
   return unit ? `${text} ${unit}` : text;
 }
 
@@ -313,12 +329,26 @@ export function legendOf(palette: Palette, withNetwork = false): Legend {
   const gradient = scale.stops.map(([t, rgb]) => ({ offset: t, colour: hex(rgb.map(Math.round) as unknown as RGB) }));
   const [lo, hi] = scale.domain;
   const ticks: Array<[number, string]> = scale.ratio
-    ? [[0, "0 %"], [0.5, "50 %"], [0.75, "75 %"], [1, "100 %"]]
-    : [[0, tickText(lo, scale.unit)], [0.5, tickText((lo + hi) / 2, scale.unit)], [1, tickText(hi, scale.unit)]];
+    ? [
+        [0, "0 %"],
+        [0.5, "50 %"],
+        [0.75, "75 %"],
+        [1, "100 %"],
+      ]
+    : [
+        [0, tickText(lo, scale.unit)],
+        [0.5, tickText((lo + hi) / 2, scale.unit)],
+        [1, tickText(hi, scale.unit)],
+      ];
   if (scale.ratio) swatches.push({ label: "over budget", colour: palette.hex[CODE_OVER] });
   if (withNetwork) swatches.push({ label: "network rack", colour: palette.hex[CODE_NETWORK] });
   swatches.push({ label: "no data", colour: palette.hex[CODE_NO_DATA] });
-  return { title: scale.ratio ? scale.label : `${scale.label}${scale.unit ? ` (${scale.unit})` : ""}`, gradient, ticks, swatches };
+  return {
+    title: scale.ratio ? scale.label : `${scale.label}${scale.unit ? ` (${scale.unit})` : ""}`,
+    gradient,
+    ticks,
+    swatches,
+  };
 }
 
 /** CSS `linear-gradient(...)` for a legend's bar. */

@@ -10,11 +10,7 @@ import { formatCount, formatPercent, formatPower } from "./format";
 type Child = Node | string | null | undefined | false;
 
 /** createElement with attributes and children; strings become text nodes. */
-export function h(
-  tag: string,
-  attrs: Record<string, string> = {},
-  ...children: Child[]
-): HTMLElement {
+export function h(tag: string, attrs: Record<string, string> = {}, ...children: Child[]): HTMLElement {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     el.setAttribute(name, value);
@@ -52,14 +48,23 @@ export function renderSummary(title: HTMLElement, stats: HTMLElement, summary: C
   const items: Array<HTMLElement | null> = [
     stat("Cards", formatCount(c.cards), "card-count", breakdownTitle(c.cards_by_status)),
     failed
-      ? h("span", { class: "stat-note bad", title: breakdownTitle(c.cards_by_status) }, `${formatCount(failed)} failed/degraded`)
+      ? h(
+          "span",
+          { class: "stat-note bad", title: breakdownTitle(c.cards_by_status) },
+          `${formatCount(failed)} failed/degraded`,
+        )
       : null,
     stat("Supernodes", formatCount(c.supernodes), "supernode-count"),
     stat("Racks", formatCount(c.racks), "rack-count"),
     stat("Servers", formatCount(c.servers), "server-count"),
     stat("Network devices", formatCount(c.devices), "device-count", breakdownTitle(c.devices_by_kind)),
     stat("Links", formatCount(c.links), "link-count", breakdownTitle(c.links_by_kind)),
-    stat("IT power", formatPower(p.it_w), "it-power", `${formatPercent(p.utilization)} of ${formatPower(p.budget_w)} rack budgets`),
+    stat(
+      "IT power",
+      formatPower(p.it_w),
+      "it-power",
+      `${formatPercent(p.utilization)} of ${formatPower(p.budget_w)} rack budgets`,
+    ),
     stat("Facility", formatPower(p.facility_w), "facility-power", p.pue === null ? "" : `PUE ${p.pue.toFixed(3)}`),
     h(
       "span",

@@ -7,9 +7,10 @@
  * the colour scale runs green → amber → red up to the budget, and anything
  * over it gets one unmistakable colour rather than a deeper red.
  */
+import { config } from "./config";
 
-/** Default rack budget of the seeds, in watts (matches twin.hardware.constants). */
-export const DEFAULT_RACK_BUDGET_W = 40_000;
+/** Budget of a rack created without one, in watts (the server's twin.hardware.constants). */
+export const DEFAULT_RACK_BUDGET_W: number = config().rack_budget_default_w;
 
 const UNITS: ReadonlyArray<readonly [number, string]> = [
   [1e9, "GW"],

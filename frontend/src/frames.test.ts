@@ -6,20 +6,47 @@ const SUB = { view: "supernode" as const, id: 3, metric: "power_w" };
 
 function snapshot(over: Partial<SnapshotMessage> = {}): SnapshotMessage {
   return {
-    type: "snapshot", view: "supernode", id: 3, metric: "power_w", seq: 10, ts: 1000.5, layout: "L1",
-    keys: [30, 10, 20, 99], values: [300, null, 200.25, 5], health: [1, 0, 3, 1], unit: "W", aggregate: "card",
+    type: "snapshot",
+    view: "supernode",
+    id: 3,
+    metric: "power_w",
+    seq: 10,
+    ts: 1000.5,
+    layout: "L1",
+    keys: [30, 10, 20, 99],
+    values: [300, null, 200.25, 5],
+    health: [1, 0, 3, 1],
+    unit: "W",
+    aggregate: "card",
     ...over,
   };
 }
 
 function frame(over: Partial<FrameMessage> = {}): FrameMessage {
-  return { type: "frame", view: "supernode", id: 3, metric: "power_w", seq: 11, ts: 1001, layout: "L1",
-           values: [310, 110, null, 6], health: [1, 1, 4, 2], ...over };
+  return {
+    type: "frame",
+    view: "supernode",
+    id: 3,
+    metric: "power_w",
+    seq: 11,
+    ts: 1001,
+    layout: "L1",
+    values: [310, 110, null, 6],
+    health: [1, 1, 4, 2],
+    ...over,
+  };
 }
 
 describe("indexMap / decodeInto", () => {
   it("maps message positions to instances, -1 for keys not drawn", () => {
-    const m = indexMap([30, 10, 77], new Map([[10, 0], [20, 1], [30, 2]]));
+    const m = indexMap(
+      [30, 10, 77],
+      new Map([
+        [10, 0],
+        [20, 1],
+        [30, 2],
+      ]),
+    );
     expect(Array.from(m)).toEqual([2, 0, -1]);
   });
   it("writes null as NaN and skips unmapped positions", () => {
@@ -109,23 +136,44 @@ describe("ViewFrames", () => {
     const v = new ViewFrames([1, 2, 3]);
     v.follow({ view: "cluster", id: null, metric: "power_w" });
     v.apply({
-      type: "snapshot", view: "cluster", id: null, metric: "power_w", seq: 1, ts: null, layout: "L",
-      keys: [1, 2], values: [39000, null], budget_w: [40000, 40000],
+      type: "snapshot",
+      view: "cluster",
+      id: null,
+      metric: "power_w",
+      seq: 1,
+      ts: null,
+      layout: "L",
+      keys: [1, 2],
+      values: [39000, null],
+      budget_w: [40000, 40000],
     } as SnapshotMessage);
     expect(Array.from(v.budget.slice(0, 2))).toEqual([40000, 40000]);
     expect(Number.isNaN(v.budget[2])).toBe(true);
     expect(v.valueOf(1)).toBe(39000);
   });
   it("matches views with a null id", () => {
-    expect(sameView({ view: "cluster", id: null, metric: "power_w" }, { view: "cluster", id: null, metric: "power_w" })).toBe(true);
-    expect(sameView({ view: "rack", id: 2, metric: "power_w" }, { view: "rack", id: 3, metric: "power_w" })).toBe(false);
+    expect(
+      sameView({ view: "cluster", id: null, metric: "power_w" }, { view: "cluster", id: null, metric: "power_w" }),
+    ).toBe(true);
+    expect(sameView({ view: "rack", id: 2, metric: "power_w" }, { view: "rack", id: 3, metric: "power_w" })).toBe(
+      false,
+    );
   });
   it("decodes a 26k-rack frame quickly", () => {
     const keys = Array.from({ length: 26_624 }, (_, i) => i + 1);
     const v = new ViewFrames(keys);
     v.follow({ view: "cluster", id: null, metric: "power_w" });
-    v.apply({ type: "snapshot", view: "cluster", id: null, metric: "power_w", seq: 1, ts: null, layout: "L",
-              keys, values: keys.map((k) => k % 7 ? 30000 : null) } as SnapshotMessage);
+    v.apply({
+      type: "snapshot",
+      view: "cluster",
+      id: null,
+      metric: "power_w",
+      seq: 1,
+      ts: null,
+      layout: "L",
+      keys,
+      values: keys.map((k) => (k % 7 ? 30000 : null)),
+    } as SnapshotMessage);
     const values = keys.map((k) => k * 1.5);
     const t0 = performance.now();
     v.apply({ type: "frame", view: "cluster", id: null, metric: "power_w", seq: 2, ts: null, layout: "L", values });

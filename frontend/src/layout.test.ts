@@ -21,11 +21,17 @@ function demoFloor(supernodes = 8, perSn = 13) {
   let id = 1;
   for (let s = 0; s < supernodes; s++) {
     for (let r = 0; r < perSn; r++) {
-      racks.id.push(id++); racks.row.push(s); racks.slot.push(r); racks.supernode.push(100 + s);
+      racks.id.push(id++);
+      racks.row.push(s);
+      racks.slot.push(r);
+      racks.supernode.push(100 + s);
     }
   }
   for (let j = 0; j < 2; j++) {
-    racks.id.push(id++); racks.row.push(supernodes + Math.floor(j / 32)); racks.slot.push(j % 32); racks.supernode.push(null);
+    racks.id.push(id++);
+    racks.row.push(supernodes + Math.floor(j / 32));
+    racks.slot.push(j % 32);
+    racks.supernode.push(null);
   }
   const sn = {
     id: Array.from({ length: supernodes }, (_, s) => 100 + s),
@@ -51,8 +57,10 @@ describe("floorLayout", () => {
     const { racks, sn } = demoFloor();
     const order = racks.id.map((_, i) => i).reverse();
     const shuffled = {
-      id: order.map((i) => racks.id[i]), row: order.map((i) => racks.row[i]),
-      slot: order.map((i) => racks.slot[i]), supernode: order.map((i) => racks.supernode[i]),
+      id: order.map((i) => racks.id[i]),
+      row: order.map((i) => racks.row[i]),
+      slot: order.map((i) => racks.slot[i]),
+      supernode: order.map((i) => racks.supernode[i]),
     };
     const a = floorLayout(racks, sn);
     const b = floorLayout(shuffled, sn);
@@ -126,10 +134,17 @@ describe("floorLayout", () => {
 });
 
 const cube = (n: number) => {
-  const x: number[] = [], y: number[] = [], z: number[] = [], server: number[] = [], slot: number[] = [];
+  const x: number[] = [],
+    y: number[] = [],
+    z: number[] = [],
+    server: number[] = [],
+    slot: number[] = [];
   for (let i = 0; i < n * n * n; i++) {
-    x.push(i % n); y.push(Math.floor(i / n) % n); z.push(Math.floor(i / (n * n)));
-    server.push(Math.floor(i / 8)); slot.push(i % 8);
+    x.push(i % n);
+    y.push(Math.floor(i / n) % n);
+    z.push(Math.floor(i / (n * n)));
+    server.push(Math.floor(i / 8));
+    slot.push(i % 8);
   }
   return { x, y, z, server, slot };
 };
@@ -145,8 +160,14 @@ describe("torus positions", () => {
     expect(p[8 * 3 + 2] - p[2]).toBeCloseTo(-CARD_PITCH, 5);
     expect(p[64 * 3 + 1] - p[1]).toBeCloseTo(CARD_PITCH, 5);
     // centred
-    let sx = 0, sy = 0, sz = 0;
-    for (let i = 0; i < 512; i++) { sx += p[i * 3]; sy += p[i * 3 + 1]; sz += p[i * 3 + 2]; }
+    let sx = 0,
+      sy = 0,
+      sz = 0;
+    for (let i = 0; i < 512; i++) {
+      sx += p[i * 3];
+      sy += p[i * 3 + 1];
+      sz += p[i * 3 + 2];
+    }
     expect([sx, sy, sz].map((v) => Math.abs(v) < 1e-3)).toEqual([true, true, true]);
   });
   it("detects coordinates and wrap-around links", () => {
@@ -172,7 +193,9 @@ describe("grid fallback (DGX supernodes)", () => {
   it("puts each server's cards in a row, servers apart, nothing overlapping", () => {
     const n = 256;
     const cards = {
-      x: new Array(n).fill(null), y: new Array(n).fill(null), z: new Array(n).fill(null),
+      x: new Array(n).fill(null),
+      y: new Array(n).fill(null),
+      z: new Array(n).fill(null),
       server: Array.from({ length: n }, (_, i) => 1000 + Math.floor(i / 8)),
       slot: Array.from({ length: n }, (_, i) => i % 8),
     };
@@ -188,10 +211,15 @@ describe("grid fallback (DGX supernodes)", () => {
     expect(p[2]).toBe(p[7 * 3 + 2]);
     expect(p[3] - p[0]).toBeCloseTo(CARD_PITCH, 5);
     // roughly square overall
-    let x0 = Infinity, x1 = -Infinity, z0 = Infinity, z1 = -Infinity;
+    let x0 = Infinity,
+      x1 = -Infinity,
+      z0 = Infinity,
+      z1 = -Infinity;
     for (let i = 0; i < n; i++) {
-      x0 = Math.min(x0, p[i * 3]); x1 = Math.max(x1, p[i * 3]);
-      z0 = Math.min(z0, p[i * 3 + 2]); z1 = Math.max(z1, p[i * 3 + 2]);
+      x0 = Math.min(x0, p[i * 3]);
+      x1 = Math.max(x1, p[i * 3]);
+      z0 = Math.min(z0, p[i * 3 + 2]);
+      z1 = Math.max(z1, p[i * 3 + 2]);
     }
     expect((x1 - x0) / (z1 - z0)).toBeGreaterThan(0.5);
     expect((x1 - x0) / (z1 - z0)).toBeLessThan(2.5);

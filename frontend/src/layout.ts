@@ -100,9 +100,13 @@ export function floorLayout(racks: FloorRacks, supernodes: FloorSupernodes): Flo
       const info = sn === null || sn === undefined ? undefined : snOrder.get(sn);
       g = {
         supernode: sn ?? null,
-        order: info ? info.order : sn ?? Number.MAX_SAFE_INTEGER,
+        order: info ? info.order : (sn ?? Number.MAX_SAFE_INTEGER),
         name: info ? info.name : sn === null || sn === undefined ? "network" : `supernode ${sn}`,
-        racks: [], minRow: Infinity, minSlot: Infinity, w: 0, d: 0,
+        racks: [],
+        minRow: Infinity,
+        minSlot: Infinity,
+        w: 0,
+        d: 0,
       };
       byKey.set(key, g);
     }
@@ -120,7 +124,8 @@ export function floorLayout(racks: FloorRacks, supernodes: FloorSupernodes): Flo
     Object.assign(g, footprint(rows, slots));
   }
   const all = [...byKey.values()];
-  const sn = all.filter((g) => g.supernode !== null)
+  const sn = all
+    .filter((g) => g.supernode !== null)
     .sort((a, b) => a.order - b.order || (a.supernode ?? 0) - (b.supernode ?? 0));
   const net = all.filter((g) => g.supernode === null);
 
@@ -139,18 +144,16 @@ export function floorLayout(racks: FloorRacks, supernodes: FloorSupernodes): Flo
       z[i] = oz + (racks.row[i] - g.minRow + 0.5) * ROW_PITCH;
       group[i] = gi;
     }
-    groups.push({ supernode: g.supernode, name: g.name, x0: ox, z0: oz, x1: ox + g.w, z1: oz + g.d,
-                  racks: g.racks });
+    groups.push({ supernode: g.supernode, name: g.name, x0: ox, z0: oz, x1: ox + g.w, z1: oz + g.d, racks: g.racks });
   };
   sn.forEach((g, k) => place(g, (k % columns) * cellW, Math.floor(k / columns) * cellD));
   const gridRows = Math.ceil(sn.length / columns);
-  let oz = gridRows * cellD;
+  const oz = gridRows * cellD;
   let ox = 0;
   for (const g of net) {
     place(g, ox, oz);
     ox += g.w + GROUP_GAP;
   }
-  if (net.length) oz += Math.max(...net.map((g) => g.d)) + GROUP_GAP;
 
   // Centre on the origin.
   let x0 = Infinity;
@@ -158,14 +161,26 @@ export function floorLayout(racks: FloorRacks, supernodes: FloorSupernodes): Flo
   let x1 = -Infinity;
   let z1 = -Infinity;
   for (const g of groups) {
-    x0 = Math.min(x0, g.x0); z0 = Math.min(z0, g.z0);
-    x1 = Math.max(x1, g.x1); z1 = Math.max(z1, g.z1);
+    x0 = Math.min(x0, g.x0);
+    z0 = Math.min(z0, g.z0);
+    x1 = Math.max(x1, g.x1);
+    z1 = Math.max(z1, g.z1);
   }
-  if (!groups.length) { x0 = z0 = x1 = z1 = 0; }
+  if (!groups.length) {
+    x0 = z0 = x1 = z1 = 0;
+  }
   const cx = (x0 + x1) / 2;
   const cz = (z0 + z1) / 2;
-  for (let i = 0; i < n; i++) { x[i] -= cx; z[i] -= cz; }
-  for (const g of groups) { g.x0 -= cx; g.x1 -= cx; g.z0 -= cz; g.z1 -= cz; }
+  for (let i = 0; i < n; i++) {
+    x[i] -= cx;
+    z[i] -= cz;
+  }
+  for (const g of groups) {
+    g.x0 -= cx;
+    g.x1 -= cx;
+    g.z0 -= cz;
+    g.z1 -= cz;
+  }
   return { x, z, group, groups, x0: x0 - cx, z0: z0 - cz, x1: x1 - cx, z1: z1 - cz, columns };
 }
 
@@ -176,7 +191,10 @@ export function bestColumns(count: number, cellW: number, cellD: number): number
   for (let c = 1; c <= count; c++) {
     const rows = Math.ceil(count / c);
     const err = Math.abs(Math.log((c * cellW) / (rows * cellD) / FLOOR_ASPECT));
-    if (err < bestErr - 1e-12) { best = c; bestErr = err; }
+    if (err < bestErr - 1e-12) {
+      best = c;
+      bestErr = err;
+    }
   }
   return best;
 }
@@ -211,7 +229,9 @@ export function hasCoordinates(cards: CardCoords): boolean {
 export function torusPositions(cards: CardCoords, dims: readonly number[] | null, pitch = CARD_PITCH): Float32Array {
   const n = cards.x.length;
   const out = new Float32Array(n * 3);
-  let mx = 0, my = 0, mz = 0;
+  let mx = 0,
+    my = 0,
+    mz = 0;
   for (let i = 0; i < n; i++) {
     mx = Math.max(mx, cards.x[i] ?? 0);
     my = Math.max(my, cards.y[i] ?? 0);
@@ -283,12 +303,19 @@ export function isWrap(a: readonly number[], b: readonly number[], dims: readonl
  * the axis it wraps on (so it neither crosses the cube nor hides it): returns
  * the stub ends (3 floats each) for card centres `pa`, `pb`.
  */
-export function wrapStubs(pa: ArrayLike<number>, pb: ArrayLike<number>, length = CARD_PITCH * 0.55): [number[], number[]] {
+export function wrapStubs(
+  pa: ArrayLike<number>,
+  pb: ArrayLike<number>,
+  length = CARD_PITCH * 0.55,
+): [number[], number[]] {
   let axis = 0;
   let best = -1;
   for (let k = 0; k < 3; k++) {
     const d = Math.abs(pa[k] - pb[k]);
-    if (d > best) { best = d; axis = k; }
+    if (d > best) {
+      best = d;
+      axis = k;
+    }
   }
   const sign = pa[axis] < pb[axis] ? -1 : 1; // a is the low end → its stub points further down
   const ea = [pa[0], pa[1], pa[2]];
@@ -332,7 +359,9 @@ export function rackPositions(
   });
   // Slabs of servers in position order, then the devices.
   const ordered = new Float32Array(slabs);
-  servers.forEach((_, i) => { ordered[i] = slabY[place.get(i) ?? 0]; });
+  servers.forEach((_, i) => {
+    ordered[i] = slabY[place.get(i) ?? 0];
+  });
   for (let k = servers.length; k < slabs; k++) ordered[k] = slabY[k];
   return { slabY: ordered, cards, height: SERVER.pitch * slabs };
 }

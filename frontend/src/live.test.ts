@@ -34,18 +34,28 @@ class FakeSocket {
   }
 }
 
-const HELLO = { type: "hello", cluster: 1, views: [], metrics: [{ key: "power_w", label: "Power", unit: "W", aggregate: "draw" }],
-                default_metric: {}, max_hz: 2, health_names: [] };
+const HELLO = {
+  type: "hello",
+  cluster: 1,
+  views: [],
+  metrics: [{ key: "power_w", label: "Power", unit: "W", aggregate: "draw" }],
+  default_metric: {},
+  max_hz: 2,
+  health_names: [],
+};
 
 describe("liveUrl / backoffDelay", () => {
   it("uses wss on https and the cluster's path", () => {
-    expect(liveUrl({ protocol: "https:", host: "twin.example:8443" }, 7)).toBe("wss://twin.example:8443/ws/clusters/7/");
+    expect(liveUrl({ protocol: "https:", host: "twin.example:8443" }, 7)).toBe(
+      "wss://twin.example:8443/ws/clusters/7/",
+    );
     expect(liveUrl({ protocol: "http:", host: "127.0.0.1:8000" }, 1)).toBe("ws://127.0.0.1:8000/ws/clusters/1/");
   });
   it("doubles from 1 s up to 10 s, with ±25 % jitter", () => {
     const mid = () => 0.5;
-    expect([0, 1, 2, 3, 4, 5, 9].map((a) => backoffDelay(a, 1000, 10_000, mid))).toEqual(
-      [1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]);
+    expect([0, 1, 2, 3, 4, 5, 9].map((a) => backoffDelay(a, 1000, 10_000, mid))).toEqual([
+      1000, 2000, 4000, 8000, 10_000, 10_000, 10_000,
+    ]);
     expect(backoffDelay(0, 1000, 10_000, () => 0)).toBe(750);
     expect(backoffDelay(0, 1000, 10_000, () => 0.999)).toBeLessThanOrEqual(1250);
     expect(backoffDelay(10, 1000, 10_000, () => 0.999)).toBeLessThanOrEqual(12_500);
@@ -66,12 +76,16 @@ describe("LiveClient", () => {
     alerts.length = 0;
     vi.stubGlobal("WebSocket", FakeSocket);
     vi.stubGlobal("window", globalThis);
-    client = new LiveClient("ws://x/ws/clusters/1/", {
-      state: (s, r) => states.push([s, r]),
-      hello: () => undefined,
-      view: (m) => views.push(m),
-      alerts: (events) => alerts.push(...events),
-    }, { random: () => 0.5 });
+    client = new LiveClient(
+      "ws://x/ws/clusters/1/",
+      {
+        state: (s, r) => states.push([s, r]),
+        hello: () => undefined,
+        view: (m) => views.push(m),
+        alerts: (events) => alerts.push(...events),
+      },
+      { random: () => 0.5 },
+    );
   });
   afterEach(() => {
     client.stop();
@@ -89,7 +103,10 @@ describe("LiveClient", () => {
     expect(client.state).toBe("live");
     expect(s.sent).toEqual([{ action: "subscribe", view: "cluster", metric: "power_w" }]);
     client.subscribe({ view: "supernode", id: 3, metric: "gpu_util" });
-    expect(s.sent.slice(1)).toEqual([{ action: "unsubscribe" }, { action: "subscribe", view: "supernode", metric: "gpu_util", id: 3 }]);
+    expect(s.sent.slice(1)).toEqual([
+      { action: "unsubscribe" },
+      { action: "subscribe", view: "supernode", metric: "gpu_util", id: 3 },
+    ]);
     s.receive({ type: "frame", view: "supernode", id: 3, metric: "gpu_util", seq: 2, values: [] });
     s.receive({ type: "alerts", events: [{ event: "opened", alert: { id: 1 } }], dropped: 0 });
     expect(views).toHaveLength(1);
@@ -116,7 +133,15 @@ describe("LiveClient", () => {
     s.receive(HELLO);
     expect(client.state).toBe("live");
     expect(s.sent).toEqual([{ action: "subscribe", view: "rack", metric: "power_w", id: 5 }]);
-    expect(states.map((x) => x[0])).toEqual(["connecting", "live", "reconnecting", "reconnecting", "reconnecting", "reconnecting", "live"]);
+    expect(states.map((x) => x[0])).toEqual([
+      "connecting",
+      "live",
+      "reconnecting",
+      "reconnecting",
+      "reconnecting",
+      "reconnecting",
+      "live",
+    ]);
   });
 
   it("stops for good on 4401 (log in) and 4404 (no such cluster)", () => {
@@ -126,8 +151,12 @@ describe("LiveClient", () => {
     vi.advanceTimersByTime(60_000);
     expect(FakeSocket.all).toHaveLength(1);
 
-    const other = new LiveClient("ws://x/ws/clusters/9/", { state: (s, r) => states.push([s, r]), hello: () => undefined,
-                                                           view: () => undefined, alerts: () => undefined });
+    const other = new LiveClient("ws://x/ws/clusters/9/", {
+      state: (s, r) => states.push([s, r]),
+      hello: () => undefined,
+      view: () => undefined,
+      alerts: () => undefined,
+    });
     other.start();
     FakeSocket.all[1].drop(4404);
     expect(states.at(-1)).toEqual(["offline", "not-found"]);

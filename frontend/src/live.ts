@@ -11,15 +11,14 @@
  *   backoff of 1 s doubling to 10 s, with jitter (so a restarted server is not
  *   hit by every tab in the same millisecond), and resubscribes;
  * - close 4401 (not logged in) and 4404 (no such cluster) are final: the page
- *   tells the user what to do instead of retrying forever.
+ *   tells the user what to do instead of retrying forever (the codes come from
+ *   the server, twin/live/protocol.py, through the page's config).
  */
+import { config } from "./config";
 import type { FrameMessage } from "./frames";
 import type { Subscription } from "./frames";
 
 export type ConnectionState = "connecting" | "live" | "reconnecting" | "offline";
-
-export const CLOSE_UNAUTHENTICATED = 4401;
-export const CLOSE_NOT_FOUND = 4404;
 
 export interface HelloMessage {
   type: "hello";
@@ -76,7 +75,11 @@ export class LiveClient {
   private lastMessageAt = 0;
   private readonly opts: Required<LiveOptions>;
 
-  constructor(readonly url: string, private readonly on: LiveHandlers, opts: LiveOptions = {}) {
+  constructor(
+    readonly url: string,
+    private readonly on: LiveHandlers,
+    opts: LiveOptions = {},
+  ) {
     this.opts = {
       backoffMinMs: opts.backoffMinMs ?? 1000,
       backoffMaxMs: opts.backoffMaxMs ?? 10_000,
@@ -169,12 +172,13 @@ export class LiveClient {
       this.socket = null;
       this.clearTimers();
       if (this.stopped) return;
-      if (event.code === CLOSE_UNAUTHENTICATED) {
+      const codes = config().close_codes;
+      if (event.code === codes.unauthenticated) {
         this.stopped = true;
         this.setState("offline", "unauthenticated");
         return;
       }
-      if (event.code === CLOSE_NOT_FOUND) {
+      if (event.code === codes.not_found) {
         this.stopped = true;
         this.setState("offline", "not-found");
         return;
@@ -220,7 +224,7 @@ export class LiveClient {
   private dispatch(text: string): void {
     let msg: { type?: string } & Record<string, unknown>;
     try {
-      msg = JSON.parse(text);
+      msg = JSON.parse(text) as { type?: string } & Record<string, unknown>;
     } catch {
       return;
     }
@@ -237,7 +241,10 @@ export class LiveClient {
         this.on.view(msg as unknown as FrameMessage);
         break;
       case "alerts":
-        this.on.alerts((msg.events as Array<{ event: string; alert: Record<string, unknown> }>) ?? [], Number(msg.dropped ?? 0));
+        this.on.alerts(
+          (msg.events as Array<{ event: string; alert: Record<string, unknown> }>) ?? [],
+          Number(msg.dropped ?? 0),
+        );
         break;
       case "error":
         this.on.error?.(msg as unknown as { code: string; message: string; field?: string });

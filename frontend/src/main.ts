@@ -35,10 +35,19 @@ window.fetch = (...args: Parameters<typeof fetch>): Promise<Response> => {
   return pageFetch(...args).then(
     (response) => {
       // Done once the body has arrived too (a clone: the caller reads its own).
-      void response.clone().arrayBuffer().catch(() => undefined).finally(() => { inflight -= 1; });
+      void response
+        .clone()
+        .arrayBuffer()
+        .catch(() => undefined)
+        .finally(() => {
+          inflight -= 1;
+        });
       return response;
     },
-    (error: unknown) => { inflight -= 1; throw error; },
+    (error: unknown) => {
+      inflight -= 1;
+      throw error;
+    },
   );
 };
 
@@ -145,7 +154,8 @@ async function boot(): Promise<void> {
     pickAt: (x, y) => controller.pickObjectAt(x, y),
     rackDraw: () => controller.rackDraw(),
     open: (kind, id) => controller.open(kind, id),
-    select: (kind, id) => controller.select({ kind: kind as "card" | "rack" | "link" | "supernode", id }, { fly: true }),
+    select: (kind, id) =>
+      controller.select({ kind: kind as "card" | "rack" | "link" | "supernode", id }, { fly: true }),
     highlighted: () => controller.highlighted(),
   });
 
@@ -257,7 +267,10 @@ async function boot(): Promise<void> {
     const cluster = clusters.find((c) => String(c.id) === picker.value);
     if (cluster) void show(cluster, { cluster: cluster.id, view: "cluster", id: null, metric: controller.metric() });
   });
-  await show(initial, initial.id === wanted.cluster ? wanted : { cluster: initial.id, view: "cluster", id: null, metric: wanted.metric });
+  await show(
+    initial,
+    initial.id === wanted.cluster ? wanted : { cluster: initial.id, view: "cluster", id: null, metric: wanted.metric },
+  );
 }
 
 void boot();

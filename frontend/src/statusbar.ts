@@ -77,8 +77,9 @@ export class StatusBar {
   setReporting(count: number | null, total: number | null): void {
     this.reporting.dataset.count = count === null ? "" : String(count);
     this.reporting.textContent =
-      count === null ? "— cards reporting" :
-      `${count.toLocaleString("en-US")}${total !== null ? ` / ${total.toLocaleString("en-US")}` : ""} cards reporting`;
+      count === null
+        ? "— cards reporting"
+        : `${count.toLocaleString("en-US")}${total !== null ? ` / ${total.toLocaleString("en-US")}` : ""} cards reporting`;
   }
 
   /** Free text next to the state (e.g. the tick number). */

@@ -2,7 +2,8 @@
 
 The dashboard's data comes from the REST API (the browser fetches it with the
 session cookie); Django only renders the shell, the user and the hashed asset
-tags from Vite's manifest. If the frontend was not built, the page says which
+tags from Vite's manifest, plus the constants the browser code takes from the
+server (``twin.web.config``). If the frontend was not built, the page says which
 command to run instead of failing with a bare 500.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
+from twin.web.config import dashboard_config
 from twin.web.vite import DEFAULT_ENTRY, FrontendNotBuilt, entry_assets
 
 __all__ = ["LoginView", "LogoutView", "dashboard"]
@@ -35,7 +37,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             status=503,
         )
     return render(
-        request, "web/dashboard.html", {"assets": assets, "api_root": reverse("api:api-root")}
+        request,
+        "web/dashboard.html",
+        {"assets": assets, "api_root": reverse("api:api-root"), "config": dashboard_config()},
     )
 
 

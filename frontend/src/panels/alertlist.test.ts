@@ -4,7 +4,17 @@ import { alertTarget, mergeAlerts, normalise, severityCounts } from "./alertlist
 import type { AlertEvent, AlertPayload } from "./host";
 
 function alert(id: number, started: string, extra: Partial<AlertPayload> = {}): AlertPayload {
-  return { id, rule: "gpu_temp", severity: "warning", card: id * 10, rack: 7, message: `alert ${id}`, started, ended: null, ...extra };
+  return {
+    id,
+    rule: "gpu_temp",
+    severity: "warning",
+    card: id * 10,
+    rack: 7,
+    message: `alert ${id}`,
+    started,
+    ended: null,
+    ...extra,
+  };
 }
 
 const T = (s: number) => new Date(Date.UTC(2025, 0, 1, 12, 0, s)).toISOString();
@@ -52,7 +62,10 @@ describe("mergeAlerts", () => {
     expect(out.map((a) => a.id)).toEqual([2, 1]);
   });
   it("keeps the cap after a storm", () => {
-    const storm: AlertEvent[] = Array.from({ length: 500 }, (_, i) => ({ event: "opened", alert: alert(100 + i, T(10 + (i % 40))) }));
+    const storm: AlertEvent[] = Array.from({ length: 500 }, (_, i) => ({
+      event: "opened",
+      alert: alert(100 + i, T(10 + (i % 40))),
+    }));
     const out = mergeAlerts(base, storm, 50);
     expect(out).toHaveLength(50);
     for (let i = 1; i < out.length; i++) {
@@ -73,6 +86,9 @@ describe("alertTarget and severityCounts", () => {
     expect(alertTarget(alert(1, T(1), { card: null, rack: null }))).toBeNull();
   });
   it("counts per severity", () => {
-    expect(severityCounts([alert(1, T(1)), alert(2, T(1), { severity: "critical" }), alert(3, T(1))])).toEqual({ warning: 2, critical: 1 });
+    expect(severityCounts([alert(1, T(1)), alert(2, T(1), { severity: "critical" }), alert(3, T(1))])).toEqual({
+      warning: 2,
+      critical: 1,
+    });
   });
 });

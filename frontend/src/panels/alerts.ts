@@ -3,11 +3,11 @@
  * then kept current by the ws `alerts` messages the page forwards to push().
  * Newest first, coloured by severity, capped; a click flies to the card (or rack).
  */
+import type { PaginatedAlertList } from "../api";
 import { button, explain, h } from "./dom";
 import { formatAgo, formatMetric } from "./format";
 import { alertTarget, DEFAULT_ALERT_CAP, mergeAlerts, normalise, severityCounts } from "./alertlist";
 import type { AlertEvent, AlertPayload, PanelHost } from "./host";
-import type { AlertRow } from "./types";
 
 export interface AlertsOptions {
   /** Most alerts listed (default 200); the header still says how many are open. */
@@ -28,8 +28,16 @@ export function mountAlerts(el: HTMLElement, host: PanelHost, opts: AlertsOption
   const counts = h("span", { class: "tw-counts", "data-testid": "alerts-count" });
   const list = h("ul", { class: "tw-alert-list", "data-testid": "alerts-list" });
   const status = h("p", { class: "tw-muted" });
-  const reload = button("↻", { class: "tw-icon", title: "Reload alerts", "aria-label": "Reload alerts" }, () => void panel.reset());
-  el.replaceChildren(h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Alerts"), counts, reload), status, list);
+  const reload = button(
+    "↻",
+    { class: "tw-icon", title: "Reload alerts", "aria-label": "Reload alerts" },
+    () => void panel.reset(),
+  );
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Alerts"), counts, reload),
+    status,
+    list,
+  );
 
   let alerts: AlertPayload[] = [];
   let total = 0; // open alerts the API reported (may exceed the cap)
@@ -95,7 +103,7 @@ export function mountAlerts(el: HTMLElement, host: PanelHost, opts: AlertsOption
       buffered = [];
       el.setAttribute("aria-busy", "true");
       try {
-        const page = await host.api.get<{ count?: number; results: AlertRow[] }>(
+        const page = await host.api.get<PaginatedAlertList>(
           `telemetry/alerts/?cluster=${host.clusterId()}&active=true&limit=${Math.min(1000, Math.max(cap, 1))}`,
         );
         if (gen !== generation) return;

@@ -92,12 +92,16 @@ describe("routeSummary", () => {
     );
   });
   it("keeps latency in ns with four significant figures", () => {
-    expect(routeSummary({ reachable: true, hops: 2, latency_ns: 312.5, bottleneck_gbps: null })).toBe("2 hops · 312.5 ns");
+    expect(routeSummary({ reachable: true, hops: 2, latency_ns: 312.5, bottleneck_gbps: null })).toBe(
+      "2 hops · 312.5 ns",
+    );
     expect(routeSummary({ reachable: true, hops: 0, latency_ns: 0, bottleneck_gbps: null })).toBe("0 hops · 0 ns");
     expect(routeSummary({ reachable: true, hops: 1, latency_ns: 5, bottleneck_gbps: null })).toBe("1 hop · 5 ns");
   });
   it("says when there is no path", () => {
-    expect(routeSummary({ reachable: false, hops: 0, latency_ns: null, bottleneck_gbps: null })).toMatch(/^unreachable/);
+    expect(routeSummary({ reachable: false, hops: 0, latency_ns: null, bottleneck_gbps: null })).toMatch(
+      /^unreachable/,
+    );
   });
 });
 

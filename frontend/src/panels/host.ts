@@ -9,49 +9,49 @@
  * `"twin:route-end"` on `document` with `detail: { which, cardId }` (a RouteEndDetail).
  * Either way the page forwards it to the route panel's `setEnd(which, cardId)`.
  */
-import type { Api } from "../api";
+import type { Alert, Api, Metric, Route } from "../api";
 
 export type ObjectKind = "card" | "rack" | "link" | "supernode";
-export interface Selection { kind: ObjectKind; id: number }
-export interface MetricInfo { key: string; label: string; unit: string; aggregate?: string }
-export interface RouteResult { src: {id:number; serial:string}; dst: {id:number; serial:string}; by: string;
-  reachable: boolean; hops: number; latency_ns: number|null; bottleneck_gbps: number|null;
-  path: {node:number; kind:string; card:number|null; label:string}[]; cards: number[]; links: (number|null)[] }
-
-/** An alert as the ws `alerts` message carries it (twin.telemetry.models.Alert.as_event). */
-export interface AlertPayload {
+export interface Selection {
+  kind: ObjectKind;
   id: number;
-  rule: string;
-  severity: string;            // "critical" | "warning" | "info"
-  level?: string;              // "card" | "rack" | "cluster"
-  subject?: string;
-  card: number | null;
-  rack: number | null;
-  supernode?: number | null;
-  value?: number | null;
-  threshold?: number | null;
-  message: string;
-  started: string | null;      // ISO 8601
-  ended: string | null;
-  acknowledged_by?: string | null;
 }
+/** A metric as the live stream's hello lists it (with how a view aggregates it), or the REST list. */
+export type MetricInfo = Pick<Metric, "key" | "label" | "unit"> & { aggregate?: string };
+
+/**
+ * An alert as the ws `alerts` message carries it (twin.telemetry.models.Alert.as_event):
+ * the REST Alert's fields but its url, cluster, peak, active flag and acknowledgement time.
+ */
+export type AlertPayload = Pick<Alert, "id" | "rule" | "severity" | "card" | "rack" | "message" | "ended"> &
+  Partial<Pick<Alert, "level" | "subject" | "supernode" | "value" | "threshold">> & {
+    /** ISO 8601. */
+    started: string | null;
+    acknowledged_by?: string | null;
+  };
 /**
  * One entry of a ws `alerts` message: `{"type": "alerts", "events": AlertEvent[], "dropped": n}`
  * (twin/live/consumers.py). `event` is "opened" | "closed" | "acknowledged".
  */
-export interface AlertEvent { event: "opened" | "closed" | "acknowledged" | string; alert: AlertPayload }
+export interface AlertEvent {
+  event: string;
+  alert: AlertPayload;
+}
 
 export type RouteEnd = "src" | "dst";
 /** `detail` of the "twin:route-end" CustomEvent (when no onRouteEnd callback is given). */
-export interface RouteEndDetail { which: RouteEnd; cardId: number }
+export interface RouteEndDetail {
+  which: RouteEnd;
+  cardId: number;
+}
 export const ROUTE_END_EVENT = "twin:route-end";
 
 export interface PanelHost {
   api: Api;
   clusterId(): number;
   metrics(): MetricInfo[];
-  select(sel: Selection, opts?: { fly?: boolean }): Promise<void>;   // the scene implements: switch view, fly camera, open the side panel (calls your show)
-  showRoute(route: RouteResult | null): Promise<void>;                // the scene implements: highlight
+  select(sel: Selection, opts?: { fly?: boolean }): Promise<void>; // the scene implements: switch view, fly camera, open the side panel (calls your show)
+  showRoute(route: Route | null): Promise<void>; // the scene implements: highlight
   /** Optional: the metric selected in the page (the card panel's sparkline follows it);
    *  without it the panels read `window.twin.view.metric`, else use gpu_util. */
   metric?(): string;

@@ -3,11 +3,11 @@
  * GET /api/clusters/<id>/route/ → "N hops · X ns · bottleneck Y Gb/s", the path,
  * and the highlight in the scene (host.showRoute). 400s name the field to blame.
  */
-import { ApiError } from "../api";
+import { ApiError, type Route } from "../api";
 import { button, explain, h } from "./dom";
 import { parseCardRef, routeSummary } from "./format";
 import { flattenErrors } from "./scenarioform";
-import type { PanelHost, RouteEnd, RouteResult } from "./host";
+import type { PanelHost, RouteEnd } from "./host";
 
 export interface RoutePanel {
   /** Fill one end (the card panel's route buttons); with both ends set, the route is computed. */
@@ -24,9 +24,8 @@ export interface RouteOptions {
 }
 
 /** The API's `notes` on a route (caveats of the model), if any. */
-function notesOf(route: RouteResult): string[] {
-  const notes = (route as RouteResult & { notes?: unknown }).notes;
-  return Array.isArray(notes) ? notes.map(String) : [];
+function notesOf(route: Route): string[] {
+  return Array.isArray(route.notes) ? route.notes.map(String) : [];
 }
 
 export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions = {}): RoutePanel {
@@ -34,8 +33,20 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
   el.classList.add("tw-panel", "tw-route");
   if (!el.hasAttribute("data-testid")) el.setAttribute("data-testid", "route-panel");
 
-  const src = h("input", { type: "text", "data-testid": "route-src", placeholder: "card id or serial", autocomplete: "off", spellcheck: "false" });
-  const dst = h("input", { type: "text", "data-testid": "route-dst", placeholder: "card id or serial", autocomplete: "off", spellcheck: "false" });
+  const src = h("input", {
+    type: "text",
+    "data-testid": "route-src",
+    placeholder: "card id or serial",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
+  const dst = h("input", {
+    type: "text",
+    "data-testid": "route-dst",
+    placeholder: "card id or serial",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
   const srcErr = h("span", { class: "tw-field-error", "data-testid": "route-src-error" });
   const dstErr = h("span", { class: "tw-field-error", "data-testid": "route-dst-error" });
   const by = h(
@@ -67,7 +78,13 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
     ev.preventDefault();
     void panel.go();
   });
-  el.replaceChildren(h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Route")), form, error, result, path);
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Route")),
+    form,
+    error,
+    result,
+    path,
+  );
 
   let generation = 0;
 
@@ -106,7 +123,7 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
     path.replaceChildren();
   }
 
-  function render(route: RouteResult): void {
+  function render(route: Route): void {
     result.hidden = false;
     result.dataset.hops = String(route.hops);
     result.dataset.reachable = String(route.reachable);
@@ -122,7 +139,11 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
       ...route.path.map((step, i) => {
         const li = h(
           "li",
-          { class: `kind-${step.kind}`, "data-node": String(step.node), "data-card": step.card === null ? "" : String(step.card) },
+          {
+            class: `kind-${step.kind}`,
+            "data-node": String(step.node),
+            "data-card": step.card === null ? "" : String(step.card),
+          },
           h("span", { class: "muted" }, step.kind),
           " ",
           step.label,
@@ -169,7 +190,7 @@ export function mountRoute(el: HTMLElement, host: PanelHost, opts: RouteOptions 
       el.setAttribute("aria-busy", "true");
       try {
         const q = new URLSearchParams({ src: String(a), dst: String(b), by: by.value });
-        const route = await host.api.get<RouteResult>(`clusters/${host.clusterId()}/route/?${q}`);
+        const route = await host.api.get<Route>(`clusters/${host.clusterId()}/route/?${q}`);
         if (gen !== generation) return;
         render(route);
         await host.showRoute(route);

@@ -15,7 +15,7 @@ import {
   type KindField,
   type KindInfo,
 } from "./scenarioform";
-import { KINDS } from "./testdata/kinds";
+import KINDS from "./testdata/kinds.json";
 
 const kind = (name: string): KindInfo => {
   const k = KINDS.find((x) => x.name === name);
@@ -37,13 +37,24 @@ describe("defaults from the kinds description", () => {
     expect(defaultText(field("collective", "algorithm"))).toBe("auto");
     expect(defaultText(field("collective", "compression"))).toBe("1");
     expect(defaultText(field("failure", "links"))).toBe("");
-    expect(defaultText({ name: "p", type: "integer_pairs", default: [[1, 2], [3, 4]] })).toBe("1-2, 3-4");
+    expect(
+      defaultText({
+        name: "p",
+        type: "integer_pairs",
+        default: [
+          [1, 2],
+          [3, 4],
+        ],
+      }),
+    ).toBe("1-2, 3-4");
   });
   it("reads booleans and choices", () => {
     expect(defaultChecked(field("failure", "live"))).toBe(false);
     expect(defaultChecked({ name: "x", type: "boolean", default: true })).toBe(true);
     expect(choiceOptions(field("route", "by")).map((o) => o.text)).toEqual(["hops", "latency"]);
-    expect(choiceOptions({ name: "c", type: "choice", choices: [["a", "Alpha"], { value: 2, label: "Two" }, "z"] })).toEqual([
+    expect(
+      choiceOptions({ name: "c", type: "choice", choices: [["a", "Alpha"], { value: 2, label: "Two" }, "z"] }),
+    ).toEqual([
       { value: "a", text: "a", label: "Alpha" },
       { value: 2, text: "2", label: "Two" },
       { value: "z", text: "z", label: "z" },
@@ -88,9 +99,27 @@ describe("parsing inputs", () => {
     expect(parseField(field("failure", "cards"), "12, SN-3")).toEqual({ ok: true, value: [12, "SN-3"], omit: false });
   });
   it("parses pairs however they are typed", () => {
-    expect(parseIntegerPairs("0-1, 5-6")).toEqual({ ok: true, value: [[0, 1], [5, 6]] });
-    expect(parseIntegerPairs("[[0, 1], [5, 6]]")).toEqual({ ok: true, value: [[0, 1], [5, 6]] });
-    expect(parseIntegerPairs("0:1 5:6")).toEqual({ ok: true, value: [[0, 1], [5, 6]] });
+    expect(parseIntegerPairs("0-1, 5-6")).toEqual({
+      ok: true,
+      value: [
+        [0, 1],
+        [5, 6],
+      ],
+    });
+    expect(parseIntegerPairs("[[0, 1], [5, 6]]")).toEqual({
+      ok: true,
+      value: [
+        [0, 1],
+        [5, 6],
+      ],
+    });
+    expect(parseIntegerPairs("0:1 5:6")).toEqual({
+      ok: true,
+      value: [
+        [0, 1],
+        [5, 6],
+      ],
+    });
     expect(parseIntegerPairs("0-1, 5").ok).toBe(false);
     expect(parseIntegerPairs("a-b").ok).toBe(false);
   });
@@ -115,7 +144,13 @@ describe("buildParams", () => {
       reduce_gbps: "",
     });
     expect(built.ok).toBe(true);
-    expect(built.params).toEqual({ op: "allreduce", algorithm: "auto", sizes: [1024, 1048576], compression: 1, overhead_ns: 0 });
+    expect(built.params).toEqual({
+      op: "allreduce",
+      algorithm: "auto",
+      sizes: [1024, 1048576],
+      compression: 1,
+      overhead_ns: 0,
+    });
   });
   it("collects an error per bad field", () => {
     const built = buildParams(kind("route"), { src: "", dst: "SN-1", by: "fastest" });
@@ -134,7 +169,11 @@ describe("DRF errors onto the form", () => {
   it("reads dotted keys with indexes", () => {
     expect(fieldOfErrorKey("params.sizes[2]")).toEqual({ field: "sizes", index: 2, rest: "" });
     expect(fieldOfErrorKey("params.src")).toEqual({ field: "src", index: null, rest: "" });
-    expect(fieldOfErrorKey("params.supernodes[0].fabric.dims")).toEqual({ field: "supernodes", index: 0, rest: ".fabric.dims" });
+    expect(fieldOfErrorKey("params.supernodes[0].fabric.dims")).toEqual({
+      field: "supernodes",
+      index: 0,
+      rest: ".fabric.dims",
+    });
     expect(fieldOfErrorKey("cluster")).toBeNull();
   });
   it("flattens nested bodies", () => {
@@ -163,7 +202,11 @@ describe("DRF errors onto the form", () => {
       sizes: ["item 3: must be > 0 bytes, got 0"],
       ranks: ["100 ranks but the topology has only 64 cards"],
     });
-    expect(mapped.general).toEqual(["cluster: cannot be simulated", "dims[0]: every dimension must be ≥ 2, got 1", "something else"]);
+    expect(mapped.general).toEqual([
+      "cluster: cannot be simulated",
+      "dims[0]: every dimension must be ≥ 2, got 1",
+      "something else",
+    ]);
   });
   it("maps a bad kind onto the kind select", () => {
     expect(mapErrors({ kind: ["unknown kind 'x'"] }, ["kind"]).fields).toEqual({ kind: ["unknown kind 'x'"] });

@@ -8,55 +8,30 @@
  * only spare a round trip for what the kinds description already says (types,
  * required, min/max, choices).
  */
+import type { KindChart, KindField as ApiKindField, ScenarioKind } from "../api";
 import { parseCardRef } from "./format";
-
-export type FieldType =
-  | "choice"
-  | "integer"
-  | "number"
-  | "boolean"
-  | "string"
-  | "integer_list"
-  | "card"
-  | "card_list"
-  | "integer_pairs";
 
 export type RawChoice = string | number | boolean | null | [unknown, unknown] | { value: unknown; label?: unknown };
 
-export interface KindField {
-  name: string;
-  type: FieldType | string;
-  label?: string;
-  help?: string;
-  required?: boolean;
-  default?: unknown;
-  choices?: RawChoice[] | null;
-  min?: number | null;
-  max?: number | null;
-  /** Only meaningful with a cluster (the panel always sends one). */
-  needs_cluster?: boolean;
-  /** Simulation node/link numbers: the form tucks them under "Advanced". */
-  advanced?: boolean;
-}
+/**
+ * A field as the form reads it: the server's KindField (GET /api/scenarios/kinds/,
+ * types generated from the schema), of which only `name` and `type` are needed;
+ * choices may also come as [value, label] pairs or {value, label} objects.
+ * `type` is choice, integer, number, boolean, string, integer_list, card,
+ * card_list or integer_pairs; a type this form does not know is read as text.
+ */
+export type KindField = Pick<ApiKindField, "name" | "type"> &
+  Partial<Omit<ApiKindField, "name" | "type" | "choices">> & { choices?: ReadonlyArray<RawChoice> | null };
 
-/** Which rows of the result to plot: `result[series][i][x]` against `[y]`. */
-export interface ChartHint {
-  series?: string;
-  x: string;
-  y: string;
-  log_x?: boolean;
-  log_y?: boolean;
-  x_label?: string;
-  y_label?: string;
-}
+/**
+ * Which rows of the result to plot: `result[series][i][x]` against `[y]` (the
+ * server's KindChart; `log_y` for a kind that wants a log y axis).
+ */
+export type ChartHint = Pick<KindChart, "x" | "y"> & Partial<KindChart> & { log_y?: boolean };
 
-export interface KindInfo {
-  name: string;
-  label?: string;
-  description?: string;
-  fields: KindField[];
-  chart?: ChartHint | null;
-}
+/** A kind as the form reads it; the server's ScenarioKind is one. */
+export type KindInfo = Pick<ScenarioKind, "name"> &
+  Partial<Pick<ScenarioKind, "label" | "description">> & { fields: KindField[]; chart?: ChartHint | null };
 
 export interface ChoiceOption {
   value: unknown;
@@ -71,9 +46,13 @@ export function choiceOptions(field: KindField): ChoiceOption[] {
     let value: unknown;
     let label: unknown;
     if (Array.isArray(c)) [value, label] = c;
-    else if (c !== null && typeof c === "object") ({ value, label } = c as { value: unknown; label?: unknown });
+    else if (c !== null && typeof c === "object") ({ value, label } = c);
     else value = c;
-    out.push({ value, text: String(value), label: label === undefined || label === null ? String(value) : String(label) });
+    out.push({
+      value,
+      text: plain(value),
+      label: label === undefined || label === null ? plain(value) : plain(label),
+    });
   }
   return out;
 }
@@ -83,10 +62,14 @@ export function defaultText(field: KindField): string {
   const d = field.default;
   if (d === undefined || d === null) return "";
   if (Array.isArray(d)) {
-    return d.map((v) => (Array.isArray(v) ? v.map(String).join("-") : String(v))).join(", ");
+    return d.map((v) => (Array.isArray(v) ? v.map(plain).join("-") : plain(v))).join(", ");
   }
-  if (typeof d === "object") return JSON.stringify(d);
-  return String(d);
+  return plain(d);
+}
+
+/** A value as text: primitives as String() writes them, objects as JSON. */
+function plain(value: unknown): string {
+  return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
 }
 
 /** Whether a boolean field starts checked. */
@@ -117,7 +100,9 @@ function parseInteger(text: string): number | null {
 }
 
 /** Comma- (or space-) separated integers: "1024, 4096 65536" → [1024, 4096, 65536]. */
-export function parseIntegerList(text: string): { ok: true; value: number[] } | { ok: false; error: string; index: number } {
+export function parseIntegerList(
+  text: string,
+): { ok: true; value: number[] } | { ok: false; error: string; index: number } {
   const parts = text.split(/[,;\s]+/).filter((p) => p !== "");
   const out: number[] = [];
   for (let i = 0; i < parts.length; i++) {
@@ -132,7 +117,9 @@ export function parseIntegerList(text: string): { ok: true; value: number[] } | 
  * Pairs of integers however they are typed: "1-2, 3-4", "1:2 3:4", "[[1, 2], [3, 4]]"
  * → [[1, 2], [3, 4]] (the integers in order, taken two by two).
  */
-export function parseIntegerPairs(text: string): { ok: true; value: [number, number][] } | { ok: false; error: string } {
+export function parseIntegerPairs(
+  text: string,
+): { ok: true; value: [number, number][] } | { ok: false; error: string } {
   const junk = text.replace(/[\d\s,;:\-[\]()]/g, "");
   if (junk !== "") return { ok: false, error: `only numbers in pairs like "1-2, 3-4", got ${JSON.stringify(junk)}` };
   const numbers = (text.match(/\d+/g) ?? []).map(Number);
@@ -180,7 +167,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
       const list = parseIntegerList(text);
       if (!list.ok) return { ok: false, error: list.error };
       if (list.value.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       for (let i = 0; i < list.value.length; i++) {
         const b = bounds(field, list.value[i], `item ${i + 1} `);
@@ -193,7 +182,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
     case "card_list": {
       const cards = parseCardList(text);
       if (cards.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       return { ok: true, value: cards, omit: false };
     }
@@ -201,7 +192,9 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
       const pairs = parseIntegerPairs(text);
       if (!pairs.ok) return pairs;
       if (pairs.value.length === 0) {
-        return field.required ? { ok: false, error: "this field is required" } : { ok: true, value: undefined, omit: true };
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
       }
       for (let i = 0; i < pairs.value.length; i++) {
         for (const n of pairs.value[i]) {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { axisLabel, cell, chartData, flattenResult, resultTable } from "./scenarioresult";
-import { KINDS } from "./testdata/kinds";
+import KINDS from "./testdata/kinds.json";
 
 /** A collective result as the kind returns it (4×4 torus, sizes given unsorted; points/best left out). */
 const COLLECTIVE = {
@@ -10,15 +10,33 @@ const COLLECTIVE = {
   ranks: 16,
   sizes: [
     {
-      size_bytes: 1048576, algorithm: "torus", time_s: 1.97208e-5, algbw_gbps: 425.37, busbw_gbps: 797.57,
-      algorithms: { ring: { time_s: 1.98e-5, algbw_gbps: 423.4, busbw_gbps: 793.9 }, torus: { time_s: 1.97e-5, algbw_gbps: 425.4, busbw_gbps: 797.57 } },
+      size_bytes: 1048576,
+      algorithm: "torus",
+      time_s: 1.97208e-5,
+      algbw_gbps: 425.37,
+      busbw_gbps: 797.57,
+      algorithms: {
+        ring: { time_s: 1.98e-5, algbw_gbps: 423.4, busbw_gbps: 793.9 },
+        torus: { time_s: 1.97e-5, algbw_gbps: 425.4, busbw_gbps: 797.57 },
+      },
     },
     {
-      size_bytes: 1024, algorithm: "torus", time_s: 7.92e-8, algbw_gbps: 103.43, busbw_gbps: 193.94,
-      algorithms: { ring: { time_s: 1.69e-7, algbw_gbps: 48.4, busbw_gbps: 90.78 }, torus: { time_s: 7.92e-8, algbw_gbps: 103.4, busbw_gbps: 193.94 } },
+      size_bytes: 1024,
+      algorithm: "torus",
+      time_s: 7.92e-8,
+      algbw_gbps: 103.43,
+      busbw_gbps: 193.94,
+      algorithms: {
+        ring: { time_s: 1.69e-7, algbw_gbps: 48.4, busbw_gbps: 90.78 },
+        torus: { time_s: 7.92e-8, algbw_gbps: 103.4, busbw_gbps: 193.94 },
+      },
     },
     {
-      size_bytes: 65536, algorithm: "ring", time_s: 1.2888e-6, algbw_gbps: 406.8, busbw_gbps: 762.76,
+      size_bytes: 65536,
+      algorithm: "ring",
+      time_s: 1.2888e-6,
+      algbw_gbps: 406.8,
+      busbw_gbps: 762.76,
       algorithms: { ring: { time_s: 1.29e-6, algbw_gbps: 406.8, busbw_gbps: 762.76 } },
     },
   ],
@@ -41,7 +59,16 @@ describe("chartData", () => {
     expect(data.yLabel).toBe("Bus bandwidth (Gb/s)");
   });
   it("finds the rows without a series name, and drops x ≤ 0 on a log axis", () => {
-    const data = chartData({ rows: [{ n: 0, v: 1 }, { n: 4, v: 2 }, { n: 2, v: 3 }] }, { x: "n", y: "v", log_x: true })!;
+    const data = chartData(
+      {
+        rows: [
+          { n: 0, v: 1 },
+          { n: 4, v: 2 },
+          { n: 2, v: 3 },
+        ],
+      },
+      { x: "n", y: "v", log_x: true },
+    )!;
     expect(data.x).toEqual([2, 4]);
     expect(data.series).toEqual([{ label: "v", y: [3, 2] }]);
   });
@@ -62,11 +89,25 @@ describe("resultTable", () => {
     expect(t.rows[2]).toEqual(["1 MiB", "torus", "19.7 µs", "425.4", "797.6"]);
   });
   it("prefers the API's rows for other kinds", () => {
-    const t = resultTable("topology", { avg_hops: 2.13 }, [["avg_hops", "2.1333 (= 32/15)"], ["diameter_hops", 4]]);
-    expect(t).toEqual({ columns: ["quantity", "value"], rows: [["avg_hops", "2.1333 (= 32/15)"], ["diameter_hops", "4"]] });
+    const t = resultTable("topology", { avg_hops: 2.13 }, [
+      ["avg_hops", "2.1333 (= 32/15)"],
+      ["diameter_hops", 4],
+    ]);
+    expect(t).toEqual({
+      columns: ["quantity", "value"],
+      rows: [
+        ["avg_hops", "2.1333 (= 32/15)"],
+        ["diameter_hops", "4"],
+      ],
+    });
   });
   it("flattens a result without rows", () => {
-    const t = resultTable("route", { reachable: true, hops: 3, latency_ns: { average: 22, max: 50 }, labels: ["a", "b"] });
+    const t = resultTable("route", {
+      reachable: true,
+      hops: 3,
+      latency_ns: { average: 22, max: 50 },
+      labels: ["a", "b"],
+    });
     expect(t.rows).toEqual([
       ["reachable", "yes"],
       ["hops", "3"],

@@ -31,11 +31,12 @@ export function cell(value: unknown): string {
   if (typeof value === "boolean") return value ? "yes" : "no";
   if (typeof value === "string") return value;
   if (Array.isArray(value)) {
-    if (value.every((v) => !isObj(v) && !Array.isArray(v))) {
-      const shown = value.length > 12 ? [...value.slice(0, 6), "…", ...value.slice(-5)] : value;
+    const items: unknown[] = value;
+    if (items.every((v) => !isObj(v) && !Array.isArray(v))) {
+      const shown = items.length > 12 ? [...items.slice(0, 6), "…", ...items.slice(-5)] : items;
       return shown.map((v) => (v === "…" ? "…" : cell(v))).join(", ");
     }
-    return `${value.length} items`;
+    return `${items.length} items`;
   }
   const text = JSON.stringify(value);
   return text.length > 120 ? `${text.slice(0, 117)}…` : text;
@@ -78,12 +79,12 @@ export function flattenResult(result: Obj, skip: ReadonlySet<string> = new Set()
 function collectiveTable(result: Obj): Table | null {
   const sizes = result.sizes;
   if (!Array.isArray(sizes) || !sizes.every(isObj) || sizes.length === 0) return null;
-  const sorted = [...(sizes as Obj[])].sort((a, b) => (num(a.size_bytes) ?? 0) - (num(b.size_bytes) ?? 0));
+  const sorted = [...sizes].sort((a, b) => (num(a.size_bytes) ?? 0) - (num(b.size_bytes) ?? 0));
   return {
     columns: ["message size", "algorithm", "time", "algbw (Gb/s)", "busbw (Gb/s)"],
     rows: sorted.map((r) => [
       formatBytes(num(r.size_bytes)),
-      String(r.algorithm ?? "—"),
+      cell(r.algorithm),
       formatSeconds(num(r.time_s)),
       formatNumber(num(r.algbw_gbps), 4),
       formatNumber(num(r.busbw_gbps), 4),
@@ -147,14 +148,16 @@ export function chartData(result: unknown, hint: ChartHint | null | undefined): 
       for (const [name, inner] of Object.entries(nested)) {
         if (!isObj(inner) || !(yKey in inner)) continue;
         let m = others.get(name);
-        if (!m) others.set(name, (m = new Map()));
+        if (!m) others.set(name, (m = new Map<number, number | null>()));
         m.set(x, num(inner[yKey]));
       }
     }
   }
   const xs = [...best.keys()].sort((a, b) => a - b);
   if (xs.length === 0) return null;
-  const series: ChartSeries[] = [{ label: others.size > 1 ? "best" : hint.y_label || axisLabel(yKey), y: xs.map((x) => best.get(x) ?? null) }];
+  const series: ChartSeries[] = [
+    { label: others.size > 1 ? "best" : hint.y_label || axisLabel(yKey), y: xs.map((x) => best.get(x) ?? null) },
+  ];
   // Per-algorithm curves only when there is more than one (else it repeats "best").
   if (others.size > 1) {
     for (const [name, m] of [...others.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {

@@ -5,27 +5,24 @@
  * socket fails), and the result as a table and — when the kind has a chart hint —
  * a uPlot chart (a collective's busbw against message size, log x).
  *
+ * The form's inputs are built by scenariofields.ts, the result drawn by
+ * scenariorender.ts; this module wires them to the API and the run's socket.
+ *
  * Who may start runs is asked once with OPTIONS /api/scenarios/ (DRF lists POST
  * under "actions" only for users allowed to); a 403 on submit says the same.
  */
-import uPlot from "uplot";
+import type uPlot from "uplot";
 
-import { ApiError } from "../api";
+import { ApiError, type PaginatedScenarioRunList, type ScenarioKind, type ScenarioRun } from "../api";
+import { config } from "../config";
 import { button, chip, explain, h } from "./dom";
-import { formatAgo, formatBytes, formatNumber, formatSeconds } from "./format";
+import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
-import {
-  buildParams,
-  choiceOptions,
-  defaultChecked,
-  defaultText,
-  mapErrors,
-  type KindField,
-  type KindInfo,
-  type RawValue,
-} from "./scenarioform";
-import { chartData, resultTable, type ChartData, type Table } from "./scenarioresult";
-import { FINAL_STATUSES, type ScenarioMessage, type ScenarioRun } from "./types";
+import { renderFields, type FieldInput } from "./scenariofields";
+import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
+import { renderChart, renderTable } from "./scenariorender";
+import { chartData, resultTable } from "./scenarioresult";
+import type { RunState, ScenarioMessage } from "./types";
 
 export interface ScenariosOptions {
   /** Runs listed (default 20). */
@@ -45,9 +42,13 @@ const PERMISSION_NOTE =
   "Starting runs needs the scenarios permission (scenarios.add_scenariorun): ask an administrator. " +
   "You can still look at the runs and their results.";
 
-const SERIES_COLOURS = ["#4c8dff", "#2ea043", "#d29922", "#da3633", "#a371f7", "#39c5cf", "#db61a2", "#8b949e"];
+/** A run as the panel shows it: its websocket state, with the REST detail's fields once fetched. */
+type ShownRun = RunState & Omit<Partial<ScenarioRun>, keyof RunState>;
 
-type Input = HTMLInputElement | HTMLSelectElement;
+/** A status the run never leaves (the server's list). */
+function isFinal(status: string): boolean {
+  return config().scenario_final_statuses.includes(status);
+}
 
 function wsUrl(path: string): string {
   const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
@@ -69,50 +70,6 @@ async function canStartRuns(host: PanelHost): Promise<boolean | null> {
   } catch {
     return null;
   }
-}
-
-function renderTable(table: Table): HTMLTableElement {
-  const t = h("table", { class: "tw-table", "data-testid": "scenario-result-table", "data-rows": String(table.rows.length) });
-  t.append(h("thead", {}, h("tr", {}, ...table.columns.map((c) => h("th", { scope: "col" }, c)))));
-  const body = h("tbody");
-  table.rows.forEach((row, i) => {
-    const tr = h("tr", {}, ...row.map((c) => h("td", {}, c)));
-    if (table.keys) tr.dataset.x = String(table.keys[i]);
-    body.append(tr);
-  });
-  t.append(body);
-  return t;
-}
-
-function renderChart(container: HTMLElement, data: ChartData): uPlot {
-  const bytes = data.xKey.endsWith("_bytes");
-  const axis = { stroke: "#98a2b3", grid: { stroke: "rgba(255,255,255,0.07)", width: 1 }, ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 } };
-  const opts: uPlot.Options = {
-    width: Math.max(260, Math.floor(container.clientWidth || 420)),
-    height: 240,
-    scales: {
-      x: { time: false, distr: data.logX ? 3 : 1, log: bytes ? 2 : 10 },
-      y: { distr: data.logY ? 3 : 1, log: 10 },
-    },
-    axes: [
-      { ...axis, label: data.xLabel, values: (_u, vals) => vals.map((v) => (v === null ? "" : bytes ? formatBytes(v) : formatNumber(v))) },
-      { ...axis, label: data.yLabel, size: 60, values: (_u, vals) => vals.map((v) => (v === null ? "" : formatNumber(v))) },
-    ],
-    series: [
-      { label: data.xLabel, value: (_u, v) => (v === null ? "—" : bytes ? formatBytes(v) : formatNumber(v)) },
-      ...data.series.map((s, i) => ({
-        label: s.label,
-        stroke: SERIES_COLOURS[i % SERIES_COLOURS.length],
-        width: i === 0 ? 2.5 : 1.25,
-        dash: i === 0 ? undefined : [5, 4],
-        points: { show: true, size: i === 0 ? 5 : 3 },
-        value: (_u: uPlot, v: number | null) => (v === null ? "—" : formatNumber(v)),
-      })),
-    ],
-  };
-  container.dataset.series = String(data.series.length);
-  container.dataset.points = String(data.x.length);
-  return new uPlot(opts, [data.x, ...data.series.map((s) => s.y)] as uPlot.AlignedData, container);
 }
 
 export function mountScenarios(el: HTMLElement, host: PanelHost, opts: ScenariosOptions = {}): ScenariosPanel {
@@ -138,7 +95,17 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     h("label", {}, h("span", {}, "Kind"), kindSelect, kindError),
     description,
     fieldsBox,
-    h("div", { class: "tw-actions" }, submit, h("label", { class: "tw-inline", title: "Recompute even if an earlier run had the result" }, refresh, " recompute")),
+    h(
+      "div",
+      { class: "tw-actions" },
+      submit,
+      h(
+        "label",
+        { class: "tw-inline", title: "Recompute even if an earlier run had the result" },
+        refresh,
+        " recompute",
+      ),
+    ),
     permission,
     errors,
   );
@@ -175,9 +142,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   );
 
   let kinds: KindInfo[] = [];
-  let inputs = new Map<string, { field: KindField; input: Input; error: HTMLElement }>();
+  let inputs = new Map<string, FieldInput>();
   let allowed: boolean | null = null;
-  let shown: ScenarioRun | null = null;
+  let shown: ShownRun | null = null;
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
@@ -187,64 +154,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   const kindOf = (name: string) => kinds.find((k) => k.name === name);
 
   // ------------------------------------------------------------ the form
-  const PLACEHOLDERS: Record<string, string> = {
-    integer_list: "comma-separated, e.g. 1024, 65536, 1048576",
-    card: "card id or serial",
-    card_list: "card ids or serials, comma-separated",
-    integer_pairs: "pairs, e.g. 0-1, 5-6",
-  };
-
   function buildFields(kind: KindInfo | undefined): void {
-    inputs = new Map();
-    fieldsBox.replaceChildren();
-    description.textContent = kind?.description ?? "";
-    if (!kind) return;
-    const advanced = h("details", { class: "tw-advanced" }, h("summary", {}, "Advanced: simulation node and link numbers"));
-    for (const field of kind.fields) {
-      const id = `tw-scenario-${kind.name}-${field.name}`;
-      let input: Input;
-      if (field.type === "choice") {
-        const select = h("select", { id, name: field.name });
-        if (!field.required && (field.default === null || field.default === undefined)) select.append(h("option", { value: "" }, "—"));
-        for (const o of choiceOptions(field)) select.append(h("option", { value: o.text }, o.label));
-        select.value = defaultText(field);
-        // A required choice without a default starts on its first choice.
-        if (select.selectedIndex < 0 && select.options.length) select.selectedIndex = 0;
-        input = select;
-      } else if (field.type === "boolean") {
-        input = h("input", { id, name: field.name, type: "checkbox" });
-        input.checked = defaultChecked(field);
-      } else {
-        const numeric = field.type === "integer" || field.type === "number";
-        input = h("input", {
-          id,
-          name: field.name,
-          type: "text",
-          autocomplete: "off",
-          spellcheck: "false",
-          inputmode: field.type === "integer" ? "numeric" : field.type === "number" ? "decimal" : undefined,
-          placeholder:
-            PLACEHOLDERS[field.type] ??
-            (numeric && (typeof field.min === "number" || typeof field.max === "number") ? `${field.min ?? ""}…${field.max ?? ""}` : ""),
-        });
-        input.value = defaultText(field);
-      }
-      input.setAttribute("data-testid", `scenario-field-${field.name}`);
-      input.dataset.type = field.type;
-      if (field.required) input.required = true;
-      const error = h("span", { class: "tw-field-error", "data-testid": `scenario-field-error-${field.name}` });
-      const label = h(
-        "label",
-        { class: `tw-field type-${field.type}`, for: id },
-        h("span", {}, field.label ?? field.name, field.required ? " *" : ""),
-        input,
-        field.help ? h("small", { class: "tw-help" }, field.help) : null,
-        error,
-      );
-      (field.advanced ? advanced : fieldsBox).append(label);
-      inputs.set(field.name, { field, input, error });
-    }
-    if (advanced.childElementCount > 1) fieldsBox.append(advanced);
+    inputs = renderFields(kind, fieldsBox, description);
   }
 
   function clearErrors(): void {
@@ -318,7 +229,10 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     } catch (error) {
       if (error instanceof ApiError && error.status === 400) {
         const mapped = mapErrors(error.body, [...inputs.keys(), "kind"]);
-        showErrors(mapped.fields, mapped.general.length || Object.keys(mapped.fields).length ? mapped.general : [explain(error)]);
+        showErrors(
+          mapped.fields,
+          mapped.general.length || Object.keys(mapped.fields).length ? mapped.general : [explain(error)],
+        );
       } else if (error instanceof ApiError && error.status === 403) {
         allowed = false;
         applyPermission();
@@ -355,8 +269,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     pollTimer = null;
   }
 
-  function showState(run: Partial<ScenarioRun> & { id: number }): void {
-    shown = { ...(shown?.id === run.id ? shown : {}), ...run } as ScenarioRun;
+  function showState(run: Partial<ShownRun> & { id: number }): void {
+    shown = { ...(shown?.id === run.id ? shown : {}), ...run } as ShownRun;
     const r = shown;
     runBox.hidden = false;
     runBox.dataset.runId = String(r.id);
@@ -367,10 +281,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     const p = typeof r.progress === "number" ? Math.max(0, Math.min(1, r.progress)) : 0;
     progress.value = r.status === "succeeded" ? 1 : p;
     progress.dataset.value = String(progress.value);
-    const text = r.status === "failed" ? `${r.error || r.message || "failed"}${r.error_field ? ` (${r.error_field})` : ""}` : r.message || "";
+    const text =
+      r.status === "failed"
+        ? `${r.error || r.message || "failed"}${r.error_field ? ` (${r.error_field})` : ""}`
+        : r.message || "";
     message.textContent = text;
     message.classList.toggle("tw-error", r.status === "failed");
-    cancel.hidden = FINAL_STATUSES.has(r.status);
+    cancel.hidden = isFinal(r.status);
     for (const li of runsList.querySelectorAll<HTMLElement>("li[data-run-id]")) {
       li.classList.toggle("selected", li.dataset.runId === String(r.id));
       if (li.dataset.runId === String(r.id) && li.dataset.status !== r.status) {
@@ -394,7 +311,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     tableBox.replaceChildren();
   }
 
-  function showResult(run: ScenarioRun): void {
+  function showResult(run: ShownRun): void {
     clearResult();
     if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
     const kind = kindOf(run.kind);
@@ -406,8 +323,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
   }
 
-  async function finish(runId: number, gen: number, fromSocket?: ScenarioRun): Promise<void> {
-    let run = fromSocket;
+  async function finish(runId: number, gen: number, fromSocket?: ShownRun): Promise<void> {
+    let run: ShownRun | undefined = fromSocket;
     try {
       // The detail may carry more than the socket's state (rows, inputs).
       run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
@@ -430,7 +347,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
         const run = await host.api.get<ScenarioRun>(`scenarios/${runId}/`);
         if (gen !== followGen) return;
         showState(run);
-        if (FINAL_STATUSES.has(run.status)) {
+        if (isFinal(run.status)) {
           showResult(run);
           void loadRuns();
           return;
@@ -453,7 +370,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     const gen = followGen;
     clearResult();
     showState(run);
-    if (FINAL_STATUSES.has(run.status)) {
+    if (isFinal(run.status)) {
       if (run.result === undefined) await finish(run.id, gen);
       else showResult(run);
       return;
@@ -478,7 +395,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       }
       if (msg.type === "snapshot" || msg.type === "finished") {
         showState(msg.run);
-        if (FINAL_STATUSES.has(msg.run.status) && !finalSeen) {
+        if (isFinal(msg.run.status) && !finalSeen) {
           finalSeen = true;
           ws.onclose = null;
           ws.close();
@@ -504,7 +421,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       const run = await host.api.post<ScenarioRun>(`scenarios/${id}/cancel/`, {});
       if (shown?.id === id) showState(run);
     } catch (error) {
-      message.textContent = error instanceof ApiError && error.status === 409 ? "It had already finished." : explain(error);
+      message.textContent =
+        error instanceof ApiError && error.status === 409 ? "It had already finished." : explain(error);
     }
   }
 
@@ -512,7 +430,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   async function loadRuns(): Promise<void> {
     const gen = resetGen;
     try {
-      const page = await host.api.get<{ count?: number; results: ScenarioRun[] }>(
+      const page = await host.api.get<PaginatedScenarioRunList>(
         `scenarios/?cluster=${host.clusterId()}&ordering=-id&limit=${runLimit}`,
       );
       if (gen !== resetGen) return;
@@ -521,7 +439,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
         ...page.results.map((r) => {
           const li = h(
             "li",
-            { "data-testid": "scenario-run", "data-run-id": String(r.id), "data-status": r.status, "data-kind": r.kind, tabindex: "0" },
+            {
+              "data-testid": "scenario-run",
+              "data-run-id": String(r.id),
+              "data-status": r.status,
+              "data-kind": r.kind,
+              tabindex: "0",
+            },
             h("span", { class: "id" }, `#${r.id}`),
             h("span", { class: "kind" }, kindOf(r.kind)?.label ?? r.kind),
             chip(r.status),
@@ -552,7 +476,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       runBox.hidden = true;
       el.setAttribute("aria-busy", "true");
       const [kindsR, allowedR] = await Promise.allSettled([
-        kinds.length ? Promise.resolve(kinds) : host.api.get<KindInfo[]>("scenarios/kinds/"),
+        kinds.length ? Promise.resolve(kinds) : host.api.get<ScenarioKind[]>("scenarios/kinds/"),
         canStartRuns(host),
       ]);
       if (gen !== resetGen) return;

@@ -26,16 +26,19 @@ export function createSparkline(container: HTMLElement, height = 64): Sparkline 
     [[], []],
     container,
   );
-  const observer = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
-    const w = width();
-    if (w !== plot.width) plot.setSize({ width: w, height });
-  });
+  const observer =
+    typeof ResizeObserver === "undefined"
+      ? null
+      : new ResizeObserver(() => {
+          const w = width();
+          if (w !== plot.width) plot.setSize({ width: w, height });
+        });
   observer?.observe(container);
   return {
     el: container,
     set(points) {
       const xs = points.map((p) => p[0]);
-      const ys = points.map((p) => (p[1] === null ? null : p[1])) as (number | null)[];
+      const ys = points.map<number | null>((p) => p[1]);
       plot.setData([xs, ys] as uPlot.AlignedData);
       container.dataset.points = String(points.length);
     },

@@ -74,7 +74,8 @@ export function isSoftware(gl: WebGL2RenderingContext): boolean {
  * software renderer it multiplies the cost of every frame for a little
  * smoothness, so a context without it is made first and kept if it is software.
  */
-export function createContext(): { canvas: HTMLCanvasElement; gl: WebGL2RenderingContext; antialias: boolean } | string {
+export function createContext():
+  { canvas: HTMLCanvasElement; gl: WebGL2RenderingContext; antialias: boolean } | string {
   try {
     const canvas = document.createElement("canvas");
     const gl = canvas.getContext("webgl2", { ...CONTEXT, antialias: false });
@@ -129,7 +130,10 @@ export class Engine {
     if (typeof made === "string") throw new WebGLUnavailable(made);
     try {
       this.renderer = new WebGLRenderer({
-        canvas: made.canvas, context: made.gl, antialias: made.antialias, preserveDrawingBuffer: true,
+        canvas: made.canvas,
+        context: made.gl,
+        antialias: made.antialias,
+        preserveDrawingBuffer: true,
       });
     } catch (error) {
       throw new WebGLUnavailable(error instanceof Error ? error.message : String(error));
@@ -153,7 +157,9 @@ export class Engine {
     this.controls.enableDamping = false;
     this.controls.screenSpacePanning = true;
     this.controls.addEventListener("change", () => this.invalidate());
-    this.controls.addEventListener("start", () => { this.flight = null; });
+    this.controls.addEventListener("start", () => {
+      this.flight = null;
+    });
 
     this.resizeObserver = new ResizeObserver(() => this.resize());
     this.resizeObserver.observe(container);
@@ -249,9 +255,13 @@ export class Engine {
     return new Promise((resolve) => {
       this.flight?.done();
       this.flight = {
-        from: this.camera.position.clone(), to,
-        fromTarget: this.controls.target.clone(), toTarget: target.clone(),
-        start: performance.now(), ms, done: resolve,
+        from: this.camera.position.clone(),
+        to,
+        fromTarget: this.controls.target.clone(),
+        toTarget: target.clone(),
+        start: performance.now(),
+        ms,
+        done: resolve,
       };
       this.invalidate();
     });
@@ -297,7 +307,16 @@ export class Engine {
       instanced,
       new Mesh(box, new MeshLambertMaterial({ color: 0xffffff })),
       new Mesh(box, new MeshBasicMaterial({ color: 0xffffff })),
-      new Mesh(box, new MeshBasicMaterial({ color: 0xffffff, transparent: true, opacity: 0.5, side: DoubleSide, depthWrite: false })),
+      new Mesh(
+        box,
+        new MeshBasicMaterial({
+          color: 0xffffff,
+          transparent: true,
+          opacity: 0.5,
+          side: DoubleSide,
+          depthWrite: false,
+        }),
+      ),
       new Mesh(box, new MeshBasicMaterial({ color: 0xffffff, transparent: true, depthTest: false })),
       new LineSegments(line, new LineBasicMaterial({ color: 0xffffff })),
       new LineSegments(line, new LineBasicMaterial({ color: 0xffffff, transparent: true, opacity: 0.5 })),

@@ -86,7 +86,9 @@ export class FloorView extends InstancedView {
     // Frame the floor and the tiers above it (the sphere around that box is
     // generous for a flat floor: shrink it so the floor fills the view).
     const top = this.tierHeights.length ? this.tierHeights[this.tierHeights.length - 1] : RACK.h;
-    new Box3(new Vector3(layout.x0, 0, layout.z0), new Vector3(layout.x1, top, layout.z1)).getBoundingSphere(this.bounds);
+    new Box3(new Vector3(layout.x0, 0, layout.z0), new Vector3(layout.x1, top, layout.z1)).getBoundingSphere(
+      this.bounds,
+    );
     this.bounds.radius = Math.max(4, this.bounds.radius * 0.85);
     this.homeDirection.set(-0.18, 1.05, 1);
   }
@@ -108,7 +110,11 @@ export class FloorView extends InstancedView {
     base.position.y = -0.02;
     this.root.add(base);
 
-    const tiles = new InstancedMesh(new BoxGeometry(1, 1, 1), new MeshLambertMaterial({ color: 0xffffff }), groups.length);
+    const tiles = new InstancedMesh(
+      new BoxGeometry(1, 1, 1),
+      new MeshLambertMaterial({ color: 0xffffff }),
+      groups.length,
+    );
     const m = new Matrix4();
     const pad = 0.45;
     groups.forEach((g, k) => {
@@ -155,12 +161,18 @@ export class FloorView extends InstancedView {
       plane.position.set((L.x0 + L.x1) / 2, y, (L.z0 + L.z1) / 2);
       plane.renderOrder = 2;
       this.root.add(plane);
-      const frame = new LineSegments(new EdgesGeometry(new PlaneGeometry(w, d)), new LineBasicMaterial({ color: colour, transparent: true, opacity: 0.75 }));
+      const frame = new LineSegments(
+        new EdgesGeometry(new PlaneGeometry(w, d)),
+        new LineBasicMaterial({ color: colour, transparent: true, opacity: 0.75 }),
+      );
       frame.rotation.x = -Math.PI / 2;
       frame.position.copy(plane.position);
       this.root.add(frame);
       const label = makeLabel(`${tier.label} × ${tier.count.toLocaleString("en-US")}`, {
-        height: Math.max(0.25, extent * 0.016), colour: "#e6e9ee", background: `#${colour.toString(16).padStart(6, "0")}cc`, bold: true,
+        height: Math.max(0.25, extent * 0.016),
+        colour: "#e6e9ee",
+        background: `#${colour.toString(16).padStart(6, "0")}cc`,
+        bold: true,
       });
       // On the tier's back edge, right corner: above the far racks, inside the framed bounds.
       label.position.set(L.x1 - inset - label.scale.x / 2 - 0.2, y + label.scale.y * 0.6, L.z0 + inset);
@@ -170,10 +182,19 @@ export class FloorView extends InstancedView {
         for (const rackId of tier.racks) {
           const i = rackIndex.get(rackId);
           if (i === undefined) continue;
-          pts.push(this.centres[i * 3], RACK.h, this.centres[i * 3 + 2], this.centres[i * 3], y, this.centres[i * 3 + 2]);
+          pts.push(
+            this.centres[i * 3],
+            RACK.h,
+            this.centres[i * 3 + 2],
+            this.centres[i * 3],
+            y,
+            this.centres[i * 3 + 2],
+          );
         }
         if (pts.length) {
-          this.root.add(segments(new Float32Array(pts), new LineBasicMaterial({ color: colour, transparent: true, opacity: 0.6 })));
+          this.root.add(
+            segments(new Float32Array(pts), new LineBasicMaterial({ color: colour, transparent: true, opacity: 0.6 })),
+          );
         }
       }
     });
@@ -181,7 +202,8 @@ export class FloorView extends InstancedView {
 
   pick(raycaster: Raycaster): PickResult | null {
     const hit = this.pickInstance(raycaster);
-    if (hit) return { kind: "rack", id: this.keys[hit.index], index: hit.index, point: hit.point, distance: hit.distance };
+    if (hit)
+      return { kind: "rack", id: this.keys[hit.index], index: hit.index, point: hit.point, distance: hit.distance };
     // Between the racks: the supernode's ground tile (network groups have none to select).
     if (!this.tiles) return null;
     for (const tile of raycaster.intersectObject(this.tiles, false)) {

@@ -76,7 +76,11 @@ export class RackView extends InstancedView {
 
     // Server and device slabs.
     const slabs = geometry.servers.length + standalone.length;
-    const slabMesh = new InstancedMesh(new BoxGeometry(1, 1, 1), new MeshLambertMaterial({ color: 0xffffff }), Math.max(1, slabs));
+    const slabMesh = new InstancedMesh(
+      new BoxGeometry(1, 1, 1),
+      new MeshLambertMaterial({ color: 0xffffff }),
+      Math.max(1, slabs),
+    );
     slabMesh.count = slabs;
     const m = new Matrix4();
     for (let k = 0; k < slabs; k++) {
@@ -87,7 +91,10 @@ export class RackView extends InstancedView {
     }
     this.root.add(slabMesh);
     if (slabs <= MAX_SLAB_LABELS) {
-      const names = [...geometry.servers.map((s) => s.name), ...standalone.map((d) => `${d.name} (${d.kind.replaceAll("_", " ")})`)];
+      const names = [
+        ...geometry.servers.map((s) => s.name),
+        ...standalone.map((d) => `${d.name} (${d.kind.replaceAll("_", " ")})`),
+      ];
       names.forEach((name, k) => {
         const label = makeLabel(name, { height: SERVER.h * 0.3, colour: "#c9d3e3" });
         label.position.set(-SERVER.w / 2 - 0.12 - label.scale.x / 2, pos.slabY[k], SERVER.d / 2);
@@ -98,7 +105,11 @@ export class RackView extends InstancedView {
     if (inServer.length) {
       const slabOf = new Map<number, number>();
       geometry.servers.forEach((srv, k) => slabOf.set(srv.id, k));
-      const blocks = new InstancedMesh(new BoxGeometry(1, 1, 1), new MeshLambertMaterial({ color: 0xffffff }), inServer.length);
+      const blocks = new InstancedMesh(
+        new BoxGeometry(1, 1, 1),
+        new MeshLambertMaterial({ color: 0xffffff }),
+        inServer.length,
+      );
       const perServer = new Map<number, number>();
       inServer.forEach((d, k) => {
         const slab = slabOf.get(d.server as number) ?? 0;
@@ -124,7 +135,10 @@ export class RackView extends InstancedView {
 
     // Power bar: the outline is the budget, the fill the draw.
     const barX = SERVER.w / 2 + 0.45;
-    const outline = new LineSegments(new EdgesGeometry(new BoxGeometry(0.22, this.height, 0.22)), new LineBasicMaterial({ color: 0x98a2b3 }));
+    const outline = new LineSegments(
+      new EdgesGeometry(new BoxGeometry(0.22, this.height, 0.22)),
+      new LineBasicMaterial({ color: 0x98a2b3 }),
+    );
     outline.position.set(barX, this.height / 2, 0);
     this.root.add(outline);
     this.setPower(geometry.power_w);
@@ -160,7 +174,10 @@ export class RackView extends InstancedView {
       this.barFill.geometry.dispose();
       (this.barFill.material as MeshLambertMaterial).dispose();
     }
-    const fill = new Mesh(new BoxGeometry(0.18, h, 0.18), new MeshLambertMaterial({ color: utilisationColour(drawW, budget) }));
+    const fill = new Mesh(
+      new BoxGeometry(0.18, h, 0.18),
+      new MeshLambertMaterial({ color: utilisationColour(drawW, budget) }),
+    );
     fill.position.set(SERVER.w / 2 + 0.45, h / 2, 0);
     this.barFill = fill;
     this.root.add(fill);
@@ -169,7 +186,11 @@ export class RackView extends InstancedView {
       this.barLabel.material.map?.dispose();
       this.barLabel.material.dispose();
     }
-    const label = makeLabel(`${formatPower(drawW)} of ${formatPower(g.budget_w)}`, { height: 0.1, colour: "#e6e9ee", background: "rgba(15,19,25,0.8)" });
+    const label = makeLabel(`${formatPower(drawW)} of ${formatPower(g.budget_w)}`, {
+      height: 0.1,
+      colour: "#e6e9ee",
+      background: "rgba(15,19,25,0.8)",
+    });
     label.position.set(SERVER.w / 2 + 0.45 + label.scale.x / 2 + 0.18, Math.min(h, this.height), 0);
     this.barLabel = label;
     this.root.add(label);

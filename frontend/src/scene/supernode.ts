@@ -57,11 +57,23 @@ export class SupernodeView extends InstancedView {
       const b = L.b[k];
       const pa = centres.subarray(a * 3, a * 3 + 3);
       const pb = centres.subarray(b * 3, b * 3 + 3);
-      const wrap = torus && (L.wrap?.[k] ?? isWrap(
-        [cards.x[a] ?? 0, cards.y[a] ?? 0, cards.z[a] ?? 0],
-        [cards.x[b] ?? 0, cards.y[b] ?? 0, cards.z[b] ?? 0], geometry.dims));
+      const wrap =
+        torus &&
+        (L.wrap?.[k] ??
+          isWrap(
+            [cards.x[a] ?? 0, cards.y[a] ?? 0, cards.z[a] ?? 0],
+            [cards.x[b] ?? 0, cards.y[b] ?? 0, cards.z[b] ?? 0],
+            geometry.dims,
+          ));
       const status = L.status[k];
-      const colour = status === "down" ? LINK_RGB.down : status === "degraded" ? LINK_RGB.degraded : wrap ? LINK_RGB.wrap : LINK_RGB.up;
+      const colour =
+        status === "down"
+          ? LINK_RGB.down
+          : status === "degraded"
+            ? LINK_RGB.degraded
+            : wrap
+              ? LINK_RGB.wrap
+              : LINK_RGB.up;
       if (wrap) {
         const [ea, eb] = wrapStubs(pa, pb);
         push(pa, ea, colour, k);

@@ -78,7 +78,12 @@ export abstract class InstancedView {
   private readonly routeGroup = new Group();
   private routeSegments = 0;
 
-  protected constructor(keys: ArrayLike<number>, centres: Float32Array, sizes: Float32Array, material?: MeshLambertMaterial) {
+  protected constructor(
+    keys: ArrayLike<number>,
+    centres: Float32Array,
+    sizes: Float32Array,
+    material?: MeshLambertMaterial,
+  ) {
     this.keys = Array.from(keys);
     this.keys.forEach((key, i) => this.instanceOf.set(key, i));
     const n = this.keys.length;
@@ -86,7 +91,11 @@ export abstract class InstancedView {
     this.sizes = sizes;
     this.colours = new Float32Array(n * 3).fill(0.3);
     this.codes = new Uint16Array(n);
-    this.mesh = new InstancedMesh(new BoxGeometry(1, 1, 1), material ?? new MeshLambertMaterial({ color: 0xffffff }), n);
+    this.mesh = new InstancedMesh(
+      new BoxGeometry(1, 1, 1),
+      material ?? new MeshLambertMaterial({ color: 0xffffff }),
+      n,
+    );
     const m = new Matrix4();
     for (let i = 0; i < n; i++) {
       m.makeScale(sizes[i * 3], sizes[i * 3 + 1], sizes[i * 3 + 2]);
@@ -151,7 +160,11 @@ export abstract class InstancedView {
     marker.renderOrder = 20;
     if (where.index >= 0 && kind === this.instanceKind()) {
       const i = where.index;
-      marker.scale.set(this.sizes[i * 3] * 1.25 + 0.08, this.sizes[i * 3 + 1] * 1.25 + 0.08, this.sizes[i * 3 + 2] * 1.25 + 0.08);
+      marker.scale.set(
+        this.sizes[i * 3] * 1.25 + 0.08,
+        this.sizes[i * 3 + 1] * 1.25 + 0.08,
+        this.sizes[i * 3 + 2] * 1.25 + 0.08,
+      );
     } else {
       marker.scale.setScalar(where.radius * 2);
     }
@@ -168,7 +181,7 @@ export abstract class InstancedView {
   showRoute(points: RoutePoint[] | null): number {
     for (const child of [...this.routeGroup.children]) {
       this.routeGroup.remove(child);
-      if (child instanceof Mesh) child.geometry.dispose();
+      if (child instanceof Mesh) (child.geometry as BufferGeometry).dispose();
     }
     this.routeSegments = 0;
     if (!points || points.length === 0) return 0;
@@ -206,7 +219,11 @@ export abstract class InstancedView {
       }
       const i = p.instance;
       const box = new LineSegments(UNIT_EDGES, ROUTE_CARD);
-      box.scale.set(this.sizes[i * 3] * 1.5 + 0.1, this.sizes[i * 3 + 1] * 1.5 + 0.1, this.sizes[i * 3 + 2] * 1.5 + 0.1);
+      box.scale.set(
+        this.sizes[i * 3] * 1.5 + 0.1,
+        this.sizes[i * 3 + 1] * 1.5 + 0.1,
+        this.sizes[i * 3 + 2] * 1.5 + 0.1,
+      );
       box.position.copy(this.centreOf(i));
       box.renderOrder = 12;
       this.routeGroup.add(box);

@@ -197,8 +197,10 @@ def rack_geometry(rack: Rack) -> dict[str, Any]:
 
 # ------------------------------------------------------------- serializers
 # For the OpenAPI schema only: the views return the dicts above unchanged.
-def _ints(**kwargs: Any) -> serializers.ListField:
-    return serializers.ListField(child=serializers.IntegerField(allow_null=True), **kwargs)
+def _ints(*, nullable: bool = False, **kwargs: Any) -> serializers.ListField:
+    """A column of integers; ``nullable`` when an entry may be null (the generated
+    TypeScript types of the dashboard read ``(number | null)[]`` only there)."""
+    return serializers.ListField(child=serializers.IntegerField(allow_null=nullable), **kwargs)
 
 
 def _strs(**kwargs: Any) -> serializers.ListField:
@@ -216,7 +218,7 @@ class FloorRacksSerializer(serializers.Serializer):
     name = _strs()
     row = _ints()
     slot = _ints()
-    supernode = _ints(help_text="Supernode id; null for a network rack.")
+    supernode = _ints(nullable=True, help_text="Supernode id; null for a network rack.")
     budget_w = _ints()
     cards = _ints(help_text="Cards installed in the rack.")
     power_w = _ints(help_text="Nameplate draw (cards' TDP + servers + devices), W.")
@@ -257,9 +259,9 @@ class GeometryCardsSerializer(serializers.Serializer):
     id = _ints()
     serial = _strs()
     index = _ints()
-    x = _ints()
-    y = _ints()
-    z = _ints()
+    x = _ints(nullable=True)
+    y = _ints(nullable=True)
+    z = _ints(nullable=True)
     rack = _ints()
     server = _ints()
     slot = _ints()

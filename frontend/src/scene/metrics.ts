@@ -1,0 +1,75 @@
+/**
+ * What the scene can be coloured by: the metric list (from the live stream's
+ * hello, or the REST list when the stream is slower) and the "Colour by"
+ * picker built from it, key metrics first.
+ */
+import { ApiError, type Api, type Metric } from "../api";
+import { HEALTH_METRIC, type MetricLike } from "../colour";
+import type { HelloMessage } from "../live";
+import type { MetricInfo } from "../panels/host";
+
+/** Metrics shown first in the picker (the issue's list), the rest follow. */
+export const KEY_METRICS = ["power_w", "gpu_util", "gpu_temp_c", "hbm_used_gib", "health"];
+
+export class MetricMenu {
+  /** The metrics the server streams (empty until it said). */
+  list: MetricInfo[] = [];
+
+  constructor(
+    private readonly api: Api,
+    private readonly select: HTMLSelectElement,
+  ) {}
+
+  /** The live stream's hello: its metric list wins over the REST one. */
+  fromHello(hello: HelloMessage): void {
+    this.list = hello.metrics.map((m) => ({ key: m.key, label: m.label, unit: m.unit, aggregate: m.aggregate }));
+  }
+
+  /** The REST list, unless the hello came first (a refusal leaves the list to the hello). */
+  async load(): Promise<void> {
+    try {
+      const list = await this.api.get<Metric[]>("telemetry/metrics/");
+      if (this.list.length === 0) this.list = list.map((m) => ({ key: m.key, label: m.label, unit: m.unit }));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      // The hello message brings the list too.
+    }
+  }
+
+  /** Label and unit of a metric (health included; an unknown key stands for itself). */
+  info(key: string): MetricLike {
+    if (key === "health") return HEALTH_METRIC;
+    return this.list.find((m) => m.key === key) ?? { key, label: key, unit: "" };
+  }
+
+  /** (Re)build the picker when the metrics changed, with `current` chosen; health only for card views. */
+  fill(current: string, cardView: boolean): void {
+    const select = this.select;
+    const all: MetricLike[] = [...this.list];
+    if (cardView) all.push(HEALTH_METRIC);
+    if (all.length === 0) all.push({ key: current, label: current, unit: "" });
+    const signature = all.map((m) => m.key).join(",");
+    if (select.dataset.signature !== signature) {
+      const key = all
+        .filter((m) => KEY_METRICS.includes(m.key))
+        .sort((a, b) => KEY_METRICS.indexOf(a.key) - KEY_METRICS.indexOf(b.key));
+      const rest = all.filter((m) => !KEY_METRICS.includes(m.key));
+      const group = (label: string, items: MetricLike[]): HTMLOptGroupElement => {
+        const g = document.createElement("optgroup");
+        g.label = label;
+        for (const m of items) {
+          const o = document.createElement("option");
+          o.value = m.key;
+          o.textContent =
+            m.key === "health" ? "Health (alerts, staleness)" : `${m.label}${m.unit ? ` (${m.unit})` : ""}`;
+          g.append(o);
+        }
+        return g;
+      };
+      select.replaceChildren(group("Key metrics", key), group("All metrics", rest));
+      select.dataset.signature = signature;
+    }
+    select.value = current;
+    select.disabled = false;
+  }
+}
