@@ -12,7 +12,7 @@ export interface TwinConfig {
   /** Budget of a rack created without one (W). */
   rack_budget_default_w: number;
   /** ws/clusters/<id>/ close codes after which reconnecting cannot help. */
-  close_codes: { unauthenticated: number; forbidden: number; not_found: number };
+  close_codes: { unauthenticated: number; not_found: number };
   /** Metrics with a per-card history (the card panel's sparkline). */
   history_metrics: string[];
   /** Scenario run states that never change again. */

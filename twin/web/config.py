@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from twin.hardware.constants import DEFAULT_RACK_BUDGET_W
-from twin.live.protocol import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from twin.live.protocol import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from twin.scenarios.choices import ScenarioStatusChoices
 from twin.telemetry.metrics import HISTORY_METRICS
 
@@ -28,7 +28,6 @@ def dashboard_config() -> dict[str, Any]:
         # ws/clusters/<id>/ close codes after which reconnecting cannot help.
         "close_codes": {
             "unauthenticated": CLOSE_UNAUTHENTICATED,
-            "forbidden": CLOSE_FORBIDDEN,
             "not_found": CLOSE_NOT_FOUND,
         },
         # Metrics with a per-card history (the card panel's sparkline).
