@@ -25,7 +25,8 @@ from collections.abc import Callable
 from twin.core.jobs import JobError, JobRunner, Outcome, Reporter
 from twin.hardware.models import ClusterBuild
 
-__all__ = ["JOBS", "build", "execute", "fail_orphans", "reap", "time_limit_s"]
+__all__ = ["JOBS", "build", "cancel", "execute", "fail", "fail_orphans", "heartbeat_s", "reap",
+           "stale_s", "time_limit_s"]
 
 JOBS: JobRunner[ClusterBuild] = JobRunner(
     ClusterBuild, noun="build", again="request the build again",
@@ -33,6 +34,10 @@ JOBS: JobRunner[ClusterBuild] = JobRunner(
     progress_interval_s=0.5)
 
 time_limit_s = JOBS.time_limit_s
+heartbeat_s = JOBS.heartbeat_s
+stale_s = JOBS.stale_s
+cancel = JOBS.cancel
+fail = JOBS.fail
 reap = JOBS.reap
 fail_orphans = JOBS.fail_orphans
 
