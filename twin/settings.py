@@ -140,6 +140,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
     # Scenario runs: fail the ones whose worker died (twin.scenarios.runner.reap).
     "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
+    # Cluster builds: the same for builds (twin.hardware.runner.reap).
+    "builds-reap": {"task": "twin.hardware.reap_builds", "schedule": 30.0},
 }
 
 CHANNEL_LAYERS = {
@@ -201,8 +203,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
         "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
-        "BuildStatusEnum": "twin.core.choices.JobStatusChoices.choices",
-        "ScenarioStatusEnum": "twin.scenarios.choices.ScenarioStatusChoices.choices",
+        "JobStatusEnum": "twin.core.choices.JobStatusChoices.choices",
         "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
         "EndpointKindEnum": "twin.hardware.api.serializers.ENDPOINT_KINDS",

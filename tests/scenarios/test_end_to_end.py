@@ -20,7 +20,8 @@ from tests.scenarios.conftest import SCENARIOS, communicator, session_headers, w
 from twin.core.localnet import stop_process
 from twin.scenarios.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from twin.scenarios.models import ScenarioRun
-from twin.scenarios.runner import enqueue_run, submit
+from twin.scenarios.runner import submit
+from twin.scenarios.tasks import enqueue_run
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

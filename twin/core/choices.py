@@ -31,15 +31,26 @@ class ChoiceSet:
 
 
 class JobStatusChoices(ChoiceSet):
-    """Where a background job (a cluster build) is."""
+    """Where a background job (a scenario run, a cluster build) is.
+
+    One set for every job model, so the admin badges, the API enum and the
+    runner's compare-and-set transitions (``twin.core.jobs.runner``) agree.
+    """
 
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
     CHOICES = [
         (QUEUED, "Queued", "gray"),
         (RUNNING, "Running", "blue"),
         (SUCCEEDED, "Succeeded", "green"),
         (FAILED, "Failed", "red"),
+        (CANCELLED, "Cancelled", "orange"),
     ]
+
+    #: States a job never leaves.
+    FINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
+    #: States a job can still be cancelled from.
+    ACTIVE = frozenset({QUEUED, RUNNING})

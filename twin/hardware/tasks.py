@@ -1,70 +1,62 @@
-"""Celery tasks of the hardware app: cluster builds requested over the API.
+"""Celery tasks of the hardware app, and the worker-startup hook: thin shims
+over :mod:`twin.hardware.runner` (cluster builds requested over the API),
+which never imports this module.
 
-The API creates a ``ClusterBuild`` row and enqueues ``run_cluster_build`` on
-commit; the worker records progress on that row (at most every ~0.5 s, so a
-million-card build does not spend its time updating it) and always finishes
-it as ``succeeded`` or ``failed``: a Python exception never leaves it
-``running``.
+``run_cluster_build`` acknowledges late and is rejected (requeued) when its
+worker process dies; the redelivered task finds the build still ``running``
+and fails it with that reason. ``reap_builds`` runs on Celery beat
+(``CELERY_BEAT_SCHEDULE["builds-reap"]``) and fails running builds whose
+heartbeat went silent or that ran past ``TWIN_BUILD_TIME_LIMIT_S``; a worker
+that starts fails the builds an earlier life of it (same node name) left
+``running``. :func:`enqueue_build` is what the API calls on commit.
 """
 from __future__ import annotations
 
-import time
+import logging
 from typing import Any
 
 from celery import shared_task
-from django.utils import timezone
+from celery.signals import worker_ready
 
-from twin.core.choices import JobStatusChoices
-from twin.hardware.builder import BuildError, build_cluster
+from twin.hardware import runner
 
-__all__ = ["PROGRESS_INTERVAL_S", "run_cluster_build"]
+__all__ = ["enqueue_build", "fail_builds_of_restarted_worker", "reap_builds",
+           "run_cluster_build"]
 
-PROGRESS_INTERVAL_S = 0.5
+log = logging.getLogger(__name__)
+
+_LIMIT = runner.time_limit_s()
 
 
-@shared_task(bind=True, acks_late=True)
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True,
+             time_limit=_LIMIT, soft_time_limit=max(_LIMIT - 30, 1))
 def run_cluster_build(self: Any, build_id: int) -> dict[str, Any] | None:
     """Run the build recorded in ``ClusterBuild`` ``build_id``; returns its result."""
-    from twin.hardware.models import ClusterBuild
+    build = runner.execute(build_id, worker=self.request.hostname or "",
+                           task_id=self.request.id or "")
+    return build.result if build is not None else None
 
-    build = ClusterBuild.objects.filter(pk=build_id).first()
-    if build is None:  # deleted before a worker picked it up
-        return None
-    ClusterBuild.objects.filter(pk=build_id).update(
-        status=JobStatusChoices.RUNNING, started=timezone.now(), progress=0.0,
-        message="starting", task_id=(self.request.id or "")[:64], error="")
-    last = 0.0
 
-    def progress(fraction: float, message: str) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last < PROGRESS_INTERVAL_S and fraction < 1.0:
-            return
-        last = now
-        ClusterBuild.objects.filter(pk=build_id).update(progress=fraction, message=message[:200])
+def enqueue_build(build_id: int) -> None:
+    """Send ``run_cluster_build`` for a committed build; if the broker refuses,
+    the build fails with what to check."""
+    runner.JOBS.enqueue(build_id, run_cluster_build.apply_async)
 
-    params = dict(build.params or {})
+
+@shared_task(name="twin.hardware.reap_builds")
+def reap_builds() -> list[int]:
+    """Fail running builds whose worker is gone (see ``runner.reap``)."""
+    return runner.reap()
+
+
+@worker_ready.connect
+def fail_builds_of_restarted_worker(sender: Any = None, **kwargs: Any) -> None:
+    """On worker start: the builds this node name left ``running`` cannot finish."""
+    hostname = getattr(sender, "hostname", "") or ""
     try:
-        result = build_cluster(
-            build.preset, name=build.name or None, supernodes=params.get("supernodes"),
-            rack_budget_w=params.get("rack_budget_w"), replace=bool(params.get("replace")),
-            progress=progress)
-    except BuildError as exc:
-        _fail(build_id, exc.message)
-        return None
-    except BaseException as exc:  # noqa: BLE001 - record, then let Celery see it
-        _fail(build_id, f"{type(exc).__name__}: {exc}")
-        raise
-    ClusterBuild.objects.filter(pk=build_id).update(
-        status=JobStatusChoices.SUCCEEDED, progress=1.0, result=result,
-        cluster_id=result["cluster_id"], finished=timezone.now(),
-        message=f"built {result['cards']:,} cards in {result['seconds']:.1f} s")
-    return result
-
-
-def _fail(build_id: int, error: str) -> None:
-    from twin.hardware.models import ClusterBuild
-
-    ClusterBuild.objects.filter(pk=build_id).update(
-        status=JobStatusChoices.FAILED, error=error, finished=timezone.now(),
-        message=error.splitlines()[0][:200] if error else "failed")
+        failed = runner.fail_orphans(hostname)
+    except Exception:  # noqa: BLE001 - a worker must start even if the database is away
+        log.warning("could not check for builds orphaned by %s", hostname, exc_info=True)
+        return
+    if failed:
+        log.warning("failed %d builds orphaned by %s: %s", len(failed), hostname, failed)

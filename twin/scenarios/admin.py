@@ -18,7 +18,7 @@ from django.utils.html import format_html
 
 from twin.core.admin.badges import badge
 from twin.core.admin.base import TwinModelAdmin
-from twin.scenarios.choices import ScenarioStatusChoices
+from twin.core.choices import JobStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
 from twin.scenarios.models import ScenarioRun
 
@@ -55,7 +55,7 @@ class ScenarioRunAdmin(TwinModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: ScenarioRun) -> str:
-        return badge(ScenarioStatusChoices, run.status)
+        return badge(JobStatusChoices, run.status)
 
     @admin.display(description="progress", ordering="progress")
     def progress_pct(self, run: ScenarioRun) -> str:
@@ -89,7 +89,7 @@ class ScenarioRunAdmin(TwinModelAdmin):
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:
         from twin.scenarios.runner import cancel
 
-        ids = list(queryset.filter(status__in=ScenarioStatusChoices.ACTIVE)
+        ids = list(queryset.filter(status__in=JobStatusChoices.ACTIVE)
                    .values_list("pk", flat=True))
         done = [run_id for run_id in ids if cancel(run_id)]
         self.message_user(request, f"Cancelled {len(done)} run(s).",

@@ -29,7 +29,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from twin.scenarios.choices import ScenarioStatusChoices
+from twin.core.choices import JobStatusChoices
 from twin.scenarios.models import ScenarioRun, group_name
 
 __all__ = ["CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "ScenarioConsumer", "run_state"]
@@ -90,7 +90,7 @@ class ScenarioConsumer(AsyncJsonWebsocketConsumer):
         if state is None:  # deleted in between
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.final_sent = state["status"] in ScenarioStatusChoices.FINAL
+        self.final_sent = state["status"] in JobStatusChoices.FINAL
         await self.send_json({"type": "snapshot", "run": state})
 
     async def disconnect(self, code: int) -> None:
@@ -115,7 +115,7 @@ class ScenarioConsumer(AsyncJsonWebsocketConsumer):
         """A ``scenario.update`` from the worker (or a cancel)."""
         if self.final_sent:
             return
-        if event.get("status") in ScenarioStatusChoices.FINAL:
+        if event.get("status") in JobStatusChoices.FINAL:
             state = await _state(self.run_id)
             if state is None:
                 return

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import django_filters as df
 
-from twin.scenarios.choices import ScenarioStatusChoices
+from twin.core.choices import JobStatusChoices
 from twin.scenarios.models import ScenarioRun
 
 __all__ = ["ScenarioRunFilterSet"]
@@ -18,7 +18,7 @@ class ScenarioRunFilterSet(df.FilterSet):
 
     kind = CharInFilter(field_name="kind", lookup_expr="in",
                            help_text="One kind, or several separated by commas.")
-    status = df.MultipleChoiceFilter(choices=ScenarioStatusChoices.choices())
+    status = df.MultipleChoiceFilter(choices=JobStatusChoices.choices())
     cached = df.BooleanFilter(field_name="cached_from", lookup_expr="isnull", exclude=True,
                               help_text="true: only runs that reused an earlier result.")
     created_after = df.IsoDateTimeFilter(field_name="created", lookup_expr="gte")

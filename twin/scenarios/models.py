@@ -7,9 +7,10 @@ is reproducible after the cluster changes, and ``params_hash`` (a hash of
 ``kind`` + ``inputs`` + the engine version) finds an earlier identical run
 whose result can be reused.
 
-Status changes are compare-and-set updates (``filter(status=…).update(…)``),
-never read-modify-write saves: a cancelled run stays cancelled even when its
-worker finishes a moment later.
+Status, progress, outcome and worker are the fields of every job
+(:class:`twin.core.jobs.Job`), changed only by compare-and-set updates of the
+one runner (:mod:`twin.core.jobs.runner`): a cancelled run stays cancelled even
+when its worker finishes a moment later.
 """
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from twin.scenarios.choices import ScenarioStatusChoices
+from twin.core.jobs import Job
 
 __all__ = ["ScenarioRun", "group_name"]
 
 
-class ScenarioRun(models.Model):
+class ScenarioRun(Job):
+    """One scenario run; status, progress, outcome and worker come from ``Job``."""
+
     kind = models.CharField(max_length=32, db_index=True,
                             help_text="Scenario kind (topology, route, failure, collective).")
     params = models.JSONField(default=dict, blank=True, help_text="Parameters as requested.")
@@ -32,30 +35,13 @@ class ScenarioRun(models.Model):
                                    help_text="SHA-256 of kind + inputs + engine version.")
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.SET_NULL, null=True,
                                 blank=True, related_name="scenario_runs")
-    status = models.CharField(max_length=10, choices=ScenarioStatusChoices.choices(),
-                              default=ScenarioStatusChoices.QUEUED, db_index=True)
-    progress = models.FloatField(default=0.0)
-    message = models.CharField(max_length=200, blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    error_field = models.CharField(max_length=200, blank=True,
-                                   help_text="The input a failed run blames, if any.")
     cached_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
                                     related_name="reused_by",
                                     help_text="The earlier run whose result this one reused.")
-    task_id = models.CharField(max_length=64, blank=True)
-    worker = models.CharField(max_length=200, blank=True,
-                              help_text="Worker (or command) that ran it.")
-    heartbeat = models.DateTimeField(null=True, blank=True,
-                                     help_text="Last sign of life while running.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                    null=True, blank=True, related_name="scenario_runs")
-    created = models.DateTimeField(auto_now_add=True, db_index=True)
-    started = models.DateTimeField(null=True, blank=True)
-    finished = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created", "-id"]
+    class Meta(Job.Meta):
         constraints = [
             models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1),
                                    name="scenariorun_progress_0_1"),
@@ -64,17 +50,6 @@ class ScenarioRun(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} ({self.status})"
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in ScenarioStatusChoices.FINAL
-
-    @property
-    def duration_s(self) -> float | None:
-        """Seconds from start to finish (None until both are known)."""
-        if self.started and self.finished:
-            return max((self.finished - self.started).total_seconds(), 0.0)
-        return None
 
     @property
     def group_name(self) -> str:

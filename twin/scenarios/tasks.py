@@ -1,4 +1,5 @@
-"""Celery tasks of the scenario runs, and the worker-startup hook.
+"""Celery tasks of the scenario runs, and the worker-startup hook: thin shims
+over :mod:`twin.scenarios.runner`, which never imports this module.
 
 ``run_scenario`` acknowledges late and is rejected (requeued) when its worker
 process dies, so the message is never silently lost; the redelivered task
@@ -8,7 +9,8 @@ clear error; the hard one kills it, and then the same redelivery (or the
 reaper) ends it. ``reap_scenarios`` runs on Celery beat
 (``CELERY_BEAT_SCHEDULE["scenarios-reap"]``) and fails running runs whose
 heartbeat went silent. When a worker starts, it fails the runs an earlier
-life of it (same node name) left ``running``.
+life of it (same node name) left ``running``. :func:`enqueue_run` is what the
+API hands :func:`~twin.scenarios.runner.submit` to send the task on commit.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from celery.signals import worker_ready
 
 from twin.scenarios import runner
 
-__all__ = ["fail_runs_of_restarted_worker", "reap_scenarios", "run_scenario"]
+__all__ = ["enqueue_run", "fail_runs_of_restarted_worker", "reap_scenarios", "run_scenario"]
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,15 @@ _LIMIT = runner.time_limit_s()
              time_limit=_LIMIT, soft_time_limit=max(_LIMIT - 15, 1))
 def run_scenario(self: Any, run_id: int) -> str | None:
     """Run scenario ``run_id``; returns its final status."""
-    run = runner.execute(run_id, worker=self.request.hostname or "")
+    run = runner.execute(run_id, worker=self.request.hostname or "",
+                         task_id=self.request.id or "")
     return run.status if run is not None else None
+
+
+def enqueue_run(run_id: int) -> None:
+    """Send ``run_scenario`` for a committed run; if the broker refuses, the run
+    fails with what to check."""
+    runner.JOBS.enqueue(run_id, run_scenario.apply_async)
 
 
 @shared_task(name="twin.scenarios.reap")

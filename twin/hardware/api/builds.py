@@ -5,8 +5,11 @@
 without ``replace``, a preset that cannot fit its racks' budget) and answers
 400 on the field at fault *before* anything is written or queued. A valid
 request becomes a ``ClusterBuild`` row, and the task is queued only once that
-row is committed (``transaction.on_commit``), so a worker never looks for a
-row that is not there yet. The client polls ``GET /api/builds/<id>/``.
+row is committed (``transaction.on_commit``, through
+:func:`twin.hardware.tasks.enqueue_build`), so a worker never looks for a row
+that is not there yet. The client polls ``GET /api/builds/<id>/``; the worker
+runs it as a job (``twin.hardware.runner``), so a build whose worker dies ends
+``failed``.
 
 The builder and the task are imported when first used: the API must load
 (and its schema generate) on a checkout where the builder is being changed.
@@ -25,7 +28,6 @@ from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
-from twin.core.choices import JobStatusChoices
 from twin.hardware.api.serializers import (
     BuildRequestSerializer,
     ClusterBuildSerializer,
@@ -34,8 +36,7 @@ from twin.hardware.api.serializers import (
 from twin.hardware.filtersets import ClusterBuildFilterSet
 from twin.hardware.models import ClusterBuild
 
-__all__ = ["BuildPermissions", "ClusterBuildViewSet", "PresetViewSet", "enqueue_build",
-           "preset_info"]
+__all__ = ["BuildPermissions", "ClusterBuildViewSet", "PresetViewSet", "preset_info"]
 
 
 class BuildPermissions(TwinModelPermissions):
@@ -81,21 +82,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def enqueue_build(build_id: int) -> None:
-    """Queue the build task; if the broker refuses, record that on the build."""
-    from twin.hardware.tasks import run_cluster_build
-
-    try:
-        result = run_cluster_build.delay(build_id)
-    except Exception as exc:  # noqa: BLE001 - any broker failure must reach the user
-        ClusterBuild.objects.filter(pk=build_id).update(
-            status=JobStatusChoices.FAILED,
-            error=f"Could not queue the build: {exc}. Is Redis running (REDIS_URL)?",
-        )
-        return
-    ClusterBuild.objects.filter(pk=build_id).update(task_id=result.id or "")
-
-
 class PresetViewSet(viewsets.ViewSet):
     """Cluster presets a build can start from."""
 
@@ -128,6 +114,7 @@ class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         """Check the request now (400 on the field at fault), build in the background (202)."""
         from twin.hardware.builder import BuildError, check_build
         from twin.hardware.presets import PRESETS
+        from twin.hardware.tasks import enqueue_build
 
         incoming = self.get_serializer(data=request.data)
         incoming.is_valid(raise_exception=True)

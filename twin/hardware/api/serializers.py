@@ -260,8 +260,8 @@ class ClusterBuildSerializer(serializers.ModelSerializer):
         model = ClusterBuild
         fields = [
             "id", "url", "preset", "name", "params", "status", "progress", "message",
-            "result", "error", "cluster", "created_by", "task_id", "created", "started",
-            "finished",
+            "result", "error", "cluster", "created_by", "task_id", "worker", "heartbeat",
+            "created", "started", "finished",
         ]
         read_only_fields = fields
 

@@ -41,9 +41,9 @@ from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
+from twin.core.choices import JobStatusChoices
 from twin.hardware.models import Cluster
 from twin.scenarios.api.route import RouteSerializer, cluster_route
-from twin.scenarios.choices import ScenarioStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
 from twin.scenarios.kinds import (
     FIELD_TYPES,
@@ -106,7 +106,7 @@ class ScenarioRunSerializer(ScenarioRunListSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.ListField(
         child=serializers.CharField()), allow_null=True))
     def get_rows(self, run: ScenarioRun) -> list[list[str]] | None:
-        if run.status != ScenarioStatusChoices.SUCCEEDED or not run.result:
+        if run.status != JobStatusChoices.SUCCEEDED or not run.result:
             return None
         return [list(row) for row in get_kind(run.kind).rows(run.result)]
 
@@ -217,17 +217,18 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Validate now (400 per field), run in a worker (202) or reuse a result (201)."""
         from twin.scenarios.runner import submit
+        from twin.scenarios.tasks import enqueue_run
 
         incoming = self.get_serializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         try:
             run = submit(data["kind"], data.get("params"), data.get("cluster"), request.user,
-                         refresh=data["refresh"])
+                         refresh=data["refresh"], enqueue=enqueue_run)
         except ScenarioInputError as exc:
             raise serializers.ValidationError(exc.errors) from exc
         location = request.build_absolute_uri(reverse("api:scenariorun-detail", args=[run.pk]))
-        code = (status.HTTP_201_CREATED if run.status == ScenarioStatusChoices.SUCCEEDED
+        code = (status.HTTP_201_CREATED if run.status == JobStatusChoices.SUCCEEDED
                 else status.HTTP_202_ACCEPTED)
         return Response(self._body(run), status=code, headers={"Location": location})
 

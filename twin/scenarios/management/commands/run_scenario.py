@@ -25,7 +25,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from twin.scenarios.choices import ScenarioStatusChoices
+from twin.core.choices import JobStatusChoices
 from twin.scenarios.kinds import REGISTRY, ScenarioInputError, get_kind
 
 __all__ = ["Command", "format_table"]
@@ -78,7 +78,7 @@ class Command(BaseCommand):
                          enqueue=False)
         except ScenarioInputError as exc:
             raise CommandError(exc.line()) from exc
-        if run.status == ScenarioStatusChoices.QUEUED:
+        if run.status == JobStatusChoices.QUEUED:
             bar = tqdm(total=1000, file=sys.stderr, unit="‰", leave=False,
                        disable=options["no_progress"],
                        bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
@@ -94,7 +94,7 @@ class Command(BaseCommand):
                 bar.close()
             assert finished is not None
             run = finished
-        if run.status != ScenarioStatusChoices.SUCCEEDED:
+        if run.status != JobStatusChoices.SUCCEEDED:
             where = f"{run.error_field}: " if run.error_field else ""
             raise CommandError(f"run #{run.pk} {run.status}: {where}{run.error or run.message}")
         if options["json"]:
