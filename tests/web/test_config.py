@@ -13,9 +13,9 @@ import os
 import re
 
 from tests.conftest import ROOT
+from twin.core.choices import JobStatusChoices
 from twin.hardware.constants import DEFAULT_RACK_BUDGET_W
 from twin.live.protocol import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from twin.scenarios.choices import ScenarioStatusChoices
 from twin.telemetry.metrics import HISTORY_METRICS
 from twin.web.config import dashboard_config
 
@@ -28,7 +28,7 @@ def test_config_holds_the_server_constants():
     assert config["close_codes"]["unauthenticated"] == CLOSE_UNAUTHENTICATED
     assert config["close_codes"]["not_found"] == CLOSE_NOT_FOUND
     assert config["history_metrics"] == list(HISTORY_METRICS)
-    assert set(config["scenario_final_statuses"]) == ScenarioStatusChoices.FINAL
+    assert set(config["scenario_final_statuses"]) == JobStatusChoices.FINAL
 
 
 def test_dashboard_page_carries_the_config(client, admin_user, production_static):

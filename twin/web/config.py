@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from twin.core.choices import JobStatusChoices
 from twin.hardware.constants import DEFAULT_RACK_BUDGET_W
 from twin.live.protocol import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from twin.scenarios.choices import ScenarioStatusChoices
 from twin.telemetry.metrics import HISTORY_METRICS
 
 __all__ = ["dashboard_config"]
@@ -33,6 +33,6 @@ def dashboard_config() -> dict[str, Any]:
         # Metrics with a per-card history (the card panel's sparkline).
         "history_metrics": list(HISTORY_METRICS),
         # Scenario run states that never change again (stop following the run).
-        "scenario_final_statuses": [s for s in ScenarioStatusChoices.values()
-                                    if s in ScenarioStatusChoices.FINAL],
+        "scenario_final_statuses": [s for s in JobStatusChoices.values()
+                                    if s in JobStatusChoices.FINAL],
     }

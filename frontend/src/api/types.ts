@@ -43,5 +43,5 @@ export type KindField = Schemas["KindField"];
 export type KindChart = Schemas["KindChart"];
 export type ScenarioRun = Schemas["ScenarioRun"];
 export type ScenarioRunList = Schemas["ScenarioRunList"];
-export type ScenarioStatus = Schemas["ScenarioStatusEnum"];
+export type ScenarioStatus = Schemas["JobStatusEnum"];
 export type PaginatedScenarioRunList = Schemas["PaginatedScenarioRunListList"];
