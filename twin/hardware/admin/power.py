@@ -27,7 +27,8 @@ from django.http import HttpRequest
 
 from twin.core.admin.base import TwinModelForm
 from twin.hardware.models import Rack
-from twin.hardware.models.racks import NOTHING, OverBudget, Parts, carried_w
+from twin.hardware.models.budget import OverBudget
+from twin.hardware.models.racks import NOTHING, Parts, carried_w
 
 __all__ = [
     "ALLOW_FIELDSET",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.apps import apps
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import connection, models, router, transaction
 from django.db.models import Case, F, FloatField, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.expressions import RawSQL
@@ -48,6 +48,7 @@ from django.db.models.functions import Cast, Coalesce
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CoolingChoices
 from twin.hardware.constants import DEFAULT_PUE, DEFAULT_RACK_BUDGET_W
+from twin.hardware.models.budget import NAMED_OVERLOADS, OverBudget, Overload
 
 __all__ = [
     "DRAW_TERMS",
@@ -55,8 +56,6 @@ __all__ = [
     "BudgetedWrite",
     "DrawTerm",
     "DrawTotals",
-    "OverBudget",
-    "Overload",
     "Parts",
     "Rack",
     "RackDraw",
@@ -65,10 +64,6 @@ __all__ = [
     "carried_w",
     "server_draw_expression",
 ]
-
-#: Racks an over-budget message names before it says "and N more".
-NAMED_OVERLOADS = 5
-
 
 # --- the formula ------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -117,14 +112,11 @@ def _sum_per(queryset: models.QuerySet, group: str, watts: Any) -> Coalesce:
 @dataclass(frozen=True)
 class Parts:
     """Parts left out of a draw, by id: the rows a write replaces, as they are stored.
+    A server stands for itself, its cards and its built-in devices."""
 
-    A server stands for itself, its cards and its built-in devices. Any field may
-    also be a queryset of ids.
-    """
-
-    cards: Iterable[int] = ()
-    servers: Iterable[int] = ()
-    devices: Iterable[int] = ()
+    cards: tuple[int, ...] = ()
+    servers: tuple[int, ...] = ()
+    devices: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, **ids: Iterable[int | None]) -> Parts:
@@ -132,14 +124,13 @@ class Parts:
         return cls(**{kind: tuple(pk for pk in pks if pk) for kind, pks in ids.items()})
 
     def __bool__(self) -> bool:
-        return any(isinstance(ids, models.QuerySet) or ids
-                   for ids in (self.cards, self.servers, self.devices))
+        return bool(self.cards or self.servers or self.devices)
 
     def leave_out(self, term: DrawTerm, queryset: models.QuerySet) -> models.QuerySet:
-        own = getattr(self, term.kind)
-        if isinstance(own, models.QuerySet) or own:
+        """``queryset`` (rows of ``term``) without these parts."""
+        if own := getattr(self, term.kind):
             queryset = queryset.exclude(pk__in=own)
-        if (isinstance(self.servers, models.QuerySet) or self.servers) and term.server != "pk":
+        if self.servers and term.server != "pk":
             queryset = queryset.exclude(**{f"{term.server}__in": self.servers})
         return queryset
 
@@ -181,58 +172,6 @@ class RackDraw(NamedTuple):
     cards_w: int  #: their TDP
     w: int  #: the rack's draw
 
-    @property
-    def static_w(self) -> int:
-        """What the rack draws whatever its cards do: servers' overhead and devices."""
-        return self.w - self.cards_w
-
-
-@dataclass(frozen=True)
-class Overload:
-    """A rack drawing (or about to draw) more than its budget."""
-
-    rack_id: int
-    name: str
-    cluster: str
-    draw_w: int
-    budget_w: int
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.draw_w:,} W of {self.budget_w:,} W)"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.rack_id, "name": self.name, "cluster": self.cluster,
-                "draw_w": self.draw_w, "budget_w": self.budget_w}
-
-
-@dataclass(frozen=True)
-class OverBudget:
-    """Racks over budget: how many, and the worst few (most watts over first)."""
-
-    count: int
-    racks: tuple[Overload, ...]
-
-    def describe(self) -> str:
-        """"3 racks over budget: r0 (49,000 W of 40,000 W), …" (and "and N more")."""
-        several_clusters = len({rack.cluster for rack in self.racks}) > 1
-        named = ", ".join(f"{rack.cluster} / {rack}" if several_clusters else str(rack)
-                          for rack in self.racks)
-        more = self.count - len(self.racks)
-        noun = "rack" if self.count == 1 else "racks"
-        return f"{self.count:,} {noun} over budget: {named}" + (
-            f" and {more:,} more" if more > 0 else "")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "racks": [rack.as_dict() for rack in self.racks]}
-
-    def __add__(self, other: OverBudget | None) -> OverBudget:
-        if other is None:
-            return self
-        racks = {rack.rack_id: rack for rack in (*self.racks, *other.racks)}
-        unnamed = self.count - len(self.racks) + other.count - len(other.racks)
-        return OverBudget(len(racks) + unnamed,
-                          tuple(sorted(racks.values(), key=lambda r: r.budget_w - r.draw_w)))
-
 
 class DrawTotals(NamedTuple):
     it_w: int  #: Σ draw
@@ -261,10 +200,6 @@ class RackDraws:
     def watts(self) -> dict[int, int]:
         """``{rack id: draw}``."""
         return {row.rack_id: row.w for row in self.rows()}
-
-    def static_watts(self) -> dict[int, int]:
-        """``{rack id: draw besides the cards' TDP}``."""
-        return {row.rack_id: row.static_w for row in self.rows()}
 
     def _joined(self) -> str:
         rack = connection.ops.quote_name(Rack._meta.db_table)
@@ -404,7 +339,10 @@ class BudgetedWrite:
     def full_clean(self, *args: Any, **kwargs: Any) -> None:
         self.over_budget = None
         if transaction.get_connection(router.db_for_write(type(self))).in_atomic_block:
-            self.lock_for_budget()
+            try:
+                self.lock_for_budget()
+            except ObjectDoesNotExist:
+                pass  # a related row that does not exist: clean_fields() says so
         super().full_clean(*args, **kwargs)  # type: ignore[misc]
 
     def record_over_budget(self, over: OverBudget | None) -> None:
@@ -501,7 +439,8 @@ class Rack(BudgetedWrite, TimestampedModel):
             return OverBudget(1, (self.overload(draw),))
         text = (message or (
             "Rack {rack} would draw {draw:,} W, over its {budget:,} W budget ({what}: "
-            "{added:,} W; headroom: {headroom:,} W). {advice}"
+            "{added:,} W; headroom: {headroom:,} W). {advice} To go over on purpose, allow "
+            "over budget."
         )).format(rack=self.name, draw=draw, budget=budget, over=draw - budget,
                   headroom=max(budget - rest, 0), added=added_w, what=what, advice=advice)
         raise ValidationError({field: text} if field else text, code="over_budget")
