@@ -10,7 +10,10 @@ is six queries whatever the size: the cluster, its racks, its supernodes, the
 racks' draw and card counts (``Rack.objects.draw_by_rack()``, the one definition
 of a rack's draw, one grouped pass over cards, servers and devices), cards by
 supernode, and network devices by kind and rack (``tests/api/test_geometry.py``
-checks the draw equals ``Rack.objects.with_power()``).
+checks the draw equals ``Rack.objects.with_power()``). On PostgreSQL at 262,144
+cards in 6,816 racks the floor takes 0.24–0.32 s (the draw pass ~0.14 s, cards by
+supernode ~0.04 s), the same as when it priced the TDP from its own card
+aggregate; at 1,048,576 cards that was ~1.7 s.
 A supernode is three queries (itself, its cards in index order, the links
 between two of its cards), a rack four; both ~20 ms on PostgreSQL at 1,048,576 cards.
 """
