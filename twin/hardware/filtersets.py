@@ -25,7 +25,6 @@ from twin.hardware.models import (
     Server,
     SuperNode,
 )
-from twin.hardware.models.racks import over_budget_ids_sql
 
 __all__ = [
     "AcceleratorTypeFilterSet",
@@ -76,7 +75,8 @@ class RackFilterSet(SearchFilterSet):
         if value is None:
             return queryset
         cluster = self.form.cleaned_data.get("cluster")
-        over = over_budget_ids_sql(cluster.pk if cluster is not None else None)
+        racks = Rack.objects.filter(cluster=cluster) if cluster is not None else Rack.objects.all()
+        over = racks.draw_by_rack().over_budget_ids()
         return queryset.filter(pk__in=over) if value else queryset.exclude(pk__in=over)
 
 

@@ -10,9 +10,12 @@ from its server) is kept.
 
 A check that reads other rows (a rack's budget against what is already in it)
 is only sound if no other transaction changes those rows between the check and
-the insert: :meth:`ValidatedModelSerializer.lock` is where a serializer locks
-them (the hardware serializers lock the racks whose draw a write changes). The
-viewsets run validation and save in one ``transaction.atomic()`` block.
+the insert: the model's ``full_clean()`` locks them when it runs in a
+transaction (hardware's budgeted models lock the racks a write adds draw to,
+for the admin as for the API), and the viewsets run validation and save in one
+``transaction.atomic()`` block, so the locks hold until the row is committed.
+A request field that is not a model field (hardware's ``allow_over_budget``)
+is taken off in :meth:`ValidatedModelSerializer.build`.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models, transaction
+from django.db import models
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 from rest_framework.settings import api_settings
@@ -43,10 +46,10 @@ class PlainPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 class ValidatedModelSerializer(serializers.ModelSerializer):
     """A model serializer that enforces the model's own validation.
 
-    ``validate()`` applies the incoming values to an instance (a new one on
-    create, the existing one on update), lets :meth:`lock` lock what the checks
-    read, and calls ``full_clean()``; Django's per-field errors become DRF
-    errors on the same field names (``__all__`` becomes ``non_field_errors``).
+    ``validate()`` applies the incoming values to an instance (:meth:`build`: a
+    new one on create, the existing one on update) and calls ``full_clean()``;
+    Django's per-field errors become DRF errors on the same field names
+    (``__all__`` becomes ``non_field_errors``).
     """
 
     serializer_related_field = PlainPrimaryKeyRelatedField
@@ -57,25 +60,20 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
         return str(obj)
 
     # --- hook -------------------------------------------------------------
-    def lock(self, instance: models.Model) -> None:
-        """Lock the rows ``instance.full_clean()`` checks against; nothing by default.
-
-        Called only inside a transaction (the viewsets open one per write), just
-        before ``full_clean()``.
-        """
+    def build(self, attrs: dict[str, Any]) -> models.Model:
+        """The instance the request describes, not saved: a new one on create, the
+        existing one with ``attrs`` set on update. A serializer that accepts request
+        fields that are not model fields takes them off ``attrs`` here."""
+        if self.instance is None:
+            return self.Meta.model(**attrs)
+        for name, value in attrs.items():
+            setattr(self.instance, name, value)
+        return self.instance
 
     # --- validation -----------------------------------------------------
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
-        model = self.Meta.model
-        if self.instance is None:
-            instance = model(**attrs)
-        else:
-            instance = self.instance
-            for name, value in attrs.items():
-                setattr(instance, name, value)
-        if transaction.get_connection().in_atomic_block:
-            self.lock(instance)
+        instance = self.build(attrs)
         try:
             instance.full_clean()
         except DjangoValidationError as exc:

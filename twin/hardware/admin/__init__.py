@@ -5,8 +5,8 @@ supernodes, builds), ``racks`` (racks, servers, the power budget), ``cards``,
 ``network`` (devices, links). The machinery every app's admin shares is in
 ``twin.core.admin`` (the ``TwinModelAdmin`` base class that applies the API's
 filtersets, badges, a paginator that stays cheap at a million rows); hardware's
-own: ``power`` (rack budget across inline formsets) and ``actions`` (bulk status
-and budget).
+own: ``power`` (the rack budget rule across inline formsets, and the "Allow over
+budget" checkbox) and ``actions`` (bulk status and budget).
 """
 from twin.hardware.admin.cards import CardAdmin
 from twin.hardware.admin.clusters import (

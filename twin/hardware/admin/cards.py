@@ -17,6 +17,7 @@ from twin.core.admin.base import (
     watts,
 )
 from twin.hardware.admin.actions import status_actions
+from twin.hardware.admin.power import BudgetedAdminMixin
 from twin.hardware.admin.racks import rack_power_line
 from twin.hardware.choices import CardStatusChoices
 from twin.hardware.filtersets import CardFilterSet
@@ -26,7 +27,7 @@ __all__ = ["CardAdmin"]
 
 
 @admin.register(Card)
-class CardAdmin(TwinModelAdmin):
+class CardAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = CardFilterSet
     filterset_sidebar = ("status", "accelerator", "cluster", "supernode", "rack", "server")
     search_fields = CardFilterSet.search_fields

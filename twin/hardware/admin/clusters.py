@@ -19,6 +19,7 @@ from twin.core.admin.base import (
     watts,
 )
 from twin.core.choices import JobStatusChoices
+from twin.hardware.admin.power import BudgetedAdminMixin
 from twin.hardware.api.summary import rack_power_totals
 from twin.hardware.choices import CardStatusChoices, FabricChoices
 from twin.hardware.filtersets import (
@@ -45,7 +46,7 @@ INLINE_SUPERNODES_MAX = 64
 
 
 @admin.register(AcceleratorType)
-class AcceleratorTypeAdmin(TwinModelAdmin):
+class AcceleratorTypeAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = AcceleratorTypeFilterSet
     filterset_sidebar = ("vendor",)
     search_fields = AcceleratorTypeFilterSet.search_fields

@@ -19,6 +19,7 @@ from twin.core.admin.base import (
     count_subquery,
 )
 from twin.hardware.admin.actions import status_actions
+from twin.hardware.admin.power import BudgetedAdminMixin
 from twin.hardware.admin.racks import rack_power_line
 from twin.hardware.choices import DeviceKindChoices, LinkKindChoices, LinkStatusChoices
 from twin.hardware.constants import CARD_ENDPOINT, allowed_link_kinds
@@ -29,7 +30,7 @@ __all__ = ["LinkAdmin", "NetworkDeviceAdmin"]
 
 
 @admin.register(NetworkDevice)
-class NetworkDeviceAdmin(TwinModelAdmin):
+class NetworkDeviceAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = NetworkDeviceFilterSet
     filterset_sidebar = ("kind", "cluster", "rack", "server")
     search_fields = NetworkDeviceFilterSet.search_fields

@@ -1,56 +1,92 @@
-"""Rack power budget across a whole inline formset.
+"""The rack power budget in the admin: the models' one rule, across formsets, with its override.
 
-Each row's model ``clean()`` checks the budget against what is in the
-database, so two new 700 W cards typed into one server form would each pass
-against 1,000 W of headroom and together break it. These formsets add up
-every kept row of the submission (plus what the formset does not show) and
-refuse the whole save with one error naming the total and the budget.
-All sums are aggregates in SQL.
+* **Formsets.** Each inline row's model ``clean()`` checks the budget against
+  what is in the database, so two new 700 W cards typed into one server form
+  would each pass against 1,000 W of headroom and together break it. These
+  formsets add up every kept row of the submission (plus what the formset does
+  not show) and put the total through the same rule, ``Rack.check_added_draw``:
+  refused, with one error naming the total and the budget, only if it takes the
+  rack over budget *and* adds draw.
+* **The override.** The change forms of everything whose save adds draw or
+  lowers a budget (accelerator types, racks, servers, cards, network devices)
+  carry an "Allow over budget" checkbox (:class:`BudgetedAdminMixin`). Ticked,
+  the save goes through — its inline rows too — and a warning lists the racks
+  now over budget.
+* **The lock.** The admin saves in one transaction and the models' ``full_clean()``
+  locks the racks their check reads (``twin.hardware.models.racks.BudgetedWrite``),
+  as it does for the API.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from django.core.exceptions import ValidationError
-from django.db.models import Sum
+from django import forms
+from django.contrib import messages
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest
 
-from twin.hardware.models import Card, NetworkDevice, Rack, Server
+from twin.core.admin.base import TwinModelForm
+from twin.hardware.models import Rack
+from twin.hardware.models.budget import OverBudget
+from twin.hardware.models.racks import NOTHING, Parts, carried_w
 
 __all__ = [
+    "ALLOW_FIELDSET",
+    "BudgetedAdminMixin",
+    "BudgetedForm",
     "CardsInServerFormSet",
     "DevicesInRackFormSet",
     "DevicesInServerFormSet",
     "ServersInRackFormSet",
-    "rack_draw_excluding",
 ]
 
+ALLOW_FIELDSET = ("Power budget", {
+    "fields": ("allow_over_budget",),
+    "description": "Saves that would take a rack over its power budget are refused unless "
+                   "this is ticked.",
+})
 
-def _sum(queryset: Any, field: str) -> int:
-    return int(queryset.aggregate(w=Sum(field))["w"] or 0)
+
+class BudgetedForm(TwinModelForm):
+    """A change form whose save may be allowed to take racks over budget."""
+
+    allow_over_budget = forms.BooleanField(
+        label="Allow over budget", required=False,
+        help_text="Save even if this takes racks over their power budget; the racks are "
+                  "listed after saving.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # Read by the model's clean() (and its inline rows'), which runs after this.
+        self.instance.allow_over_budget = bool(cleaned.get("allow_over_budget"))
+        return cleaned
 
 
-def rack_draw_excluding(
-    rack_id: int,
-    *,
-    servers: Iterable[int] = (),
-    devices: Iterable[int] = (),
-) -> int:
-    """Draw of a rack in watts without the given servers (and their cards and
-    built-in devices) and devices: what the rest of the rack already uses."""
-    servers, devices = [s for s in servers if s], [d for d in devices if d]
-    cards = Card.objects.filter(server__rack_id=rack_id)
-    hosts = Server.objects.filter(rack_id=rack_id)
-    gear = NetworkDevice.objects.filter(rack_id=rack_id)
-    if servers:
-        cards = cards.exclude(server_id__in=servers)
-        hosts = hosts.exclude(pk__in=servers)
-        gear = gear.exclude(server_id__in=servers)
-    if devices:
-        gear = gear.exclude(pk__in=devices)
-    return (_sum(cards, "accelerator__tdp_w") + _sum(hosts, "overhead_w")
-            + _sum(gear, "power_w"))
+class BudgetedAdminMixin:
+    """Admin of a model whose save adds draw: the checkbox, and a warning after an
+    allowed save naming the racks now over budget."""
+
+    form = BudgetedForm
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> list[Any]:
+        fieldsets = list(super().get_fieldsets(request, obj))  # type: ignore[misc]
+        if not any("allow_over_budget" in opts.get("fields", ()) for _, opts in fieldsets):
+            fieldsets.append(ALLOW_FIELDSET)
+        return fieldsets
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any,
+                     change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # type: ignore[misc]
+        over: OverBudget | None = form.instance.over_budget
+        for formset in formsets:
+            for found in (getattr(formset, "over_budget", None),
+                          *(getattr(f.instance, "over_budget", None) for f in formset.forms)):
+                if found is not None:
+                    over = found + over
+        if over is not None:
+            self.message_user(  # type: ignore[attr-defined]
+                request, f"Saved over budget: {over.describe()}.", messages.WARNING)
 
 
 class RackBudgetFormSet(BaseInlineFormSet):
@@ -58,6 +94,14 @@ class RackBudgetFormSet(BaseInlineFormSet):
 
     #: What one row is, for the message ("cards", "servers", …).
     noun = "rows"
+    #: The racks this submission took over budget, when the parent form allowed it.
+    over_budget: OverBudget | None = None
+
+    def _construct_form(self, i: int, **kwargs: Any) -> Any:
+        form = super()._construct_form(i, **kwargs)
+        # The parent's "allow over budget" covers its rows.
+        form.instance.allow_over_budget = getattr(self.instance, "allow_over_budget", False)
+        return form
 
     def kept_forms(self) -> list[Any]:
         return [
@@ -69,24 +113,29 @@ class RackBudgetFormSet(BaseInlineFormSet):
     def rack(self) -> Rack | None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def total_w(self, rack: Rack) -> int:  # pragma: no cover - overridden
+    def replaced(self) -> Parts:
+        """The stored rows this submission replaces (they are left out of the rack's draw)."""
+        return NOTHING
+
+    def added_w(self) -> int:  # pragma: no cover - overridden
+        """What the submission puts in their place, in watts."""
         raise NotImplementedError
 
     def clean(self) -> None:
         super().clean()
+        self.over_budget = None
         if any(self.errors):
             return  # a row's own error says it better
         rack = self.rack()
-        if rack is None or not rack.pk or rack.power_budget_w is None:
+        if rack is None or not rack.pk:
             return
-        total, budget = self.total_w(rack), rack.power_budget_w
-        if total > budget:
-            raise ValidationError(
-                f"Together these {self.noun} take rack {rack.name} to {total:,} W, over its "
-                f"{budget:,} W budget by {total - budget:,} W. Remove or lighten some of "
-                f"them, or raise the rack's budget.",
-                code="over_budget",
-            )
+        self.over_budget = rack.check_added_draw(
+            self.added_w(), excluding=self.replaced(),
+            allow=getattr(self.instance, "allow_over_budget", False),
+            message=f"Together these {self.noun} take rack {{rack}} to {{draw:,}} W, over its "
+                    f"{{budget:,}} W budget by {{over:,}} W. Remove or lighten some of them, "
+                    f"or raise the rack's budget.",
+        )
 
 
 class CardsInServerFormSet(RackBudgetFormSet):
@@ -97,14 +146,15 @@ class CardsInServerFormSet(RackBudgetFormSet):
     def rack(self) -> Rack | None:
         return self.instance.rack if self.instance.rack_id else None
 
-    def total_w(self, rack: Rack) -> int:
+    def replaced(self) -> Parts:
+        return Parts.of(servers=[self.instance.pk])
+
+    def added_w(self) -> int:
         server = self.instance
-        own_devices = _sum(NetworkDevice.objects.filter(server_id=server.pk), "power_w") \
-            if server.pk else 0
+        devices = carried_w([server.pk], kinds=("devices",)).get(server.pk, 0)
         cards = sum(form.cleaned_data["accelerator"].tdp_w for form in self.kept_forms()
                     if form.cleaned_data.get("accelerator"))
-        return (rack_draw_excluding(rack.pk, servers=[server.pk]) + (server.overhead_w or 0)
-                + own_devices + cards)
+        return (server.overhead_w or 0) + devices + cards
 
 
 class DevicesInServerFormSet(RackBudgetFormSet):
@@ -125,13 +175,14 @@ class DevicesInServerFormSet(RackBudgetFormSet):
     def rack(self) -> Rack | None:
         return self.instance.rack if self.instance.rack_id else None
 
-    def total_w(self, rack: Rack) -> int:
+    def replaced(self) -> Parts:
+        return Parts.of(servers=[self.instance.pk])
+
+    def added_w(self) -> int:
         server = self.instance
-        own_cards = _sum(Card.objects.filter(server_id=server.pk), "accelerator__tdp_w") \
-            if server.pk else 0
+        cards = carried_w([server.pk], kinds=("cards",)).get(server.pk, 0)
         devices = sum(form.cleaned_data.get("power_w") or 0 for form in self.kept_forms())
-        return (rack_draw_excluding(rack.pk, servers=[server.pk]) + (server.overhead_w or 0)
-                + own_cards + devices)
+        return (server.overhead_w or 0) + cards + devices
 
 
 class ServersInRackFormSet(RackBudgetFormSet):
@@ -142,18 +193,16 @@ class ServersInRackFormSet(RackBudgetFormSet):
     def rack(self) -> Rack | None:
         return self.instance
 
-    def total_w(self, rack: Rack) -> int:
-        existing = [form.instance.pk for form in self.forms if form.instance.pk]
-        carried: dict[int, int] = {}
-        for row in (Card.objects.filter(server_id__in=existing).values("server_id")
-                    .annotate(w=Sum("accelerator__tdp_w"))):
-            carried[row["server_id"]] = carried.get(row["server_id"], 0) + int(row["w"] or 0)
-        for row in (NetworkDevice.objects.filter(server_id__in=existing).values("server_id")
-                    .annotate(w=Sum("power_w"))):
-            carried[row["server_id"]] = carried.get(row["server_id"], 0) + int(row["w"] or 0)
-        servers = sum((form.cleaned_data.get("overhead_w") or 0)
-                      + carried.get(form.instance.pk, 0) for form in self.kept_forms())
-        return rack_draw_excluding(rack.pk, servers=existing) + servers
+    def _existing(self) -> list[int]:
+        return [form.instance.pk for form in self.forms if form.instance.pk]
+
+    def replaced(self) -> Parts:
+        return Parts.of(servers=self._existing())
+
+    def added_w(self) -> int:
+        carried = carried_w(self._existing())
+        return sum((form.cleaned_data.get("overhead_w") or 0) + carried.get(form.instance.pk, 0)
+                   for form in self.kept_forms())
 
 
 class DevicesInRackFormSet(RackBudgetFormSet):
@@ -170,7 +219,8 @@ class DevicesInRackFormSet(RackBudgetFormSet):
     def rack(self) -> Rack | None:
         return self.instance
 
-    def total_w(self, rack: Rack) -> int:
-        existing = [form.instance.pk for form in self.forms if form.instance.pk]
-        devices = sum(form.cleaned_data.get("power_w") or 0 for form in self.kept_forms())
-        return rack_draw_excluding(rack.pk, devices=existing) + devices
+    def replaced(self) -> Parts:
+        return Parts.of(devices=[form.instance.pk for form in self.forms if form.instance.pk])
+
+    def added_w(self) -> int:
+        return sum(form.cleaned_data.get("power_w") or 0 for form in self.kept_forms())

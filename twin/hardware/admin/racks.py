@@ -2,14 +2,17 @@
 
 Rack draw, utilisation, headroom and facility power come from
 ``Rack.objects.with_power()`` — SQL annotations, sortable like columns — and
-server draw from correlated sums; nothing loops over cards in Python.
+server draw from correlated sums of the same terms (``server_draw_expression``);
+nothing loops over cards in Python. Saves that add draw follow the budget rule
+of ``twin.hardware.models.racks``, with an "Allow over budget" checkbox
+(``power.BudgetedAdminMixin``).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -20,11 +23,11 @@ from twin.core.admin.base import (
     admin_link,
     changelist_link,
     count_subquery,
-    sum_subquery,
     watts,
 )
 from twin.hardware.admin.actions import set_rack_budget
 from twin.hardware.admin.power import (
+    BudgetedAdminMixin,
     CardsInServerFormSet,
     DevicesInRackFormSet,
     DevicesInServerFormSet,
@@ -33,9 +36,9 @@ from twin.hardware.admin.power import (
 from twin.hardware.choices import CoolingChoices
 from twin.hardware.filtersets import RackFilterSet, ServerFilterSet
 from twin.hardware.models import Card, NetworkDevice, Rack, Server
+from twin.hardware.models.racks import server_draw_expression
 
-__all__ = ["RackAdmin", "ServerAdmin", "rack_power_line", "server_draw_expression",
-           "utilisation_badge"]
+__all__ = ["RackAdmin", "ServerAdmin", "rack_power_line", "utilisation_badge"]
 
 
 def utilisation_badge(utilization: float | None) -> str:
@@ -56,13 +59,6 @@ def rack_power_line(rack_id: int) -> str:
         "{}: {} of {} ({}); headroom {}", admin_link(rack, rack.name), watts(rack.power_w),
         watts(rack.power_budget_w), utilisation_badge(rack.utilization), watts(rack.headroom_w),
     )
-
-
-def server_draw_expression() -> Any:
-    """SQL: a server's overhead + its cards' TDP + its built-in devices' power."""
-    return (F("overhead_w")
-            + sum_subquery(Card.objects.all(), "server", "accelerator__tdp_w")
-            + sum_subquery(NetworkDevice.objects.all(), "server", "power_w"))
 
 
 # --- inlines ---------------------------------------------------------------
@@ -127,7 +123,7 @@ class ServerDeviceInline(TwinInlineMixin, admin.TabularInline):
 
 # --- racks -------------------------------------------------------------------
 @admin.register(Rack)
-class RackAdmin(TwinModelAdmin):
+class RackAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = RackFilterSet
     filterset_sidebar = ("over_budget", "cooling", "cluster", "supernode")
     search_fields = RackFilterSet.search_fields
@@ -195,7 +191,7 @@ class RackAdmin(TwinModelAdmin):
 
 # --- servers -----------------------------------------------------------------
 @admin.register(Server)
-class ServerAdmin(TwinModelAdmin):
+class ServerAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = ServerFilterSet
     filterset_sidebar = ("cluster", "rack", "supernode")
     search_fields = ServerFilterSet.search_fields

@@ -6,30 +6,26 @@ One JSON object per rack would repeat every key 26,000 times; parallel arrays
 the browser turns into typed arrays for its instanced meshes anyway.
 
 Why aggregates: nothing here runs a query per rack, server or card. The floor
-is seven queries whatever the size: the cluster, its racks, its supernodes, the
-accelerator catalogue, and three grouped aggregates — cards (count per
-accelerator type) by rack and supernode, server overhead by rack, devices
-(count and power) by kind and rack. A rack's nameplate draw is the sum of its
-three terms, the definition of ``twin.hardware.models.racks``
-(``tests/api/test_geometry.py`` checks it equals ``Rack.objects.with_power()``);
-taking it from these aggregates rather than a second pass over the cards
-(``per_rack_draw_sql``) halves the time, and pricing the TDP in Python rather
-than joining the catalogue into the card aggregate cut that query from 3.1 s to
-0.8 s: the whole floor is ~1.7 s on PostgreSQL at 1,048,576 cards in 27,264 racks.
+is six queries whatever the size: the cluster, its racks, its supernodes, the
+racks' draw and card counts (``Rack.objects.draw_by_rack()``, the one definition
+of a rack's draw, one grouped pass over cards, servers and devices), cards by
+supernode, and network devices by kind and rack (``tests/api/test_geometry.py``
+checks the draw equals ``Rack.objects.with_power()``). On PostgreSQL at 262,144
+cards in 6,816 racks the floor takes 0.24–0.32 s (the draw pass ~0.14 s, cards by
+supernode ~0.04 s), the same as when it priced the TDP from its own card
+aggregate; at 1,048,576 cards that was ~1.7 s.
 A supernode is three queries (itself, its cards in index order, the links
-between two of its cards), a rack four; both ~20 ms at that size.
+between two of its cards), a rack four; both ~20 ms on PostgreSQL at 1,048,576 cards.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count
 from rest_framework import serializers
 
 from twin.hardware.choices import DeviceKindChoices, FabricChoices
 from twin.hardware.models import (
-    AcceleratorType,
     Card,
     Cluster,
     Link,
@@ -71,44 +67,28 @@ def floor(cluster: Cluster) -> dict[str, Any]:
         "id", "name", "row", "slot", "supernode_id", "power_budget_w"))
     sns = list(SuperNode.objects.filter(cluster_id=cid).order_by("index").values_list(
         "id", "name", "index", "fabric", "dim_x", "dim_y", "dim_z", "card_count"))
-    per_rack: dict[int, int] = defaultdict(int)
-    per_sn: dict[int, int] = defaultdict(int)
-    draw: dict[int, int] = defaultdict(int)  # Σ cards' TDP + servers' overhead + devices
-    # Count per accelerator type and price the TDP here: joining the catalogue
-    # and the supernodes into the 1M-row aggregate made it 3.1 s instead of 0.8 s.
-    tdp = dict(AcceleratorType.objects.values_list("id", "tdp_w"))
-    for rack_id, sn_id, acc_id, n in (Card.objects.filter(server__rack__cluster_id=cid)
-                                      .order_by()
-                                      .values_list("server__rack_id", "supernode_id",
-                                                   "accelerator_id")
-                                      .annotate(n=Count("id"))):
-        per_rack[rack_id] += n
-        per_sn[sn_id] += n
-        draw[rack_id] += n * int(tdp.get(acc_id) or 0)
-    for rack_id, w in (Server.objects.filter(rack__cluster_id=cid).order_by()
-                       .values_list("rack_id").annotate(w=Sum("overhead_w"))):
-        draw[rack_id] += int(w or 0)
+    draws = {row.rack_id: row for row in Rack.objects.filter(cluster_id=cid).draw_by_rack().rows()}
+    per_sn = dict(Card.objects.filter(supernode__cluster_id=cid).order_by()
+                  .values_list("supernode_id").annotate(n=Count("id")))
     tiers: dict[str, dict[str, Any]] = {}
-    for kind, rack_id, n, w in (NetworkDevice.objects.filter(cluster_id=cid).order_by()
-                                .values_list("kind", "rack_id")
-                                .annotate(n=Count("id"), w=Sum("power_w"))):
+    for kind, rack_id, n in (NetworkDevice.objects.filter(cluster_id=cid).order_by()
+                             .values_list("kind", "rack_id").annotate(n=Count("id"))):
         tier = tiers.setdefault(kind, {"kind": kind, "label": DeviceKindChoices.label(kind),
                                        "count": 0, "racks": []})
         tier["count"] += n
         if rack_id is not None:
             tier["racks"].append(rack_id)
-            draw[rack_id] += int(w or 0)
     order = {kind: i for i, kind in enumerate(DeviceKindChoices.values())}
     return {
         "cluster": cid, "name": cluster.name, "preset": cluster.preset,
         "counts": {"supernodes": len(sns), "racks": len(racks),
-                   "cards": sum(per_rack.values())},
+                   "cards": sum(row.cards for row in draws.values())},
         "racks": {
             "id": [r[0] for r in racks], "name": [r[1] for r in racks],
             "row": [r[2] for r in racks], "slot": [r[3] for r in racks],
             "supernode": [r[4] for r in racks], "budget_w": [r[5] for r in racks],
-            "cards": [per_rack.get(r[0], 0) for r in racks],
-            "power_w": [draw.get(r[0], 0) for r in racks],
+            "cards": [draws[r[0]].cards if r[0] in draws else 0 for r in racks],
+            "power_w": [draws[r[0]].w if r[0] in draws else 0 for r in racks],
         },
         "supernodes": {
             "id": [s[0] for s in sns], "name": [s[1] for s in sns],

@@ -5,15 +5,18 @@ which runs the model's ``full_clean()``, so the invariants of the models' ``clea
 (rack power budget, torus dimensions, link compatibility) answer an API client
 exactly as they answer an admin user.
 
-Writes that change a rack's draw lock the rack row first
-(:meth:`RackLockingSerializer.racks_to_lock`): the budget check and the
-insert then happen while no other transaction can add to that rack, so two
-concurrent adds cannot both squeeze under the budget. The views run
-validation and save in one ``transaction.atomic()`` block.
+Writes that add draw to racks (cards, servers, devices, a raised TDP) or lower
+a budget go through :class:`BudgetedSerializer`: refused with HTTP 400 naming the
+racks they would take over budget, unless the body says
+``"allow_over_budget": true`` — then saved, and ``racks_over_budget`` in the
+response lists those racks. The models lock the racks their check reads
+(``twin.hardware.models.racks.BudgetedWrite``), and the views run validation
+and save in one ``transaction.atomic()`` block, so two concurrent adds cannot
+both squeeze under one budget.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import Any
 
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
@@ -37,6 +40,7 @@ from twin.hardware.models import (
 __all__ = [
     "ENDPOINT_KINDS",
     "AcceleratorTypeSerializer",
+    "BudgetedSerializer",
     "BuildRequestSerializer",
     "CardSerializer",
     "ClusterBuildSerializer",
@@ -44,57 +48,72 @@ __all__ = [
     "ClusterSummarySerializer",
     "LinkSerializer",
     "NetworkDeviceSerializer",
+    "OverBudgetSerializer",
     "PresetSerializer",
-    "RackLockingSerializer",
     "RackSerializer",
     "ServerSerializer",
     "SuperNodeSerializer",
-    "lock_racks",
 ]
 
 # What may sit at a link end: a card or a network device of some kind.
 ENDPOINT_KINDS = [CARD_ENDPOINT, *DeviceKindChoices.values()]
 
 
-def lock_racks(rack_ids: Iterable[int | None]) -> dict[int, Rack]:
-    """Lock the given racks (``SELECT … FOR UPDATE``) in primary-key order.
-
-    A fixed order means two writers that need the same pair of racks queue
-    instead of deadlocking. On SQLite ``FOR UPDATE`` is a no-op, but the
-    settings open every transaction with ``BEGIN IMMEDIATE``, which already
-    serialises writers. Must run inside ``transaction.atomic()``.
-    """
-    ids = sorted({pk for pk in rack_ids if pk})
-    if not ids:
-        return {}
-    rows = Rack.objects.select_for_update().filter(pk__in=ids).order_by("pk")
-    return {rack.pk: rack for rack in rows}
+class _Overload(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    cluster = serializers.CharField()
+    draw_w = serializers.IntegerField(help_text="Its draw after this write (W).")
+    budget_w = serializers.IntegerField()
 
 
-class RackLockingSerializer(ValidatedModelSerializer):
-    """A hardware serializer whose write changes the draw of some racks.
+class OverBudgetSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Racks this write took over budget.")
+    racks = _Overload(many=True, help_text="The worst few, most watts over first.")
 
-    :meth:`lock` locks those racks (:func:`lock_racks`) before ``full_clean()``
-    checks their budget, and points the instance at the locked rows.
-    """
 
-    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
-        """Racks whose draw this write changes (before and after); none by default."""
-        return set()
+class BudgetedSerializer(ValidatedModelSerializer):
+    """A write that may add draw to racks: refused over budget unless explicitly allowed."""
 
-    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
-        """Point the instance at the locked rack rows, so the budget it checks is current."""
+    # Readable too (false unless this response is the write that set it), so that a
+    # PUT of every writable field as read still works.
+    allow_over_budget = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Not stored: set it on a write to save even if that takes racks over "
+                  "their power budget (refused with 400 otherwise); racks_over_budget then "
+                  "lists them.",
+    )
+    racks_over_budget = serializers.SerializerMethodField(
+        help_text="The racks this write took over budget because allow_over_budget was set; "
+                  "null otherwise.",
+    )
 
-    def lock(self, instance: models.Model) -> None:
-        racks = lock_racks(self.racks_to_lock(instance))
-        if racks:
-            self.after_lock(instance, racks)
+    def build(self, attrs: dict[str, Any]) -> models.Model:
+        self._allow = bool(attrs.pop("allow_over_budget", False))
+        instance = super().build(attrs)
+        instance.allow_over_budget = self._allow
+        return instance
+
+    def to_representation(self, instance: models.Model) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["allow_over_budget"] = getattr(self, "_allow", False)
+        return data
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        self._over_budget = self._cleaned_instance.over_budget
+        return attrs
+
+    @extend_schema_field(OverBudgetSerializer(allow_null=True))
+    def get_racks_over_budget(self, obj: models.Model) -> dict[str, Any] | None:
+        over = getattr(self, "_over_budget", None)
+        return over.as_dict() if over is not None else None
 
 
 # --- catalogue, clusters ------------------------------------------------------
 
 
-class AcceleratorTypeSerializer(ValidatedModelSerializer):
+class AcceleratorTypeSerializer(BudgetedSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:acceleratortype-detail")
 
     class Meta:
@@ -103,6 +122,7 @@ class AcceleratorTypeSerializer(ValidatedModelSerializer):
             "id", "url", "display", "slug", "name", "vendor", "fp32_tflops", "tf32_tflops",
             "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
             "scaleup_links", "scaleup_gbps", "source", "notes", "created", "last_updated",
+            "allow_over_budget", "racks_over_budget",
         ]
 
 
@@ -131,7 +151,7 @@ class SuperNodeSerializer(ValidatedModelSerializer):
 # --- racks, servers, cards, devices -----------------------------------------
 
 
-class RackSerializer(RackLockingSerializer):
+class RackSerializer(BudgetedSerializer):
     """A rack with its draw computed in SQL (``Rack.objects.with_power()``)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:rack-detail")
@@ -145,15 +165,12 @@ class RackSerializer(RackLockingSerializer):
         fields = [
             "id", "url", "display", "cluster", "supernode", "name", "row", "slot",
             "power_budget_w", "cooling", "pue", "power_w", "utilization", "facility_w",
-            "headroom_w", "created", "last_updated",
+            "headroom_w", "created", "last_updated", "allow_over_budget", "racks_over_budget",
         ]
 
-    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
-        # A budget change must not race a card being added to the same rack.
-        return {instance.pk}
 
 
-class ServerSerializer(RackLockingSerializer):
+class ServerSerializer(BudgetedSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:server-detail")
 
     class Meta:
@@ -161,22 +178,13 @@ class ServerSerializer(RackLockingSerializer):
         fields = [
             "id", "url", "display", "rack", "supernode", "name", "position", "hostname",
             "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "created",
-            "last_updated",
+            "last_updated", "allow_over_budget", "racks_over_budget",
         ]
 
-    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
-        before = None
-        if instance.pk:
-            before = Server.objects.filter(pk=instance.pk).values_list("rack_id", flat=True)
-            before = before.first()
-        return {instance.rack_id, before}
-
-    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
-        if instance.rack_id in racks:
-            instance.rack = racks[instance.rack_id]
 
 
-class CardSerializer(RackLockingSerializer):
+
+class CardSerializer(BudgetedSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:card-detail")
     cluster = serializers.IntegerField(source="supernode.cluster_id", read_only=True)
     rack = serializers.IntegerField(source="server.rack_id", read_only=True)
@@ -186,20 +194,13 @@ class CardSerializer(RackLockingSerializer):
         fields = [
             "id", "url", "display", "cluster", "supernode", "server", "rack", "accelerator",
             "index", "slot", "x", "y", "z", "serial", "uuid", "status", "created",
-            "last_updated",
+            "last_updated", "allow_over_budget", "racks_over_budget",
         ]
 
-    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
-        rack = Server.objects.filter(pk=instance.server_id).values_list("rack_id", flat=True)
-        return {rack.first()} if instance.server_id else set()
-
-    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
-        server = instance.server
-        if server.rack_id in racks:
-            server.rack = racks[server.rack_id]
 
 
-class NetworkDeviceSerializer(RackLockingSerializer):
+
+class NetworkDeviceSerializer(BudgetedSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:networkdevice-detail")
     tier = serializers.CharField(read_only=True, help_text="access / aggregation / core.")
 
@@ -208,19 +209,10 @@ class NetworkDeviceSerializer(RackLockingSerializer):
         fields = [
             "id", "url", "display", "cluster", "rack", "server", "kind", "tier", "name",
             "model", "ports", "port_gbps", "latency_ns", "power_w", "created", "last_updated",
+            "allow_over_budget", "racks_over_budget",
         ]
 
-    def racks_to_lock(self, instance: models.Model) -> set[int | None]:
-        racks: set[int | None] = {instance.rack_id}
-        if instance.server_id:
-            racks.add(instance.server.rack_id)
-        return racks
 
-    def after_lock(self, instance: models.Model, racks: dict[int, Rack]) -> None:
-        if instance.rack_id in racks:
-            instance.rack = racks[instance.rack_id]
-        if instance.server_id and instance.server.rack_id in racks:
-            instance.server.rack = racks[instance.server.rack_id]
 
 
 class LinkSerializer(ValidatedModelSerializer):

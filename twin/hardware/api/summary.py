@@ -4,11 +4,10 @@ It must stay around a second on the ``million`` preset (1,048,576 cards,
 millions of links), so nothing here iterates rows in Python: every figure is a
 ``COUNT``/``SUM`` grouped by at most a handful of keys.
 
-Power follows the rack model of ``twin.hardware.models.racks``: a rack's draw
-is Σ its cards' TDP + Σ its servers' overhead + Σ its devices' power; IT power
-is Σ rack draws, facility power is Σ rack draw × that rack's PUE. The per-rack
-draws are one grouped ``UNION ALL`` over the three tables (one pass over the
-cards), from which a single query takes IT, facility and the over-budget count.
+Power is the rack draw of ``twin.hardware.models.racks``: IT power is Σ rack
+draws, facility power is Σ rack draw × that rack's PUE. The per-rack draws are
+``Rack.objects.draw_by_rack()`` (one grouped pass over the parts), from which a
+single query takes IT, facility and the over-budget count.
 ``Rack.objects.with_power()`` gives the same figures rack by rack (correlated
 subqueries: right for a page of racks, ~3× slower for all 26,000 at once).
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
 from django.db.models import Avg, Count, Max, Min, Sum
 
 from twin.hardware.choices import (
@@ -26,7 +24,6 @@ from twin.hardware.choices import (
     LinkStatusChoices,
 )
 from twin.hardware.models import Card, Cluster, Link, NetworkDevice, Rack, Server, SuperNode
-from twin.hardware.models.racks import per_rack_draw_sql
 
 __all__ = ["OVER_BUDGET_NAMES", "cluster_summary", "rack_power_totals"]
 
@@ -45,33 +42,16 @@ def _counts_by(queryset: Any, field: str, keys: list[str]) -> dict[str, int]:
 def rack_power_totals(cluster_id: int) -> dict[str, Any]:
     """IT power, facility power (Σ draw × PUE) and over-budget racks of a cluster.
 
-    The rack draws are summed in SQL (see ``per_rack_draw_sql``) and never leave the
-    database; only the totals and up to ``OVER_BUDGET_NAMES`` names come back.
+    The rack draws are summed in SQL (``draw_by_rack().totals()``) and never leave
+    the database; only the totals and up to ``OVER_BUDGET_NAMES`` names come back.
     """
-    per_rack, params = per_rack_draw_sql(cluster_id)
-    rack = connection.ops.quote_name(Rack._meta.db_table)
-    joined = f"FROM ({per_rack}) p INNER JOIN {rack} r ON r.id = p.rack_id"
-    over = "p.w > r.power_budget_w"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT SUM(p.w), SUM(p.w * r.pue), "
-            f"SUM(CASE WHEN {over} THEN 1 ELSE 0 END) {joined}",
-            params,
-        )
-        it_w, facility_w, over_count = cursor.fetchone()
-        names: list[str] = []
-        if over_count:
-            cursor.execute(
-                f"SELECT r.name {joined} WHERE {over} "
-                f"ORDER BY p.w - r.power_budget_w DESC, r.name LIMIT %s",
-                [*params, OVER_BUDGET_NAMES],
-            )
-            names = [row[0] for row in cursor.fetchall()]
+    totals = Rack.objects.filter(cluster_id=cluster_id).draw_by_rack().totals(
+        worst=OVER_BUDGET_NAMES)
     return {
-        "it_w": int(it_w or 0),
-        "facility_w": float(facility_w or 0.0),
-        "over_count": int(over_count or 0),
-        "over_names": names,
+        "it_w": totals.it_w,
+        "facility_w": totals.facility_w,
+        "over_count": totals.over.count,
+        "over_names": [rack.name for rack in totals.over.racks],
     }
 
 

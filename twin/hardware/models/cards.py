@@ -8,11 +8,12 @@ from django.db import models
 
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CardStatusChoices
+from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 
 __all__ = ["Card"]
 
 
-class Card(TimestampedModel):
+class Card(BudgetedWrite, TimestampedModel):
     """One accelerator. ``serial`` and ``uuid`` are what telemetry matches on
     (DCGM's ``UUID`` label is ``GPU-<uuid>``)."""
 
@@ -45,9 +46,19 @@ class Card(TimestampedModel):
     def __str__(self) -> str:
         return self.serial
 
-    def clean(self) -> None:
-        from twin.hardware.models.racks import rack_draw_w
+    def lock_for_budget(self) -> None:
+        if not self.server_id:
+            return
+        server = self.server
+        racks = Rack.objects.filter(pk=server.rack_id).lock()
+        if server.rack_id in racks:
+            server.rack = racks[server.rack_id]
+        if self.accelerator_id:
+            # Read after the rack lock: a TDP raised meanwhile (which locks every rack)
+            # is then the one this card is checked with.
+            self.accelerator = type(self.accelerator).objects.get(pk=self.accelerator_id)
 
+    def clean(self) -> None:
         errors: dict[str, str] = {}
         supernode = self.supernode if self.supernode_id else None
         server = self.server if self.server_id else None
@@ -67,18 +78,10 @@ class Card(TimestampedModel):
             if self.slot is not None and self.slot >= server.cards_per_server:
                 errors["slot"] = f"Server {server.name} has slots 0–{server.cards_per_server - 1}."
             if self.accelerator_id:
-                rack = server.rack
-                rest = rack_draw_w(rack.pk, exclude_card=self.pk)
-                total = rest + self.accelerator.tdp_w
-                # Refuse only what adds draw: a rack already over budget (a corrected
-                # TDP, a bulk write) must still let its cards be marked failed.
-                if total > rack.power_budget_w and total > rack_draw_w(rack.pk):
-                    errors["server"] = (
-                        f"Rack {rack.name} would draw {total:,} W, over its "
-                        f"{rack.power_budget_w:,} W budget (this card: "
-                        f"{self.accelerator.tdp_w} W; headroom: "
-                        f"{max(rack.power_budget_w - rest, 0):,} W). Choose a server in a rack "
-                        f"with headroom, or raise the rack's budget."
-                    )
+                self.check_budget(errors, lambda: server.rack.check_added_draw(
+                    self.accelerator.tdp_w, excluding=Parts.of(cards=[self.pk]), field="server",
+                    what="this card", allow=self.allow_over_budget,
+                    advice="Choose a server in a rack with headroom, or raise the rack's budget.",
+                ))
         if errors:
             raise ValidationError(errors)

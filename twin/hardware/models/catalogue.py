@@ -1,19 +1,25 @@
 """The accelerator catalogue: spec-sheet figures every power and simulation model reads."""
+from __future__ import annotations
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from twin.core.models import TimestampedModel
+from twin.hardware.models.racks import BudgetedWrite, Rack
 
 __all__ = ["AcceleratorType"]
 
 
-class AcceleratorType(TimestampedModel):
+class AcceleratorType(BudgetedWrite, TimestampedModel):
     """One accelerator model with its published figures.
 
     TFLOP/s are *dense* (no 2:4 sparsity), as used by MFU calculations; a
     precision the part does not support is left empty rather than zero.
     ``idle_w`` is not on spec sheets: it is a measured idle draw, see ``notes``.
+
+    Its ``tdp_w`` is every one of its cards' share of its rack's draw: raising it
+    is checked against the budget of every rack holding such cards.
     """
 
     slug = models.SlugField(max_length=64, unique=True)
@@ -50,6 +56,17 @@ class AcceleratorType(TimestampedModel):
     def __str__(self) -> str:
         return self.name
 
+    def stored_tdp_w(self) -> int | None:
+        return type(self).objects.filter(pk=self.pk).values_list("tdp_w", flat=True).first() \
+            if self.pk else None
+
+    def lock_for_budget(self) -> None:
+        stored = self.stored_tdp_w()
+        if stored is not None and self.tdp_w is not None and self.tdp_w > stored:
+            # A card may land in any rack while this commits, so every rack is locked
+            # (in primary-key order); card writes read the TDP after their rack lock.
+            list(Rack.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
         for field in ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops", "hbm_gib",
@@ -59,5 +76,9 @@ class AcceleratorType(TimestampedModel):
                 errors[field] = "Must not be negative."
         if self.idle_w is not None and self.tdp_w is not None and self.idle_w > self.tdp_w:
             errors["idle_w"] = f"Idle draw {self.idle_w} W exceeds the TDP of {self.tdp_w} W."
+        stored = self.stored_tdp_w()
+        if stored is not None and self.tdp_w is not None and self.tdp_w > stored:
+            self.check_budget(errors, lambda: Rack.objects.check_tdp_change(
+                self.pk, self.tdp_w, allow=self.allow_over_budget))
         if errors:
             raise ValidationError(errors)

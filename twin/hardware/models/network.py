@@ -8,11 +8,12 @@ from django.db.models import Q
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import DeviceKindChoices
 from twin.hardware.constants import DEVICE_TIER
+from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 
 __all__ = ["NetworkDevice"]
 
 
-class NetworkDevice(TimestampedModel):
+class NetworkDevice(BudgetedWrite, TimestampedModel):
     """A switch or NIC. Inside a server (PCIe switch, NIC) it sets ``server``;
     either way its ``power_w`` counts against its rack."""
 
@@ -49,28 +50,32 @@ class NetworkDevice(TimestampedModel):
     def tier(self) -> str:
         return DEVICE_TIER.get(self.kind, "")
 
-    def clean(self) -> None:
-        from twin.hardware.models.racks import rack_draw_w
+    def lock_for_budget(self) -> None:
+        server = self.server if self.server_id else None
+        racks = Rack.objects.filter(pk__in=[pk for pk in (
+            self.rack_id, server.rack_id if server else None) if pk]).lock()
+        if self.rack_id in racks:
+            self.rack = racks[self.rack_id]
+        if server is not None and server.rack_id in racks:
+            server.rack = racks[server.rack_id]
 
+    def clean(self) -> None:
         errors: dict[str, str] = {}
         if self.latency_ns is not None and self.latency_ns < 0:
             errors["latency_ns"] = "Latency must not be negative."
         if self.server_id:
             if self.rack_id and self.server.rack_id != self.rack_id:
                 errors["rack"] = "A device inside a server sits in that server's rack."
-            self.rack_id = self.server.rack_id
+            self.rack = self.server.rack
         if self.rack_id and self.cluster_id and self.rack.cluster_id != self.cluster_id:
             errors["rack"] = "The rack belongs to another cluster."
         if self.rack_id and self.power_w is not None and "rack" not in errors:
-            rest = rack_draw_w(self.rack_id, exclude_device=self.pk)
-            budget = self.rack.power_budget_w
-            # Refuse only what adds draw (see Card.clean).
-            if rest + self.power_w > budget and rest + self.power_w > rack_draw_w(self.rack_id):
-                moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
-                    rack_id=self.rack_id).exists()
-                errors["rack" if moved else "power_w"] = (
-                    f"Rack {self.rack.name} would draw {rest + self.power_w:,} W, over its "
-                    f"{budget:,} W budget (headroom: {max(budget - rest, 0):,} W)."
-                )
+            moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
+                rack_id=self.rack_id).exists()
+            self.check_budget(errors, lambda: self.rack.check_added_draw(
+                self.power_w, excluding=Parts.of(devices=[self.pk]),
+                field="rack" if moved else "power_w", what="this device",
+                allow=self.allow_over_budget,
+            ))
         if errors:
             raise ValidationError(errors)

@@ -1,16 +1,20 @@
 """Servers: the unit that sits in a rack and carries cards."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q, Sum
+from django.db.models import Q
+from django.utils import timezone
 
 from twin.core.models import TimestampedModel
+from twin.hardware.models.racks import BudgetedWrite, Parts, Rack, carried_w
 
 __all__ = ["Server"]
 
 
-class Server(TimestampedModel):
+class Server(BudgetedWrite, TimestampedModel):
     """A host in a rack. ``overhead_w`` is everything but the cards: CPUs, memory,
     fans, drives and on-board NICs. NICs and PCIe switches modelled as network
     devices add their own ``power_w``."""
@@ -46,19 +50,26 @@ class Server(TimestampedModel):
         return self.name
 
     def own_draw_w(self) -> int:
-        """This server's draw: overhead + its cards' TDP + its built-in devices."""
-        from twin.hardware.models.cards import Card
-        from twin.hardware.models.network import NetworkDevice
+        """This server's draw: its overhead + its cards' TDP + its built-in devices."""
+        carried = carried_w([self.pk]).get(self.pk, 0) if self.pk else 0
+        return int(self.overhead_w or 0) + carried
 
-        if not self.pk:
-            return int(self.overhead_w or 0)
-        cards = Card.objects.filter(server_id=self.pk).aggregate(w=Sum("accelerator__tdp_w"))["w"]
-        devices = NetworkDevice.objects.filter(server_id=self.pk).aggregate(w=Sum("power_w"))["w"]
-        return int(self.overhead_w or 0) + int(cards or 0) + int(devices or 0)
+    def lock_for_budget(self) -> None:
+        if self.rack_id:
+            racks = Rack.objects.filter(pk=self.rack_id).lock()
+            if self.rack_id in racks:
+                self.rack = racks[self.rack_id]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        adding = self._state.adding
+        super().save(*args, **kwargs)
+        if not adding:
+            # Its built-in devices sit in its rack: a moved server takes them along
+            # (their draw was checked against the new rack with the server's own).
+            self.devices.exclude(rack_id=self.rack_id).update(rack_id=self.rack_id,
+                                                              last_updated=timezone.now())
 
     def clean(self) -> None:
-        from twin.hardware.models.racks import rack_draw_w
-
         errors: dict[str, str] = {}
         if self.rack_id and self.supernode_id:
             if self.supernode.cluster_id != self.rack.cluster_id:
@@ -70,19 +81,12 @@ class Server(TimestampedModel):
                     f"{installed} cards are installed; remove cards before lowering this."
                 )
         if self.rack_id and self.overhead_w is not None:
-            rest = rack_draw_w(self.rack_id, exclude_server=self.pk)
-            mine = self.own_draw_w()
-            budget = self.rack.power_budget_w
-            # Refuse only what adds draw (see Card.clean).
-            if rest + mine > budget and rest + mine > rack_draw_w(self.rack_id):
-                moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
-                    rack_id=self.rack_id).exists()
-                field = "rack" if moved else "overhead_w"
-                errors[field] = (
-                    f"Rack {self.rack.name} would draw {rest + mine:,} W, over its "
-                    f"{budget:,} W budget (this server: {mine:,} W; headroom: "
-                    f"{max(budget - rest, 0):,} W). Choose a rack with more headroom "
-                    f"or raise its budget."
-                )
+            moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
+                rack_id=self.rack_id).exists()
+            self.check_budget(errors, lambda: self.rack.check_added_draw(
+                self.own_draw_w(), excluding=Parts.of(servers=[self.pk]),
+                field="rack" if moved else "overhead_w", what="this server",
+                allow=self.allow_over_budget,
+            ))
         if errors:
             raise ValidationError(errors)

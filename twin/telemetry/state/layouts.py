@@ -151,9 +151,7 @@ def _probe(cluster_id: int) -> tuple[int, int]:
 
 def _build_layout(cluster_id: int) -> Layout:
     """Read the cluster's cards from the database into a fresh layout (no version)."""
-    from django.db.models import Sum
-
-    from twin.hardware.models import Card, Cluster, NetworkDevice, Rack, Server, SuperNode
+    from twin.hardware.models import Card, Cluster, Rack, Server, SuperNode
 
     cluster = Cluster.objects.filter(pk=cluster_id).values("id", "name").first()
     if cluster is None:
@@ -194,13 +192,9 @@ def _build_layout(cluster_id: int) -> Layout:
     card_rack = card_rack[order]
     n = len(card_id)
 
-    static_by_rack: dict[int, float] = {}
-    for rid, w in (Server.objects.filter(rack__cluster_id=cluster_id).values("rack_id")
-                   .annotate(w=Sum("overhead_w")).values_list("rack_id", "w")):
-        static_by_rack[rid] = static_by_rack.get(rid, 0.0) + float(w or 0)
-    for rid, w in (NetworkDevice.objects.filter(cluster_id=cluster_id, rack__isnull=False)
-                   .values("rack_id").annotate(w=Sum("power_w")).values_list("rack_id", "w")):
-        static_by_rack[rid] = static_by_rack.get(rid, 0.0) + float(w or 0)
+    # The rack's draw besides its cards (servers' overhead + devices), as hardware defines it.
+    static_by_rack = {rid: float(w) for rid, w in Rack.objects.filter(cluster_id=cluster_id)
+                      .draw_by_rack(static_only=True).watts().items()}
     budget_by_rack = {rid: float(b) for rid, _, _, _, b in rack_rows}
     rack_names = {rid: name for rid, _, _, name, _ in rack_rows}
     sn_names = {sid: name for sid, _, name in sn_rows}
