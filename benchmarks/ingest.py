@@ -242,7 +242,7 @@ def stages(cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, Any]]]) 
     import msgpack
     from django.conf import settings
 
-    from twin.telemetry import ingest, processing, state
+    from twin.telemetry import enqueue, ingest, processing, state
 
     settings.TELEMETRY_AUTO_DRAIN = False
     start, cols = chunks[0]
@@ -265,7 +265,7 @@ def stages(cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, Any]]]) 
     batch = timed("validate (ranges, layout)", lambda: ingest.parse_native(doc, lay))
     payload = timed("stream entry (msgpack)", lambda: batch.payload(None))
     r = state.redis_client()
-    script = r.register_script(ingest._ENQUEUE)
+    script = r.register_script(enqueue._ENQUEUE)
     stream = f"{PREFIX}:stage-stream"
     timed("enqueue script + XADD", lambda: script(
         keys=[stream, "-", f"{PREFIX}:stage-bytes", f"{PREFIX}:stage-kick"],

@@ -11,16 +11,8 @@ Quick tour (a doctest: ``pytest`` runs it)::
 """
 
 from . import costs
-from .fabric import (
-    CommFabric,
-    FlatLevel,
-    Level,
-    PatternCost,
-    RoutedLevel,
-    TorusLevel,
-    UniformLevel,
-    fabric_from_topology,
-)
+from .fabric import CommFabric, fabric_from_topology
+from .levels import FlatLevel, Level, PatternCost, TorusLevel, UniformLevel
 from .models import (
     ALGORITHMS,
     DEFAULT_SIZES,
@@ -32,6 +24,7 @@ from .models import (
     collective_curve,
     supported,
 )
+from .routed import RoutedLevel
 
 __all__ = [
     "ALGORITHMS",

@@ -60,7 +60,9 @@ from typing import Any
 from simulation.topology.graph import Topology, TopologyError
 
 from .costs import busbw_factor, pipelined, torus_alltoall_load
-from .fabric import CommFabric, Level, RoutedLevel, fabric_from_topology
+from .fabric import CommFabric, fabric_from_topology
+from .levels import Level
+from .routed import RoutedLevel
 
 __all__ = [
     "ALGORITHMS",

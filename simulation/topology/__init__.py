@@ -20,7 +20,8 @@ too and takes a few seconds (tests/simulation/test_topology.py checks it).
 
 from .analysis import analyze, fabric_family, spec_from_dict, topology_from_dict
 from .bisection import Bisection, bisection, cut_of, exhaustive_bisection
-from .builders import build, cluster, fat_tree, from_spec, full_mesh, mesh, ring, star, torus
+from .builders import build, fat_tree, full_mesh, mesh, ring, star, torus
+from .cluster import cluster, from_spec
 from .failure import FailureImpact, FailureSpec, failure_impact
 from .graph import NodeKind, Topology, TopologyError
 from .metrics import (

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .bisection import bisection
-from .builders import build, from_spec
+from .builders import build
+from .cluster import from_spec
 from .graph import Topology, TopologyError
 from .metrics import DEFAULT_SAMPLES, EXACT_LIMIT, hop_stats, latency_stats
 from .requirements import check_latency

@@ -93,7 +93,8 @@ def _limits(value: npt.ArrayLike | None, n: int, name: str) -> npt.NDArray[np.fl
 class Topology:
     """A network as flat arrays; see the module docstring for the layout.
 
-    Build one with the functions in :mod:`simulation.topology.builders` or
+    Build one with the functions in :mod:`simulation.topology.builders` (families),
+    :mod:`simulation.topology.cluster` or
     :func:`Topology.from_links`; do not mutate the arrays afterwards (cached
     sparse matrices share them).
     """

@@ -19,7 +19,7 @@ from simulation.collectives import (
     costs,
     fabric_from_topology,
 )
-from simulation.collectives.fabric import double_tree_edges, snake_order
+from simulation.collectives.patterns import double_tree_edges, snake_order
 from simulation.topology import (
     TopologyError,
     cluster,

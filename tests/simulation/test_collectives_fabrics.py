@@ -20,7 +20,7 @@ from simulation.collectives import (
     fabric_from_topology,
 )
 from simulation.collectives.efficiency import NVLS_EFFICIENCY, PROTOCOL_EFFICIENCY
-from simulation.collectives.fabric import rail_orders
+from simulation.collectives.patterns import rail_orders
 from simulation.topology import (
     AccessSpec,
     ClusterSpec,
@@ -135,7 +135,7 @@ def test_two_supernodes_across_the_network_take_the_closed_form():
 
 @pytest.mark.parametrize("p", range(2, 17))
 def test_tree_edges_per_rank_closed_form(p):
-    from simulation.collectives.fabric import double_tree_edges
+    from simulation.collectives.patterns import double_tree_edges
 
     par, ch, _ = double_tree_edges(p)
     edges = np.bincount(np.concatenate([par, ch]), minlength=p)
@@ -208,9 +208,9 @@ def test_no_card_sends_or_receives_above_its_limits(seed, kind):
 
 
 def _pairs_of(level, kind, arg):
-    from simulation.collectives.fabric import _pairs
+    from simulation.collectives.patterns import pattern_pairs
 
-    return _pairs(kind, arg, level.ranks, level.orders if kind == "ring" else None)
+    return pattern_pairs(kind, arg, level.ranks, level.orders if kind == "ring" else None)
 
 
 def test_family_card_limit_from_its_spec():

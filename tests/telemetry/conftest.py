@@ -56,7 +56,7 @@ def telemetry_namespace(request: pytest.FixtureRequest, settings: Any) -> Iterat
 def drain_now() -> dict[str, int]:
     """Apply everything queued, in this process (what ``tasks.drain`` does)."""
     from twin.telemetry import processing
-    from twin.telemetry.ingest import drainers
+    from twin.telemetry.enqueue import drainers
 
     total = {"entries": 0, "ticks": 0}
     for slot in range(drainers()):

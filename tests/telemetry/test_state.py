@@ -9,7 +9,8 @@ import pytest
 from tests.api.conftest import add_supernodes
 from tests.telemetry.conftest import drain_now
 from twin.telemetry import keys, processing, state, tasks
-from twin.telemetry.ingest import Batch, enqueue
+from twin.telemetry.enqueue import enqueue
+from twin.telemetry.ingest import Batch
 from twin.telemetry.metrics import METRIC_INDEX
 from twin.telemetry.models import CardHealth, TelemetryMinute
 from twin.telemetry.processing.minutes import sample_minute

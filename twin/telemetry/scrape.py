@@ -42,7 +42,7 @@ def start_due(start_scrape: Callable[[int], Any]) -> int:
 def scrape(target_id: int, start_drain: Callable[[int], Any]) -> dict[str, Any]:
     """Pull one Prometheus endpoint and ingest what it exposes; when the enqueue
     claims a drain slot, ``start_drain(slot)`` must drain it."""
-    from twin.telemetry import ingest, prometheus, state
+    from twin.telemetry import enqueue, prometheus, state
     from twin.telemetry.choices import ScrapeStatusChoices as Status
     from twin.telemetry.models import ScrapeTarget, TelemetryAgent
 
@@ -66,7 +66,7 @@ def scrape(target_id: int, start_drain: Callable[[int], Any]) -> dict[str, Any]:
     samples, broken, n_broken = prometheus.parse_exposition(text)
     lay = state.layout(target.cluster_id)
     batch = prometheus.batch_from_exposition(samples, lay)
-    result = ingest.enqueue(batch, agent_id=None, seq=None)
+    result = enqueue.enqueue(batch, agent_id=None, seq=None)
     if result.kicked >= 0:
         start_drain(result.kicked)
     accepted = batch.accepted_cards() if result.status == "queued" else 0

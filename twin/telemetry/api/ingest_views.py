@@ -31,7 +31,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from twin.telemetry import ingest, prometheus, state
+from twin.telemetry import enqueue, ingest, prometheus, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
@@ -120,7 +120,7 @@ def _read_body(request: HttpRequest) -> bytes | JsonResponse:
 
 
 def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
-            result: ingest.EnqueueResult) -> None:
+            result: enqueue.EnqueueResult) -> None:
     """Bookkeeping on the agent row: one UPDATE per batch."""
     updates: dict[str, Any] = {"last_seen": timezone.now(), "batches": F("batches") + 1}
     if result.status == "duplicate":
@@ -145,7 +145,7 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
         return TelemetryAgent.objects.filter(pk=auth.agent_id).values_list(
             "last_sequence", flat=True).first()
 
-    result = ingest.enqueue(batch, agent_id=auth.agent_id, seq=seq,
+    result = enqueue.enqueue(batch, agent_id=auth.agent_id, seq=seq,
                             last_known_seq=last_in_database)
     if result.status == "busy":
         response = _error(503, "the telemetry workers are behind; retry this batch (same seq) "

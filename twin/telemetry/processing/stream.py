@@ -26,7 +26,7 @@ from django.conf import settings
 
 from twin.telemetry import keys
 from twin.telemetry.config import redis_client
-from twin.telemetry.ingest import drainers
+from twin.telemetry.enqueue import drainers
 from twin.telemetry.processing.apply import apply_entry
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.ticks import tick
