@@ -52,11 +52,4 @@ def reap_builds() -> list[int]:
 @worker_ready.connect
 def fail_builds_of_restarted_worker(sender: Any = None, **kwargs: Any) -> None:
     """On worker start: the builds this node name left ``running`` cannot finish."""
-    hostname = getattr(sender, "hostname", "") or ""
-    try:
-        failed = runner.fail_orphans(hostname)
-    except Exception:  # noqa: BLE001 - a worker must start even if the database is away
-        log.warning("could not check for builds orphaned by %s", hostname, exc_info=True)
-        return
-    if failed:
-        log.warning("failed %d builds orphaned by %s: %s", len(failed), hostname, failed)
+    runner.JOBS.on_worker_ready(sender)

@@ -53,11 +53,4 @@ def reap_scenarios() -> list[int]:
 @worker_ready.connect
 def fail_runs_of_restarted_worker(sender: Any = None, **kwargs: Any) -> None:
     """On worker start: the runs this node name left ``running`` cannot finish."""
-    hostname = getattr(sender, "hostname", "") or ""
-    try:
-        failed = runner.fail_orphans(hostname)
-    except Exception:  # noqa: BLE001 - a worker must start even if the database is away
-        log.warning("could not check for scenario runs orphaned by %s", hostname, exc_info=True)
-        return
-    if failed:
-        log.warning("failed %d scenario runs orphaned by %s: %s", len(failed), hostname, failed)
+    runner.JOBS.on_worker_ready(sender)

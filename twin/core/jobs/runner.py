@@ -288,6 +288,22 @@ class JobRunner(Generic[J]):
                 failed.append(job_id)
         return failed
 
+    def on_worker_ready(self, sender: Any = None) -> list[int]:
+        """Body of a ``worker_ready`` hook: :meth:`fail_orphans` for the starting
+        worker, logged. Never raises: a worker must start even if the database
+        is away (the reaper catches those jobs later)."""
+        hostname = getattr(sender, "hostname", "") or ""
+        try:
+            failed = self.fail_orphans(hostname)
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.warning("could not check for %ss orphaned by %s", self.noun, hostname,
+                        exc_info=True)
+            return []
+        if failed:
+            log.warning("failed %d %ss orphaned by %s: %s", len(failed), self.noun, hostname,
+                        failed)
+        return failed
+
     # ------------------------------------------------------------- execute
     def execute(self, job_id: int, work: Work[J], *, worker: str = "", task_id: str = "",
                 echo: Callable[[float, str], None] | None = None) -> J | None:
