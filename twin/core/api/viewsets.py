@@ -21,14 +21,14 @@ from django.db.models import Model, ProtectedError, RestrictedError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
-from twin.core.deletion import DeletionBlocked, check_deletion
+from twin.core.deletion import DeletionBlocked, check_deletion, content_models
 
 __all__ = ["Conflict", "DeletionConflictSerializer", "PreconditionFailed", "TwinModelViewSet",
            "row_etag"]
@@ -88,6 +88,18 @@ def _flag(request: Request, name: str) -> bool:
     if raw in _FALSE:
         return False
     raise ValidationError({name: [f"Must be true or false, not {raw[:40]!r}."]})
+
+
+def _check_cascade_permissions(request: Request, obj: Model, contains: dict[str, int]) -> None:
+    """A cascade deletes rows of other models: it needs their delete permission too
+    (as the admin's confirmation page does)."""
+    kinds = content_models(obj)
+    lacking = sorted({str(kinds[label]._meta.verbose_name_plural) for label in contains
+                      if not request.user.has_perm(
+                          f"{kinds[label]._meta.app_label}.delete_{kinds[label]._meta.model_name}")})
+    if lacking:
+        raise PermissionDenied(f"Deleting {obj} with everything in it needs permission to "
+                               f"delete {', '.join(lacking)} too.")
 
 
 class PreconditionFailed(APIException):
@@ -161,6 +173,8 @@ class TwinModelViewSet(viewsets.ModelViewSet):
             raise ValidationError({"confirm": [check.confirm_error]})
         if not check.allowed:
             raise DeletionRefused(check.as_dict())
+        if check.cascade:
+            _check_cascade_permissions(request, instance, check.contains)
         try:
             if check.cascade:
                 instance.delete_with_contents()  # type: ignore[attr-defined]
