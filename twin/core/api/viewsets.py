@@ -94,12 +94,14 @@ def _check_cascade_permissions(request: Request, obj: Model, contains: dict[str,
     """A cascade deletes rows of other models: it needs their delete permission too
     (as the admin's confirmation page does)."""
     kinds = content_models(obj)
-    lacking = sorted({str(kinds[label]._meta.verbose_name_plural) for label in contains
-                      if not request.user.has_perm(
-                          f"{kinds[label]._meta.app_label}.delete_{kinds[label]._meta.model_name}")})
+    lacking: set[str] = set()
+    for label in contains:
+        opts = kinds[label]._meta
+        if not request.user.has_perm(f"{opts.app_label}.delete_{opts.model_name}"):
+            lacking.add(str(opts.verbose_name_plural))
     if lacking:
         raise PermissionDenied(f"Deleting {obj} with everything in it needs permission to "
-                               f"delete {', '.join(lacking)} too.")
+                               f"delete {', '.join(sorted(lacking))} too.")
 
 
 class PreconditionFailed(APIException):
