@@ -210,6 +210,26 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# --- login throttling (twin.core.throttling) ---------------------------------
+# Login attempts (POST /api/token/, /login/, /admin/login/) per client address, shared by
+# all three; past it, 429 + Retry-After. The counts are kept in Redis so every web worker
+# shares them ("locmem": per process, for a single-process setup without Redis).
+TWIN_LOGIN_RATE = os.environ.get("TWIN_LOGIN_RATE", "10/min")
+REST_FRAMEWORK["NUM_PROXIES"] = int(os.environ.get("TWIN_NUM_PROXIES", "0"))
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+        if os.environ.get("TWIN_THROTTLE_CACHE", "redis") == "locmem" else {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("TWIN_CACHE_PREFIX", "twc"),
+            # A login must not hang on a Redis that is away: the throttle falls back.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    ),
+}
+
 # Largest request body Django will read (bytes); telemetry batches are bounded too.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TWIN_MAX_BODY_BYTES", 8 * 1024 * 1024))
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 20000

@@ -7,6 +7,9 @@ PostgreSQL + a real Redis.
 import os
 
 os.environ.setdefault("TWIN_SECRET_KEY", "test-only-secret-key-not-for-deployment")
+# Many tests (and their uvicorn servers) log in from 127.0.0.1 within a minute; the
+# throttle's own tests set a low rate and their own addresses.
+os.environ.setdefault("TWIN_LOGIN_RATE", "10000/min")
 
 from twin.settings import *  # noqa: E402,F403
 

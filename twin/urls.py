@@ -9,10 +9,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from twin.core.api.urls import api_urlpatterns
+from twin.core.throttling import throttle_logins
 from twin.hardware.api import urls as hardware_api
 from twin.scenarios.api import urls as scenarios_api
 
 urlpatterns = [
+    # The admin's login shares the login rate limit (twin.core.throttling).
+    path("admin/login/", throttle_logins(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/telemetry/", include("twin.telemetry.api.urls")),
     path("api/", include((api_urlpatterns(hardware_api, scenarios_api), "api"))),

@@ -55,6 +55,11 @@ class APIViewTests:
         """``(query parameters, ids expected among the results)``; exact match."""
         return []
 
+    def delete_query(self, world: dict[str, Any]) -> str:
+        """The query string that confirms deleting ``existing()`` with what it holds
+        ("" when it holds nothing: then a plain DELETE must do)."""
+        return ""
+
     # --- helpers -----------------------------------------------------------
     def list_url(self) -> str:
         return reverse(f"api:{self.basename}-list")
@@ -199,9 +204,21 @@ class APIViewTests:
 
     def test_delete(self, admin_client_api: APIClient, tiny_cluster: dict[str, Any]) -> None:
         obj = self.existing(tiny_cluster)
-        response = admin_client_api.delete(self.detail_url(obj.pk))
+        response = admin_client_api.delete(self.detail_url(obj.pk),
+                                           QUERY_STRING=self.delete_query(tiny_cluster))
         assert response.status_code == 204, response.content
         assert not self.model.objects.filter(pk=obj.pk).exists()
+
+    def test_delete_of_what_holds_others_needs_cascade(
+            self, admin_client_api: APIClient, tiny_cluster: dict[str, Any]) -> None:
+        """The deletion rule (``twin.core.deletion``): 409 with what is inside."""
+        obj = self.existing(tiny_cluster)
+        if not self.delete_query(tiny_cluster):
+            return
+        response = admin_client_api.delete(self.detail_url(obj.pk))
+        assert response.status_code == 409, response.content
+        assert response.json()["contains"]
+        assert self.model.objects.filter(pk=obj.pk).exists()
 
     def test_delete_refused_without_permission(self, reader_client: APIClient,
                                                tiny_cluster: dict[str, Any]) -> None:

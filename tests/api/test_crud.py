@@ -78,6 +78,9 @@ class TestClusterAPI(APIViewTests):
     def update_data(self, world: World) -> dict[str, Any]:
         return {"description": "renamed in the API"}
 
+    def delete_query(self, world: World) -> str:
+        return "cascade=true&confirm=tiny"
+
     def filter_cases(self, world: World) -> list[tuple[dict[str, Any], set[int]]]:
         other = Cluster.objects.create(name="other", preset="seed-512")
         return [({"name": "tiny"}, {world["cluster"].pk}),
@@ -85,7 +88,8 @@ class TestClusterAPI(APIViewTests):
                 ({"q": "oth"}, {other.pk})]
 
     def test_delete_removes_everything_in_it(self, admin_client_api, tiny_cluster) -> None:
-        assert admin_client_api.delete(self.detail_url(tiny_cluster["cluster"].pk)).status_code \
+        assert admin_client_api.delete(self.detail_url(tiny_cluster["cluster"].pk),
+                                       QUERY_STRING="cascade=true&confirm=tiny").status_code \
             == 204
         for model in (SuperNode, Rack, Server, Card, NetworkDevice, Link):
             assert not model.objects.exists(), model
@@ -105,6 +109,9 @@ class TestSuperNodeAPI(APIViewTests):
 
     def update_data(self, world: World) -> dict[str, Any]:
         return {"link_latency_ns": 120.0}
+
+    def delete_query(self, world: World) -> str:
+        return "cascade=true"
 
     def filter_cases(self, world: World) -> list[tuple[dict[str, Any], set[int]]]:
         ring = SuperNode.objects.create(cluster=world["cluster"], name="ring", index=5,
@@ -188,6 +195,9 @@ class TestServerAPI(APIViewTests):
     def update_data(self, world: World) -> dict[str, Any]:
         return {"overhead_w": 2000, "hostname": "node0.lab"}
 
+    def delete_query(self, world: World) -> str:
+        return "cascade=true"
+
     def filter_cases(self, world: World) -> list[tuple[dict[str, Any], set[int]]]:
         s = world["server"].pk
         return [({"cluster": world["cluster"].pk}, {s}), ({"rack": world["net_rack"].pk}, set()),
@@ -250,6 +260,9 @@ class TestNetworkDeviceAPI(APIViewTests):
 
     def update_data(self, world: World) -> dict[str, Any]:
         return {"power_w": 1400, "latency_ns": 550.0}
+
+    def delete_query(self, world: World) -> str:
+        return "cascade=true"  # the leaf's link to the NIC
 
     def filter_cases(self, world: World) -> list[tuple[dict[str, Any], set[int]]]:
         sw, nic, leaf = world["switch"].pk, world["nic"].pk, world["leaf"].pk

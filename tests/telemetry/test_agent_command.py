@@ -53,3 +53,35 @@ def test_the_agent_streams_correlated_readings_through_http(celery_worker, telem
 def test_the_agent_refuses_an_unknown_cluster(db):
     with pytest.raises(CommandError, match="no cluster named 'nowhere'"):
         call_command("telemetry_agent", "--cluster", "nowhere")
+
+
+def test_the_agent_stops_when_its_cluster_is_deleted(celery_worker, telemetry_server,
+                                                     tiny_cluster):
+    """Issue 11, item 4: the server answers 410 and the agent exits saying so,
+    instead of posting into the void. (The agent runs here, in the main thread: it
+    installs a SIGTERM handler; the cluster is deleted from another thread.)"""
+    import threading
+
+    from django.db import connection, transaction
+
+    cluster = tiny_cluster["cluster"]
+    failure: dict[str, BaseException] = {}
+
+    def delete_once_live() -> None:
+        try:
+            wait_for(lambda: TelemetryAgent.objects.filter(name="sim-tiny", batches__gt=0)
+                     .exists() or None, what="the agent's first batch")
+            with transaction.atomic():
+                cluster.delete_with_contents()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            failure["error"] = exc
+        finally:
+            connection.close()
+
+    deleter = threading.Thread(target=delete_once_live, daemon=True)
+    deleter.start()
+    with pytest.raises(CommandError, match="was deleted"):
+        run_agent(telemetry_server, "--hz", "5", "--duration", "60", "--fault-rate", "0",
+                  "--quiet")
+    deleter.join(timeout=20)
+    assert not failure, failure

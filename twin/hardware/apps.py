@@ -13,5 +13,14 @@ class HardwareConfig(AppConfig):
     label = "hardware"
     verbose_name = "Hardware"
 
+    #: What the roles of ``twin.core.roles`` may do here (each role includes the one
+    #: before; every role views everything). Operators build clusters from presets (a
+    #: build adds a cluster; replacing one also needs delete_cluster); hardware admins
+    #: edit and delete everything.
+    role_permissions = {
+        "operator": ("add_cluster", "add_clusterbuild"),
+        "hardware admin": ("*",),
+    }
+
     def ready(self) -> None:
         post_migrate.connect(_load_catalogue, sender=self)

@@ -20,7 +20,9 @@ Live state, per cluster ``c`` and layout version ``v`` — never one key per sam
   count) and ``tw:c<c>:<v>:r:<level>:meta`` (msgpack: seq, ts, reporting);
 * ``tw:c<c>:seq`` → tick counter (survives layout changes, so frame sequence
   numbers never go backwards);
-* ``tw:clusters`` → set of cluster ids that have live state (the beat walks it).
+* ``tw:clusters`` → set of cluster ids that have live state (the beat walks it);
+* ``tw:c<c>:deleted`` → set when the cluster is deleted (for a month), so its
+  agents are told 410 Gone rather than 404.
 
 What the tick keeps between runs:
 
@@ -48,6 +50,7 @@ __all__ = [
     "alerts",
     "base",
     "clusters",
+    "deleted",
     "drain_kick",
     "ewma",
     "ewma_ts",
@@ -89,6 +92,10 @@ def layout(cluster_id: int) -> str:
 
 def layout_gen(cluster_id: int) -> str:
     return f"{base(cluster_id)}:layout_gen"
+
+
+def deleted(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:deleted"
 
 
 def seq(cluster_id: int) -> str:

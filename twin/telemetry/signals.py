@@ -1,5 +1,9 @@
 """Hardware changes reach the live state: layouts are rebuilt, deleted clusters forgotten.
 
+A cluster's telemetry agents and scrape targets count as inside it for the
+deletion rule (``twin.core.deletion``): deleting a cluster that has them needs
+the same explicit cascade as one with cards.
+
 Any save or delete of a card, server, rack or network device bumps the
 cluster's layout generation (``state.touch_layout``), now and again on commit
 (so a process that read the old rows mid-transaction rebuilds). Bulk writes
@@ -15,9 +19,16 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from twin.core.deletion import register_contents
 from twin.hardware.models import Card, Cluster, NetworkDevice, Rack, Server, SuperNode
+from twin.telemetry.models import ScrapeTarget, TelemetryAgent
 
 __all__: list[str] = []
+
+register_contents(Cluster, "telemetry_agents",
+                  lambda cluster: TelemetryAgent.objects.filter(cluster=cluster))
+register_contents(Cluster, "scrape_targets",
+                  lambda cluster: ScrapeTarget.objects.filter(cluster=cluster))
 
 
 def _touch(cluster_id: int | None) -> None:

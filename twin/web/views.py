@@ -14,8 +14,10 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 
+from twin.core.throttling import throttle_logins
 from twin.web.config import dashboard_config
 from twin.web.vite import DEFAULT_ENTRY, FrontendNotBuilt, entry_assets
 
@@ -43,7 +45,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     )
 
 
+@method_decorator(throttle_logins, name="dispatch")
 class LoginView(auth_views.LoginView):
+    """Django's login; attempts share the API token's rate limit (429 past it)."""
+
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 

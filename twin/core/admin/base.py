@@ -9,6 +9,9 @@
   their fields, and moves an error on a field the form does not show (an
   inline's hidden foreign key, a read-only field) to the form's top instead of
   crashing with "has no field named …".
+* Deleting an object that holds others follows the deletion rule of
+  ``twin.core.deletion`` (``deletion.py``: the confirmation page lists what is
+  inside, counted per kind).
 * Coloured choice badges are in ``badges.py``.
 """
 from __future__ import annotations
@@ -31,6 +34,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from twin.core.admin.deletion import GuardedDeletionAdminMixin
 from twin.core.admin.filters import filterset_list_filters
 from twin.core.admin.pagination import LargeTablePaginator
 
@@ -127,7 +131,7 @@ class TwinInlineMixin:
     show_change_link = True
 
 
-class TwinModelAdmin(admin.ModelAdmin):
+class TwinModelAdmin(GuardedDeletionAdminMixin, admin.ModelAdmin):
     """Base admin of every app's models (see the module doc)."""
 
     form = TwinModelForm

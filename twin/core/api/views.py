@@ -2,21 +2,43 @@
 views, wired in ``twin.core.api.urls``)."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 
-__all__ = ["TokenSerializer", "TokenView"]
+from twin.core.throttling import LoginRateThrottle, LoginThrottled
+
+__all__ = ["ThrottledSerializer", "TokenSerializer", "TokenView"]
 
 
 class TokenSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
 
 
+class ThrottledSerializer(serializers.Serializer):
+    """The body of a 429 (the ``Retry-After`` header carries the same seconds)."""
+
+    detail = serializers.CharField()
+    retry_after = serializers.IntegerField(help_text="Seconds until the next attempt counts.")
+
+
 @extend_schema_view(
-    post=extend_schema(request=AuthTokenSerializer, responses=TokenSerializer,
-                       summary="Exchange a username and password for an API token"),
+    post=extend_schema(
+        request=AuthTokenSerializer,
+        responses={200: TokenSerializer,
+                   429: OpenApiResponse(ThrottledSerializer, description=(
+                       "Too many login attempts from this address (`TWIN_LOGIN_RATE`, shared "
+                       "with /login/ and /admin/login/); `Retry-After` says when to retry."))},
+        summary="Exchange a username and password for an API token"),
 )
 class TokenView(ObtainAuthToken):
-    """``POST {username, password}`` → ``{token}`` for scripts (``Authorization: Token …``)."""
+    """``POST {username, password}`` → ``{token}`` for scripts (``Authorization: Token …``);
+    attempts are rate-limited per address (``twin.core.throttling``)."""
+
+    throttle_classes = [LoginRateThrottle]
+
+    def throttled(self, request: Any, wait: float | None) -> None:
+        raise LoginThrottled(wait)

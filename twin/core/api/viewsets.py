@@ -4,6 +4,11 @@ Every write runs in one ``transaction.atomic()`` block that spans validation
 and save, so the rows a serializer locks while it validates (see
 ``ValidatedModelSerializer.lock``) stay locked until the row is committed, and
 a write that fails half-way leaves nothing behind.
+
+A DELETE follows the deletion rule of ``twin.core.deletion``: a row that holds
+others answers 409 with what is inside (``{"detail", "contains": {"cards": 8}}``)
+unless ``?cascade=true`` (and, for a model that asks for it, ``?confirm=<name>``)
+confirms that everything inside goes too.
 """
 from __future__ import annotations
 
@@ -13,22 +18,90 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Model, ProtectedError, RestrictedError
-from rest_framework import status, viewsets
-from rest_framework.exceptions import APIException
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
+from twin.core.deletion import DeletionBlocked, check_deletion, content_models
 
-__all__ = ["Conflict", "PreconditionFailed", "TwinModelViewSet", "row_etag"]
+__all__ = ["Conflict", "DeletionConflictSerializer", "PreconditionFailed", "TwinModelViewSet",
+           "row_etag"]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
 
 
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state of the data."
     default_code = "conflict"
+
+
+class DeletionRefused(Conflict):
+    """409 whose body is the deletion check's (counts stay numbers, not strings)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body["detail"])
+        self.detail = body  # type: ignore[assignment]
+
+
+class DeletionConflictSerializer(serializers.Serializer):
+    """The body of a refused DELETE."""
+
+    detail = serializers.CharField()
+    contains = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="What is inside, per kind (e.g. {\"servers\": 1, \"cards\": 8}).")
+    retry_with = serializers.DictField(
+        child=serializers.CharField(), required=False,
+        help_text="The query parameters that delete it with everything inside; absent when "
+                  "that is not offered (an accelerator type in use).")
+
+
+DESTROY_SCHEMA = extend_schema(
+    parameters=[
+        OpenApiParameter("cascade", OpenApiTypes.BOOL, description=(
+            "Delete the object with everything in it (servers, cards, links, …). Without "
+            "it, an object that holds others is refused with 409.")),
+        OpenApiParameter("confirm", OpenApiTypes.STR, description=(
+            "With cascade=true on a cluster: its name, to confirm.")),
+    ],
+    responses={
+        204: None,
+        400: OpenApiResponse(description="A bad `cascade`, or a missing or wrong `confirm`."),
+        409: OpenApiResponse(DeletionConflictSerializer,
+                             description="It holds other objects (counts in `contains`)."),
+    },
+)
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValidationError({name: [f"Must be true or false, not {raw[:40]!r}."]})
+
+
+def _check_cascade_permissions(request: Request, obj: Model, contains: dict[str, int]) -> None:
+    """A cascade deletes rows of other models: it needs their delete permission too
+    (as the admin's confirmation page does)."""
+    kinds = content_models(obj)
+    lacking: set[str] = set()
+    for label in contains:
+        opts = kinds[label]._meta
+        if not request.user.has_perm(f"{opts.app_label}.delete_{opts.model_name}"):
+            lacking.add(str(opts.verbose_name_plural))
+    if lacking:
+        raise PermissionDenied(f"Deleting {obj} with everything in it needs permission to "
+                               f"delete {', '.join(sorted(lacking))} too.")
 
 
 class PreconditionFailed(APIException):
@@ -85,8 +158,33 @@ class TwinModelViewSet(viewsets.ModelViewSet):
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return self._atomic(super().update, request, *args, **kwargs)
 
+    @DESTROY_SCHEMA
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return self._atomic(super().destroy, request, *args, **kwargs)
+        return self._atomic(self._destroy, request, *args, **kwargs)
+
+    def _destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        cascade = _flag(request, "cascade")
+        instance = self.get_object()
+        # Lock the row first: on PostgreSQL a row being added inside it (its foreign key
+        # takes a share lock on this row) waits, so the counts below stay true.
+        list(type(instance)._default_manager.select_for_update().filter(pk=instance.pk)
+             .values_list("pk", flat=True))
+        check = check_deletion(instance, cascade=cascade,
+                               confirm=request.query_params.get("confirm"))
+        if check.confirm_error:
+            raise ValidationError({"confirm": [check.confirm_error]})
+        if not check.allowed:
+            raise DeletionRefused(check.as_dict())
+        if check.cascade:
+            _check_cascade_permissions(request, instance, check.contains)
+        try:
+            if check.cascade:
+                instance.delete_with_contents()  # type: ignore[attr-defined]
+            else:
+                self.perform_destroy(instance)
+        except DeletionBlocked as exc:
+            raise Conflict(exc.message) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     def get_object(self) -> Model:
         obj = super().get_object()

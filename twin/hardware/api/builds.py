@@ -22,6 +22,7 @@ from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -43,6 +44,17 @@ class BuildPermissions(TwinModelPermissions):
     """Requesting a build creates a cluster, so it needs ``hardware.add_cluster``."""
 
     perms_map = {**TwinModelPermissions.perms_map, "POST": ["hardware.add_cluster"]}
+
+
+def _check_may_replace(request: Request, name: str) -> None:
+    """Replacing a cluster deletes it with everything in it: that needs the delete
+    permission (``twin.core.deletion``'s rule; an operator may build, not replace)."""
+    from twin.hardware.models import Cluster
+
+    if Cluster.objects.filter(name=name).exists() and \
+            not request.user.has_perm("hardware.delete_cluster"):
+        raise PermissionDenied(f"Replacing cluster {name!r} deletes it: that needs "
+                               f"hardware.delete_cluster (a hardware admin).")
 
 
 def preset_info(key: str, preset: Any) -> dict[str, Any]:
@@ -121,6 +133,10 @@ class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         data = incoming.validated_data
         options = {key: data[key] for key in ("name", "supernodes", "rack_budget_w")
                    if data.get(key) is not None}
+        if data["replace"]:
+            _check_may_replace(request, data.get("name")
+                               or getattr(PRESETS[data["preset"]], "default_name", "")
+                               or data["preset"])
         try:
             check_build(data["preset"], replace=data["replace"], **options)
         except BuildError as exc:

@@ -1,7 +1,8 @@
 """REST API views of the hardware model: one viewset per model, the cluster summary,
 its floor and the geometry of a supernode or rack.
 
-The writes and ETags come from ``twin.core.api.viewsets.TwinModelViewSet``; the
+The writes, ETags and the deletion rule (409 with what is inside unless
+``?cascade=true``) come from ``twin.core.api.viewsets.TwinModelViewSet``; the
 rack locks taken by the serializers (see ``twin.hardware.api.serializers``)
 hold until the row is committed. Builds and presets live in
 ``twin.hardware.api.builds``.
@@ -15,7 +16,7 @@ from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.pagination import IdCursorPagination
-from twin.core.api.viewsets import Conflict, TwinModelViewSet
+from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.api import geometry as geo
 from twin.hardware.api.serializers import (
     AcceleratorTypeSerializer,
@@ -70,30 +71,14 @@ class AcceleratorTypeViewSet(TwinModelViewSet):
     filterset_class = AcceleratorTypeFilterSet
     ordering_fields = ["id", "name", "vendor", "tdp_w", "bf16_tflops", "hbm_gib"]
 
-    def perform_destroy(self, instance: AcceleratorType) -> None:
-        # Checked first: Django's ProtectedError would load every protecting card.
-        cards = Card.objects.filter(accelerator=instance)
-        if cards.exists():
-            raise Conflict(f"Cannot delete {instance}: cards of this type exist "
-                           f"(e.g. {cards.values_list('serial', flat=True).first()}). "
-                           f"Delete or re-type them first.")
-        super().perform_destroy(instance)
-
 
 class ClusterViewSet(TwinModelViewSet):
+    """Clusters. DELETE of one that holds anything needs ``?cascade=true&confirm=<name>``
+    (it may be live); the cascade is set-based (``Cluster.delete_with_contents``)."""
+
     queryset = Cluster.objects.all()
     serializer_class = ClusterSerializer
     filterset_class = ClusterFilterSet
-
-    def perform_destroy(self, instance: Cluster) -> None:
-        """Delete with set-based SQL: ``Model.delete()`` would load every card
-        of a million-card cluster into Python to cascade."""
-        from twin.hardware.builder import BuildError, delete_cluster
-
-        try:
-            delete_cluster(instance.pk)
-        except BuildError as exc:
-            raise Conflict(exc.message) from exc
 
     @extend_schema(responses=ClusterSummarySerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)

@@ -6,6 +6,7 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CardStatusChoices
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
@@ -13,7 +14,7 @@ from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 __all__ = ["Card"]
 
 
-class Card(BudgetedWrite, TimestampedModel):
+class Card(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """One accelerator. ``serial`` and ``uuid`` are what telemetry matches on
     (DCGM's ``UUID`` label is ``GPU-<uuid>``)."""
 
@@ -45,6 +46,11 @@ class Card(BudgetedWrite, TimestampedModel):
 
     def __str__(self) -> str:
         return self.serial
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import links_touching
+
+        return {"links": links_touching(cards=type(self).objects.filter(pk=self.pk))}
 
     def lock_for_budget(self) -> None:
         if not self.server_id:

@@ -5,13 +5,14 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.models.racks import BudgetedWrite, Rack
 
 __all__ = ["AcceleratorType"]
 
 
-class AcceleratorType(BudgetedWrite, TimestampedModel):
+class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """One accelerator model with its published figures.
 
     TFLOP/s are *dense* (no 2:4 sparsity), as used by MFU calculations; a
@@ -20,7 +21,12 @@ class AcceleratorType(BudgetedWrite, TimestampedModel):
 
     Its ``tdp_w`` is every one of its cards' share of its rack's draw: raising it
     is checked against the budget of every rack holding such cards.
+
+    Cards of a type are in clusters, not in the type: a type in use is never deleted
+    with them (``deletion_cascades`` is off), whatever the caller confirms.
     """
+
+    deletion_cascades = False
 
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=100, unique=True)
@@ -55,6 +61,17 @@ class AcceleratorType(BudgetedWrite, TimestampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import Card
+
+        return {"cards": Card.objects.filter(accelerator=self)}
+
+    def deletion_refusal_hint(self) -> str:
+        from twin.hardware.models import Card
+
+        serial = Card.objects.filter(accelerator=self).values_list("serial", flat=True).first()
+        return f"Re-type or delete those cards first (e.g. {serial})."
 
     def stored_tdp_w(self) -> int | None:
         return type(self).objects.filter(pk=self.pk).values_list("tdp_w", flat=True).first() \

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.deletion import DeletionBlocked, GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import FabricChoices
 
@@ -17,10 +18,14 @@ DIMENSIONED_FABRICS = {FabricChoices.TORUS_3D, FabricChoices.TORUS_2D, FabricCho
 SWITCHED_FABRICS = {FabricChoices.FAT_TREE, FabricChoices.PCIE_STAR, FabricChoices.FULL_MESH}
 
 
-class Cluster(TimestampedModel):
+class Cluster(GuardedDeletion, TimestampedModel):
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     preset = models.CharField(max_length=50, blank=True, help_text="Preset it was built from.")
+
+    #: A cluster is deleted with its contents only on confirmation of its name: it may be
+    #: live (telemetry agents posting to it), and a million cards go with it.
+    deletion_confirm_field = "name"
 
     class Meta:
         ordering = ["name"]
@@ -28,9 +33,34 @@ class Cluster(TimestampedModel):
     def __str__(self) -> str:
         return self.name
 
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import Card, Link, NetworkDevice, Rack, Server
 
-class SuperNode(TimestampedModel):
-    """A scale-up domain: cards wired by one fabric (the seeds' 512-card 3D torus)."""
+        return {
+            "supernodes": SuperNode.objects.filter(cluster=self),
+            "racks": Rack.objects.filter(cluster=self),
+            "servers": Server.objects.filter(rack__cluster=self),
+            "cards": Card.objects.filter(supernode__cluster=self),
+            "network_devices": NetworkDevice.objects.filter(cluster=self),
+            "links": Link.objects.filter(cluster=self),
+        }
+
+    def delete_with_contents(self) -> None:
+        """Set-based (``twin.hardware.builder.delete``): ``Model.delete()`` would load
+        every card of a million-card cluster into Python to cascade."""
+        from twin.hardware.builder import BuildError, delete_cluster
+
+        try:
+            delete_cluster(self.pk)
+        except BuildError as exc:
+            raise DeletionBlocked(exc.message) from exc
+
+
+class SuperNode(GuardedDeletion, TimestampedModel):
+    """A scale-up domain: cards wired by one fabric (the seeds' 512-card 3D torus).
+
+    Deleting it deletes its servers (and their cards, devices and links); its racks
+    stay, without a supernode."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="supernodes")
     name = models.CharField(max_length=100)
@@ -69,6 +99,14 @@ class SuperNode(TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.cluster} / {self.name}"
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import Card, NetworkDevice, Server, links_touching
+
+        cards = Card.objects.filter(Q(supernode=self) | Q(server__supernode=self))
+        devices = NetworkDevice.objects.filter(server__supernode=self)
+        return {"servers": Server.objects.filter(supernode=self), "cards": cards,
+                "network_devices": devices, "links": links_touching(cards, devices)}
 
     @property
     def dims(self) -> tuple[int, int, int]:

@@ -15,12 +15,30 @@ from twin.core.models import TimestampedModel
 from twin.hardware.choices import LinkKindChoices, LinkStatusChoices
 from twin.hardware.constants import CARD_ENDPOINT, allowed_link_kinds
 
-__all__ = ["Link"]
+__all__ = ["Link", "links_touching"]
 
 
 def _one_end(side: str) -> Q:
     card, device = f"{side}_card__isnull", f"{side}_device__isnull"
     return (Q(**{card: False}) & Q(**{device: True})) | (Q(**{card: True}) & Q(**{device: False}))
+
+
+def links_touching(cards: models.QuerySet | None = None,
+                   devices: models.QuerySet | None = None) -> models.QuerySet:
+    """Links with an end among ``cards`` or ``devices``: what deleting them takes along.
+
+    A union of one indexed lookup per end column (``a_card``, ``b_card``, …), not
+    one ``OR`` over all four, which PostgreSQL answers with a scan of every link.
+    """
+    parts = []
+    for column, rows in (("a_card", cards), ("b_card", cards), ("a_device", devices),
+                         ("b_device", devices)):
+        if rows is not None:
+            parts.append(Link.objects.filter(**{f"{column}__in": rows.values("pk")})
+                         .order_by().values("pk"))
+    if not parts:
+        return Link.objects.none()
+    return parts[0].union(*parts[1:])
 
 
 class Link(TimestampedModel):

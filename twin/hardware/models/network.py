@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import DeviceKindChoices
 from twin.hardware.constants import DEVICE_TIER
@@ -13,7 +14,7 @@ from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 __all__ = ["NetworkDevice"]
 
 
-class NetworkDevice(BudgetedWrite, TimestampedModel):
+class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """A switch or NIC. Inside a server (PCIe switch, NIC) it sets ``server``;
     either way its ``power_w`` counts against its rack."""
 
@@ -45,6 +46,11 @@ class NetworkDevice(BudgetedWrite, TimestampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import links_touching
+
+        return {"links": links_touching(devices=type(self).objects.filter(pk=self.pk))}
 
     @property
     def tier(self) -> str:

@@ -45,6 +45,7 @@ from django.db.models import Case, F, FloatField, OuterRef, Q, Subquery, Sum, Va
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce
 
+from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CoolingChoices
 from twin.hardware.constants import DEFAULT_PUE, DEFAULT_RACK_BUDGET_W
@@ -359,7 +360,7 @@ class BudgetedWrite:
 
 
 # --- the rack ---------------------------------------------------------------------------------
-class Rack(BudgetedWrite, TimestampedModel):
+class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.CASCADE, related_name="racks")
     supernode = models.ForeignKey(
         "hardware.SuperNode",
@@ -391,6 +392,24 @@ class Rack(BudgetedWrite, TimestampedModel):
 
     def __str__(self) -> str:
         return f"{self.cluster} / {self.name}"
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models.links import links_touching
+
+        part = apps.get_model
+        cards = part("hardware", "Card").objects.filter(server__rack=self)
+        devices = part("hardware", "NetworkDevice").objects.filter(
+            Q(rack=self) | Q(server__rack=self))
+        return {"servers": part("hardware", "Server").objects.filter(rack=self),
+                "cards": cards, "network_devices": devices,
+                "links": links_touching(cards, devices)}
+
+    def delete_with_contents(self) -> None:
+        """Servers (with their cards, built-in devices and links) go first, then the
+        devices left in the rack: both protect the rack from deletion."""
+        apps.get_model("hardware", "Server").objects.filter(rack=self).delete()
+        apps.get_model("hardware", "NetworkDevice").objects.filter(rack=self).delete()
+        self.delete()
 
     def draw_w(self, *, excluding: Parts = NOTHING) -> int:
         """This rack's draw, leaving out ``excluding``."""

@@ -8,13 +8,14 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack, carried_w
 
 __all__ = ["Server"]
 
 
-class Server(BudgetedWrite, TimestampedModel):
+class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """A host in a rack. ``overhead_w`` is everything but the cards: CPUs, memory,
     fans, drives and on-board NICs. NICs and PCIe switches modelled as network
     devices add their own ``power_w``."""
@@ -48,6 +49,14 @@ class Server(BudgetedWrite, TimestampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    def deletion_contents(self) -> dict[str, models.QuerySet]:
+        from twin.hardware.models import Card, NetworkDevice, links_touching
+
+        cards = Card.objects.filter(server=self)
+        devices = NetworkDevice.objects.filter(server=self)
+        return {"cards": cards, "network_devices": devices,
+                "links": links_touching(cards, devices)}
 
     def own_draw_w(self) -> int:
         """This server's draw: its overhead + its cards' TDP + its built-in devices."""

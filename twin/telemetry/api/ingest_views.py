@@ -10,6 +10,12 @@ a ``TelemetryAgent`` token. No or an unknown token → 401 with
 Token lookups are cached per process for ``TOKEN_CACHE_S`` seconds, so a
 deactivated or rotated token stops working within that time.
 
+A cluster that is not in the database answers 410 Gone when it was deleted
+(its agents went with it; ``state.was_deleted``) and 404 when it never was,
+to any request that carries a token — checked against the database on every
+request, so neither the token cache nor a layout still published in Redis
+lets a batch for a deleted cluster through.
+
 Answers (JSON): 202 with ``accepted`` (card-samples), ``values``, ``rejected``
 (each sample with its reason, at most ``ingest.MAX_LISTED`` listed) and
 ``rejected_total``, the sequence bookkeeping (``duplicate``, ``gap``); 200 for
@@ -24,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -88,8 +95,38 @@ def authenticate_agent(request: HttpRequest) -> AgentAuth | JsonResponse:
     return auth
 
 
+#: Larger ids are no database row (and would overflow the database's integer).
+MAX_ID = 2**63 - 1
+
+
+def _missing_cluster(cluster_id: int) -> JsonResponse:
+    """410 for a deleted cluster, 404 for one that never was."""
+    try:
+        deleted = state.was_deleted(cluster_id)
+    except redis.RedisError:
+        deleted = False  # still true: there is no such cluster
+    if deleted:
+        return _error(410, f"cluster {cluster_id} was deleted, and its agents with it: stop "
+                           f"sending its telemetry")
+    return _error(404, f"no cluster {cluster_id}")
+
+
+def _cluster_gone(cluster_id: int) -> JsonResponse | None:
+    """The answer when ``cluster_id`` is not in the database (one primary-key lookup)."""
+    from twin.hardware.models import Cluster
+
+    if 0 < int(cluster_id) <= MAX_ID and Cluster.objects.filter(pk=cluster_id).exists():
+        return None
+    return _missing_cluster(cluster_id)
+
+
 def _authorize(request: HttpRequest, cluster_id: int) -> AgentAuth | JsonResponse:
     auth = authenticate_agent(request)
+    if isinstance(auth, JsonResponse) and _token_of(request) is None:
+        return auth
+    gone = _cluster_gone(cluster_id)
+    if gone is not None:
+        return gone
     if isinstance(auth, JsonResponse):
         return auth
     if auth.cluster_id != int(cluster_id):
@@ -186,6 +223,8 @@ def ingest_batch(request: HttpRequest, cluster_id: int) -> HttpResponse:
         batch = ingest.parse_native(doc, state.layout(cluster_id))
     except ingest.BadBatch as exc:
         return JsonResponse(exc.as_dict(), status=exc.status)
+    except KeyError:  # deleted since the check above
+        return _missing_cluster(cluster_id)
     return _finish(auth, seq, batch)
 
 
@@ -224,7 +263,11 @@ def ingest_prometheus(request: HttpRequest, cluster_id: int) -> HttpResponse:
     if not samples and n_broken:
         return _error(400, "no line of the body is a Prometheus sample", broken_lines=broken,
                       broken_total=n_broken)
-    batch = prometheus.batch_from_exposition(samples, state.layout(cluster_id))
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError:  # deleted since the check above
+        return _missing_cluster(cluster_id)
+    batch = prometheus.batch_from_exposition(samples, lay)
     return _finish(auth, seq, batch, {"broken_lines": broken, "broken_total": n_broken,
                                       "samples": len(samples)})
 
@@ -239,10 +282,14 @@ def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
         auth = _authorize(request, cluster_id)
         if isinstance(auth, JsonResponse):
             return auth
+    else:
+        gone = _cluster_gone(cluster_id)
+        if gone is not None:
+            return gone
     try:
         lay = state.layout(cluster_id)
     except KeyError:
-        return _error(404, f"no cluster {cluster_id}")
+        return _missing_cluster(cluster_id)
     return JsonResponse({"cluster": lay.cluster_id, "layout": lay.version, "count": lay.n,
                          "card_ids": lay.card_ids.tolist()})
 
@@ -256,5 +303,7 @@ def whoami(request: HttpRequest) -> HttpResponse:
     from twin.hardware.models import Cluster
 
     name = Cluster.objects.filter(pk=auth.cluster_id).values_list("name", flat=True).first()
+    if name is None:  # deleted while the token was still cached
+        return _missing_cluster(auth.cluster_id)
     return JsonResponse({"agent": auth.agent_id, "name": auth.name,
                          "cluster": auth.cluster_id, "cluster_name": name})

@@ -52,6 +52,9 @@ Public API (functions take a cluster's database id; ``card_spans`` a layout)
     Latest values of groups of cards (one metric each) and their health, with
     the seq and time of the last tick, in one Redis round trip however many
     groups: what the live supernode and rack views read.
+``was_deleted(cluster_id) -> bool``
+    Whether a cluster missing from the database was deleted (its state was
+    forgotten within the last 30 days) rather than never there.
 ``frame_seq(cluster_id) -> int``
     The number of the last tick (monotonic; 0 before the first).
 ``summary(cluster_id) -> dict``
@@ -114,6 +117,7 @@ from twin.telemetry.state.layouts import (
     invalidate_layout,
     layout,
     touch_layout,
+    was_deleted,
 )
 from twin.telemetry.state.rollups import frame_seq, rollup, summary
 
@@ -145,4 +149,5 @@ __all__ = [
     "rollup",
     "summary",
     "touch_layout",
+    "was_deleted",
 ]

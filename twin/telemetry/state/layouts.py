@@ -20,6 +20,7 @@ from twin.telemetry import keys
 from twin.telemetry.config import redis_client
 
 __all__ = [
+    "DELETED_KEPT_S",
     "LAYOUT_PROBE_S",
     "GroupIndex",
     "Layout",
@@ -28,6 +29,7 @@ __all__ = [
     "invalidate_layout",
     "layout",
     "touch_layout",
+    "was_deleted",
 ]
 
 
@@ -328,10 +330,22 @@ def forget_state(cluster_id: int, version: str) -> None:
         r.unlink(*batch)
 
 
+#: How long a deleted cluster's agents are told "410 Gone" (then "404 no cluster").
+DELETED_KEPT_S = 30 * 24 * 3600
+
+
 def forget_cluster(cluster_id: int) -> None:
-    """Drop all live state of a deleted cluster."""
+    """Drop all live state of a deleted cluster, and remember that it was deleted."""
     invalidate_layout(cluster_id)
     r = redis_client()
     r.delete(keys.seq(cluster_id), keys.layout_gen(cluster_id), keys.last_tick(cluster_id),
              keys.tick_gate(cluster_id), keys.tick_lock(cluster_id), keys.trailing(cluster_id))
     r.srem(keys.clusters(), int(cluster_id))
+    r.set(keys.deleted(cluster_id), 1, ex=DELETED_KEPT_S)
+
+
+def was_deleted(cluster_id: int) -> bool:
+    """Whether a cluster that is not in the database was deleted (within
+    ``DELETED_KEPT_S``), rather than never there. Only meaningful once the database
+    said it is missing: ids of a rolled-back test or a restored backup come back."""
+    return bool(redis_client().exists(keys.deleted(cluster_id)))

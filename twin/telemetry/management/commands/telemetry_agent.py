@@ -115,6 +115,9 @@ class Command(BaseCommand):
                     if answer.status == 409:  # the hardware changed: new card order
                         layout = self._wait_for_layout(client, cluster.pk)
                         break
+                    if answer.status in (404, 410):  # the cluster was deleted: nothing to do
+                        raise CommandError(f"cluster {cluster.name!r}: "
+                                           f"{answer.body.get('detail', answer.status)}")
                     totals["posts"] += 1
                     if answer.status >= 300:
                         totals["errors"] += 1
