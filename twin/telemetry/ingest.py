@@ -37,6 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,10 +51,14 @@ from twin.telemetry.metrics import HI, LO, METRIC_INDEX, validate_value
 
 __all__ = [
     "MAX_LISTED",
+    "MAX_SEQ",
     "BadBatch",
     "Batch",
+    "check_seq",
     "decode_document",
     "parse_native",
+    "parse_seq",
+    "parse_seq_header",
     "parse_timestamp",
     "time_window",
 ]
@@ -189,12 +194,51 @@ def decode_document(body: bytes, content_type: str) -> dict[str, Any]:
     return doc
 
 
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number: agents' counters, the database column and the
+Redis script all hold a signed 64-bit integer (see :mod:`.enqueue`)."""
+
+_SEQ_TEXT = re.compile(r"[0-9]{1,19}")
+
+
+def check_seq(value: Any, *, field: str = "seq") -> int:
+    """``value`` as a sequence number (0 ≤ seq ≤ 2^63 − 1), else ``BadBatch`` on ``field``.
+
+    Checked while parsing, before anything is queued or stored: a number the
+    database cannot hold would otherwise fail *after* the batch was queued and
+    the number stored in Redis (issue 11: every later batch was then a
+    "duplicate").
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+        raise BadBatch(f"{field} must be an integer from 0 to {MAX_SEQ:,} (2^63 − 1), the "
+                       f"agent's batch number, one more for every batch it sends; got "
+                       f"{_short(value)}", field=field)
+    return value
+
+
 def parse_seq(doc: dict[str, Any]) -> int:
-    seq = doc.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise BadBatch("seq must be a non-negative integer: the agent's batch number, one "
-                       "more for every batch it sends", field="seq")
-    return seq
+    """The document's ``seq`` (see :func:`check_seq`)."""
+    return check_seq(doc.get("seq"))
+
+
+def parse_seq_header(text: str, *, field: str = "X-Telemetry-Seq") -> int:
+    """A sequence number sent as a header: ASCII digits only (``int()`` would also
+    take ``"+5"``, ``" 5"``, ``"5_000"`` and other scripts' digits)."""
+    if not _SEQ_TEXT.fullmatch(text):
+        raise BadBatch(f"{field} must be an integer from 0 to {MAX_SEQ:,} (2^63 − 1) in "
+                       f"decimal digits; got {_short(text)}", field=field)
+    return check_seq(int(text), field=field)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A client's value for an error message, cut short (a 10,000-digit number or a
+    deeply nested list must not be echoed whole)."""
+    if isinstance(value, (list, dict)):
+        return f"a {type(value).__name__}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"a {value.bit_length()}-bit number"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_native(doc: dict[str, Any], lay: state.Layout, now: float | None = None) -> Batch:
