@@ -6,6 +6,9 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
+
+from twin.core.api.parsers import TwinJSONParser
 
 __all__ = ["TokenSerializer", "TokenView"]
 
@@ -20,3 +23,6 @@ class TokenSerializer(serializers.Serializer):
 )
 class TokenView(ObtainAuthToken):
     """``POST {username, password}`` → ``{token}`` for scripts (``Authorization: Token …``)."""
+
+    # DRF's view names its own parsers; ours has the nesting limit.
+    parser_classes = (FormParser, MultiPartParser, TwinJSONParser)
