@@ -89,7 +89,7 @@ def test_full_clean_says_the_same_with_the_value(tiny_cluster, basename, key, fi
 
 
 @pytest.mark.parametrize(("model", "key", "field", "value"), [
-    (Rack, "rack", "power_budget_w", 10**15), (Rack, "rack", "pue", 3.5),
+    (Rack, "rack", "power_budget_w", 2**31 - 1), (Rack, "rack", "pue", 3.5),
     (Server, "server", "overhead_w", 10**9), (NetworkDevice, "leaf", "power_w", 10**9),
     (Link, "link", "bandwidth_gbps", 1e12), (Link, "link", "latency_ns", 1e12),
     (SuperNode, "supernode", "link_gbps", 1e12), (SuperNode, "supernode", "card_count", 10**6),
@@ -138,17 +138,18 @@ def test_the_presets_fit_the_bounds():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_brings_stored_figures_into_bounds_and_keeps_the_rows():
-    """A rack stored with a 10^15 W budget before the bounds existed: migrating keeps
-    the rack, with its budget at the bound (the constraint could not be added over it)."""
+    """A rack stored with an absurd budget before the bounds existed (2^31 − 1 W: what
+    PostgreSQL's integer column holds; SQLite took 10^15): migrating keeps the rack,
+    with its budget at the bound (the constraint could not be added over it)."""
     before = [("hardware", "0003_clusterbuild_job")]
-    after = [("hardware", "0004_physical_bounds")]
+    after = [("hardware", "0005_physical_bounds_constraints")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     try:
         old = executor.loader.project_state(before).apps
         cluster = old.get_model("hardware", "Cluster").objects.create(name="old")
         rack = old.get_model("hardware", "Rack").objects.create(
-            cluster=cluster, name="r", row=0, slot=0, power_budget_w=10**15, pue=7.5)
+            cluster=cluster, name="r", row=0, slot=0, power_budget_w=2**31 - 1, pue=7.5)
     finally:
         executor = MigrationExecutor(connection)
         executor.loader.build_graph()

@@ -1,10 +1,14 @@
-"""Sane bounds on physical figures (issue 11): validators and CheckConstraints.
+"""Sane bounds on physical figures (issue 11): the validators, and stored figures
+brought into range.
 
 Rows written before the bounds existed may hold a figure past one (a rack budget
-of 10^15 W was accepted). The constraints could not be added over them, so
-such figures are first brought to the nearest bound (``clamp_figures``, which
-prints what it changed); no row is deleted. The bounds are copied here as they
-were when this migration was written (``twin.hardware.constants``).
+of 10^15 W was accepted). The constraints (next migration) could not be added
+over them, so such figures are brought to the nearest bound (``clamp_figures``,
+which prints what it changed); no row is deleted. The bounds are copied here as
+they were when this migration was written (``twin.hardware.constants``). The
+constraints are a migration of their own: PostgreSQL refuses to ALTER a table
+whose rows this transaction updated while their deferred foreign-key checks
+are still pending.
 """
 
 import twin.core.bounds
@@ -182,28 +186,4 @@ class Migration(migrations.Migration):
             field=models.FloatField(default=0, help_text='Added per switch traversed (star, fat tree).', validators=[twin.core.bounds.AtLeast(0, 'ns'), twin.core.bounds.AtMost(1000000, 'ns')], verbose_name='Switch latency (ns)'),
         ),
         migrations.RunPython(clamp_figures, migrations.RunPython.noop),
-        migrations.AddConstraint(
-            model_name='acceleratortype',
-            constraint=models.CheckConstraint(condition=models.Q(('bf16_tflops__lte', 1000000), ('hbm_gib__lte', 100000), ('hbm_tbps__lte', 100000), ('tdp_w__gte', 1), ('tdp_w__lte', 50000), ('scaleup_links__lte', 1024), ('scaleup_gbps__lte', 1000000), ('fp32_tflops__gte', 0), ('fp32_tflops__lte', 1000000), ('tf32_tflops__gte', 0), ('tf32_tflops__lte', 1000000), ('fp8_tflops__gte', 0), ('fp8_tflops__lte', 1000000)), name='accelerator_figures_bounded'),
-        ),
-        migrations.AddConstraint(
-            model_name='link',
-            constraint=models.CheckConstraint(condition=models.Q(('bandwidth_gbps__lte', 100000), ('latency_ns__lte', 10000000)), name='link_figures_bounded'),
-        ),
-        migrations.AddConstraint(
-            model_name='networkdevice',
-            constraint=models.CheckConstraint(condition=models.Q(('ports__lte', 4096), ('port_gbps__lte', 100000), ('latency_ns__lte', 1000000), ('power_w__lte', 100000)), name='device_figures_bounded'),
-        ),
-        migrations.AddConstraint(
-            model_name='rack',
-            constraint=models.CheckConstraint(condition=models.Q(('power_budget_w__lte', 1000000), ('pue__lte', 3.0)), name='rack_figures_bounded'),
-        ),
-        migrations.AddConstraint(
-            model_name='server',
-            constraint=models.CheckConstraint(condition=models.Q(('cards_per_server__lte', 64), ('overhead_w__lte', 50000), ('nic_count__lte', 64), ('nic_gbps__lte', 100000)), name='server_figures_bounded'),
-        ),
-        migrations.AddConstraint(
-            model_name='supernode',
-            constraint=models.CheckConstraint(condition=models.Q(('card_count__lte', 65536), ('link_gbps__lte', 100000), ('link_latency_ns__lte', 10000000), ('switch_latency_ns__lte', 1000000)), name='supernode_figures_bounded'),
-        ),
     ]
