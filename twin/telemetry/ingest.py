@@ -474,12 +474,12 @@ def _declared_cards(cards: Any, lay: state.Layout) -> tuple[int | None, np.ndarr
             ids = np.frombuffer(raw, dtype="<i8")
         elif isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool)
                                            for x in raw):
-            for k, x in enumerate(raw):
-                if not ID_MIN <= x <= ID_MAX:
-                    raise BadBatch(f"cards.ids[{k}] {_short(x)} is no card id: ids are "
-                                   f"64-bit integers (at most {ID_MAX:,})",
-                                   field=f"cards.ids[{k}]")
-            ids = np.array(raw, dtype=np.int64)
+            try:
+                ids = np.array(raw, dtype=np.int64)
+            except OverflowError:  # look for the culprit only when there is one
+                k, x = next((k, x) for k, x in enumerate(raw) if not ID_MIN <= x <= ID_MAX)
+                raise BadBatch(f"cards.ids[{k}] {_short(x)} is no card id: ids are 64-bit "
+                               f"integers (at most {ID_MAX:,})", field=f"cards.ids[{k}]") from None
         else:
             raise BadBatch("cards.ids must be a list of card ids", field="cards.ids")
         ords = lay.ordinals(ids)
