@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Under /api/: a body over DATA_UPLOAD_MAX_MEMORY_SIZE is 413 JSON, not an HTML 400.
+    "twin.core.api.middleware.ApiErrorsMiddleware",
 ]
 
 ROOT_URLCONF = "twin.urls"
@@ -187,6 +189,12 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    # DRF's JSON parser with a nesting limit (deep bodies were a RecursionError: 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "twin.core.api.parsers.TwinJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
 }
 SPECTACULAR_SETTINGS = {

@@ -21,3 +21,9 @@ urlpatterns = [
     path("api/", include((api_urlpatterns(hardware_api, scenarios_api), "api"))),
     path("", include("twin.web.urls")),
 ]
+
+# Under /api/ Django's error pages are JSON (twin.core.api.errors); elsewhere, pages.
+handler400 = "twin.core.api.errors.bad_request"
+handler403 = "twin.core.api.errors.permission_denied"
+handler404 = "twin.core.api.errors.not_found"
+handler500 = "twin.core.api.errors.server_error"

@@ -114,6 +114,14 @@ def test_plain_websockets_client_against_uvicorn(celery_worker, telemetry_server
             await ws.send("{oops")
             error = json.loads(await asyncio.wait_for(ws.recv(), 5))
             assert error["type"] == "error" and error["code"] == "bad_json"
+            # Issue 11: 4 KB of nesting killed the connection; now it is an error and the
+            # socket stays. A repeated subscribe is confirmed, not a second snapshot.
+            await ws.send("[" * 2048 + "]" * 2048)
+            error = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert error["type"] == "error" and error["code"] == "too_deep"
+            await ws.send(json.dumps({"action": "subscribe", "view": "cluster"}))
+            again = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert again["type"] == "subscribed" and again["already"] is True
 
             assert await asyncio.to_thread(post_over_http, 1, 640.0) == 202
             deadline = time.monotonic() + 20

@@ -111,6 +111,10 @@ BAD_MESSAGES = [
     (json.dumps({"action": "subscribe", "view": "cluster", "id": 4}), "invalid_id", "id"),
     (json.dumps({"action": "subscribe", "view": "cluster", "pad": "x" * 5000}), "too_large",
      None),
+    ("[" * 2048 + "]" * 2048, "too_deep", None),
+    ('{"action": ' + "[" * 2000 + "]" * 2000 + "}", "too_deep", None),
+    (json.dumps({"action": "subscribe", "view": "rack", "id": [[[[[[[[[[1]]]]]]]]]]}),
+     "too_deep", None),
 ]
 
 
@@ -178,10 +182,12 @@ def test_subscriptions_per_connection_are_capped(tiny_cluster, user):
                                  "metric": metrics[-1]})
         error = await comm.receive_json_from(timeout=3)
         assert error["code"] == "too_many_subscriptions"
-        # Re-subscribing to a followed view is allowed (and resends its snapshot).
+        # Re-subscribing to a followed view is allowed at the cap, and idempotent: it is
+        # confirmed without resending the snapshot (issue 11; it used to be resent).
         await comm.send_json_to({"action": "subscribe", "view": "cluster",
                                  "metric": metrics[0]})
-        assert (await receive_type(comm, "snapshot"))["metric"] == metrics[0]
+        again = await receive_type(comm, "subscribed")
+        assert again["metric"] == metrics[0] and again["already"] is True
         await comm.send_json_to({"action": "unsubscribe", "view": "cluster",
                                  "metric": metrics[0]})
         gone = await receive_type(comm, "unsubscribed")
@@ -189,6 +195,54 @@ def test_subscriptions_per_connection_are_capped(tiny_cluster, user):
         assert len(gone["active"]) == MAX_SUBSCRIPTIONS - 1
         await comm.send_json_to({"action": "unsubscribe"})
         assert (await receive_type(comm, "unsubscribed"))["active"] == []
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_4_kb_nested_message_is_an_error_and_the_socket_keeps_working(tiny_cluster, user):
+    """Issue 11: 4 KB of nested arrays was a RecursionError that killed the consumer and
+    its connection. Now it is an ``error`` message and the same socket carries on."""
+    headers = session_headers(user)
+    deep = "[" * 2048 + "]" * 2048
+    assert len(deep) == 4096
+
+    async def scenario():
+        comm = communicator(tiny_cluster["cluster"].pk, headers)
+        assert (await comm.connect())[0]
+        await receive_type(comm, "hello")
+        for _ in range(3):
+            await comm.send_to(text_data=deep)
+            error = await receive_type(comm, "error")
+            assert error["code"] == "too_deep" and "8 levels" in error["message"]
+        await comm.send_json_to({"action": "ping"})
+        assert (await receive_type(comm, "pong"))["type"] == "pong"
+        await comm.send_json_to({"action": "subscribe", "view": "cluster"})
+        assert (await receive_type(comm, "snapshot"))["view"] == "cluster"
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_the_scenario_socket_survives_a_nested_message_too(tiny_cluster, user):
+    from twin.scenarios.models import ScenarioRun
+
+    run = ScenarioRun.objects.create(kind="topology", cluster=tiny_cluster["cluster"],
+                                     params={}, created_by=user)
+    headers = session_headers(user)
+
+    async def scenario():
+        from channels.testing import WebsocketCommunicator
+
+        from twin.asgi import application
+
+        comm = WebsocketCommunicator(application, f"/ws/scenarios/{run.pk}/", headers=headers)
+        assert (await comm.connect())[0]
+        assert (await comm.receive_json_from(timeout=3))["type"] == "snapshot"
+        await comm.send_to(text_data="[" * 2048 + "]" * 2048)
+        assert (await comm.receive_json_from(timeout=3))["code"] == "bad_message"
+        await comm.send_json_to({"action": "ping"})
+        assert (await comm.receive_json_from(timeout=3))["type"] == "pong"
         await comm.disconnect()
 
     async_to_sync(scenario)()

@@ -9,6 +9,7 @@ is the full ASGI application (origin check, session auth, router).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -340,6 +341,44 @@ def test_an_idle_consumer_survives_the_channel_layers_blocking_read(tiny_cluster
         seq = await areport(cluster.pk, power_of(cards, 250.0))
         frame = await receive_type(comm, "frame")
         assert frame["seq"] == seq
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_resubscribing_a_followed_view_is_idempotent(tiny_cluster, headers):
+    """Issue 11: every repeated subscribe resent the full snapshot (8.5 MB in 10 s on a
+    big cluster). A repeat is now a small confirmation; the subscription, its frames and
+    what the process follows are unchanged."""
+    cluster, rack, cards = tiny_cluster["cluster"], tiny_cluster["rack"], tiny_cluster["cards"]
+
+    async def scenario():
+        comm = communicator(cluster.pk, headers)
+        assert (await comm.connect())[0]
+        snap = await subscribe(comm, view="rack", id=rack.pk, metric="power_w")
+        for _ in range(5):
+            await comm.send_json_to({"action": "subscribe", "view": "rack", "id": rack.pk,
+                                     "metric": "power_w"})
+            again = await receive_type(comm, "subscribed")
+            assert again == {"type": "subscribed", "view": "rack", "id": rack.pk,
+                             "metric": "power_w", "seq": snap["seq"],
+                             "layout": snap["layout"], "already": True}
+            assert len(json.dumps(again)) < 200
+        assert await comm.receive_nothing(timeout=0.3)
+        assert sum(frames.frame_cache.followed(cluster.pk).values()) == 1
+        # Still subscribed once: one tick, one frame (not a snapshot, not two).
+        seq = await areport(cluster.pk, power_of(cards, 420.0))
+        frame = await receive_type(comm, "frame")
+        assert frame["seq"] == seq and frame["values"] == [420.0] * len(cards)
+        # After a frame, a repeat reports the seq the client now holds.
+        await comm.send_json_to({"action": "subscribe", "view": "rack", "id": rack.pk,
+                                 "metric": "power_w"})
+        assert (await receive_type(comm, "subscribed"))["seq"] == seq
+        # A fresh snapshot is one unsubscribe away.
+        await comm.send_json_to({"action": "unsubscribe"})
+        await receive_type(comm, "unsubscribed")
+        fresh = await subscribe(comm, view="rack", id=rack.pk, metric="power_w")
+        assert fresh["seq"] == seq and fresh["values"] == [420.0] * len(cards)
         await comm.disconnect()
 
     async_to_sync(scenario)()

@@ -15,12 +15,65 @@ __all__ = [
     "DEFAULT_PUE",
     "DEFAULT_RACK_BUDGET_W",
     "DEVICE_TIER",
+    "MAX_CARDS_PER_SERVER",
+    "MAX_CARD_TDP_W",
+    "MAX_DEVICE_LATENCY_NS",
+    "MAX_DEVICE_PORTS",
+    "MAX_DEVICE_POWER_W",
+    "MAX_HBM_GIB",
+    "MAX_HBM_TBPS",
+    "MAX_LINK_GBPS",
+    "MAX_LINK_LATENCY_NS",
+    "MAX_NICS_PER_SERVER",
+    "MAX_PUE",
+    "MAX_RACK_BUDGET_W",
+    "MAX_SCALEUP_GBYTES",
+    "MAX_SCALEUP_LINKS",
+    "MAX_SERVER_OVERHEAD_W",
+    "MAX_SUPERNODE_CARDS",
+    "MAX_TFLOPS",
     "allowed_link_kinds",
 ]
 
 CARD_ENDPOINT = "card"
 DEFAULT_RACK_BUDGET_W = 40_000
 DEFAULT_PUE = {"liquid": 1.05, "air": 1.4}
+
+# --- sane bounds of physical figures --------------------------------------------------
+# Wide enough for anything built or announced (wafer-scale parts included), tight
+# enough that a typo is refused instead of flowing into every power figure and
+# simulation: a rack budget of 10^15 W was accepted (issue 11). Enforced by the
+# models' validators (admin and API, ``twin.core.bounds``) and by CheckConstraints.
+MAX_RACK_BUDGET_W = 1_000_000
+"""1 MW: the densest racks announced draw about 600 kW (NVIDIA Kyber, Rubin Ultra)."""
+MAX_PUE = 3.0
+"""Facility over IT power; surveys put the worst operating sites near 2.5 (Uptime
+Institute), the average near 1.6."""
+MAX_SERVER_OVERHEAD_W = 50_000
+"""A server's draw besides its cards (a DGX H100: 4.4 kW)."""
+MAX_CARDS_PER_SERVER = 64
+MAX_NICS_PER_SERVER = 64
+MAX_LINK_GBPS = 100_000
+"""Per link, port or NIC and direction: 60× a 1.6 Tb/s port."""
+MAX_LINK_LATENCY_NS = 10_000_000
+"""10 ms, the latency of 2,000 km of fibre: no link inside a cluster comes close."""
+MAX_DEVICE_LATENCY_NS = 1_000_000
+"""1 ms of forwarding or switching (switches take 0.1–1 µs)."""
+MAX_DEVICE_PORTS = 4_096
+MAX_DEVICE_POWER_W = 100_000
+"""A modular chassis switch draws up to about 30 kW."""
+MAX_SUPERNODE_CARDS = 65_536
+"""One scale-up domain (an NVL576 is 576; a TPU v5p pod 8,960)."""
+MAX_CARD_TDP_W = 50_000
+"""A wafer-scale engine's system draws about 23 kW; a GPU 1–2 kW."""
+MAX_TFLOPS = 1_000_000
+"""Dense TFLOP/s of one part, any precision (a B200: 4,500 FP8; a WSE-3: 125,000)."""
+MAX_HBM_GIB = 100_000
+MAX_HBM_TBPS = 100_000
+"""Memory bandwidth (a B200: 8 TB/s; a WSE-3's on-chip SRAM: 21,000 TB/s)."""
+MAX_SCALEUP_LINKS = 1_024
+MAX_SCALEUP_GBYTES = 1_000_000
+"""Aggregate scale-up bandwidth in GB/s (NVLink 5: 1,800)."""
 
 _NETWORK = frozenset({L.INFINIBAND, L.ROCE})
 

@@ -38,9 +38,13 @@ Protocol (JSON text frames; see ``twin.live.protocol`` for validation)
       "closed" | "acknowledged", "alert": {...}}], "dropped": n}`` — alert
       changes of the cluster, batched at the same ≤ 2 Hz (a storm of a
       thousand stale cards is one message, not a thousand).
+    * ``subscribed`` (``"already": true``) for a subscribe to a view the
+      connection already follows: no snapshot is resent (see
+      ``twin.live.protocol``).
     * ``unsubscribed`` (what was removed, what is still followed), ``pong``, and
       ``error`` (``{"type": "error", "code", "message", "field"?}``) for a
-      message we refuse; the connection stays open.
+      message we refuse (or one that failed: ``internal_error``); the
+      connection stays open.
 
 Flow
     The consumer joins the Channels group ``state.group_name(cluster)``, to
@@ -213,11 +217,24 @@ class ClusterConsumer(AsyncWebsocketConsumer):
                 await self._send({"type": "pong", "seq": self.tick_seq})
         except ProtocolError as error:
             await self._send(error.as_message(data))
+        except Exception:  # noqa: BLE001 - no client message may end the connection
+            logger.exception("live message %r on cluster %s failed", (text_data or "")[:200],
+                             self.cluster_id)
+            await self._send({"type": "error", "code": "internal_error",
+                              "message": "The server could not handle this message; the "
+                                         "connection stays open."})
 
     async def _subscribe(self, request: Request) -> None:
         key = request.key
         assert key is not None
-        if key not in self.subs and len(self.subs) >= MAX_SUBSCRIPTIONS:
+        followed = self.subs.get(key)
+        if followed is not None:
+            # Already followed: the client holds the snapshot and gets every frame, so
+            # a repeat only confirms (a full snapshot each time was megabytes a second).
+            await self._send({"type": "subscribed", **key.as_dict(), "seq": followed.seq,
+                              "layout": followed.layout, "already": True})
+            return
+        if len(self.subs) >= MAX_SUBSCRIPTIONS:
             raise ProtocolError("too_many_subscriptions",
                                 f"A connection follows at most {MAX_SUBSCRIPTIONS} views; "
                                 "unsubscribe from one first.")

@@ -17,20 +17,33 @@ Client → server (JSON text frames)::
 The metric names a client may ask for come from the telemetry state
 (:func:`twin.live.frames.view_metrics`), so a metric added there streams
 without touching this module.
+
+Subscribing is idempotent. A new subscription is answered with its full
+``snapshot``; a subscribe for a (view, id, metric) the connection already
+follows only with ``{"type": "subscribed", "view", "id", "metric", "seq",
+"layout", "already": true}`` (``seq`` and ``layout`` as the client last got
+them): its frames keep coming, and nothing else changes. Resending the whole
+snapshot every time let one client pull megabytes a second. A client that
+wants a fresh snapshot unsubscribes and subscribes again (or reconnects).
+
+Messages are at most :data:`MAX_MESSAGE_BYTES` long and
+:data:`MAX_MESSAGE_DEPTH` levels deep (``too_large``, ``too_deep``); nothing a
+client sends ends the connection.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from twin.core import nesting
 from twin.core.choices import ChoiceSet
 
 __all__ = [
     "CLOSE_NOT_FOUND",
     "CLOSE_UNAUTHENTICATED",
     "MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_DEPTH",
     "MAX_SUBSCRIPTIONS",
     "ActionChoices",
     "ProtocolError",
@@ -47,6 +60,9 @@ CLOSE_NOT_FOUND = 4404
 
 MAX_MESSAGE_BYTES = 4096
 """Client messages are tiny; anything larger is refused before JSON parsing."""
+MAX_MESSAGE_DEPTH = 8
+"""Client messages are one flat object; 4 KB of ``[`` (2,048 levels) would be a
+``RecursionError`` in the decoder, so deeper ones are refused before decoding."""
 MAX_SUBSCRIPTIONS = 16
 """Views one connection may follow at once (each costs a frame per tick)."""
 
@@ -152,7 +168,11 @@ def parse_message(
             "too_large", f"Messages are limited to {MAX_MESSAGE_BYTES} bytes; got {len(text)}."
         )
     try:
-        data = json.loads(text)
+        data = nesting.loads(text, max_depth=MAX_MESSAGE_DEPTH)
+    except nesting.TooDeep:
+        raise ProtocolError("too_deep", f"Messages nest at most {MAX_MESSAGE_DEPTH} levels "
+                            "deep; send one flat object such as "
+                            '{"action": "subscribe", "view": "cluster"}.') from None
     except ValueError as exc:
         raise ProtocolError("bad_json", f"Not valid JSON: {exc}.") from None
     if not isinstance(data, dict):

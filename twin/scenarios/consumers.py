@@ -23,12 +23,12 @@ consumer read the run once more and send it whole.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from twin.core import nesting
 from twin.core.choices import JobStatusChoices
 from twin.scenarios.models import ScenarioRun, group_name
 
@@ -100,8 +100,8 @@ class ScenarioConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
                       **kwargs: Any) -> None:
-        try:
-            message = json.loads(text_data or "")
+        try:  # nesting limited: 4 KB of "[" was a RecursionError that ended the socket
+            message = nesting.loads(text_data or "", max_depth=8)
         except ValueError:
             message = None
         if isinstance(message, dict) and message.get("action") == "ping":

@@ -7,6 +7,12 @@ a higher number as a restart; a stream over its backlog (batches or bytes) is
 the batch is appended and one idle drain slot is claimed for the caller to
 start. The views and the scraper call :func:`enqueue` after :mod:`.ingest` has
 parsed the batch.
+
+Sequence numbers are signed 64-bit (0 … 2^63 − 1, ``ingest.MAX_SEQ``), checked
+by the parser before this runs. Redis Lua numbers are doubles, exact only to
+2^53: the script never converts a sequence number to a number. It compares the
+decimal strings (a longer one is larger; equal lengths as two exact halves)
+and reports the stored number back as text, so the gap is computed in Python.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from twin.telemetry import keys, state
-from twin.telemetry.ingest import Batch
+from twin.telemetry.ingest import MAX_SEQ, Batch
 
 __all__ = ["KICK_TTL_MS", "EnqueueResult", "drainers", "enqueue"]
 
@@ -28,27 +34,48 @@ def drainers() -> int:
 KICK_TTL_MS = 60_000
 
 _ENQUEUE = """
-local gap, restart = 0, 0
+-- Sequence numbers are canonical decimal strings, 0 <= n <= 2^63 - 1. Lua numbers
+-- are doubles (exact only up to 2^53), so they are never converted whole: a longer
+-- string is larger; equal lengths compare as two halves of at most 10 and 9
+-- digits, each exact in a double. String '<' is not used (it follows the locale).
+local function cmp(a, b)
+  if #a ~= #b then return #a < #b and -1 or 1 end
+  local split = math.max(#a - 9, 0)
+  local ah, bh = tonumber(string.sub(a, 1, split)) or 0, tonumber(string.sub(b, 1, split)) or 0
+  if ah ~= bh then return ah < bh and -1 or 1 end
+  local al, bl = tonumber(string.sub(a, split + 1)), tonumber(string.sub(b, split + 1))
+  if al ~= bl then return al < bl and -1 or 1 end
+  return 0
+end
+local function valid(s)
+  return s ~= nil and #s <= 19 and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
+         and cmp(s, '9223372036854775807') <= 0
+end
+local restart, last = 0, ''
 if ARGV[1] ~= '' then
-  local seq = tonumber(ARGV[1])
-  local last = redis.call('GET', KEYS[2])
-  if not last then
-    if ARGV[2] == '?' then return {3, 0, -1, 0} end
-    if ARGV[2] ~= '' then last = ARGV[2] end
+  local seq = ARGV[1]
+  local stored = redis.call('GET', KEYS[2])
+  -- A value no valid batch could have left (an older version stored 2^63) is no value.
+  if not stored or not valid(stored) then
+    stored = nil
+    if ARGV[2] == '?' then return {3, '', -1, 0} end
+    if ARGV[2] ~= '' then stored = ARGV[2] end
   end
-  if last then
-    last = tonumber(last)
-    if seq <= last then
-      if seq <= 1 and last > 1 then restart = 1 else return {1, 0, -1, 0} end
-    elseif seq > last + 1 then
-      gap = seq - last - 1
+  if stored then
+    last = stored
+    if cmp(seq, stored) <= 0 then
+      if (seq == '0' or seq == '1') and cmp(stored, '1') > 0 then
+        restart = 1
+      else
+        return {1, stored, -1, 0}
+      end
     end
   end
 end
 if ARGV[6] == '1' then
   local queued = tonumber(redis.call('GET', KEYS[3]) or '0')
   if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[3]) or queued >= tonumber(ARGV[7]) then
-    return {2, 0, -1, 0}
+    return {2, last, -1, 0}
   end
 end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1], 'EX', 2592000) end
@@ -63,7 +90,7 @@ if ARGV[6] == '1' then
     end
   end
 end
-return {0, gap, kick, restart}
+return {0, last, kick, restart}
 """
 
 
@@ -73,6 +100,9 @@ class EnqueueResult:
     gap: int = 0
     restart: bool = False
     kicked: int = -1
+    current: int | None = None
+    """The agent's sequence number in Redis after the script (None: it has none):
+    the value the agent row follows (see ``ingest_views``)."""
 
 
 _scripts: dict[int, Any] = {}
@@ -100,15 +130,17 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
     used when Redis has none (it restarted); pass a callable to read it only
     in that case (the script asks, and is run again with the answer).
     """
+    if seq is not None and not 0 <= seq <= MAX_SEQ:
+        raise ValueError(f"sequence number {seq} is outside 0 … 2^63 − 1 (parse it with "
+                         f"ingest.check_seq)")
     r = state.redis_client()
     has_data = batch.accepted_values() > 0
     seq_key = keys.agent_seq(agent_id) if (agent_id is not None and seq is not None) else "-"
     script = _enqueue_script(r)
     payload = batch.payload(agent_id) if has_data else b""
-    known = "?" if callable(last_known_seq) else (
-        "" if last_known_seq is None else str(last_known_seq))
+    known = "?" if callable(last_known_seq) else _known(last_known_seq)
 
-    def run(known: str) -> tuple[int, ...]:
+    def run(known: str) -> tuple[int, bytes | str, int, int]:
         res = script(
             keys=[keys.stream(), seq_key, keys.stream_bytes(),
                   *[keys.drain_kick(i) for i in range(drainers())]],
@@ -117,17 +149,32 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
                   payload, KICK_TTL_MS, "1" if has_data else "0",
                   int(getattr(settings, "TELEMETRY_MAX_BACKLOG_BYTES", 512 * 1024 * 1024))],
         )
-        return tuple(int(x) for x in res)
+        code, last, kick, restart = res
+        if isinstance(last, bytes):
+            last = last.decode()
+        return int(code), last, int(kick), int(restart)
 
-    code, gap, kick, restart = run(known)
+    code, last, kick, restart = run(known)
     if code == 3:  # Redis has no sequence for this agent: ask the database once
         value = last_known_seq() if callable(last_known_seq) else None
-        code, gap, kick, restart = run("" if value is None else str(value))
+        code, last, kick, restart = run(_known(value))
+    previous = int(last) if last else None
     if code == 1:
-        return EnqueueResult("duplicate")
+        return EnqueueResult("duplicate", current=previous)
     if code == 2:
-        return EnqueueResult("busy")
+        return EnqueueResult("busy", current=previous)
     if has_data:
         r.sadd(keys.clusters(), batch.cluster_id)
+    gap = 0
+    if seq is not None and previous is not None and not restart and seq > previous + 1:
+        gap = seq - previous - 1  # in Python: exact for any 64-bit pair
     return EnqueueResult("queued" if has_data else "empty", gap=gap, restart=bool(restart),
-                         kicked=kick)
+                         kicked=kick, current=seq if seq is not None else None)
+
+
+def _known(value: int | None) -> str:
+    """A sequence number from the database for the script ('' when there is none or
+    it is not one the script accepts, e.g. a negative number set by hand)."""
+    if value is None or not 0 <= int(value) <= MAX_SEQ:
+        return ""
+    return str(int(value))

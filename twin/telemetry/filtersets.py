@@ -5,6 +5,7 @@ import django_filters as df
 from django.db.models import QuerySet
 from django_filters.widgets import BooleanWidget
 
+from twin.core.filtersets import TwinFilterSet
 from twin.telemetry.choices import (
     AlertRuleChoices,
     HealthChoices,
@@ -17,19 +18,19 @@ __all__ = ["AlertFilterSet", "CardHealthFilterSet", "MinuteFilterSet", "ScrapeTa
            "TelemetryAgentFilterSet"]
 
 
-class TelemetryAgentFilterSet(df.FilterSet):
+class TelemetryAgentFilterSet(TwinFilterSet):
     class Meta:
         model = TelemetryAgent
         fields = ["cluster", "is_active", "name"]
 
 
-class ScrapeTargetFilterSet(df.FilterSet):
+class ScrapeTargetFilterSet(TwinFilterSet):
     class Meta:
         model = ScrapeTarget
         fields = ["cluster", "enabled", "last_status"]
 
 
-class AlertFilterSet(df.FilterSet):
+class AlertFilterSet(TwinFilterSet):
     """``?cluster=&rule=&severity=&level=&active=true&acknowledged=false&card=&rack=``."""
 
     rule = df.MultipleChoiceFilter(choices=AlertRuleChoices.choices())
@@ -58,7 +59,7 @@ class AlertFilterSet(df.FilterSet):
         return queryset.filter(acknowledged_at__isnull=not value)
 
 
-class CardHealthFilterSet(df.FilterSet):
+class CardHealthFilterSet(TwinFilterSet):
     status = df.MultipleChoiceFilter(choices=HealthChoices.choices())
 
     class Meta:
@@ -66,7 +67,7 @@ class CardHealthFilterSet(df.FilterSet):
         fields = ["cluster", "card"]
 
 
-class MinuteFilterSet(df.FilterSet):
+class MinuteFilterSet(TwinFilterSet):
     """``?cluster=&level=rack&object_id=&since=&until=``."""
 
     level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())

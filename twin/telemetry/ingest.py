@@ -35,8 +35,8 @@ be a ``bin`` of little-endian int64.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,21 +45,30 @@ import msgpack
 import numpy as np
 from django.conf import settings
 
+from twin.core import nesting
 from twin.telemetry import state
 from twin.telemetry.metrics import HI, LO, METRIC_INDEX, validate_value
 
 __all__ = [
     "MAX_LISTED",
+    "MAX_SEQ",
     "BadBatch",
     "Batch",
+    "check_seq",
     "decode_document",
     "parse_native",
+    "parse_seq",
+    "parse_seq_header",
     "parse_timestamp",
     "time_window",
 ]
 
 MAX_LISTED = 1000
 """Rejected samples listed one by one in a response; the rest are only counted."""
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1
+"""Card ids are 64-bit (the database's and the layout's ``int64``): an id outside is
+no id at all, refused with a 400 on its field (an id inside that names no card of
+the cluster is a rejected sample)."""
 
 IDENTITY_KEYS = {"card", "uuid", "host", "hostname", "gpu", "ts", "metrics", "serial"}
 
@@ -141,18 +150,22 @@ def parse_timestamp(value: Any, *, field: str = "ts") -> float:
     if isinstance(value, bool):
         raise BadBatch(f"{field} must be Unix seconds or an ISO 8601 time", field=field)
     if isinstance(value, (int, float)):
-        ts = float(value)
+        try:
+            ts = float(value)
+        except OverflowError:  # an integer past the float range (1e308)
+            ts = math.inf
         if not math.isfinite(ts):
             raise BadBatch(f"{field} is not a finite number", field=field)
         return ts / 1000.0 if ts > 1e11 else ts
     if isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise BadBatch(f"{field} {value!r} is not an ISO 8601 time", field=field) from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.UTC)
-        return parsed.timestamp()
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.UTC)
+            return parsed.timestamp()
+        except (ValueError, OverflowError):
+            raise BadBatch(f"{field} {_short(value)} is not an ISO 8601 time",
+                           field=field) from None
     raise BadBatch(f"{field} must be Unix seconds or an ISO 8601 time", field=field)
 
 
@@ -170,31 +183,100 @@ def timestamp_problem(ts: float, now: float) -> str | None:
 # --------------------------------------------------------------------------
 
 def decode_document(body: bytes, content_type: str) -> dict[str, Any]:
-    """A JSON or msgpack body as a dict (``BadBatch`` otherwise; 415 for other types)."""
+    """A JSON or msgpack body as a dict (``BadBatch`` otherwise; 415 for other types).
+
+    Nesting is limited (``twin.core.nesting``): JSON is checked before it is
+    decoded (100,000 levels were a ``RecursionError``), msgpack right after
+    (its decoder stops at about a thousand levels itself, but that is deep
+    enough to break anything that walks the document later).
+    """
     ctype = (content_type or "").split(";")[0].strip().lower()
-    try:
-        if ctype in ("application/json", ""):
-            doc = json.loads(body)
-        elif ctype in ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack"):
-            doc = msgpack.unpackb(body, strict_map_key=False, raw=False)
-        else:
-            raise BadBatch(f"unsupported content type {ctype!r}: send application/json or "
-                           "application/msgpack (Prometheus text goes to …/metrics/)",
-                           status=415)
-    except (ValueError, UnicodeDecodeError, msgpack.ExtraData, msgpack.FormatError,
-            msgpack.StackError) as exc:
-        raise BadBatch(f"the body is not valid {ctype or 'JSON'}: {exc}") from None
+    if ctype in ("application/json", ""):
+        try:
+            doc = nesting.loads(body)
+        except ValueError as exc:  # UnicodeDecodeError and TooDeep included
+            raise BadBatch(f"the body is not valid {ctype or 'JSON'}: {exc}") from None
+    elif ctype in ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack"):
+        doc = _unpack(body)
+    else:
+        raise BadBatch(f"unsupported content type {ctype!r}: send application/json or "
+                       "application/msgpack (Prometheus text goes to …/metrics/)",
+                       status=415)
     if not isinstance(doc, dict):
         raise BadBatch("the body must be an object with seq, ts and cards (or columns)")
     return doc
 
 
+def _unpack(body: bytes) -> Any:
+    """A msgpack body, or ``BadBatch`` saying why not (msgpack's own messages are
+    often empty: ``FormatError()``, ``StackError()``)."""
+    try:
+        doc = msgpack.unpackb(body, strict_map_key=False, raw=False)
+        nesting.check_depth(doc)
+    except msgpack.ExtraData:
+        reason = "extra bytes after the first msgpack object: send one map per request"
+    except msgpack.StackError:
+        reason = f"nesting too deep: more than {nesting.MAX_DEPTH} levels of arrays and maps"
+    except nesting.TooDeep as exc:
+        reason = str(exc)
+    except msgpack.FormatError as exc:
+        reason = str(exc) or "a byte that starts no msgpack type (0xc1 is reserved)"
+    except UnicodeDecodeError as exc:
+        reason = f"a str that is not UTF-8 ({exc.reason}): send binary data as bin"
+    except TypeError:
+        reason = "a map key that is an array or a map: keys must be strings or numbers"
+    except ValueError as exc:
+        reason = str(exc) or "truncated or malformed data"
+    else:
+        return doc
+    raise BadBatch(f"the body is not valid application/msgpack: {reason}")
+
+
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number: agents' counters, the database column and the
+Redis script all hold a signed 64-bit integer (see :mod:`.enqueue`)."""
+
+_SEQ_TEXT = re.compile(r"[0-9]{1,19}")
+
+
+def check_seq(value: Any, *, field: str = "seq") -> int:
+    """``value`` as a sequence number (0 ≤ seq ≤ 2^63 − 1), else ``BadBatch`` on ``field``.
+
+    Checked while parsing, before anything is queued or stored: a number the
+    database cannot hold would otherwise fail *after* the batch was queued and
+    the number stored in Redis (issue 11: every later batch was then a
+    "duplicate").
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+        raise BadBatch(f"{field} must be an integer from 0 to {MAX_SEQ:,} (2^63 − 1), the "
+                       f"agent's batch number, one more for every batch it sends; got "
+                       f"{_short(value)}", field=field)
+    return value
+
+
 def parse_seq(doc: dict[str, Any]) -> int:
-    seq = doc.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise BadBatch("seq must be a non-negative integer: the agent's batch number, one "
-                       "more for every batch it sends", field="seq")
-    return seq
+    """The document's ``seq`` (see :func:`check_seq`)."""
+    return check_seq(doc.get("seq"))
+
+
+def parse_seq_header(text: str, *, field: str = "X-Telemetry-Seq") -> int:
+    """A sequence number sent as a header: ASCII digits only (``int()`` would also
+    take ``"+5"``, ``" 5"``, ``"5_000"`` and other scripts' digits)."""
+    if not _SEQ_TEXT.fullmatch(text):
+        raise BadBatch(f"{field} must be an integer from 0 to {MAX_SEQ:,} (2^63 − 1) in "
+                       f"decimal digits; got {_short(text)}", field=field)
+    return check_seq(int(text), field=field)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A client's value for an error message, cut short (a 10,000-digit number or a
+    deeply nested list must not be echoed whole)."""
+    if isinstance(value, (list, dict)):
+        return f"a {type(value).__name__}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"a {value.bit_length()}-bit number"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_native(doc: dict[str, Any], lay: state.Layout, now: float | None = None) -> Batch:
@@ -236,15 +318,18 @@ def _resolve_card(row: dict[str, Any], lay: state.Layout) -> tuple[int, Any]:
     if "card" in row:
         ref = row["card"]
         if isinstance(ref, bool) or not isinstance(ref, int):
-            return -1, ref
+            return -1, _jsonable(ref)
+        if not ID_MIN <= ref <= ID_MAX:
+            return -3, ref
         return int(lay.ordinals([ref])[0]), ref
     if "uuid" in row:
-        ref = row["uuid"]
-        key = str(ref).lower().removeprefix("gpu-")
-        return lay.uuid_map().get(key, -1), ref
+        ref = _jsonable(row["uuid"])
+        if not isinstance(ref, str):
+            return -1, ref
+        return lay.uuid_map().get(ref.lower().removeprefix("gpu-"), -1), ref
     host = row.get("host", row.get("hostname"))
     if host is not None and "gpu" in row:
-        ref = f"{host}/gpu{row['gpu']}"
+        ref = f"{_plain(host)}/gpu{_plain(row['gpu'])}"
         try:
             gpu = int(row["gpu"])
         except (TypeError, ValueError):
@@ -268,6 +353,9 @@ def _parse_rows(doc: dict[str, Any], lay: state.Layout, ts: float, now: float) -
         if ordinal == -2:
             raise BadBatch(f"cards[{i}] names no card: give card (id), uuid, or host and gpu",
                            field=f"cards[{i}]")
+        if ordinal == -3:
+            raise BadBatch(f"cards[{i}].card {_short(ref)} is no card id: ids are 64-bit "
+                           f"integers (at most {ID_MAX:,})", field=f"cards[{i}].card")
         metrics = row.get("metrics")
         if metrics is None:
             metrics = {k: v for k, v in row.items() if k not in IDENTITY_KEYS}
@@ -324,13 +412,37 @@ def _parse_rows(doc: dict[str, Any], lay: state.Layout, ts: float, now: float) -
 
 
 def _jsonable(value: Any) -> Any:
+    """A client's value as it may be echoed in a JSON answer: short, and only JSON types."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, (bytes, bytearray)):
         return f"<{len(value)} bytes>"
-    return value
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 128 else _short(value)
+    if isinstance(value, str):
+        return value if len(value) <= 200 else value[:199] + "…"
+    return _short(value, 100)  # containers, msgpack ext types
+
+
+def _plain(value: Any, limit: int = 100) -> str:
+    """A string or number as text in a reference (``node0/gpu3``), cut short; anything
+    else as :func:`_short` describes it."""
+    if isinstance(value, str) or (isinstance(value, int) and value.bit_length() <= 1024):
+        text = str(value)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _short(value)
+
+
+def _as_float(value: Any) -> float:
+    """``float(value)``, with integers past the float range as ±inf."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _declared_cards(cards: Any, lay: state.Layout) -> tuple[int | None, np.ndarray | None,
@@ -362,7 +474,12 @@ def _declared_cards(cards: Any, lay: state.Layout) -> tuple[int | None, np.ndarr
             ids = np.frombuffer(raw, dtype="<i8")
         elif isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool)
                                            for x in raw):
-            ids = np.array(raw, dtype=np.int64)
+            try:
+                ids = np.array(raw, dtype=np.int64)
+            except OverflowError:  # look for the culprit only when there is one
+                k, x = next((k, x) for k, x in enumerate(raw) if not ID_MIN <= x <= ID_MAX)
+                raise BadBatch(f"cards.ids[{k}] {_short(x)} is no card id: ids are 64-bit "
+                               f"integers (at most {ID_MAX:,})", field=f"cards.ids[{k}]") from None
         else:
             raise BadBatch("cards.ids must be a list of card ids", field="cards.ids")
         ords = lay.ordinals(ids)
@@ -372,9 +489,10 @@ def _declared_cards(cards: Any, lay: state.Layout) -> tuple[int | None, np.ndarr
         if not isinstance(raw, list):
             raise BadBatch("cards.uuids must be a list", field="cards.uuids")
         umap = lay.uuid_map()
-        ords = np.array([umap.get(str(u).lower().removeprefix("gpu-"), -1) for u in raw],
-                        dtype=np.int64)
-        return None, ords, ords < 0, raw
+        refs = [_jsonable(u) for u in raw]
+        ords = np.array([umap.get(u.lower().removeprefix("gpu-"), -1) if isinstance(u, str)
+                         else -1 for u in refs], dtype=np.int64)
+        return None, ords, ords < 0, refs
     raise BadBatch("cards must contain range, ids or uuids", field="cards")
 
 
@@ -398,7 +516,10 @@ def _column(raw: Any, key: str, count: int) -> tuple[np.ndarray, np.ndarray | No
                for v in raw):
         raise BadBatch(f"column {key} must hold numbers or null", field=f"columns.{key}")
     nulls = np.fromiter((v is None for v in raw), dtype=bool, count=count)
-    arr = np.array([0.0 if v is None else v for v in raw], dtype=np.float64)
+    try:
+        arr = np.array([0.0 if v is None else v for v in raw], dtype=np.float64)
+    except OverflowError:  # an integer past the float range: out of range, like inf
+        arr = np.array([0.0 if v is None else _as_float(v) for v in raw], dtype=np.float64)
     nan_sent = np.isnan(arr) & ~nulls  # JSON NaN: a reading to reject, unlike null
     arr[nulls | nan_sent] = np.nan
     return arr, nan_sent

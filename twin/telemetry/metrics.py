@@ -33,6 +33,7 @@ drop them (``is_dcgm_blank``) instead of rejecting them as absurd.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,10 +170,11 @@ DCGM_FP64_BLANK = 140737488355328.0
 def is_dcgm_blank(value: float) -> bool:
     """True for DCGM's "no value" sentinels (blank, not found, not supported,
     not permissioned) in their int64, int32 and fp64 forms. Compared as floats
-    because the exposition prints them as decimal integers we parse as floats."""
-    return (value >= 9.2233720368547758e18
-            or DCGM_INT32_BLANK <= value <= DCGM_INT32_BLANK + 3
-            or DCGM_FP64_BLANK <= value <= DCGM_FP64_BLANK + 3)
+    because the exposition prints them as decimal integers we parse as floats.
+    Infinities are not sentinels (``+Inf`` is a reading to reject as infinite)."""
+    return math.isfinite(value) and (value >= 9.2233720368547758e18
+                                     or DCGM_INT32_BLANK <= value <= DCGM_INT32_BLANK + 3
+                                     or DCGM_FP64_BLANK <= value <= DCGM_FP64_BLANK + 3)
 
 
 def metric(key: str) -> Metric:
@@ -186,8 +188,13 @@ def metric(key: str) -> Metric:
 def validate_value(index: int, value: object) -> str | None:
     """Why ``value`` is not a valid reading of metric ``index`` (None if it is)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"not a number: {value!r}"
-    v = float(value)
+        text = f"a {type(value).__name__}" if isinstance(value, (list, dict)) else repr(value)
+        return f"not a number: {text if len(text) <= 40 else text[:39] + '…'}"
+    try:
+        v = float(value)
+    except OverflowError:  # an integer past the float range (±1.8e308)
+        return f"{'above' if value > 0 else 'below'} the valid range (an integer of " \
+               f"{value.bit_length()} bits)"
     if v != v:
         return "NaN is not a reading"
     m = METRICS[index]

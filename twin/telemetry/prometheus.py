@@ -9,7 +9,9 @@ host label (``Hostname`` in some exporter versions, ``hostname`` in others)
 with the ``gpu`` index (the server's slot). Samples of MIG instances
 (a non-empty ``GPU_I_ID``) describe a slice, not the card, and are ignored.
 DCGM's "not supported" sentinel (9223372036854775794) and its other blank
-values are dropped; NaN is valid in the format but never becomes a reading.
+values are dropped; NaN is valid in the format but never becomes a reading, and
+``+Inf``/``-Inf`` are rejected as infinite (they are no sentinel, though a
+float comparison would put ``+Inf`` past the largest one).
 """
 from __future__ import annotations
 
@@ -208,7 +210,7 @@ def batch_from_exposition(samples: list[Sample], lay: state.Layout,
             dropped["mig_instance"] += 1
             continue
         j, scale = mapped
-        if not math.isnan(s.value) and is_dcgm_blank(s.value):
+        if math.isfinite(s.value) and is_dcgm_blank(s.value):
             dropped["not_supported"] += 1
             continue
         ordinal, ref = _card_of(s.labels, lay)

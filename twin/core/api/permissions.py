@@ -1,8 +1,8 @@
 """Who may read and write through the API."""
 from django.conf import settings
-from rest_framework.permissions import SAFE_METHODS, DjangoModelPermissions
+from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
 
-__all__ = ["TwinModelPermissions"]
+__all__ = ["TwinModelPermissions", "TwinReadOnlyPermissions"]
 
 
 class TwinModelPermissions(DjangoModelPermissions):
@@ -17,3 +17,16 @@ class TwinModelPermissions(DjangoModelPermissions):
         if getattr(view, "_ignore_model_permissions", False):
             return bool(request.user and request.user.is_authenticated)
         return super().has_permission(request, view)
+
+
+class TwinReadOnlyPermissions(BasePermission):
+    """For a read-only endpoint without a model (the presets): reads as
+    :class:`TwinModelPermissions` allows them; any other method passes, for the
+    view to answer 405. (``DjangoModelPermissions`` asserts that the view has a
+    queryset: a ``POST`` there was an ``AssertionError``, a 500.)"""
+
+    def has_permission(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+        if request.method not in SAFE_METHODS:
+            return True
+        return bool(settings.TWIN_PUBLIC_READ
+                    or (request.user and request.user.is_authenticated))

@@ -28,6 +28,8 @@ from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 from rest_framework.settings import api_settings
 
+from twin.core.bounds import AtLeast, AtMost
+
 __all__ = ["PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
 
 
@@ -58,6 +60,23 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
 
     def get_display(self, obj: models.Model) -> str:
         return str(obj)
+
+    def build_standard_field(self, field_name: str,
+                             model_field: models.Field) -> tuple[type, dict[str, Any]]:
+        """DRF's field, with the messages of the model's bounds (``twin.core.bounds``):
+        DRF turns them into ``min_value``/``max_value`` (and the schema into
+        ``minimum``/``maximum``) but would say them without the unit."""
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        messages = {}
+        for validator in model_field.validators:
+            if isinstance(validator, AtMost) and kwargs.get("max_value") == validator.limit_value:
+                messages["max_value"] = validator.api_message
+            elif isinstance(validator, AtLeast) and \
+                    kwargs.get("min_value") == validator.limit_value:
+                messages["min_value"] = validator.api_message
+        if messages:
+            kwargs["error_messages"] = {**kwargs.get("error_messages", {}), **messages}
+        return field_class, kwargs
 
     # --- hook -------------------------------------------------------------
     def build(self, attrs: dict[str, Any]) -> models.Model:

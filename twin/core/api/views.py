@@ -8,7 +8,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 
+from twin.core.api.parsers import TwinJSONParser
 from twin.core.throttling import LoginRateThrottle, LoginThrottled
 
 __all__ = ["ThrottledSerializer", "TokenSerializer", "TokenView"]
@@ -39,6 +41,8 @@ class TokenView(ObtainAuthToken):
     attempts are rate-limited per address (``twin.core.throttling``)."""
 
     throttle_classes = [LoginRateThrottle]
+    # DRF's view names its own parsers; ours has the nesting limit.
+    parser_classes = (FormParser, MultiPartParser, TwinJSONParser)
 
     def throttled(self, request: Any, wait: float | None) -> None:
         raise LoginThrottled(wait)

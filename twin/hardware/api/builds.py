@@ -28,7 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
-from twin.core.api.permissions import TwinModelPermissions
+from twin.core.api.permissions import TwinModelPermissions, TwinReadOnlyPermissions
 from twin.hardware.api.serializers import (
     BuildRequestSerializer,
     ClusterBuildSerializer,
@@ -95,7 +95,10 @@ def _jsonable(value: Any) -> Any:
 
 
 class PresetViewSet(viewsets.ViewSet):
-    """Cluster presets a build can start from."""
+    """Cluster presets a build can start from (read-only: other methods are 405)."""
+
+    permission_classes = [TwinReadOnlyPermissions]
+    http_method_names = ["get", "head", "options"]
 
     @extend_schema(responses=PresetSerializer(many=True))
     def list(self, request: Request) -> Response:

@@ -8,6 +8,7 @@ the catalogue's TDP, the cluster name and the checks around them.
 from __future__ import annotations
 
 from simulation.power import RackBudgetError
+from twin.hardware.constants import MAX_RACK_BUDGET_W
 from twin.hardware.presets import PRESETS, ClusterPlan, Preset
 
 __all__ = ["BuildError", "catalogue_tdp", "check_build", "plan_build", "resolve"]
@@ -70,6 +71,10 @@ def plan_build(
         if isinstance(rack_budget_w, bool) or not isinstance(rack_budget_w, int):
             raise BuildError("rack_budget_w", f"The rack budget must be a whole number of "
                                               f"watts, not {rack_budget_w!r}.")
+        if rack_budget_w > MAX_RACK_BUDGET_W:
+            raise BuildError("rack_budget_w", f"The rack budget is at most "
+                                              f"{MAX_RACK_BUDGET_W:,} W (1 MW), not "
+                                              f"{rack_budget_w:,} W.")
         if rack_budget_w <= 0:
             server_w = spec.supernode.server_draw(card_tdp_w).total_w
             raise BuildError("rack_budget_w", f"The rack budget must be positive, not "

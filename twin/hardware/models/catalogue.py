@@ -5,8 +5,17 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.hardware.constants import (
+    MAX_CARD_TDP_W,
+    MAX_HBM_GIB,
+    MAX_HBM_TBPS,
+    MAX_SCALEUP_GBYTES,
+    MAX_SCALEUP_LINKS,
+    MAX_TFLOPS,
+)
 from twin.hardware.models.racks import BudgetedWrite, Rack
 
 __all__ = ["AcceleratorType"]
@@ -31,17 +40,24 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=100, unique=True)
     vendor = models.CharField(max_length=50)
-    fp32_tflops = models.FloatField("FP32 TFLOP/s", null=True, blank=True)
-    tf32_tflops = models.FloatField("TF32 TFLOP/s", null=True, blank=True)
-    bf16_tflops = models.FloatField("BF16/FP16 TFLOP/s")
-    fp8_tflops = models.FloatField("FP8 TFLOP/s", null=True, blank=True)
-    hbm_gib = models.FloatField("HBM (GiB)")
-    hbm_tbps = models.FloatField("HBM bandwidth (TB/s)")
-    tdp_w = models.PositiveIntegerField("TDP (W)")
-    idle_w = models.PositiveIntegerField("Idle (W)")
-    scaleup_links = models.PositiveSmallIntegerField("Scale-up links")
+    fp32_tflops = models.FloatField("FP32 TFLOP/s", null=True, blank=True,
+                                    validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
+    tf32_tflops = models.FloatField("TF32 TFLOP/s", null=True, blank=True,
+                                    validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
+    bf16_tflops = models.FloatField("BF16/FP16 TFLOP/s",
+                                    validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
+    fp8_tflops = models.FloatField("FP8 TFLOP/s", null=True, blank=True,
+                                   validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
+    hbm_gib = models.FloatField("HBM (GiB)", validators=bounded(0, MAX_HBM_GIB, "GiB"))
+    hbm_tbps = models.FloatField("HBM bandwidth (TB/s)",
+                                 validators=bounded(0, MAX_HBM_TBPS, "TB/s"))
+    tdp_w = models.PositiveIntegerField("TDP (W)", validators=bounded(1, MAX_CARD_TDP_W, "W"))
+    idle_w = models.PositiveIntegerField("Idle (W)", validators=bounded(0, MAX_CARD_TDP_W, "W"))
+    scaleup_links = models.PositiveSmallIntegerField(
+        "Scale-up links", validators=bounded(0, MAX_SCALEUP_LINKS, "links"))
     scaleup_gbps = models.FloatField(
-        "Scale-up bandwidth (GB/s)", help_text="Aggregate bidirectional, as on the datasheet."
+        "Scale-up bandwidth (GB/s)", help_text="Aggregate bidirectional, as on the datasheet.",
+        validators=bounded(0, MAX_SCALEUP_GBYTES, "GB/s"),
     )
     source = models.URLField(max_length=400, help_text="Where the figures come from.")
     notes = models.TextField(blank=True)
@@ -56,6 +72,15 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 condition=Q(bf16_tflops__gt=0) & Q(hbm_gib__gt=0) & Q(hbm_tbps__gt=0)
                 & Q(scaleup_gbps__gte=0),
                 name="accelerator_figures_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(bf16_tflops__lte=MAX_TFLOPS) & Q(hbm_gib__lte=MAX_HBM_GIB)
+                & Q(hbm_tbps__lte=MAX_HBM_TBPS) & Q(tdp_w__gte=1) & Q(tdp_w__lte=MAX_CARD_TDP_W)
+                & Q(scaleup_links__lte=MAX_SCALEUP_LINKS) & Q(scaleup_gbps__lte=MAX_SCALEUP_GBYTES)
+                & Q(fp32_tflops__gte=0) & Q(fp32_tflops__lte=MAX_TFLOPS)
+                & Q(tf32_tflops__gte=0) & Q(tf32_tflops__lte=MAX_TFLOPS)
+                & Q(fp8_tflops__gte=0) & Q(fp8_tflops__lte=MAX_TFLOPS),
+                name="accelerator_figures_bounded",
             ),
         ]
 
@@ -86,11 +111,9 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        for field in ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops", "hbm_gib",
-                      "hbm_tbps", "scaleup_gbps"):
-            value = getattr(self, field)
-            if value is not None and value < 0:
-                errors[field] = "Must not be negative."
+        for field in ("bf16_tflops", "hbm_gib", "hbm_tbps"):  # ≥ 0 is the fields' own check
+            if getattr(self, field) == 0:
+                errors[field] = "Must be positive: every card has some."
         if self.idle_w is not None and self.tdp_w is not None and self.idle_w > self.tdp_w:
             errors["idle_w"] = f"Idle draw {self.idle_w} W exceeds the TDP of {self.tdp_w} W."
         stored = self.stored_tdp_w()

@@ -7,9 +7,16 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.bounds import AtMost, bounded
 from twin.core.deletion import DeletionBlocked, GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import FabricChoices
+from twin.hardware.constants import (
+    MAX_DEVICE_LATENCY_NS,
+    MAX_LINK_GBPS,
+    MAX_LINK_LATENCY_NS,
+    MAX_SUPERNODE_CARDS,
+)
 
 __all__ = ["Cluster", "SuperNode"]
 
@@ -66,14 +73,18 @@ class SuperNode(GuardedDeletion, TimestampedModel):
     name = models.CharField(max_length=100)
     index = models.PositiveIntegerField(help_text="Position of the supernode in its cluster.")
     fabric = models.CharField(max_length=20, choices=FabricChoices.choices())
-    card_count = models.PositiveIntegerField(help_text="Cards the fabric is designed for.")
+    card_count = models.PositiveIntegerField(help_text="Cards the fabric is designed for.",
+                                             validators=bounded(1, MAX_SUPERNODE_CARDS, "cards"))
     dim_x = models.PositiveSmallIntegerField(default=1)
     dim_y = models.PositiveSmallIntegerField(default=1)
     dim_z = models.PositiveSmallIntegerField(default=1)
-    link_gbps = models.FloatField("Link bandwidth (Gb/s)", help_text="Per link, per direction.")
-    link_latency_ns = models.FloatField("Link latency (ns)")
+    link_gbps = models.FloatField("Link bandwidth (Gb/s)", help_text="Per link, per direction.",
+                                  validators=[AtMost(MAX_LINK_GBPS, "Gb/s")])
+    link_latency_ns = models.FloatField("Link latency (ns)",
+                                        validators=bounded(0, MAX_LINK_LATENCY_NS, "ns"))
     switch_latency_ns = models.FloatField(
-        "Switch latency (ns)", default=0, help_text="Added per switch traversed (star, fat tree)."
+        "Switch latency (ns)", default=0, help_text="Added per switch traversed (star, fat tree).",
+        validators=bounded(0, MAX_DEVICE_LATENCY_NS, "ns"),
     )
     in_switch_reduction = models.BooleanField(
         "In-switch reduction", default=False,
@@ -94,6 +105,12 @@ class SuperNode(GuardedDeletion, TimestampedModel):
             models.CheckConstraint(
                 condition=Q(card_count__gt=0) & Q(dim_x__gt=0) & Q(dim_y__gt=0) & Q(dim_z__gt=0),
                 name="supernode_sizes_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(card_count__lte=MAX_SUPERNODE_CARDS) & Q(link_gbps__lte=MAX_LINK_GBPS)
+                & Q(link_latency_ns__lte=MAX_LINK_LATENCY_NS)
+                & Q(switch_latency_ns__lte=MAX_DEVICE_LATENCY_NS),
+                name="supernode_figures_bounded",
             ),
         ]
 
@@ -116,10 +133,6 @@ class SuperNode(GuardedDeletion, TimestampedModel):
         errors: dict[str, str] = {}
         if self.link_gbps is not None and self.link_gbps <= 0:
             errors["link_gbps"] = "Link bandwidth must be positive."
-        if self.link_latency_ns is not None and self.link_latency_ns < 0:
-            errors["link_latency_ns"] = "Latency must not be negative."
-        if self.switch_latency_ns is not None and self.switch_latency_ns < 0:
-            errors["switch_latency_ns"] = "Latency must not be negative."
         dims = [d for d in (self.dim_x, self.dim_y, self.dim_z) if d is not None]
         if self.card_count and len(dims) == 3:
             product = math.prod(dims)

@@ -11,9 +11,15 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.bounds import AtMost, bounded
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import LinkKindChoices, LinkStatusChoices
-from twin.hardware.constants import CARD_ENDPOINT, allowed_link_kinds
+from twin.hardware.constants import (
+    CARD_ENDPOINT,
+    MAX_LINK_GBPS,
+    MAX_LINK_LATENCY_NS,
+    allowed_link_kinds,
+)
 
 __all__ = ["Link", "links_touching"]
 
@@ -52,8 +58,10 @@ class Link(TimestampedModel):
     b_device = models.ForeignKey("hardware.NetworkDevice", on_delete=models.CASCADE, null=True,
                                  blank=True, related_name="links_b")
     kind = models.CharField(max_length=12, choices=LinkKindChoices.choices())
-    bandwidth_gbps = models.FloatField("Bandwidth (Gb/s)", help_text="Per direction.")
-    latency_ns = models.FloatField("Latency (ns)")
+    bandwidth_gbps = models.FloatField("Bandwidth (Gb/s)", help_text="Per direction.",
+                                       validators=[AtMost(MAX_LINK_GBPS, "Gb/s")])
+    latency_ns = models.FloatField("Latency (ns)",
+                                   validators=bounded(0, MAX_LINK_LATENCY_NS, "ns"))
     status = models.CharField(max_length=10, choices=LinkStatusChoices.choices(),
                               default=LinkStatusChoices.UP, db_index=True)
 
@@ -64,6 +72,9 @@ class Link(TimestampedModel):
             models.CheckConstraint(condition=_one_end("b"), name="link_b_one_end"),
             models.CheckConstraint(condition=Q(bandwidth_gbps__gt=0), name="link_bandwidth_pos"),
             models.CheckConstraint(condition=Q(latency_ns__gte=0), name="link_latency_valid"),
+            models.CheckConstraint(condition=Q(bandwidth_gbps__lte=MAX_LINK_GBPS)
+                                   & Q(latency_ns__lte=MAX_LINK_LATENCY_NS),
+                                   name="link_figures_bounded"),
         ]
 
     def __str__(self) -> str:
@@ -94,8 +105,6 @@ class Link(TimestampedModel):
         errors: dict[str, str] = {}
         if self.bandwidth_gbps is not None and self.bandwidth_gbps <= 0:
             errors["bandwidth_gbps"] = "Bandwidth must be positive."
-        if self.latency_ns is not None and self.latency_ns < 0:
-            errors["latency_ns"] = "Latency must not be negative."
         for side in ("a", "b"):
             has_card = bool(getattr(self, f"{side}_card_id"))
             has_device = bool(getattr(self, f"{side}_device_id"))

@@ -5,10 +5,17 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import DeviceKindChoices
-from twin.hardware.constants import DEVICE_TIER
+from twin.hardware.constants import (
+    DEVICE_TIER,
+    MAX_DEVICE_LATENCY_NS,
+    MAX_DEVICE_PORTS,
+    MAX_DEVICE_POWER_W,
+    MAX_LINK_GBPS,
+)
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 
 __all__ = ["NetworkDevice"]
@@ -30,10 +37,13 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
     kind = models.CharField(max_length=20, choices=DeviceKindChoices.choices(), db_index=True)
     name = models.CharField(max_length=100)
     model = models.CharField(max_length=100, blank=True)
-    ports = models.PositiveSmallIntegerField()
-    port_gbps = models.PositiveIntegerField("Port speed (Gb/s)")
-    latency_ns = models.FloatField("Forwarding latency (ns)", default=0)
-    power_w = models.PositiveIntegerField("Power (W)")
+    ports = models.PositiveSmallIntegerField(validators=bounded(1, MAX_DEVICE_PORTS, "ports"))
+    port_gbps = models.PositiveIntegerField("Port speed (Gb/s)",
+                                            validators=bounded(1, MAX_LINK_GBPS, "Gb/s"))
+    latency_ns = models.FloatField("Forwarding latency (ns)", default=0,
+                                   validators=bounded(0, MAX_DEVICE_LATENCY_NS, "ns"))
+    power_w = models.PositiveIntegerField("Power (W)",
+                                          validators=bounded(0, MAX_DEVICE_POWER_W, "W"))
 
     class Meta:
         ordering = ["cluster", "kind", "name"]
@@ -42,6 +52,11 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
             models.CheckConstraint(condition=Q(ports__gt=0) & Q(port_gbps__gt=0),
                                    name="device_ports_positive"),
             models.CheckConstraint(condition=Q(latency_ns__gte=0), name="device_latency_valid"),
+            models.CheckConstraint(
+                condition=Q(ports__lte=MAX_DEVICE_PORTS) & Q(port_gbps__lte=MAX_LINK_GBPS)
+                & Q(latency_ns__lte=MAX_DEVICE_LATENCY_NS) & Q(power_w__lte=MAX_DEVICE_POWER_W),
+                name="device_figures_bounded",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -67,8 +82,6 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.latency_ns is not None and self.latency_ns < 0:
-            errors["latency_ns"] = "Latency must not be negative."
         if self.server_id:
             if self.rack_id and self.server.rack_id != self.rack_id:
                 errors["rack"] = "A device inside a server sits in that server's rack."

@@ -45,10 +45,16 @@ from django.db.models import Case, F, FloatField, OuterRef, Q, Subquery, Sum, Va
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce
 
+from twin.core.bounds import AtLeast, AtMost, bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.choices import CoolingChoices
-from twin.hardware.constants import DEFAULT_PUE, DEFAULT_RACK_BUDGET_W
+from twin.hardware.constants import (
+    DEFAULT_PUE,
+    DEFAULT_RACK_BUDGET_W,
+    MAX_PUE,
+    MAX_RACK_BUDGET_W,
+)
 from twin.hardware.models.budget import NAMED_OVERLOADS, OverBudget, Overload
 
 __all__ = [
@@ -373,11 +379,16 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
     name = models.CharField(max_length=100)
     row = models.PositiveIntegerField(help_text="Floor position: row.")
     slot = models.PositiveIntegerField(help_text="Floor position: slot within the row.")
-    power_budget_w = models.PositiveIntegerField("Power budget (W)", default=DEFAULT_RACK_BUDGET_W)
+    power_budget_w = models.PositiveIntegerField("Power budget (W)", default=DEFAULT_RACK_BUDGET_W,
+                                                 validators=bounded(1, MAX_RACK_BUDGET_W, "W"))
     cooling = models.CharField(
         max_length=10, choices=CoolingChoices.choices(), default=CoolingChoices.LIQUID
     )
-    pue = models.FloatField("PUE", default=DEFAULT_PUE[CoolingChoices.LIQUID])
+    pue = models.FloatField("PUE", default=DEFAULT_PUE[CoolingChoices.LIQUID], validators=[
+        AtLeast(1.0, message="PUE is facility power over IT power: it cannot be below 1.0."),
+        AtMost(MAX_PUE, message=f"A PUE above {MAX_PUE} is no working data centre (the worst "
+                                "surveyed are near 2.5)."),
+    ])
 
     objects = RackQuerySet.as_manager()
 
@@ -388,6 +399,8 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
             models.UniqueConstraint(fields=["cluster", "row", "slot"], name="rack_unique_position"),
             models.CheckConstraint(condition=Q(power_budget_w__gt=0), name="rack_budget_positive"),
             models.CheckConstraint(condition=Q(pue__gte=1.0), name="rack_pue_at_least_one"),
+            models.CheckConstraint(condition=Q(power_budget_w__lte=MAX_RACK_BUDGET_W)
+                                   & Q(pue__lte=MAX_PUE), name="rack_figures_bounded"),
         ]
 
     def __str__(self) -> str:
@@ -470,8 +483,6 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.pue is not None and self.pue < 1.0:
-            errors["pue"] = "PUE is facility power over IT power: it cannot be below 1.0."
         if self.supernode_id and self.cluster_id and self.supernode.cluster_id != self.cluster_id:
             errors["supernode"] = "The supernode belongs to another cluster."
         if self.pk and self.power_budget_w is not None:

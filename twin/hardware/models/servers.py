@@ -8,8 +8,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.hardware.constants import (
+    MAX_CARDS_PER_SERVER,
+    MAX_LINK_GBPS,
+    MAX_NICS_PER_SERVER,
+    MAX_SERVER_OVERHEAD_W,
+)
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack, carried_w
 
 __all__ = ["Server"]
@@ -32,12 +39,16 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
     position = models.PositiveSmallIntegerField(default=0, help_text="Slot within the rack.")
     hostname = models.CharField(max_length=100, blank=True, db_index=True,
                                 help_text="Host name telemetry agents report.")
-    cards_per_server = models.PositiveSmallIntegerField(default=8)
+    cards_per_server = models.PositiveSmallIntegerField(
+        default=8, validators=bounded(1, MAX_CARDS_PER_SERVER, "cards"))
     overhead_w = models.PositiveIntegerField(
-        "Overhead (W)", default=1800, help_text="CPU, memory, NIC and fan draw besides cards."
+        "Overhead (W)", default=1800, help_text="CPU, memory, NIC and fan draw besides cards.",
+        validators=bounded(0, MAX_SERVER_OVERHEAD_W, "W"),
     )
-    nic_count = models.PositiveSmallIntegerField("NICs", default=2)
-    nic_gbps = models.PositiveIntegerField("NIC speed (Gb/s)", default=400)
+    nic_count = models.PositiveSmallIntegerField(
+        "NICs", default=2, validators=bounded(0, MAX_NICS_PER_SERVER, "NICs"))
+    nic_gbps = models.PositiveIntegerField("NIC speed (Gb/s)", default=400,
+                                           validators=bounded(0, MAX_LINK_GBPS, "Gb/s"))
 
     class Meta:
         ordering = ["rack", "position"]
@@ -45,6 +56,12 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
             models.UniqueConstraint(fields=["rack", "name"], name="server_unique_name_in_rack"),
             models.CheckConstraint(condition=Q(cards_per_server__gt=0),
                                    name="server_cards_positive"),
+            models.CheckConstraint(
+                condition=Q(cards_per_server__lte=MAX_CARDS_PER_SERVER)
+                & Q(overhead_w__lte=MAX_SERVER_OVERHEAD_W) & Q(nic_count__lte=MAX_NICS_PER_SERVER)
+                & Q(nic_gbps__lte=MAX_LINK_GBPS),
+                name="server_figures_bounded",
+            ),
         ]
 
     def __str__(self) -> str:

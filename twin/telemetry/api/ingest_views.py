@@ -19,12 +19,14 @@ lets a batch for a deleted cluster through.
 Answers (JSON): 202 with ``accepted`` (card-samples), ``values``, ``rejected``
 (each sample with its reason, at most ``ingest.MAX_LISTED`` listed) and
 ``rejected_total``, the sequence bookkeeping (``duplicate``, ``gap``); 200 for
-a duplicate (nothing stored); 400 malformed (nothing stored); 409 stale layout
-version; 413 body too large; 415 wrong content type; 503 + ``Retry-After``
-when the workers are behind.
+a duplicate (nothing stored); 400 malformed (nothing stored; a sequence number
+outside 0 … 2^63 − 1 is one); 409 stale layout version; 413 body too large; 415
+wrong content type; 503 + ``Retry-After`` when the workers are behind (or the
+agent row could not be written after the batch was queued: see :func:`_finish`).
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -32,7 +34,8 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db.models import F
+from django.db import DatabaseError, transaction
+from django.db.models import Case, F, Value, When
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -44,7 +47,11 @@ from twin.telemetry.models import TelemetryAgent, hash_token
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
            "layout_view", "whoami"]
 
+logger = logging.getLogger(__name__)
+
 TOKEN_CACHE_S = 5.0
+COUNTER_MAX = 2**63 - 1
+"""The largest value of the agent row's counters (PositiveBigIntegerField)."""
 _cache: dict[str, tuple[float, AgentAuth | None]] = {}
 _cache_lock = threading.Lock()
 
@@ -156,21 +163,35 @@ def _read_body(request: HttpRequest) -> bytes | JsonResponse:
     return body
 
 
+def _saturating_add(name: str, amount: int) -> Any:
+    """``name + amount`` for a counter column, held at the column's maximum instead
+    of overflowing it (a gap can be up to 2^63 − 2 batches on its own)."""
+    if amount <= 0:
+        return F(name)
+    return Case(When(**{f"{name}__gt": COUNTER_MAX - amount}, then=Value(COUNTER_MAX)),
+                default=F(name) + amount)
+
+
 def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
             result: enqueue.EnqueueResult) -> None:
-    """Bookkeeping on the agent row: one UPDATE per batch."""
+    """Bookkeeping on the agent row: one UPDATE per batch.
+
+    ``last_sequence`` is set to the number Redis holds after the script
+    (``result.current``), for duplicates too: a row left behind by a failed write
+    is repaired by the agent's next batch, whatever that batch is.
+    """
     updates: dict[str, Any] = {"last_seen": timezone.now(), "batches": F("batches") + 1}
+    if seq is not None and result.current is not None:
+        updates["last_sequence"] = result.current
     if result.status == "duplicate":
         updates["duplicates"] = F("duplicates") + 1
     else:
-        if seq is not None:
-            updates["last_sequence"] = seq
         if result.status in ("queued", "empty"):
             updates["samples"] = F("samples") + batch.accepted_cards()
             updates["rejected"] = F("rejected") + batch.rejected_total
         if result.gap:
             updates["gaps"] = F("gaps") + 1
-            updates["missed_batches"] = F("missed_batches") + result.gap
+            updates["missed_batches"] = _saturating_add("missed_batches", result.gap)
         if result.restart:
             updates["restarts"] = F("restarts") + 1
     TelemetryAgent.objects.filter(pk=auth.agent_id).update(**updates)
@@ -178,22 +199,46 @@ def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
 
 def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
             extra: dict[str, Any] | None = None) -> JsonResponse:
-    def last_in_database() -> int | None:
-        return TelemetryAgent.objects.filter(pk=auth.agent_id).values_list(
-            "last_sequence", flat=True).first()
+    """Enqueue the batch and record it on the agent row.
 
-    result = enqueue.enqueue(batch, agent_id=auth.agent_id, seq=seq,
-                            last_known_seq=last_in_database)
+    Redis and the row move together: Redis decides (the script checks the
+    sequence number and appends the batch atomically), and the row *follows*
+    it. Both happen in this request, inside one database transaction that
+    first locks the agent's row, so two requests of one agent update the row in
+    the order their scripts ran. The row can always be re-derived: each answer
+    writes Redis's number into it (duplicates included), and when Redis has lost
+    the number (a restart without persistence) the script is given the row's.
+    Should the row's UPDATE fail after the script queued the batch, the batch
+    stays queued (it was accepted, and un-queuing it could race a worker that
+    already read it); the agent is told to resend the same batch, which the
+    script then answers as a duplicate while the row catches up.
+    """
+    result: enqueue.EnqueueResult | None = None
+    try:
+        with transaction.atomic():
+            stored = (TelemetryAgent.objects.select_for_update().filter(pk=auth.agent_id)
+                      .values_list("last_sequence", flat=True).first())
+            result = enqueue.enqueue(batch, agent_id=auth.agent_id, seq=seq,
+                                     last_known_seq=lambda: stored)
+            if result.status != "busy":
+                _record(auth, seq, batch, result)
+    except DatabaseError:
+        if result is None:
+            raise  # nothing was queued: the database is down before anything happened
+        logger.exception("agent %s: batch queued but its row not updated", auth.agent_id)
+        _kick(result)
+        response = _error(503, "the batch is queued but the agent's bookkeeping could not "
+                               "be written; resend this batch (same seq): the resend is "
+                               "answered as a duplicate and brings the bookkeeping up to "
+                               "date")
+        response["Retry-After"] = "1"
+        return response
     if result.status == "busy":
         response = _error(503, "the telemetry workers are behind; retry this batch (same seq) "
                                "shortly")
         response["Retry-After"] = "1"
         return response
-    if result.kicked >= 0:
-        from twin.telemetry.tasks import dispatch, drain
-
-        dispatch(drain, result.kicked)
-    _record(auth, seq, batch, result)
+    _kick(result)
     duplicate = result.status == "duplicate"
     body = {
         "seq": seq, "duplicate": duplicate, "gap": result.gap, "restart": result.restart,
@@ -205,6 +250,14 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
         **(extra or {}),
     }
     return JsonResponse(body, status=200 if duplicate else 202)
+
+
+def _kick(result: enqueue.EnqueueResult) -> None:
+    """Start the drain task for the slot the script claimed, if any."""
+    if result.kicked >= 0:
+        from twin.telemetry.tasks import dispatch, drain
+
+        dispatch(drain, result.kicked)
 
 
 @csrf_exempt
@@ -249,12 +302,9 @@ def ingest_prometheus(request: HttpRequest, cluster_id: int) -> HttpResponse:
     seq = None
     if seq_header is not None:
         try:
-            seq = int(seq_header)
-            if seq < 0:
-                raise ValueError
-        except ValueError:
-            return _error(400, "X-Telemetry-Seq must be a non-negative integer",
-                          field="X-Telemetry-Seq")
+            seq = ingest.parse_seq_header(seq_header.strip())
+        except ingest.BadBatch as exc:
+            return JsonResponse(exc.as_dict(), status=exc.status)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
