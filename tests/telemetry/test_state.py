@@ -219,6 +219,20 @@ def test_the_beat_tick_only_ticks_idle_clusters(tiny_cluster):
     assert tasks.tick_all() == 1 and state.frame_seq(cid) > first
 
 
+def test_the_tick_seq_never_goes_back_when_redis_loses_its_counter(tiny_cluster):
+    """A Redis restarted without persistence has lost the tick counter: the next
+    tick must still be numbered above every frame clients were sent before."""
+    cid = tiny_cluster["cluster"].pk
+    put(cid, {"gpu_util": [50] * 8})
+    before = state.frame_seq(cid)
+    later = processing.tick(cid, force=True)
+    assert later > before
+    state.redis_client().delete(keys.seq(cid))  # what the restarted Redis no longer has
+    after_restart = processing.tick(cid, force=True)
+    assert after_restart > later
+    assert state.frame_seq(cid) == after_restart
+
+
 def test_silence_is_reported_at_the_highest_level_where_it_is_total(wide, settings):
     from twin.telemetry.alerts import rules
     from twin.telemetry.models import Alert
