@@ -167,6 +167,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "retry_on_timeout": True,
 }
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# A worker that survives the broker loss itself (twin.celery.Consumer says how).
+CELERY_WORKER_CONSUMER = "twin.celery:Consumer"
 # Publishing (the web server queuing a job, beat its entries) gives up within
 # about a second: the caller answers 503 or logs, and the next tick tries again.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
