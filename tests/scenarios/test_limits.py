@@ -107,6 +107,20 @@ def test_a_user_has_at_most_four_active_runs(admin_client_api, admin_user,
     assert start(12)[0].status_code == 202
 
 
+def test_the_limit_holds_for_a_logged_in_browser_session(admin_user):
+    """The dashboard posts with the session cookie: ``request.user`` is a lazy
+    object there, not a ``User`` (the limit must not trip over it)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(admin_user)
+    for nodes in range(8, 13):
+        response = client.post(SCENARIOS, {"kind": "topology",
+                                           "params": {"family": "ring", "nodes": nodes}},
+                               content_type="application/json")
+        assert response.status_code == (202 if nodes < 12 else 429), response.content
+
+
 def test_size_rows_are_linear_in_the_number_of_sizes():
     """60,000 sizes × 5 algorithms: one pass (well under a second), where a scan of
     every point per size (the old loop) would take hours."""

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -137,7 +138,7 @@ def _check_active_limit(owner: Any | None) -> None:
     limit = max_active_per_user()
     if owner is None or limit <= 0:
         return
-    type(owner).objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
     active = ScenarioRun.objects.filter(created_by=owner, status__in=S.ACTIVE).count()
     if active >= limit:
         raise TooManyActiveRuns(limit, active)
