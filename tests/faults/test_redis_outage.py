@@ -163,12 +163,13 @@ def test_a_redis_outage_is_503_and_everything_comes_back(stack, tiny_cluster):
                 f"{base}/api/telemetry/clusters/{cluster.pk}/batches/", "POST",
                 {"seq": 10**6, "cards": [{"card": cards[0], "power_w": 1.0}]},
                 {"Authorization": f"Bearer {agent_token}"})
-            assert status == 503 and time.monotonic() - started < 1.0, (status, body)
+            # ~1 s: the bound leaves room for a loaded 2-core CI machine.
+            assert status == 503 and time.monotonic() - started < 1.5, (status, body)
             assert int(headers["retry-after"]) >= 1 and body["detail"]
             started = time.monotonic()
             status, headers, body = http(f"{base}/api/scenarios/", "POST",
                                          {**scenario, "refresh": True}, api)
-            assert status == 503 and time.monotonic() - started < 1.5, (status, body)
+            assert status == 503 and time.monotonic() - started < 2.0, (status, body)
             assert int(headers["retry-after"]) >= 1 and body["detail"]
             assert http(live_url, headers=api)[0] == 503
         assert ScenarioRun.objects.count() == runs  # nothing created for a 503
