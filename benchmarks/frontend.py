@@ -68,7 +68,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.stats import pct  # noqa: E402
-from twin.core.localnet import free_port, stop_process, wait_celery, wait_http  # noqa: E402
+from twin.core.localnet import (  # noqa: E402
+    free_port,
+    stop_process,
+    wait_celery,
+    wait_http,
+    worker_queues,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -414,7 +420,8 @@ def main() -> int:
         procs.append(start([sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host",
                             "127.0.0.1", "--port", str(port), "--lifespan", "off",
                             "--log-level", "warning"], logs / "frontend-bench-web.log", env))
-        procs.append(start([sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", queue,
+        procs.append(start([sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q",
+                            worker_queues(queue),
                             "--concurrency", "1", "-l", "warning", "--without-gossip",
                             "--without-mingle", "-n", f"{queue}@%h"],
                            logs / "frontend-bench-worker.log", env))

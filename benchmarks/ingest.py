@@ -52,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from twin.core.localnet import free_port, wait_http  # noqa: E402
+from twin.core.localnet import free_port, use_queue, wait_http, worker_queues  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -107,7 +107,7 @@ def start_services(queue: str, workers: int,
          "--workers", str(web_workers)],
         cwd=ROOT, env=env, stdout=open(logs / "web.log", "w"), stderr=subprocess.STDOUT)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", queue, "-c",
+        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue), "-c",
          str(workers), "-P", "prefork", "-l", "warning", "--without-gossip",
          "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
         cwd=ROOT, env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
@@ -118,7 +118,7 @@ def start_services(queue: str, workers: int,
         sys.exit(f"uvicorn did not start ({exc}); see {logs / 'web.log'}")
     from twin.celery import app
 
-    app.conf.task_default_queue = queue
+    use_queue(app, queue)
     deadline = time.monotonic() + 60
     while not app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5):
         if time.monotonic() > deadline or worker.poll() is not None:

@@ -87,7 +87,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.stats import pct  # noqa: E402
-from twin.core.localnet import free_port, stop_process, wait_celery, wait_http  # noqa: E402
+from twin.core.localnet import (  # noqa: E402
+    free_port,
+    stop_process,
+    wait_celery,
+    wait_http,
+    worker_queues,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -506,7 +512,8 @@ def orchestrate(args: argparse.Namespace) -> int:
         if not args.deflate:
             web += ["--ws-per-message-deflate", "false"]
         procs.append(start(web, logs / "live-bench-web.log", env))
-        procs.append(start([sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", queue,
+        procs.append(start([sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q",
+                            worker_queues(queue),
                             "--concurrency", str(args.concurrency), "-l", "warning",
                             "--without-gossip", "--without-mingle", "-n", f"{queue}@%h"],
                            logs / "live-bench-worker.log", env))

@@ -142,3 +142,52 @@ describe_backends() {
         echo "redis:    embedded, redis://127.0.0.1:$TWIN_EMBEDDED_REDIS_PORT/0"
     fi
 }
+
+# supervise NAME COMMAND...: run COMMAND under a background supervisor, its output
+# appended to $TWIN_LOG_DIR/NAME.log; whenever it exits (a crash, a kill), start
+# it again after a backoff (TWIN_DEMO_BACKOFF_MIN 1 s, doubling to
+# TWIN_DEMO_BACKOFF_MAX 30 s; back to the minimum once a run lasted
+# TWIN_DEMO_BACKOFF_RESET 60 s), saying so in the log and on stderr. SIGTERM or
+# SIGINT to the supervisor stops the child (SIGTERM, SIGKILL after 12 s) and then
+# the supervisor. The supervisor's pid goes to the caller's CHILDREN array, NAME
+# to CHILD_NAMES. Used by scripts/demo; tests/test_scripts.py runs it.
+supervise() {
+    local name="$1"
+    shift
+    (
+        set +e
+        trap - EXIT
+        child=""
+        stop_child() {
+            if [[ -n "$child" ]]; then
+                kill -TERM "$child" 2>/dev/null
+                for _ in $(seq 1 60); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+                kill -KILL "$child" 2>/dev/null
+                wait "$child" 2>/dev/null
+            fi
+            exit 0
+        }
+        trap stop_child TERM INT
+        delay="${TWIN_DEMO_BACKOFF_MIN:-1}"
+        while true; do
+            started=$SECONDS
+            "$@" >>"$TWIN_LOG_DIR/$name.log" 2>&1 &
+            child=$!
+            wait "$child"
+            rc=$?
+            child=""
+            if ((SECONDS - started >= ${TWIN_DEMO_BACKOFF_RESET:-60})); then
+                delay="${TWIN_DEMO_BACKOFF_MIN:-1}"
+            fi
+            note="$(date '+%H:%M:%S') $name exited (status $rc); restarting it in ${delay} s"
+            echo "$note" >>"$TWIN_LOG_DIR/$name.log"
+            echo "$note (see $TWIN_LOG_DIR/$name.log)" >&2
+            sleep "$delay" &
+            wait $!
+            delay=$((delay * 2))
+            ((delay > ${TWIN_DEMO_BACKOFF_MAX:-30})) && delay="${TWIN_DEMO_BACKOFF_MAX:-30}"
+        done
+    ) &
+    CHILDREN+=($!)
+    CHILD_NAMES+=("$name")
+}

@@ -22,7 +22,14 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from twin.core.localnet import free_port, stop_process, wait_celery, wait_http
+from twin.core.localnet import (
+    free_port,
+    stop_process,
+    use_queue,
+    wait_celery,
+    wait_http,
+    worker_queues,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -188,7 +195,8 @@ def _worker_env(db_settings: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
-    """A real ``celery worker`` process on a queue private to this test session.
+    """A real ``celery worker`` process on queues private to this test session
+    (the jobs queue and its telemetry queue, ``twin.core.localnet.worker_queues``).
 
     Tests that use it need ``transactional_db`` so their rows are committed
     where the worker can see them.
@@ -198,15 +206,18 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[str]:
     from twin.celery import app
 
     queue = f"twin-test-{uuid.uuid4().hex[:8]}"
-    app.conf.task_default_queue = queue
+    use_queue(app, queue)
     with django_db_blocker.unblock():
         db_settings = dict(connection.settings_dict)
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "celery-worker.log", "w")  # noqa: SIM115
+    env = _worker_env(db_settings)
+    env["TWIN_CELERY_QUEUE"] = queue
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", queue, "-P", "solo",
-         "-l", "info", "--without-gossip", "--without-mingle", "-n", f"{queue}@%h"],
-        cwd=ROOT, env=_worker_env(db_settings), stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue),
+         "-P", "solo", "-l", "info", "--without-gossip", "--without-mingle",
+         "-n", f"{queue}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
         wait_celery(app, queue, proc, log.name)

@@ -6,8 +6,11 @@ real CLI it starts (uvicorn, celery, manage.py) and names a real application or
 command; every environment variable a service sets is one the settings read;
 the settings load from exactly the environment compose gives them (and fail
 without the secret key, which compose must take from .env, not from the file);
-PostgreSQL and Redis have healthchecks the app services wait for; and the
-Dockerfile copies only files that exist and are not excluded by .dockerignore.
+PostgreSQL and Redis have healthchecks the app services wait for; every
+long-running service restarts on exit and has a health check whose command is
+real; the two workers serve the jobs and the telemetry queue the settings route
+to; and the Dockerfile copies only files that exist and are not excluded by
+.dockerignore.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from django.core.management.base import CommandError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-APP_SERVICES = {"migrate", "web", "worker", "beat", "agent"}
+APP_SERVICES = {"migrate", "web", "worker", "worker-telemetry", "beat", "agent"}
 REQUIRED_SERVICES = {"postgres", "redis", *APP_SERVICES}
 # Commands a service may name before they are written, if it sits under a profile
 # (the telemetry agent's service was written before its command).
@@ -137,7 +140,7 @@ def test_long_running_services_wait_for_the_migrate_step(services):
     assert services["migrate"]["restart"] == "no"
     assert "migrate" not in services["migrate"]["depends_on"]  # not on itself (via the anchor)
     assert command_of(services["migrate"])[-2:] == ["migrate", "--noinput"]
-    for name in ("web", "worker", "beat", "agent"):
+    for name in ("web", "worker", "worker-telemetry", "beat", "agent"):
         assert (services[name]["depends_on"]["migrate"]["condition"]
                 == "service_completed_successfully"), name
 
@@ -200,14 +203,15 @@ def check_command(tokens: list[str], service: dict[str, Any]) -> None:
 
 def test_every_app_command_is_real(services):
     expected = {
-        "migrate": "python", "web": "uvicorn", "worker": "celery", "beat": "celery",
-        "agent": "python",
+        "migrate": "python", "web": "uvicorn", "worker": "celery",
+        "worker-telemetry": "celery", "beat": "celery", "agent": "python",
     }
     for name in APP_SERVICES:
         tokens = command_of(services[name])
         assert Path(tokens[0]).name == expected[name], name
         check_command(tokens, services[name])
     assert command_of(services["worker"])[3] == "worker"
+    assert command_of(services["worker-telemetry"])[3] == "worker"
     assert command_of(services["beat"])[3] == "beat"
 
 
@@ -222,6 +226,59 @@ def test_the_checks_catch_a_broken_command(services):
         check_manage(["no_such_command"], {"profiles": ["x"]})
     with pytest.raises(CommandError, match="unrecognized arguments"):
         check_manage(["migrate", "--no-such-option"], {})
+
+
+def option(tokens: list[str], name: str) -> str:
+    return tokens[tokens.index(name) + 1]
+
+
+def test_the_workers_serve_the_jobs_queue_and_the_telemetry_queue(services, tmp_path):
+    """One worker per queue, as the settings route them under compose's environment
+    (telemetry never waits behind scenario runs), each with its own node name."""
+    env = {k: interpolate(v, DOTENV) for k, v in environment_of(services["worker"]).items()}
+    probe = ("import json\nfrom django.conf import settings as s\n"
+             "print(json.dumps([s.CELERY_TASK_DEFAULT_QUEUE, s.TWIN_TELEMETRY_QUEUE,"
+             " s.CELERY_TASK_ROUTES]))\n")
+    base = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "twin.settings",
+            "TWIN_VAR_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    jobs, telemetry, routes = json.loads(result.stdout)
+    assert routes == {"twin.telemetry.*": {"queue": telemetry}} and jobs != telemetry
+    jobs_worker, telemetry_worker = (command_of(services[n]) for n in ("worker",
+                                                                      "worker-telemetry"))
+    assert option(jobs_worker, "-Q") == jobs
+    assert option(telemetry_worker, "-Q") == telemetry
+    assert option(jobs_worker, "-n") != option(telemetry_worker, "-n")
+
+
+def test_every_long_running_service_restarts_and_has_a_real_health_check(services):
+    for name, service in services.items():
+        if name == "migrate":  # one-shot: the others wait for it to complete
+            assert service["restart"] == "no" and service["healthcheck"] == {"disable": True}
+            continue
+        assert service["restart"] in ("unless-stopped", "always"), name
+        test = service["healthcheck"]["test"]
+        assert test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, name
+        assert service["healthcheck"].get("disable") is not True, name
+        if name in APP_SERVICES:
+            tokens = test[1:]
+            assert tokens[:3] == ["python", "manage.py", "healthcheck"], name
+            check_manage(tokens[2:], service)
+    kinds = {command_of(services[n])[0]: services[n]["healthcheck"]["test"][4]
+             for n in ("web", "beat")}
+    assert kinds == {"uvicorn": "web", "celery": "beat"}
+    for name, node in (("worker", "jobs"), ("worker-telemetry", "telemetry")):
+        test = services[name]["healthcheck"]["test"]
+        assert test[4:] == ["worker", "--name", node], name
+        assert option(command_of(services[name]), "-n") == f"{node}@%h", name
+
+
+def test_redis_keeps_queued_jobs_across_a_restart(services):
+    tokens = command_of(services["redis"])
+    assert option(tokens, "--appendonly") == "yes"
+    assert any(v.endswith(":/data") for v in services["redis"]["volumes"])
 
 
 def test_telemetry_agent_is_opt_in_until_its_command_exists(services):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from twin.core.localnet import telemetry_queue
 from twin.embedded import ensure_embedded_redis
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -70,6 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Redis or the database away: 503 + Retry-After JSON instead of a 500 page.
+    "twin.core.unavailable.ServiceUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -105,6 +108,10 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # An unreachable server fails the request (503) in seconds instead of hanging it.
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+            "connect_timeout", int(os.environ.get("TWIN_DB_CONNECT_TIMEOUT_S", 3)))
 else:
     DATABASES = {
         "default": {
@@ -126,6 +133,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- redis, celery, channels ---------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or ensure_embedded_redis(VAR_DIR)
 
+# Every Redis client on a request path fails fast when Redis is away (the request
+# then answers 503, twin.core.unavailable) and reconnects by itself when it returns.
+REDIS_CONNECT_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_CONNECT_TIMEOUT_S", 1.0))
+REDIS_SOCKET_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_SOCKET_TIMEOUT_S", 2.0))
+
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
@@ -133,8 +145,42 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("TWIN_TASK_TIME_LIMIT", 3600))
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
+# Two queues, each with its own workers (scripts/demo, docker-compose.yml): jobs
+# (scenario runs, builds, reapers) on the default queue, and telemetry (draining
+# the ingest stream, ticks, alert evaluation, scrapes) on its own, so no number
+# of heavy runs can starve the live state or its stale alerts.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TWIN_CELERY_QUEUE", "twin")
+TWIN_TELEMETRY_QUEUE = (os.environ.get("TWIN_CELERY_TELEMETRY_QUEUE")
+                        or telemetry_queue(CELERY_TASK_DEFAULT_QUEUE))
+CELERY_TASK_ROUTES = {"twin.telemetry.*": {"queue": TWIN_TELEMETRY_QUEUE}}
+# Broker loss (a Redis restart): workers and beat keep retrying for ever instead
+# of exiting after 100 tries; sockets time out so a half-open connection is
+# noticed; a running late-ack task keeps running (its message is redelivered only
+# if it never acks, and the job runner then leaves a finished job alone).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 2.0,
+    "socket_timeout": 10.0,
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+    "retry_on_timeout": True,
+}
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# A worker that survives the broker loss itself (twin.celery.Consumer says how).
+CELERY_WORKER_CONSUMER = "twin.celery:Consumer"
+# Publishing (the web server queuing a job, beat its entries) gives up within
+# about a second: the caller answers 503 or logs, and the next tick tries again.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
+                                    "interval_step": 0.2, "interval_max": 0.5}
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 2.0
+CELERY_REDIS_SOCKET_TIMEOUT = 10.0
+CELERY_REDIS_RETRY_ON_TIMEOUT = True
+CELERY_REDIS_BACKEND_HEALTH_CHECK_INTERVAL = 10
+CELERY_RESULT_BACKEND_ALWAYS_RETRY = True
+CELERY_RESULT_BACKEND_MAX_RETRIES = 20
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Telemetry: ticks (stale cards, trailing frames, a stuck stream), scrapes, retention.
     "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
@@ -153,7 +199,10 @@ CHANNEL_LAYERS = {
             # redis-py >= 8 reads with a 5 s socket timeout by default, and
             # channels_redis blocks 5 s in BZPOPMIN: every idle consumer died
             # with TimeoutError (channels_redis#422). Give reads more room.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            # A connect timeout so a consumer learns at once that Redis is away
+            # (it closes the socket with 4503: the client reconnects with backoff).
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15,
+                       "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S}],
             "prefix": os.environ.get("TWIN_CHANNEL_PREFIX", "twin"),
         },
     }

@@ -4,6 +4,9 @@ The REST API is one namespace, ``api``: its root page, token, schema and docs
 (``twin.core.api.urls``) and each domain app's ``api/urls.py``, whose endpoints
 the root page lists in this order. Telemetry has its own namespace under
 ``/api/telemetry/``.
+
+``handler500`` answers an outage of Redis or the database raised outside a view
+with the same 503 JSON as the views get (``twin.core.unavailable``).
 """
 from django.contrib import admin
 from django.urls import include, path
@@ -12,6 +15,8 @@ from twin.core.api.urls import api_urlpatterns
 from twin.core.throttling import throttle_logins
 from twin.hardware.api import urls as hardware_api
 from twin.scenarios.api import urls as scenarios_api
+
+handler500 = "twin.core.unavailable.server_error"
 
 urlpatterns = [
     # The admin's login shares the login rate limit (twin.core.throttling).

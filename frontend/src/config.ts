@@ -11,8 +11,9 @@
 export interface TwinConfig {
   /** Budget of a rack created without one (W). */
   rack_budget_default_w: number;
-  /** ws/clusters/<id>/ close codes after which reconnecting cannot help. */
-  close_codes: { unauthenticated: number; not_found: number };
+  /** ws/clusters/<id>/ close codes: after the first two reconnecting cannot help;
+   * `unavailable` (a service is away) is retried with backoff. */
+  close_codes: { unauthenticated: number; not_found: number; unavailable: number };
   /** Metrics with a per-card history (the card panel's sparkline). */
   history_metrics: string[];
   /** Scenario run states that never change again. */

@@ -164,6 +164,18 @@ describe("LiveClient", () => {
     expect(FakeSocket.all).toHaveLength(2);
   });
 
+  it("retries after 4503 (a service is away) with backoff, saying why", () => {
+    client.start();
+    FakeSocket.all[0].drop(4503);
+    expect(states.at(-1)).toEqual(["reconnecting", "service unavailable"]);
+    vi.advanceTimersByTime(2_000);
+    expect(FakeSocket.all).toHaveLength(2);
+    FakeSocket.all[1].drop(4503);
+    expect(states.at(-1)).toEqual(["reconnecting", "service unavailable"]);
+    vi.advanceTimersByTime(20_000);
+    expect(FakeSocket.all.length).toBeGreaterThanOrEqual(3);
+  });
+
   it("pings, and drops a silent connection", () => {
     client.start();
     const s = FakeSocket.all[0];

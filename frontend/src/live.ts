@@ -12,7 +12,10 @@
  *   hit by every tab in the same millisecond), and resubscribes;
  * - close 4401 (not logged in) and 4404 (no such cluster) are final: the page
  *   tells the user what to do instead of retrying forever (the codes come from
- *   the server, twin/live/protocol.py, through the page's config).
+ *   the server, twin/live/protocol.py, through the page's config);
+ * - close 4503 (Redis or the database away) is retried like any other close,
+ *   with the reason "service unavailable" for the status bar; the snapshots
+ *   after the reconnect replace the state (their `seq` never went back).
  */
 import { config } from "./config";
 import type { FrameMessage } from "./frames";
@@ -181,6 +184,10 @@ export class LiveClient {
       if (event.code === codes.not_found) {
         this.stopped = true;
         this.setState("offline", "not-found");
+        return;
+      }
+      if (event.code === codes.unavailable) {
+        this.scheduleRetry("service unavailable");
         return;
       }
       this.scheduleRetry(`closed (${event.code})`);

@@ -191,8 +191,12 @@ def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field):
 def test_a_value_above_the_maximum_is_refused_on_that_field():
     bounded = {f.name: f for k, f in family_fields() if f.max is not None}
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
-        ("collective", "sizes"), ("collective", "scale_up_efficiency"),
-        ("collective", "scale_out_efficiency")]
+        ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
+        ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency")]
+    for kind in ("topology", "failure"):
+        samples = get_kind(kind).field("samples")
+        assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}
+        prepare(kind, {"samples": int(samples.max)})
     sizes = bounded["sizes"]
     assert set(refused("collective", {"sizes": [int(sizes.max) + 1]})) == {"params.sizes[0]"}
     prepare("collective", {"sizes": [1024]})

@@ -13,7 +13,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["free_port", "stop_process", "wait_celery", "wait_http"]
+__all__ = ["free_port", "stop_process", "telemetry_queue", "use_queue", "wait_celery",
+           "wait_http", "worker_queues"]
 
 
 def free_port() -> int:
@@ -70,3 +71,27 @@ def wait_celery(app: Any, queue: str, proc: subprocess.Popen, log: str,
         if time.monotonic() > deadline:
             raise RuntimeError(f"the Celery worker did not answer within {timeout:g} s; "
                                f"see {log}")
+
+
+def telemetry_queue(queue: str) -> str:
+    """The telemetry queue that goes with default queue ``queue`` (what the
+    settings derive from ``TWIN_CELERY_QUEUE`` unless
+    ``TWIN_CELERY_TELEMETRY_QUEUE`` names another)."""
+    return f"{queue}-telemetry"
+
+
+def worker_queues(queue: str) -> str:
+    """``celery worker -Q`` for one worker serving both queues of a process
+    started with ``TWIN_CELERY_QUEUE=queue`` (tests and benchmarks; the demo and
+    docker-compose run one worker per queue)."""
+    return f"{queue},{telemetry_queue(queue)}"
+
+
+def use_queue(app: Any, queue: str) -> None:
+    """Make this process send its tasks as one started with
+    ``TWIN_CELERY_QUEUE=queue`` would: jobs to ``queue``, telemetry to its
+    telemetry queue (Celery caches the routes, so they are rebuilt here)."""
+    app.conf.task_default_queue = queue
+    app.conf.task_routes = {"twin.telemetry.*": {"queue": telemetry_queue(queue)}}
+    app.amqp.flush_routes()
+    app.amqp.__dict__.pop("router", None)

@@ -5,6 +5,9 @@ Who may connect
     The socket is accepted and then closed with **4401** for an anonymous
     client and **4404** for a cluster that does not exist — a close before
     accepting would reach the browser as a bare HTTP 403 with no reason.
+    Whenever Redis (the channel layer) or the database is away — on connect or
+    later — it is closed with **4503**: reconnect with backoff
+    (``twin.core.consumers.CloseWhenUnavailable``).
 
 Protocol (JSON text frames; see ``twin.live.protocol`` for validation)
     server → client on connect::
@@ -75,6 +78,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from twin.core.consumers import CloseWhenUnavailable
 from twin.live import frames
 from twin.live.protocol import (
     CLOSE_NOT_FOUND,
@@ -132,7 +136,7 @@ class Subscription:
     dirty: bool = False
 
 
-class ClusterConsumer(AsyncWebsocketConsumer):
+class ClusterConsumer(CloseWhenUnavailable, AsyncWebsocketConsumer):
     """One browser tab watching one cluster (see the module docstring)."""
 
     min_interval = 1.0 / MAX_FRAME_HZ

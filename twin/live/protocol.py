@@ -38,10 +38,12 @@ from typing import Any
 
 from twin.core import nesting
 from twin.core.choices import ChoiceSet
+from twin.core.unavailable import CLOSE_UNAVAILABLE as _CLOSE_UNAVAILABLE
 
 __all__ = [
     "CLOSE_NOT_FOUND",
     "CLOSE_UNAUTHENTICATED",
+    "CLOSE_UNAVAILABLE",
     "MAX_MESSAGE_BYTES",
     "MAX_MESSAGE_DEPTH",
     "MAX_SUBSCRIPTIONS",
@@ -54,9 +56,15 @@ __all__ = [
 ]
 
 # Application close codes (4000–4999 are ours by RFC 6455). They mirror HTTP so a
-# client knows what to do: 4401 → log in, 4404 → pick another cluster.
+# client knows what to do: 4401 → log in, 4404 → pick another cluster (both
+# final), 4503 → a service behind the socket (the channel layer's Redis, the
+# database) is away: reconnect with backoff, as after any other close, and
+# resubscribe; the new snapshots carry the state and a ``seq`` that never went
+# back (twin.telemetry.processing.ticks). Defined in twin.core.unavailable,
+# where every consumer's outage handling lives.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_UNAVAILABLE = _CLOSE_UNAVAILABLE
 
 MAX_MESSAGE_BYTES = 4096
 """Client messages are tiny; anything larger is refused before JSON parsing."""

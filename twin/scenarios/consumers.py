@@ -2,7 +2,9 @@
 
 Logged-in users only (the session cookie through ``AuthMiddlewareStack``): the
 socket is accepted and closed with **4401** for an anonymous client and
-**4404** for a run that does not exist (the codes of ``ws/clusters/<id>/``).
+**4404** for a run that does not exist, and with **4503** whenever Redis (the
+channel layer) or the database is away: reconnect with backoff (the codes of
+``ws/clusters/<id>/``).
 
 server → client::
 
@@ -30,9 +32,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from twin.core import nesting
 from twin.core.choices import JobStatusChoices
+from twin.core.consumers import CloseWhenUnavailable
+from twin.core.unavailable import CLOSE_UNAVAILABLE
 from twin.scenarios.models import ScenarioRun, group_name
 
-__all__ = ["CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "ScenarioConsumer", "run_state"]
+__all__ = ["CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "CLOSE_UNAVAILABLE", "ScenarioConsumer",
+           "run_state"]
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -67,7 +72,7 @@ def _exists(run_id: int) -> bool:
     return ScenarioRun.objects.filter(pk=run_id).exists()
 
 
-class ScenarioConsumer(AsyncJsonWebsocketConsumer):
+class ScenarioConsumer(CloseWhenUnavailable, AsyncJsonWebsocketConsumer):
     """One client following one run (see the module docstring)."""
 
     run_id: int

@@ -13,6 +13,10 @@ scenario-specific stays here:
   committed (``transaction.on_commit``) by the ``enqueue`` the caller passes
   (the API passes :func:`twin.scenarios.tasks.enqueue_run`; this module never
   imports the tasks), so a worker never looks for a row that is not there yet.
+  Before a run is queued, ``before_queue`` (the API: a fast broker check) may
+  refuse by raising, and a user already holding
+  ``TWIN_SCENARIO_MAX_ACTIVE_PER_USER`` queued or running runs gets
+  :class:`TooManyActiveRuns` — in both cases nothing is written.
 * :func:`execute` runs one queued run in this process with its kind's ``run``:
   the Celery task calls it, and so does the command (with a progress bar).
 * :func:`publish` sends progress to the Channels group ``scenario.<id>`` (what
@@ -32,6 +36,8 @@ from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -44,12 +50,14 @@ from twin.scenarios.models import ScenarioRun, group_name
 __all__ = [
     "JOBS",
     "Cancelled",
+    "TooManyActiveRuns",
     "cached_run",
     "cancel",
     "execute",
     "fail",
     "fail_orphans",
     "heartbeat_s",
+    "max_active_per_user",
     "params_hash",
     "publish",
     "reap",
@@ -107,6 +115,35 @@ fail_orphans = JOBS.fail_orphans
 
 
 # ------------------------------------------------------------------ submit
+class TooManyActiveRuns(Exception):
+    """The user already has ``limit`` runs queued or running (the API: 429)."""
+
+    def __init__(self, limit: int, active: int) -> None:
+        super().__init__(f"you already have {active} scenario runs queued or running; the "
+                         f"limit is {limit} per user: wait for one to finish or cancel one")
+        self.limit = limit
+        self.active = active
+
+
+def max_active_per_user() -> int:
+    """Queued + running runs one user may have at once
+    (``TWIN_SCENARIO_MAX_ACTIVE_PER_USER``, default 4; 0: no limit)."""
+    return int(getattr(settings, "TWIN_SCENARIO_MAX_ACTIVE_PER_USER", 4))
+
+
+def _check_active_limit(owner: Any | None) -> None:
+    """Inside the submit's transaction: refuse a run past the per-user limit.
+    The user's row is locked first, so two submits of one user count in turn
+    (PostgreSQL; SQLite's IMMEDIATE transactions are serial anyway)."""
+    limit = max_active_per_user()
+    if owner is None or limit <= 0:
+        return
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
+    active = ScenarioRun.objects.filter(created_by=owner, status__in=S.ACTIVE).count()
+    if active >= limit:
+        raise TooManyActiveRuns(limit, active)
+
+
 def cached_run(digest: str) -> ScenarioRun | None:
     """The latest original (not itself cached) run that succeeded with these inputs."""
     return (ScenarioRun.objects.filter(params_hash=digest, status=S.SUCCEEDED,
@@ -116,15 +153,20 @@ def cached_run(digest: str) -> ScenarioRun | None:
 
 def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = None, *,
            refresh: bool = False,
-           enqueue: Callable[[int], object] | Literal[False] | None = None) -> ScenarioRun:
+           enqueue: Callable[[int], object] | Literal[False] | None = None,
+           before_queue: Callable[[], object] | None = None) -> ScenarioRun:
     """Validate and record a run (see the module docstring).
 
     ``enqueue(run_id)`` sends its task once the row is committed; without it
     (``None`` or ``False``) the run is only recorded, for the caller to
-    :func:`execute` (the command, tests).
+    :func:`execute` (the command, tests). ``before_queue()`` is called, outside
+    any transaction, before a run that needs a worker is recorded; whatever it
+    raises propagates with nothing written.
 
-    Raises :class:`ScenarioInputError` (nothing written, nothing queued).
-    Returns a queued run, or a succeeded one carrying a cached result.
+    Raises :class:`ScenarioInputError` or :class:`TooManyActiveRuns` (nothing
+    written, nothing queued). Returns a queued run, or a succeeded one carrying
+    a cached result; a queued run whose task could not be sent on commit comes
+    back ``failed`` (``JobRunner.enqueue``), its parameters kept.
     """
     kind = get_kind(kind_name)
     if params is None:
@@ -134,6 +176,8 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
     inputs = jsonable(kind.prepare(params, cluster))
     digest = params_hash(kind.name, inputs)
     owner = user if user is not None and getattr(user, "is_authenticated", False) else None
+    if before_queue is not None and (refresh or cached_run(digest) is None):
+        before_queue()
     with transaction.atomic():
         source = None if refresh else cached_run(digest)
         common = {"kind": kind.name, "params": jsonable(dict(params)), "inputs": inputs,
@@ -144,6 +188,7 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
                 **common, status=S.SUCCEEDED, progress=1.0, result=source.result,
                 cached_from=source, started=now, finished=now, heartbeat=now,
                 message=f"cached result of run #{source.pk}")
+        _check_active_limit(owner)
         run = ScenarioRun.objects.create(**common, task_id=str(uuid.uuid4()),
                                          message="queued")
         if enqueue:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 __all__ = ["MAX_TICK_HZ", "Conf", "conf", "redis_client"]
 
@@ -52,7 +54,15 @@ _client: tuple[int, str, redis.Redis] | None = None
 
 
 def redis_client() -> redis.Redis:
-    """One binary-safe Redis client per process (re-made after a fork)."""
+    """One binary-safe Redis client per process (re-made after a fork).
+
+    Short timeouts (``REDIS_CONNECT_TIMEOUT_S``, ``REDIS_SOCKET_TIMEOUT_S``): with
+    Redis away a request fails within about a second (503, ``twin.core.unavailable``)
+    instead of hanging; one immediate retry on a connection error replaces a
+    pooled connection that a Redis restart broke, so the first request after
+    the restart already succeeds. Timeouts are not retried: the command may have
+    run (the caller's sequence numbers make a resend safe).
+    """
     global _client
     url = settings.REDIS_URL
     current = _client
@@ -60,7 +70,11 @@ def redis_client() -> redis.Redis:
         with _client_lock:
             current = _client
             if current is None or current[0] != os.getpid() or current[1] != url:
-                client = redis.Redis.from_url(url, socket_keepalive=True,
-                                              health_check_interval=30)
+                client = redis.Redis.from_url(
+                    url, socket_keepalive=True, health_check_interval=30,
+                    socket_connect_timeout=float(getattr(settings, "REDIS_CONNECT_TIMEOUT_S",
+                                                         1.0)),
+                    socket_timeout=float(getattr(settings, "REDIS_SOCKET_TIMEOUT_S", 2.0)),
+                    retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
                 _client = current = (os.getpid(), url, client)
     return current[2]

@@ -14,7 +14,7 @@ from typing import Any
 
 from twin.core.choices import JobStatusChoices
 from twin.hardware.constants import DEFAULT_RACK_BUDGET_W
-from twin.live.protocol import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from twin.live.protocol import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, CLOSE_UNAVAILABLE
 from twin.telemetry.metrics import HISTORY_METRICS
 
 __all__ = ["dashboard_config"]
@@ -25,10 +25,12 @@ def dashboard_config() -> dict[str, Any]:
     return {
         # Budget of a rack created without one (W): the default of the power bars.
         "rack_budget_default_w": DEFAULT_RACK_BUDGET_W,
-        # ws/clusters/<id>/ close codes after which reconnecting cannot help.
+        # ws/clusters/<id>/ close codes: after the first two reconnecting cannot
+        # help; "unavailable" (Redis or the database away) is retried with backoff.
         "close_codes": {
             "unauthenticated": CLOSE_UNAUTHENTICATED,
             "not_found": CLOSE_NOT_FOUND,
+            "unavailable": CLOSE_UNAVAILABLE,
         },
         # Metrics with a per-card history (the card panel's sparkline).
         "history_metrics": list(HISTORY_METRICS),

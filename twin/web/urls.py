@@ -1,7 +1,8 @@
-"""Dashboard, login and logout (the API and admin have their own URL modules)."""
+"""Dashboard, login, logout and the health probe (the API and admin have their own URL
+modules)."""
 from django.urls import path
 
-from twin.web import views
+from twin.web import health, views
 
 __all__ = ["app_name", "urlpatterns"]
 
@@ -11,4 +12,5 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("healthz/", health.healthz, name="healthz"),
 ]

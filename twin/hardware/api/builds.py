@@ -9,7 +9,9 @@ row is committed (``transaction.on_commit``, through
 :func:`twin.hardware.tasks.enqueue_build`), so a worker never looks for a row
 that is not there yet. The client polls ``GET /api/builds/<id>/``; the worker
 runs it as a job (``twin.hardware.runner``), so a build whose worker dies ends
-``failed``.
+``failed``. With the task queue (Redis) away the answer is 503 + ``Retry-After``
+and nothing is written (checked first); should it vanish between that check and
+the commit, the build is kept ``failed`` and the 503 names it.
 
 The builder and the task are imported when first used: the API must load
 (and its schema generate) on a checkout where the builder is being changed.
@@ -29,6 +31,8 @@ from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions, TwinReadOnlyPermissions
+from twin.core.choices import JobStatusChoices
+from twin.core.unavailable import RETRY_AFTER_S, check_broker
 from twin.hardware.api.serializers import (
     BuildRequestSerializer,
     ClusterBuildSerializer,
@@ -147,6 +151,7 @@ class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             message = getattr(exc, "message", None) or str(exc)
             raise serializers.ValidationError({field: [message]}) from exc
 
+        check_broker()
         with transaction.atomic():
             build = ClusterBuild.objects.create(
                 preset=data["preset"],
@@ -158,6 +163,13 @@ class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             transaction.on_commit(lambda: enqueue_build(build.pk))
         build.refresh_from_db()
         body = ClusterBuildSerializer(build, context=self.get_serializer_context()).data
-        location = reverse("api:clusterbuild-detail", args=[build.pk])
-        return Response(body, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": request.build_absolute_uri(location)})
+        location = request.build_absolute_uri(reverse("api:clusterbuild-detail",
+                                                      args=[build.pk]))
+        if build.status == JobStatusChoices.FAILED:  # the task could not be sent on commit
+            return Response(
+                {"detail": f"the build could not be queued ({build.error}); it is kept as "
+                           f"failed build #{build.pk}: request it again shortly",
+                 "build": body},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Location": location, "Retry-After": str(RETRY_AFTER_S)})
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": location})

@@ -12,7 +12,15 @@ answers
   result, which is reused (``cached_from``); ``"refresh": true`` recomputes;
 * **400** with per-field errors, keys being dotted paths
   (``{"params.dims[0]": ["every dimension must be ≥ 2, got 1"]}``,
-  ``{"kind": [...]}``, ``{"cluster": [...]}``) — nothing written or queued.
+  ``{"kind": [...]}``, ``{"cluster": [...]}``) — nothing written or queued;
+* **429** ``{"detail", "limit", "active"}`` when the user already has
+  ``TWIN_SCENARIO_MAX_ACTIVE_PER_USER`` runs queued or running — nothing written;
+* **503** + ``Retry-After`` when the task queue (Redis) is not reachable: checked
+  before anything is written, so nothing is created and the client simply
+  retries the same request. Should the broker vanish between that check and
+  the commit, the run is kept ``failed`` with its parameters and the 503 names
+  it (``run``) — a 202 "queued" is only ever answered for a run whose task was
+  sent.
 
 ``GET /api/scenarios/`` lists runs (filters ``kind``, ``status``, ``cluster``,
 ``created_by``, ``cached``, ``created_after``/``created_before``; without
@@ -42,6 +50,7 @@ from rest_framework.response import Response
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.choices import JobStatusChoices
+from twin.core.unavailable import RETRY_AFTER_S, check_broker
 from twin.hardware.models import Cluster
 from twin.scenarios.api.route import RouteSerializer, cluster_route
 from twin.scenarios.filtersets import ScenarioRunFilterSet
@@ -216,7 +225,7 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    responses={202: ScenarioRunSerializer, 201: ScenarioRunSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Validate now (400 per field), run in a worker (202) or reuse a result (201)."""
-        from twin.scenarios.runner import submit
+        from twin.scenarios.runner import TooManyActiveRuns, submit
         from twin.scenarios.tasks import enqueue_run
 
         incoming = self.get_serializer(data=request.data)
@@ -224,10 +233,22 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         data = incoming.validated_data
         try:
             run = submit(data["kind"], data.get("params"), data.get("cluster"), request.user,
-                         refresh=data["refresh"], enqueue=enqueue_run)
+                         refresh=data["refresh"], enqueue=enqueue_run,
+                         before_queue=check_broker)
         except ScenarioInputError as exc:
             raise serializers.ValidationError(exc.errors) from exc
+        except TooManyActiveRuns as exc:
+            return Response({"detail": str(exc), "limit": exc.limit, "active": exc.active},
+                            status=status.HTTP_429_TOO_MANY_REQUESTS)
+        run.refresh_from_db()  # the task was sent on commit, or the run failed then
         location = request.build_absolute_uri(reverse("api:scenariorun-detail", args=[run.pk]))
+        if run.status == JobStatusChoices.FAILED:
+            return Response(
+                {"detail": f"the run could not be queued ({run.error}); it is kept as failed "
+                           f"run #{run.pk} with its parameters: submit it again shortly",
+                 "run": self._body(run)},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Location": location, "Retry-After": str(RETRY_AFTER_S)})
         code = (status.HTTP_201_CREATED if run.status == JobStatusChoices.SUCCEEDED
                 else status.HTTP_202_ACCEPTED)
         return Response(self._body(run), status=code, headers={"Location": location})

@@ -172,6 +172,9 @@ def int_option(data: Mapping[str, Any], spec: FieldSpec) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ScenarioInputError.one(f"params.{spec.name}",
                                      f"an integer ≥ {minimum}, got {value!r}")
+    if spec.max is not None and value > spec.max:
+        raise ScenarioInputError.one(f"params.{spec.name}",
+                                     f"at most {int(spec.max):,}, got {value:,}")
     return value
 
 
@@ -236,6 +239,10 @@ class ScenarioKind:
             spec = spec_from_dict(rest)
         except TopologyError as exc:
             raise param_error(exc) from exc
+        from twin.scenarios.kinds.limits import check_topology_cards
+
+        size_key = next((k for k in ("dims", "nodes", "k", "supernodes") if k in rest), None)
+        check_topology_cards(spec.n_cards, f"params.{size_key}" if size_key else "params")
         return {"topology": spec.to_dict()}, spec, None
 
     @staticmethod

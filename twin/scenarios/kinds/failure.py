@@ -21,6 +21,7 @@ from twin.scenarios.kinds.base import (
     split_params,
 )
 from twin.scenarios.kinds.cards import card_lookup
+from twin.scenarios.kinds.limits import MAX_LIST_ITEMS, MAX_SAMPLES, check_items
 
 __all__ = ["FailureKind"]
 
@@ -32,13 +33,15 @@ class FailureKind(ScenarioKind):
     description = "Remove links, cards or switches; connectivity and what got worse."
     fields = (
         *(FieldSpec(name, kind, label, text, default=jsonable(field_default(FailureSpec, name)),
-                    min=low, advanced=advanced)
+                    min=low, max=MAX_SAMPLES if name == "samples" else None, advanced=advanced)
           for name, (kind, label, text, low, advanced) in {
-              "links": ("integer_list", "Links", "Simulation link numbers to remove.", 0, True),
+              "links": ("integer_list", "Links", f"Simulation link numbers to remove (at most "
+                        f"{MAX_LIST_ITEMS:,}).", 0, True),
               "link_pairs": ("integer_pairs", "Link pairs", "Links to remove, each as the "
-                             "[a, b] simulation node numbers of its ends.", 0, True),
+                             f"[a, b] simulation node numbers of its ends (at most "
+                             f"{MAX_LIST_ITEMS:,}).", 0, True),
               "nodes": ("integer_list", "Nodes", "Simulation node numbers (cards first) to "
-                        "remove.", 0, True),
+                        f"remove (at most {MAX_LIST_ITEMS:,}).", 0, True),
               "random_links": ("integer", "Random links", "How many more links to remove "
                                "at random.", 0, False),
               "random_cards": ("integer", "Random cards", "How many more cards to remove at "
@@ -51,8 +54,8 @@ class FailureKind(ScenarioKind):
               "samples": ("integer", "Samples", "Source cards sampled when a metric cannot "
                           "be computed exactly.", 2, False),
           }.items()),
-        FieldSpec("cards", "card_list", "Cards", "Cards to fail, by id or serial.",
-                  default=[], needs_cluster=True),
+        FieldSpec("cards", "card_list", "Cards", f"Cards to fail, by id or serial (at most "
+                  f"{MAX_LIST_ITEMS:,}).", default=[], needs_cluster=True),
         FieldSpec("live", "boolean", "Live failures", "Also fail the cards whose status is "
                   "failed and the scale-up links that are down.", default=False,
                   needs_cluster=True),
@@ -69,12 +72,18 @@ class FailureKind(ScenarioKind):
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         inputs, spec, info = self.topology(params, cluster)
         _, mine = self.split(params)
+        for key, what in (("links", "links"), ("link_pairs", "link pairs"), ("nodes", "nodes"),
+                          ("cards", "cards")):
+            check_items(mine.get(key), f"params.{key}", MAX_LIST_ITEMS, what)
         cards = mine.pop("cards", None)
         live = mine.pop("live", False)
         try:
             failure = FailureSpec.from_dict(dict(mine), "params.")
         except TopologyError as exc:
             raise param_error(exc) from exc
+        if failure.samples > MAX_SAMPLES:
+            raise ScenarioInputError.one("params.samples", f"at most {MAX_SAMPLES:,}, got "
+                                                           f"{failure.samples:,}")
         named: list[dict[str, Any]] = []
         if cards is not None or live:
             if info is None:

@@ -15,6 +15,7 @@ from twin.scenarios.kinds.base import (
     jsonable,
     register,
 )
+from twin.scenarios.kinds.limits import MAX_SAMPLES
 
 __all__ = ["TopologyKind"]
 
@@ -26,7 +27,8 @@ class TopologyKind(ScenarioKind):
     description = "Hop histogram, average and diameter, latency, bisection, latency specs."
     fields = (
         FieldSpec("samples", "integer", "Samples", "Source cards sampled when a metric "
-                  "cannot be computed exactly.", default=DEFAULT_SAMPLES, min=2),
+                  "cannot be computed exactly.", default=DEFAULT_SAMPLES, min=2,
+                  max=MAX_SAMPLES),
         FieldSpec("seed", "integer", "Seed", "Random seed of the sampling.", default=0, min=0),
     )
 

@@ -5,6 +5,14 @@ Redis gate shared by all workers): it reads the whole state once, computes
 the rollups, evaluates the health rules (``health``), updates each card's
 health, samples the state for the 1-minute history (``minutes``) and
 publishes ``telemetry.tick`` to the cluster's Channels group.
+
+The tick's ``seq`` only grows, across worker *and* Redis restarts (clients keep
+the newest ``seq`` they applied and drop anything not newer): each tick takes
+``max(last + 1, now in epoch milliseconds)`` (:func:`next_seq`), so a Redis
+that lost the counter resumes above every number it handed out before — as
+long as the workers' clocks do not go back. Ticks are at most ``MAX_TICK_HZ``
+per cluster, so numbers are usually the tick's time in ms; only their order
+means anything.
 """
 from __future__ import annotations
 
@@ -27,12 +35,29 @@ from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_
 from twin.telemetry.processing.minutes import POWER, sample_minute
 from twin.telemetry.state import ALERT_EVENT, TICK_EVENT, group_name, layout
 
-__all__ = ["retry_wait_s", "tick"]
+__all__ = ["next_seq", "retry_wait_s", "tick"]
 
 UTIL = METRIC_INDEX["gpu_util"]
 EWMA_TAU_S = 60.0
 
 _tick_cost: dict[int, float] = {}
+
+_NEXT_SEQ = """
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local seq = math.max(last + 1, tonumber(ARGV[1]))
+redis.call('SET', KEYS[1], string.format('%d', seq))
+return seq
+"""
+_seq_scripts: dict[int, Any] = {}
+
+
+def next_seq(r: redis.Redis, cluster_id: int, now: float) -> int:
+    """The next tick number of ``cluster_id``: above the last one and at least
+    ``now`` in epoch milliseconds (see the module docstring), atomically."""
+    script = _seq_scripts.get(id(r))
+    if script is None:
+        script = _seq_scripts[id(r)] = r.register_script(_NEXT_SEQ)
+    return int(script(keys=[keys.seq(cluster_id)], args=[int(now * 1000)]))
 
 
 def tick(cluster_id: int, *, force: bool = False,
@@ -130,7 +155,7 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
                                                 util), ewma)
     health = card_health(reported, stale, card_alerts)
 
-    seq = int(r.incr(keys.seq(cluster_id)))
+    seq = next_seq(r, cluster_id, now)
     pipe = r.pipeline(transaction=False)
     for level, stats in rollups.items():
         for i in range(N_METRICS):

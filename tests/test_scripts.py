@@ -1,0 +1,75 @@
+"""``supervise`` (scripts/lib.sh), which scripts/demo runs every child under: a
+child that crashes or is killed is started again with a growing backoff, and
+stopping the supervisor stops the child (issue 11, item 1: one crash must not
+tear the demo down)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT, wait_until
+
+
+def start_supervised(tmp_path: Path, command: str) -> subprocess.Popen:
+    """bash that sources lib.sh, supervises ``command`` as "child", prints the
+    supervisor's pid and waits for it."""
+    script = f"""
+set -Eeuo pipefail
+source "{ROOT}/scripts/lib.sh"
+declare -a CHILDREN=() CHILD_NAMES=()
+supervise child bash -c {command!r}
+echo "${{CHILDREN[0]}}" > "{tmp_path}/supervisor.pid"
+wait "${{CHILDREN[0]}}"
+"""
+    env = {**os.environ, "TWIN_LOG_DIR": str(tmp_path), "TWIN_DEMO_BACKOFF_MIN": "1",
+           "TWIN_DEMO_BACKOFF_MAX": "2", "TWIN_DEMO_BACKOFF_RESET": "60"}
+    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: (tmp_path / "supervisor.pid").exists(), 10, "the supervisor")
+    return proc
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_crashing_child_is_restarted_with_backoff(tmp_path):
+    proc = start_supervised(tmp_path, f'echo start >> "{tmp_path}/runs"; exit 3')
+    try:
+        started = time.monotonic()
+        wait_until(lambda: (tmp_path / "runs").exists()
+                   and len((tmp_path / "runs").read_text().split()) >= 3, 15, "three runs")
+        # 1 s, then 2 s between runs: not a tight loop.
+        assert time.monotonic() - started >= 2.5
+        log = (tmp_path / "child.log").read_text()
+        assert "child exited (status 3); restarting it in 1 s" in log
+        assert "restarting it in 2 s" in log
+    finally:
+        supervisor = int((tmp_path / "supervisor.pid").read_text())
+        os.kill(supervisor, signal.SIGTERM)
+        proc.wait(20)
+    assert "restarting it in" in proc.stderr.read()
+
+
+def test_a_killed_child_comes_back_and_stopping_the_supervisor_stops_it(tmp_path):
+    proc = start_supervised(tmp_path, f'echo $$ >> "{tmp_path}/pids"; exec sleep 300')
+    pids = tmp_path / "pids"
+    wait_until(lambda: pids.exists() and pids.read_text().split(), 10, "the child")
+    first = int(pids.read_text().split()[0])
+    os.kill(first, signal.SIGKILL)  # a crash
+    wait_until(lambda: len(pids.read_text().split()) == 2, 10, "the restart")
+    second = int(pids.read_text().split()[1])
+    assert alive(second) and not alive(first)
+    supervisor = int((tmp_path / "supervisor.pid").read_text())
+    os.kill(supervisor, signal.SIGTERM)
+    proc.wait(20)
+    wait_until(lambda: not alive(second), 15, "the child to stop with its supervisor")
+    assert not alive(supervisor)
+    assert len(pids.read_text().split()) == 2  # not restarted once stopping
