@@ -3,13 +3,47 @@ used by the REST API and by the admin changelist alike)."""
 from __future__ import annotations
 
 import django_filters as df
+from django import forms
+from django.db import models
 from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
+from drf_spectacular.utils import extend_schema_field
 
-__all__ = ["RelatedKeyFilter", "SearchFilterSet"]
+__all__ = ["MAX_ID", "IdFilter", "RelatedKeyFilter", "SearchFilterSet", "TwinFilterSet"]
+
+#: The largest id a filter takes: a signed 64-bit primary key.
+MAX_ID = 2**63 - 1
 
 
-class SearchFilterSet(df.FilterSet):
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class IdFilter(df.NumberFilter):
+    """An object's id (a foreign key, or a method's ``card``/``device``): any id from 1
+    to :data:`MAX_ID`, as the schema says. An id that names no row matches nothing —
+    an empty list, as any other filter value that matches nothing — where
+    django-filter's default for a foreign key answered 400 ("Select a valid choice")
+    and its number filter took 0, 1.5 or 10**30 (a database overflow). Out of range
+    or not an integer: 400 on the field."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+
+class TwinFilterSet(df.FilterSet):
+    """The base of every filterset: foreign keys in ``Meta.fields`` filter by id
+    (:class:`IdFilter`), not by a choice among every row."""
+
+    FILTER_DEFAULTS = {
+        **df.FilterSet.FILTER_DEFAULTS,
+        models.ForeignKey: {"filter_class": IdFilter},
+        models.OneToOneField: {"filter_class": IdFilter},
+    }
+
+
+class SearchFilterSet(TwinFilterSet):
     """Adds ``q``: a case-insensitive match on the model's ``search_fields``."""
 
     q = df.CharFilter(method="search", label="Search")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import django_filters as df
 
 from twin.core.choices import JobStatusChoices
+from twin.core.filtersets import TwinFilterSet
 from twin.scenarios.models import ScenarioRun
 
 __all__ = ["ScenarioRunFilterSet"]
@@ -13,7 +14,7 @@ class CharInFilter(df.BaseInFilter, df.CharFilter):
     """``?kind=topology,route``."""
 
 
-class ScenarioRunFilterSet(df.FilterSet):
+class ScenarioRunFilterSet(TwinFilterSet):
     """``?kind=topology&status=running&status=queued&cluster=3&cached=false``."""
 
     kind = CharInFilter(field_name="kind", lookup_expr="in",

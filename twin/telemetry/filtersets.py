@@ -4,7 +4,10 @@ from __future__ import annotations
 import django_filters as df
 from django.db.models import QuerySet
 from django_filters.widgets import BooleanWidget
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
+from twin.core.filtersets import TwinFilterSet
 from twin.telemetry.choices import (
     AlertRuleChoices,
     HealthChoices,
@@ -17,19 +20,19 @@ __all__ = ["AlertFilterSet", "CardHealthFilterSet", "MinuteFilterSet", "ScrapeTa
            "TelemetryAgentFilterSet"]
 
 
-class TelemetryAgentFilterSet(df.FilterSet):
+class TelemetryAgentFilterSet(TwinFilterSet):
     class Meta:
         model = TelemetryAgent
         fields = ["cluster", "is_active", "name"]
 
 
-class ScrapeTargetFilterSet(df.FilterSet):
+class ScrapeTargetFilterSet(TwinFilterSet):
     class Meta:
         model = ScrapeTarget
         fields = ["cluster", "enabled", "last_status"]
 
 
-class AlertFilterSet(df.FilterSet):
+class AlertFilterSet(TwinFilterSet):
     """``?cluster=&rule=&severity=&level=&active=true&acknowledged=false&card=&rack=``."""
 
     rule = df.MultipleChoiceFilter(choices=AlertRuleChoices.choices())
@@ -46,11 +49,13 @@ class AlertFilterSet(df.FilterSet):
         model = Alert
         fields = ["cluster", "card", "rack", "supernode"]
 
+    @extend_schema_field(OpenApiTypes.BOOL)
     def filter_active(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return queryset
         return queryset.filter(ended__isnull=value)
 
+    @extend_schema_field(OpenApiTypes.BOOL)
     def filter_acknowledged(self, queryset: QuerySet, name: str,
                             value: bool | None) -> QuerySet:
         if value is None:
@@ -58,7 +63,7 @@ class AlertFilterSet(df.FilterSet):
         return queryset.filter(acknowledged_at__isnull=not value)
 
 
-class CardHealthFilterSet(df.FilterSet):
+class CardHealthFilterSet(TwinFilterSet):
     status = df.MultipleChoiceFilter(choices=HealthChoices.choices())
 
     class Meta:
@@ -66,7 +71,7 @@ class CardHealthFilterSet(df.FilterSet):
         fields = ["cluster", "card"]
 
 
-class MinuteFilterSet(df.FilterSet):
+class MinuteFilterSet(TwinFilterSet):
     """``?cluster=&level=rack&object_id=&since=&until=``."""
 
     level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
