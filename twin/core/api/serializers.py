@@ -16,6 +16,11 @@ for the admin as for the API), and the viewsets run validation and save in one
 ``transaction.atomic()`` block, so the locks hold until the row is committed.
 A request field that is not a model field (hardware's ``allow_over_budget``)
 is taken off in :meth:`ValidatedModelSerializer.build`.
+
+Numeric fields carry the model's bounds (``twin.core.api.bounds``): the
+portable range of the column and the simple check constraints, so a value
+out of range is a 400 on its field before the model sees it, and the schema
+states the range.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ from django.db import models
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 from rest_framework.settings import api_settings
+
+from twin.core.api.bounds import bounded_kwargs
 
 __all__ = ["PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
 
@@ -58,6 +65,11 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
 
     def get_display(self, obj: models.Model) -> str:
         return str(obj)
+
+    def build_standard_field(self, field_name: str, model_field: models.Field
+                             ) -> tuple[type[serializers.Field], dict[str, Any]]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        return field_class, bounded_kwargs(model_field, kwargs)
 
     # --- hook -------------------------------------------------------------
     def build(self, attrs: dict[str, Any]) -> models.Model:
