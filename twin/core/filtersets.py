@@ -2,14 +2,20 @@
 used by the REST API and by the admin changelist alike)."""
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import django_filters as df
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
+from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
-__all__ = ["MAX_ID", "IdFilter", "RelatedKeyFilter", "SearchFilterSet", "TwinFilterSet"]
+__all__ = ["MAX_ID", "IdFilter", "RelatedKeyFilter", "SearchFilterSet", "TwinFilterSet",
+           "UtcDateTimeFilter"]
 
 #: The largest id a filter takes: a signed 64-bit primary key.
 MAX_ID = 2**63 - 1
@@ -32,14 +38,36 @@ class IdFilter(df.NumberFilter):
         super().__init__(*args, **kwargs)
 
 
+class _UtcDateTimeField(IsoDateTimeField):
+    def to_python(self, value: Any) -> dt.datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(dt.UTC)
+        except OverflowError:
+            raise ValidationError("Enter a date and time between the years 1 and 9999.",
+                                  code="invalid") from None
+
+
+class UtcDateTimeFilter(df.IsoDateTimeFilter):
+    """An ISO 8601 / RFC 3339 date-time, compared in UTC. Any offset RFC 3339 allows
+    (up to ±23:59) is taken: PostgreSQL refuses offsets past ±15:59 in a query (a 500
+    for ``?since=2024-01-01T00:00:00+22:00``), so the value goes to it in UTC."""
+
+    field_class = _UtcDateTimeField
+
+
 class TwinFilterSet(df.FilterSet):
     """The base of every filterset: foreign keys in ``Meta.fields`` filter by id
-    (:class:`IdFilter`), not by a choice among every row."""
+    (:class:`IdFilter`), not by a choice among every row; date-times are compared
+    in UTC (:class:`UtcDateTimeFilter`)."""
 
     FILTER_DEFAULTS = {
         **df.FilterSet.FILTER_DEFAULTS,
         models.ForeignKey: {"filter_class": IdFilter},
         models.OneToOneField: {"filter_class": IdFilter},
+        models.DateTimeField: {"filter_class": UtcDateTimeFilter},
     }
 
 

@@ -7,7 +7,7 @@ from django_filters.widgets import BooleanWidget
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from twin.core.filtersets import TwinFilterSet
+from twin.core.filtersets import TwinFilterSet, UtcDateTimeFilter
 from twin.telemetry.choices import (
     AlertRuleChoices,
     HealthChoices,
@@ -42,8 +42,8 @@ class AlertFilterSet(TwinFilterSet):
     active = df.BooleanFilter(method="filter_active", label="Active (not ended)",
                               widget=BooleanWidget())
     acknowledged = df.BooleanFilter(method="filter_acknowledged", label="Acknowledged")
-    started_after = df.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
-    started_before = df.IsoDateTimeFilter(field_name="started", lookup_expr="lt")
+    started_after = UtcDateTimeFilter(field_name="started", lookup_expr="gte")
+    started_before = UtcDateTimeFilter(field_name="started", lookup_expr="lt")
 
     class Meta:
         model = Alert
@@ -75,8 +75,8 @@ class MinuteFilterSet(TwinFilterSet):
     """``?cluster=&level=rack&object_id=&since=&until=``."""
 
     level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
-    since = df.IsoDateTimeFilter(field_name="minute", lookup_expr="gte")
-    until = df.IsoDateTimeFilter(field_name="minute", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="minute", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="minute", lookup_expr="lt")
 
     class Meta:
         model = TelemetryMinute
