@@ -24,6 +24,10 @@ get them without a decorator each:
 An operation that declares one of these codes itself (``@extend_schema``)
 keeps its own. Every error body is JSON with ``detail`` (``Error``), except
 400 (``ValidationError``).
+
+It also states what the generic mapping leaves out: ids in paths and primary-key
+fields run from 1 to ``MAX_ID``, and a strict bound (``twin.core.api.bounds``)
+is an ``exclusiveMinimum``/``exclusiveMaximum``.
 """
 from __future__ import annotations
 
