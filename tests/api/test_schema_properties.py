@@ -37,22 +37,7 @@ from schemathesis.specs.openapi import checks as openapi_checks
 
 from tests.telemetry.conftest import flush_namespace
 
-
-class _TestWSGIHandler(WSGIHandler):
-    """Django's WSGI app minus closing the database connection around each request
-    (what Django's own test client does too): requests run in the test's transaction."""
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        request_started.disconnect(close_old_connections)
-        request_finished.disconnect(close_old_connections)
-        try:
-            return super().__call__(environ, start_response)
-        finally:
-            request_started.connect(close_old_connections)
-            request_finished.connect(close_old_connections)
-
-
-schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", _TestWSGIHandler())
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler())
 
 #: The checks every answer passes (schemathesis' classic defaults).
 CHECKS = [
@@ -142,6 +127,17 @@ def existing_query_ids(context: Any, query: dict[str, Any] | None) -> Any:
 def existing_body_ids(context: Any, body: Any) -> Any:
     """A body's references name rows that exist half the time, so writes succeed too."""
     return _with_existing_ids(body, list(REFERENCES))
+
+
+@pytest.fixture(autouse=True)
+def connection_kept_open() -> Iterator[None]:
+    """The requests run in the test's transaction: Django must not close the database
+    connection when one starts or ends (its own test client holds it open too)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture(autouse=True)
