@@ -234,7 +234,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "twin.core.api.pagination.TwinPageNumberPagination",
     "PAGE_SIZE": 100,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, plus every operation's error answers (400 … 503).
+    "DEFAULT_SCHEMA_CLASS": "twin.core.api.schema.TwinAutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -256,6 +257,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The API's bodies are JSON. The form encodings DRF also parses are there for the
+    # browsable API's HTML forms, and cannot express null or nested values.
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
     # Several models have a "status" or "kind" field with different choices: name each enum.
     "ENUM_NAME_OVERRIDES": {
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",

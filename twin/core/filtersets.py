@@ -9,22 +9,28 @@ database driver (a 500).
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import django_filters as df
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db import connection, models
 from django.db.models import Q, QuerySet
 from django_filters.constants import EMPTY_VALUES
+from django_filters.fields import IsoDateTimeField
 from django_filters.filterset import FILTER_FOR_DBFIELD_DEFAULTS
 from drf_spectacular.utils import extend_schema_field
 
-__all__ = ["INT64_MAX", "INT64_MIN", "IntegerFilter", "RelatedKeyFilter", "SearchFilterSet",
-           "TwinFilterSet"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_ID", "IdFilter", "IntegerFilter", "RelatedKeyFilter",
+           "SearchFilterSet", "TwinFilterSet", "UtcDateTimeFilter"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 """The widest integer column (SQLite's INTEGER, PostgreSQL's bigint): ids, and any
 integer filter whose column is not known."""
+
+#: The largest id a filter takes: a signed 64-bit primary key.
+MAX_ID = INT64_MAX
 
 
 class IntegerFilter(df.NumberFilter):
@@ -53,13 +59,59 @@ def integer_bounds(field: models.Field) -> dict[str, int]:
             "max_value": INT64_MAX if high is None else min(high, INT64_MAX)}
 
 
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class IdFilter(df.NumberFilter):
+    """An object's id (a foreign key, or a method's ``card``/``device``): any id from 1
+    to :data:`MAX_ID`, as the schema says. An id that names no row matches nothing —
+    an empty list, as any other filter value that matches nothing — where
+    django-filter's default for a foreign key answered 400 ("Select a valid choice")
+    and its number filter took 0, 1.5 or 10**30 (a database overflow). Out of range
+    or not an integer: 400 on the field."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+    def get_max_validator(self) -> None:
+        return None  # the form field's own max_value (NumberFilter adds 1e50)
+
+
+class _UtcDateTimeField(IsoDateTimeField):
+    def to_python(self, value: Any) -> dt.datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(dt.UTC)
+        except OverflowError:
+            raise ValidationError("Enter a date and time between the years 1 and 9999.",
+                                  code="invalid") from None
+
+
+class UtcDateTimeFilter(df.IsoDateTimeFilter):
+    """An ISO 8601 / RFC 3339 date-time, compared in UTC. Any offset RFC 3339 allows
+    (up to ±23:59) is taken: PostgreSQL refuses offsets past ±15:59 in a query (a 500
+    for ``?since=2024-01-01T00:00:00+22:00``), so the value goes to it in UTC."""
+
+    field_class = _UtcDateTimeField
+
+
 class TwinFilterSet(df.FilterSet):
-    """A filterset whose filters on integer columns are :class:`IntegerFilter` s."""
+    """The base of every filterset: filters on integer columns are :class:`IntegerFilter` s
+    bounded by the column; foreign keys in ``Meta.fields`` filter by id
+    (:class:`IdFilter`), not by a choice among every row; date-times are compared in UTC
+    (:class:`UtcDateTimeFilter`)."""
 
     FILTER_DEFAULTS = {
         **FILTER_FOR_DBFIELD_DEFAULTS,
         **{cls: {"filter_class": IntegerFilter, "extra": integer_bounds}
            for cls in FILTER_FOR_DBFIELD_DEFAULTS if issubclass(cls, models.IntegerField)},
+        models.ForeignKey: {"filter_class": IdFilter},
+        models.OneToOneField: {"filter_class": IdFilter},
+        models.DateTimeField: {"filter_class": UtcDateTimeFilter},
     }
 
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import django_filters as df
 from django.db.models import Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
 from twin.core.choices import JobStatusChoices
-from twin.core.filtersets import IntegerFilter, RelatedKeyFilter, SearchFilterSet, TwinFilterSet
+from twin.core.filtersets import IdFilter, RelatedKeyFilter, SearchFilterSet, TwinFilterSet
 from twin.hardware.choices import (
     CardStatusChoices,
     CoolingChoices,
@@ -71,6 +73,7 @@ class RackFilterSet(SearchFilterSet):
         model = Rack
         fields = ["cluster", "supernode", "row", "cooling"]
 
+    @extend_schema_field(OpenApiTypes.BOOL)
     def filter_over_budget(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return queryset
@@ -82,7 +85,7 @@ class RackFilterSet(SearchFilterSet):
 
 class ServerFilterSet(SearchFilterSet):
     search_fields = ("name", "hostname")
-    cluster = IntegerFilter(field_name="rack__cluster")
+    cluster = IdFilter(field_name="rack__cluster")
 
     class Meta:
         model = Server
@@ -91,8 +94,8 @@ class ServerFilterSet(SearchFilterSet):
 
 class CardFilterSet(SearchFilterSet):
     search_fields = ("serial",)
-    cluster = IntegerFilter(field_name="supernode__cluster")
-    rack = IntegerFilter(field_name="server__rack")
+    cluster = IdFilter(field_name="supernode__cluster")
+    rack = IdFilter(field_name="server__rack")
     status = df.MultipleChoiceFilter(choices=CardStatusChoices.choices())
     accelerator = RelatedKeyFilter(field_name="accelerator__slug", label="Accelerator (slug)")
 
@@ -113,8 +116,8 @@ class NetworkDeviceFilterSet(SearchFilterSet):
 class LinkFilterSet(TwinFilterSet):
     kind = df.MultipleChoiceFilter(choices=LinkKindChoices.choices())
     status = df.MultipleChoiceFilter(choices=LinkStatusChoices.choices())
-    card = IntegerFilter(method="filter_card", label="Card at either end")
-    device = IntegerFilter(method="filter_device", label="Device at either end")
+    card = IdFilter(method="filter_card", label="Card at either end")
+    device = IdFilter(method="filter_device", label="Device at either end")
     q = df.CharFilter(method="search", label="Card serial or device name at either end")
 
     class Meta:

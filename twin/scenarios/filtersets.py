@@ -4,7 +4,7 @@ from __future__ import annotations
 import django_filters as df
 
 from twin.core.choices import JobStatusChoices
-from twin.core.filtersets import TwinFilterSet
+from twin.core.filtersets import TwinFilterSet, UtcDateTimeFilter
 from twin.scenarios.models import ScenarioRun
 
 __all__ = ["ScenarioRunFilterSet"]
@@ -22,8 +22,8 @@ class ScenarioRunFilterSet(TwinFilterSet):
     status = df.MultipleChoiceFilter(choices=JobStatusChoices.choices())
     cached = df.BooleanFilter(field_name="cached_from", lookup_expr="isnull", exclude=True,
                               help_text="true: only runs that reused an earlier result.")
-    created_after = df.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
-    created_before = df.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
+    created_after = UtcDateTimeFilter(field_name="created", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created", lookup_expr="lt")
 
     class Meta:
         model = ScenarioRun

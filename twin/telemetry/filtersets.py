@@ -4,8 +4,10 @@ from __future__ import annotations
 import django_filters as df
 from django.db.models import QuerySet
 from django_filters.widgets import BooleanWidget
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
-from twin.core.filtersets import TwinFilterSet
+from twin.core.filtersets import TwinFilterSet, UtcDateTimeFilter
 from twin.telemetry.choices import (
     AlertRuleChoices,
     HealthChoices,
@@ -40,18 +42,20 @@ class AlertFilterSet(TwinFilterSet):
     active = df.BooleanFilter(method="filter_active", label="Active (not ended)",
                               widget=BooleanWidget())
     acknowledged = df.BooleanFilter(method="filter_acknowledged", label="Acknowledged")
-    started_after = df.IsoDateTimeFilter(field_name="started", lookup_expr="gte")
-    started_before = df.IsoDateTimeFilter(field_name="started", lookup_expr="lt")
+    started_after = UtcDateTimeFilter(field_name="started", lookup_expr="gte")
+    started_before = UtcDateTimeFilter(field_name="started", lookup_expr="lt")
 
     class Meta:
         model = Alert
         fields = ["cluster", "card", "rack", "supernode"]
 
+    @extend_schema_field(OpenApiTypes.BOOL)
     def filter_active(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return queryset
         return queryset.filter(ended__isnull=value)
 
+    @extend_schema_field(OpenApiTypes.BOOL)
     def filter_acknowledged(self, queryset: QuerySet, name: str,
                             value: bool | None) -> QuerySet:
         if value is None:
@@ -71,8 +75,8 @@ class MinuteFilterSet(TwinFilterSet):
     """``?cluster=&level=rack&object_id=&since=&until=``."""
 
     level = df.ChoiceFilter(choices=SubjectLevelChoices.choices())
-    since = df.IsoDateTimeFilter(field_name="minute", lookup_expr="gte")
-    until = df.IsoDateTimeFilter(field_name="minute", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="minute", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="minute", lookup_expr="lt")
 
     class Meta:
         model = TelemetryMinute

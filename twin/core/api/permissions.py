@@ -7,7 +7,12 @@ __all__ = ["TwinModelPermissions", "TwinReadOnlyPermissions"]
 
 class TwinModelPermissions(DjangoModelPermissions):
     """Writes need the model permission; reads need a login unless
-    ``TWIN_PUBLIC_READ`` opens them for a demo."""
+    ``TWIN_PUBLIC_READ`` opens them for a demo.
+
+    A view with no model (``presets/``) has no permission to take writes from:
+    a method it does not implement passes on to its 405, one it implements is
+    refused (such a view sets its own ``permission_classes`` to allow writes).
+    """
 
     def has_permission(self, request, view) -> bool:  # type: ignore[no-untyped-def]
         if request.method in SAFE_METHODS:
@@ -16,6 +21,9 @@ class TwinModelPermissions(DjangoModelPermissions):
             return bool(request.user and request.user.is_authenticated)
         if getattr(view, "_ignore_model_permissions", False):
             return bool(request.user and request.user.is_authenticated)
+        if getattr(view, "queryset", None) is None and not hasattr(view, "get_queryset"):
+            return bool(request.user and request.user.is_authenticated) and \
+                getattr(view, request.method.lower(), None) is None
         return super().has_permission(request, view)
 
 

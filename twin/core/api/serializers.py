@@ -16,6 +16,11 @@ for the admin as for the API), and the viewsets run validation and save in one
 ``transaction.atomic()`` block, so the locks hold until the row is committed.
 A request field that is not a model field (hardware's ``allow_over_budget``)
 is taken off in :meth:`ValidatedModelSerializer.build`.
+
+Numeric fields carry the model's bounds (``twin.core.api.bounds``): the
+portable range of the column and the simple check constraints, so a value
+out of range is a 400 on its field before the model sees it, and the schema
+states the range.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 from rest_framework.settings import api_settings
 
+from twin.core.api.bounds import bounded_kwargs
 from twin.core.bounds import AtLeast, AtMost
 
 __all__ = ["PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
@@ -61,12 +67,13 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
     def get_display(self, obj: models.Model) -> str:
         return str(obj)
 
-    def build_standard_field(self, field_name: str,
-                             model_field: models.Field) -> tuple[type, dict[str, Any]]:
-        """DRF's field, with the messages of the model's bounds (``twin.core.bounds``):
-        DRF turns them into ``min_value``/``max_value`` (and the schema into
-        ``minimum``/``maximum``) but would say them without the unit."""
+    def build_standard_field(self, field_name: str, model_field: models.Field
+                             ) -> tuple[type[serializers.Field], dict[str, Any]]:
+        """DRF's field with the model's bounds: the column's portable range and simple
+        check constraints (``twin.core.api.bounds``), said with the unit of the model's
+        bound validators (``twin.core.bounds``) where those set the limit."""
         field_class, kwargs = super().build_standard_field(field_name, model_field)
+        kwargs = bounded_kwargs(model_field, kwargs)
         messages = {}
         for validator in model_field.validators:
             if isinstance(validator, AtMost) and kwargs.get("max_value") == validator.limit_value:

@@ -124,6 +124,9 @@ class AcceleratorTypeSerializer(BudgetedSerializer):
             "scaleup_links", "scaleup_gbps", "source", "notes", "created", "last_updated",
             "allow_over_budget", "racks_over_budget",
         ]
+        # The model's clean() refuses negative optional figures (no constraint says so).
+        extra_kwargs = {name: {"min_value": 0.0}
+                        for name in ("fp32_tflops", "tf32_tflops", "fp8_tflops")}
 
 
 class ClusterSerializer(ValidatedModelSerializer):
@@ -246,7 +249,8 @@ class ClusterBuildSerializer(serializers.ModelSerializer):
     """A build request and how far it got (read-only: builds are made by POSTing a request)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:clusterbuild-detail")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)
 
     class Meta:
         model = ClusterBuild

@@ -77,7 +77,7 @@ def _end(info: ClusterInput, raw: str | None, field: str) -> dict[str, Any]:
     if raw is None or raw.strip() == "":
         raise ScenarioInputError.one(field, "this field is required: a card id or serial")
     raw = raw.strip()
-    if raw.isdigit():
+    if raw.isdecimal():  # what int() reads ("²" is a digit, not a decimal)
         try:
             return card_lookup(info, int(raw), field)
         except ScenarioInputError:

@@ -49,6 +49,7 @@ from rest_framework.response import Response
 
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
+from twin.core.api.schema import error_response
 from twin.core.choices import JobStatusChoices
 from twin.core.unavailable import RETRY_AFTER_S, check_broker
 from twin.hardware.models import Cluster
@@ -78,9 +79,12 @@ class ScenarioRunListSerializer(serializers.ModelSerializer):
     """A run without its (possibly large) inputs and result."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:scenariorun-detail")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)
     cached = serializers.SerializerMethodField()
-    duration_s = serializers.FloatField(read_only=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True,
+                                        help_text="Seconds from start to finish; null until "
+                                                  "it finished.")
     websocket = serializers.SerializerMethodField()
 
     class Meta:
@@ -259,7 +263,9 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         """The kinds and their parameters, to build a form from (readable by any reader)."""
         return Response(describe_kinds())
 
-    @extend_schema(request=None, responses={200: ScenarioRunSerializer})
+    @extend_schema(request=None, responses={
+        200: ScenarioRunSerializer,
+        409: error_response("The run already finished: nothing to cancel.")})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: Any = None) -> Response:
         """Cancel a queued or running run (409 once it has finished)."""
@@ -283,8 +289,10 @@ class ClusterRouteViewSet(viewsets.GenericViewSet):
     @extend_schema(
         responses=RouteSerializer, filters=False,
         parameters=[
-            OpenApiParameter("src", str, required=True, description="Card id or serial."),
-            OpenApiParameter("dst", str, required=True, description="Card id or serial."),
+            OpenApiParameter("src", {"type": "string", "minLength": 1}, required=True,
+                             description="Card id or serial."),
+            OpenApiParameter("dst", {"type": "string", "minLength": 1}, required=True,
+                             description="Card id or serial."),
             OpenApiParameter("by", str, enum=["hops", "latency"],
                              description="Fewest hops (default) or lowest latency."),
         ],

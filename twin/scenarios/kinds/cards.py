@@ -21,10 +21,15 @@ def card_lookup(info: ClusterInput, value: Any, field: str) -> dict[str, Any]:
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ScenarioInputError.one(field, f"a card id (integer) or serial (string), "
                                             f"got {value!r}")
-    row = (cards.filter(pk=value) if isinstance(value, int) else cards.filter(serial=value)
-           ).values("pk", "serial", "index", "x", "y", "z", "supernode__index",
-                    "supernode__fabric", "supernode__dim_x", "supernode__dim_y",
-                    "supernode__dim_z").first()
+    if isinstance(value, int):
+        matches = cards.filter(pk=value)
+    elif "\x00" in value:  # no serial holds a NUL: PostgreSQL text cannot (a 500 to ask)
+        matches = cards.none()
+    else:
+        matches = cards.filter(serial=value)
+    row = matches.values("pk", "serial", "index", "x", "y", "z", "supernode__index",
+                         "supernode__fabric", "supernode__dim_x", "supernode__dim_y",
+                         "supernode__dim_z").first()
     if row is None:
         what = f"id {value}" if isinstance(value, int) else f"serial {value!r}"
         raise ScenarioInputError.one(field, f"no card with {what} in cluster "

@@ -75,7 +75,8 @@ class ScrapeTargetSerializer(ValidatedModelSerializer):
 class AlertSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="telemetry:alert-detail")
     active = serializers.BooleanField(read_only=True)
-    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                                   allow_null=True)
 
     class Meta:
         model = Alert

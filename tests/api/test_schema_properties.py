@@ -1,0 +1,342 @@
+"""Property-based API tests from the OpenAPI schema (schemathesis): the schema tells the truth.
+
+The schema served at ``/api/schema/`` is loaded from the app itself and every
+operation in it is called with requests generated from it — valid ones and,
+in schemathesis' coverage phase, invalid ones — as an admin
+(``Authorization: Token …``) on the test database, where :func:`world` has
+built the tiny cluster and one row of everything the API lists (agents, scrape
+targets, alerts, health, history, builds, scenario runs). Every answer must be
+what the schema says: no 5xx, a documented status code, the documented content
+type and headers, a body of the documented shape (nullable where it can be
+null, within the documented bounds).
+
+Each example runs in a savepoint that is rolled back, so every request sees
+the same world: a ``DELETE`` of the cluster is as deterministic as a ``GET``,
+and nothing is excluded. Ids — in the path, in filters, in bodies — are drawn half
+the time from the rows that exist (the other half from the whole documented
+range), so the successful answers are checked, not only the 404s and 400s.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import schemathesis
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, transaction
+from django.db.models import Model
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from rest_framework.authtoken.models import Token
+from schemathesis import checks
+from schemathesis.specs.openapi import checks as openapi_checks
+
+from tests.telemetry.conftest import flush_namespace
+
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", WSGIHandler())
+
+#: The checks every answer passes (schemathesis' classic defaults).
+CHECKS = [
+    checks.not_a_server_error,
+    openapi_checks.status_code_conformance,
+    openapi_checks.content_type_conformance,
+    openapi_checks.response_schema_conformance,
+    openapi_checks.response_headers_conformance,
+]
+
+
+def _models() -> dict[str, type[Model]]:
+    """The model a path's first segment (after /api/ or /api/telemetry/) names."""
+    from twin.hardware.models import (
+        AcceleratorType,
+        Card,
+        Cluster,
+        ClusterBuild,
+        Link,
+        NetworkDevice,
+        Rack,
+        Server,
+        SuperNode,
+    )
+    from twin.scenarios.models import ScenarioRun
+    from twin.telemetry.models import Alert, ScrapeTarget, TelemetryAgent
+
+    return {"accelerators": AcceleratorType, "builds": ClusterBuild, "cards": Card,
+            "clusters": Cluster, "devices": NetworkDevice, "links": Link, "racks": Rack,
+            "scenarios": ScenarioRun, "servers": Server, "supernodes": SuperNode,
+            "agents": TelemetryAgent, "alerts": Alert, "targets": ScrapeTarget}
+
+
+def _model_of(path: str) -> type[Model] | None:
+    parts = path.removeprefix("/api/").removeprefix("telemetry/").split("/")
+    return _models().get(parts[0])
+
+
+#: Query and body fields that hold an id → the path segment of what they name.
+REFERENCES = {
+    "cluster": "clusters", "supernode": "supernodes", "rack": "racks", "server": "servers",
+    "card": "cards", "device": "devices", "accelerator": "accelerators", "agent": "agents",
+    "a_card": "cards", "b_card": "cards", "a_device": "devices", "b_device": "devices",
+    "src": "cards", "dst": "cards",
+}
+
+
+def _ids(segment: str) -> list[int]:
+    model = _models()[segment]
+    return list(model.objects.order_by("pk").values_list("pk", flat=True)[:50])
+
+
+def _with_existing_ids(values: Any, names: list[str], as_text: bool = False) -> Any:
+    """A strategy: ``values`` as generated, or with the id fields among ``names`` set
+    to ids of rows that exist (each one independently)."""
+    if not isinstance(values, dict):
+        return st.just(values)
+    present = [name for name in names if name in values and _ids(REFERENCES[name])]
+    if not present:
+        return st.just(values)
+    choices = {name: st.one_of(st.just(values[name]), st.sampled_from(
+        [str(pk) if as_text else pk for pk in _ids(REFERENCES[name])])) for name in present}
+    return st.fixed_dictionaries(choices).map(lambda chosen: {**values, **chosen})
+
+
+@schema.hook("flatmap_path_parameters")
+def existing_path_ids(context: Any, path_parameters: dict[str, Any]) -> Any:
+    """Half the time, the path's id is one of a row that exists."""
+    model = _model_of(context.operation.path) if context.operation else None
+    if model is None or not path_parameters:
+        return st.just(path_parameters)
+    ids = list(model.objects.order_by("pk").values_list("pk", flat=True)[:50])
+    if not ids:
+        return st.just(path_parameters)
+    name = next(iter(path_parameters))
+    return st.one_of(st.just(path_parameters),
+                     st.sampled_from(ids).map(lambda pk: {**path_parameters, name: pk}))
+
+
+@schema.hook("flatmap_query")
+def existing_query_ids(context: Any, query: dict[str, Any] | None) -> Any:
+    """Filters (and a route's ends) name rows that exist half the time."""
+    return _with_existing_ids(query, list(REFERENCES), as_text=True)
+
+
+@schema.hook("flatmap_body")
+def existing_body_ids(context: Any, body: Any) -> Any:
+    """A body's references name rows that exist half the time, so writes succeed too."""
+    return _with_existing_ids(body, list(REFERENCES))
+
+
+@pytest.fixture(autouse=True)
+def connection_kept_open() -> Iterator[None]:
+    """The requests run in the test's transaction: Django must not close the database
+    connection when one starts or ends (its own test client holds it open too)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture(autouse=True)
+def telemetry_namespace() -> Iterator[None]:
+    """This session's own Redis key prefix (tests/telemetry/conftest.py), emptied
+    around each operation."""
+    flush_namespace()
+    yield
+    flush_namespace()
+
+
+@pytest.fixture
+def world(tiny_cluster: dict[str, Any], admin_user: Any, settings: Any) -> dict[str, Any]:
+    """The tiny cluster and one row of everything else the API lists, with the
+    nullable fields null where they can be (an alert nobody acknowledged, a build
+    and a run with no creator)."""
+    from django.utils import timezone
+
+    from twin.hardware.models import ClusterBuild
+    from twin.scenarios.kinds import get_kind
+    from twin.scenarios.kinds.base import jsonable
+    from twin.scenarios.models import ScenarioRun
+    from twin.scenarios.runner import params_hash
+    from twin.telemetry.metrics import METRIC_KEYS
+    from twin.telemetry.models import (
+        Alert,
+        CardHealth,
+        ScrapeTarget,
+        TelemetryAgent,
+        TelemetryMinute,
+    )
+
+    settings.TELEMETRY_AUTO_DRAIN = False
+    cluster, cards, rack = tiny_cluster["cluster"], tiny_cluster["cards"], tiny_cluster["rack"]
+    now = timezone.now()
+    agent, _ = TelemetryAgent.issue(cluster, "agent-0")
+    ScrapeTarget.objects.create(cluster=cluster, agent=agent,
+                                endpoint="http://node0:9400/metrics")
+    Alert.objects.create(cluster=cluster, rule="gpu_temp", severity="warning", level="card",
+                         subject=f"card:{cards[0].pk}", card=cards[0], value=88.0,
+                         threshold=85.0, message="hot", started=now)
+    Alert.objects.create(cluster=cluster, rule="rack_power", severity="critical", level="rack",
+                         subject=f"rack:{rack.pk}", rack=rack, message="over budget",
+                         started=now - dt.timedelta(hours=1), ended=now,
+                         acknowledged_by=admin_user, acknowledged_at=now)
+    CardHealth.objects.create(card=cards[0], cluster=cluster, status="warning",
+                              reasons="gpu_temp", since=now)
+    values = np.full(len(METRIC_KEYS), np.nan, dtype=np.float32)
+    values[0] = 1.5
+    TelemetryMinute.objects.create(cluster=cluster, level="rack", object_id=rack.pk,
+                                   minute=now.replace(second=0, microsecond=0), samples=60,
+                                   mean=values.tobytes(), max=values.tobytes(), draw_w=None)
+    ClusterBuild.objects.create(preset="seed-512", name="queued-build", params={})
+    kind, params = get_kind("topology"), {"family": "torus", "dims": [2, 2, 2]}
+    inputs = jsonable(kind.prepare(params, None))
+    result = kind.run(inputs, lambda fraction, message: None)
+    common = {"kind": "topology", "params": params, "inputs": inputs,
+              "params_hash": params_hash("topology", inputs)}
+    done = ScenarioRun.objects.create(**common, status="succeeded", progress=1.0,
+                                      result=result, started=now, finished=now)
+    ScenarioRun.objects.create(**common, status="succeeded", progress=1.0, result=result,
+                               cached_from=done, started=now, finished=now)
+    ScenarioRun.objects.create(**common, status="queued", created_by=admin_user)
+    return tiny_cluster
+
+
+@pytest.fixture
+def token(admin_user: Any) -> str:
+    return Token.objects.create(user=admin_user).key
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
+def test_api(case: Any, token: str, world: dict[str, Any]) -> None:
+    """Every operation, as an admin: each answer is what the schema documents."""
+    with transaction.atomic():
+        case.call_and_validate(headers={"Authorization": f"Token {token}"}, checks=CHECKS)
+        transaction.set_rollback(True)
+
+
+
+# --- what the property test found, one regression test each ---------------------------
+
+
+def _schema() -> dict[str, Any]:
+    return schema.raw_schema
+
+
+@pytest.mark.parametrize(("component", "field"), [
+    ("Alert", "acknowledged_by"), ("ClusterBuild", "created_by"),
+    ("ScenarioRun", "created_by"), ("ScenarioRun", "duration_s"),
+    ("ScenarioRunList", "created_by"), ("ScenarioRunList", "duration_s"),
+])
+def test_fields_that_can_be_null_are_nullable(component: str, field: str) -> None:
+    assert _schema()["components"]["schemas"][component]["properties"][field]["nullable"]
+
+
+def test_every_operation_documents_its_errors() -> None:
+    """401, 403 and 503 everywhere; 400 where there is input; 404 where the path names
+    an object; 409/412 and If-Match on a model viewset's writes; bodies in one shape."""
+    components = _schema()["components"]
+    assert components["schemas"]["Error"]["required"] == ["detail"]
+    assert "additionalProperties" in components["schemas"]["ValidationError"]
+    for path, operations in _schema()["paths"].items():
+        for method, operation in operations.items():
+            codes = set(operation["responses"])
+            where = f"{method.upper()} {path}"
+            assert {"401", "403", "503"} <= codes, where
+            if operation.get("parameters") or "requestBody" in operation:
+                assert "400" in codes, where
+            if "{" in path:
+                assert "404" in codes, where
+            if "requestBody" in operation:
+                assert {"413", "415"} <= codes, where
+    clusters = _schema()["paths"]["/api/clusters/{id}/"]
+    for method in ("put", "patch", "delete"):
+        assert {"409", "412"} <= set(clusters[method]["responses"])
+        assert "If-Match" in {p["name"] for p in clusters[method]["parameters"]}
+    assert "ETag" in clusters["get"]["responses"]["200"]["headers"]
+    assert "409" in _schema()["paths"]["/api/scenarios/{id}/cancel/"]["post"]["responses"]
+
+
+def test_constraints_and_portable_ranges_are_in_the_schema() -> None:
+    schemas = _schema()["components"]["schemas"]
+    supernode, rack = schemas["SuperNodeRequest"]["properties"], \
+        schemas["RackRequest"]["properties"]
+    assert supernode["link_gbps"]["minimum"] == 0 and supernode["link_gbps"]["exclusiveMinimum"]
+    assert supernode["card_count"]["minimum"] == 1 and supernode["dim_x"]["minimum"] == 1
+    assert rack["pue"]["minimum"] == 1.0 and rack["pue"]["maximum"] <= 1e15
+    # The column's range on every database (SQLite's own would be 2**63 - 1).
+    assert rack["power_budget_w"] == {**rack["power_budget_w"], "minimum": 1,
+                                      "maximum": 2**31 - 1}
+    assert schemas["ScrapeTargetRequest"]["properties"]["timeout_s"]["exclusiveMinimum"]
+
+
+def test_id_filters_take_any_id_and_declare_their_range(admin_client_api: Any,
+                                                        tiny_cluster: dict[str, Any]) -> None:
+    """``?cluster=`` is an id from 1: one that names nothing is an empty list (not a 400
+    "Select a valid choice"), 0 and out-of-range values are a 400 on the field."""
+    parameters = {p["name"]: p["schema"] for p in
+                  _schema()["paths"]["/api/racks/"]["get"]["parameters"]}
+    assert parameters["cluster"] == {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+    assert parameters["page"]["minimum"] == 1
+    for url in ("/api/racks/", "/api/cards/", "/api/servers/", "/api/telemetry/alerts/"):
+        response = admin_client_api.get(url, {"cluster": 987654321})
+        assert response.status_code == 200, (url, response.content)
+        assert response.json()["results"] == []
+        for bad in ("0", "-1", str(2**63), "1.5", "x"):
+            response = admin_client_api.get(url, {"cluster": bad})
+            assert response.status_code == 400, (url, bad, response.content)
+            assert "cluster" in response.json()
+    mine = admin_client_api.get("/api/racks/", {"cluster": tiny_cluster["cluster"].pk})
+    assert len(mine.json()["results"]) == 2
+
+
+def test_unmatched_api_urls_are_json_404s(admin_client_api: Any, db: Any) -> None:
+    for url in ("/api/racks/1.5/", "/api/telemetry/cards/abc/", "/api/no-such-thing/"):
+        response = admin_client_api.get(url)
+        assert response.status_code == 404
+        assert response["Content-Type"] == "application/json"
+        assert "detail" in response.json()
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete", "trace"])
+def test_methods_presets_lack_are_405(admin_client_api: Any, db: Any, method: str) -> None:
+    response = admin_client_api.generic(method.upper(), "/api/presets/")
+    assert response.status_code == 405
+
+
+def test_a_float_that_would_overflow_is_refused(admin_client_api: Any,
+                                                tiny_cluster: dict[str, Any]) -> None:
+    """PUE 1.5e308 made the rack's facility draw infinite: every read of it was a 500."""
+    rack = tiny_cluster["rack"]
+    response = admin_client_api.patch(f"/api/racks/{rack.pk}/", {"pue": 1.5e308},
+                                      format="json")
+    assert response.status_code == 400 and "pue" in response.json()
+    assert admin_client_api.get(f"/api/racks/{rack.pk}/").status_code == 200
+
+
+@pytest.mark.parametrize(("src", "what"), [("²", "a digit int() cannot read"),
+                                           ("TINY\x000", "a NUL, which PostgreSQL text refuses"),
+                                           (str(2**70), "an id past any column")])
+def test_route_ends_that_name_no_card_are_400(admin_client_api: Any,
+                                              tiny_cluster: dict[str, Any], src: str,
+                                              what: str) -> None:
+    response = admin_client_api.get(
+        f"/api/clusters/{tiny_cluster['cluster'].pk}/route/",
+        {"src": src, "dst": tiny_cluster["cards"][1].pk})
+    assert response.status_code == 400, (what, response.content)
+    assert "src" in response.json()
+
+
+def test_date_time_filters_take_any_rfc3339_offset(admin_client_api: Any, db: Any) -> None:
+    """PostgreSQL refuses an offset past ±15:59 in a query; RFC 3339 allows ±23:59."""
+    for url, name in (("/api/telemetry/history/", "since"),
+                      ("/api/telemetry/alerts/", "started_after"),
+                      ("/api/scenarios/", "created_after")):
+        response = admin_client_api.get(url, {name: "2024-02-10T20:40:25+22:13"})
+        assert response.status_code == 200, (url, response.content)
+        response = admin_client_api.get(url, {name: "0001-01-01T00:00:00+05:00"})
+        assert response.status_code == 400 and name in response.json(), (url, response.content)
