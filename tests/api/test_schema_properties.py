@@ -268,9 +268,11 @@ def test_constraints_and_portable_ranges_are_in_the_schema() -> None:
     assert supernode["link_gbps"]["minimum"] == 0 and supernode["link_gbps"]["exclusiveMinimum"]
     assert supernode["card_count"]["minimum"] == 1 and supernode["dim_x"]["minimum"] == 1
     assert rack["pue"]["minimum"] == 1.0 and rack["pue"]["maximum"] <= 1e15
-    # The column's range on every database (SQLite's own would be 2**63 - 1).
+    # The column's range on every database (SQLite's own would be 2**63 - 1) …
+    assert supernode["index"]["maximum"] == 2**31 - 1
+    # … unless the figure's physical bound is tighter (a rack budget of at most 1 MW).
     assert rack["power_budget_w"] == {**rack["power_budget_w"], "minimum": 1,
-                                      "maximum": 2**31 - 1}
+                                      "maximum": 1_000_000}
     assert schemas["ScrapeTargetRequest"]["properties"]["timeout_s"]["exclusiveMinimum"]
 
 
