@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "twin.core",
     "twin.hardware",
+    "twin.jobs",
     "twin.telemetry",
     "twin.scenarios",
     "twin.live",

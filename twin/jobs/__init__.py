@@ -1,0 +1,1 @@
+"""Jobs on the twin: who holds which card (scheduling; issue 13)."""
