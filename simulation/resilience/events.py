@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -135,6 +135,7 @@ class _Job:
         self.pending: list[int] = []  # timeline rows waiting for the job to resume
         self.spares = (simpy.Container(env, capacity=10**9, init=plan.spares)
                        if plan.spares is not None else None)
+        self.down_start: float | None = None  # when the current recovery began
         self.need = 0  # replacement servers the job still has to take from the pool
         self.missing = 0  # servers the job lacks (in repair, not covered)
         self.missing_since = 0.0
@@ -221,7 +222,7 @@ class _Job:
                     action = None
                     self.resume()
             except simpy.Interrupt as stop:
-                what, info = stop.cause
+                what, info = cast("tuple[str, Any]", stop.cause)
                 action = self.on_interrupt(what, info)
 
     def on_interrupt(self, what: str, info: Any) -> tuple[str, Any] | None:
@@ -276,7 +277,7 @@ class _Job:
 
     def recover(self, kind: str, cp: ClassPlan | None) -> Any:
         env, plan = self.env, self.plan
-        start = env.now
+        start = self.down_start = env.now
         try:
             if kind == "reconfigure":
                 yield env.timeout(plan.reconfigure_s)
@@ -303,6 +304,7 @@ class _Job:
             yield env.timeout(cp.restore_s)
         finally:
             self.stats.down_s += env.now - start
+            self.down_start = None
 
 
 def _failures(env: simpy.Environment, job: _Job, history: FailureHistory) -> Any:
@@ -331,6 +333,8 @@ def run_job(plan: JobPlan, tau_s: float, history: FailureHistory, *,
     stats.work_s = job.progress(end)
     if job.missing == 0:
         stats.full_size_s += end - job.missing_since
-    for row in job.pending:  # still recovering at the end of the window
+    if job.down_start is not None:  # still recovering at the end of the window
+        stats.down_s += end - job.down_start
+    for row in job.pending:
         stats.timeline[row]["recovery_s"] = end - stats.timeline[row]["t_s"]
     return stats
