@@ -78,6 +78,7 @@ class ResilienceParams:
     cards: int
     days: float = 30.0
     cards_per_server: int = 8
+    hbm_stacks_per_card: int = 5  #: H100 80 GB: 5 × 16 GB HBM3
     params: float = 70e9  #: model parameters (count)
     tp: int = 8
     pp: int = 1
@@ -166,7 +167,7 @@ def _checkpoint(data: Mapping[str, Any], path: str) -> CheckpointPolicy:
         raise ResilienceInputError(
             f"{path}tiers", "no tier survives the loss of a server: add a shared file system "
                             "(survives_host_loss) or keep replicas ≥ 2 in peers' memory.")
-    interval = _number(data, "interval_min", path, 30.0, lo=0, hi=7 * 24 * 60, strict_lo=True)
+    interval = _number(data, "interval_min", path, 30.0, lo=0.01, hi=7 * 24 * 60)
     return CheckpointPolicy(interval, str(mode), tiers, replicas)
 
 
@@ -216,8 +217,10 @@ def resilience_from_params(data: Mapping[str, Any]) -> ResilienceParams:
     spares = None if spares_raw is None else _number(data, "spares", "", 0, hi=1e6, integer=True)
     return ResilienceParams(
         cards=cards,
-        days=_number(data, "days", "", 30.0, lo=0, hi=MAX_DAYS, strict_lo=True),
+        days=_number(data, "days", "", 30.0, lo=0.01, hi=MAX_DAYS),
         cards_per_server=per_server,
+        hbm_stacks_per_card=_number(data, "hbm_stacks_per_card", "", 5, lo=1, hi=64,
+                                    integer=True),
         params=params, tp=tp, pp=pp, dp=dp,
         zero=_number(data, "zero", "", 1, lo=0, hi=3, integer=True),
         checkpoint=_checkpoint(_mapping(data, "checkpoint", ""), "checkpoint."),

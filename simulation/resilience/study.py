@@ -63,7 +63,8 @@ def job_plan(p: ResilienceParams) -> tuple[JobPlan, CheckpointTimes, dict[str, i
     back from it); any other failure (software, network, hang) restores from the
     first tier, whose copy lives outside the training process (as Gemini's and
     CheckFreq's agents keep it)."""
-    counts = component_counts(p.cards, cards_per_server=p.cards_per_server)
+    counts = component_counts(p.cards, cards_per_server=p.cards_per_server,
+                              hbm_stacks_per_card=p.hbm_stacks_per_card)
     times = _times(p)
     tiers = p.checkpoint.tiers
     first = tiers[0].name

@@ -111,6 +111,7 @@ __all__ = [
     "card_node",
     "cluster_input",
     "fabric_spec",
+    "resilience_cluster",
 ]
 
 CORE_KINDS = (D.LEAF, D.SPINE, D.CORE)
@@ -479,3 +480,21 @@ def card_node(info: ClusterInput, supernode_index: int, fabric: str, index: int,
     else:
         local = int(index)
     return info.offsets[pos] + local
+
+
+def resilience_cluster(cluster: Any) -> dict[str, Any]:
+    """What the resilience kind reads of a cluster, in two aggregate queries: its cards,
+    cards per server (the most common) and accelerator type (the most common, with its HBM)."""
+    from twin.hardware.models import Card, Server
+
+    by_type = list(Card.objects.filter(supernode__cluster_id=cluster.pk).order_by()
+                   .values("accelerator__slug", "accelerator__hbm_gib")
+                   .annotate(n=Count("id")).order_by("-n"))
+    per_server = (Server.objects.filter(rack__cluster_id=cluster.pk).order_by()
+                  .values("cards_per_server").annotate(n=Count("id")).order_by("-n").first())
+    if not by_type:
+        raise ConversionError("cluster", f"cluster {cluster.name!r} has no cards")
+    return {"cards": sum(row["n"] for row in by_type),
+            "accelerator": by_type[0]["accelerator__slug"],
+            "hbm_gib": float(by_type[0]["accelerator__hbm_gib"]),
+            "cards_per_server": int(per_server["cards_per_server"]) if per_server else 8}

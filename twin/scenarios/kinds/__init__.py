@@ -40,6 +40,12 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``auto``, ``ranks``, ``sizes``, ``compression``,
                 ``overhead_ns``, ``reduce_gbps``, ``scale_up_efficiency``,
                 ``scale_out_efficiency``).
+    resilience  no topology: ``accelerator`` + ``cards`` (or the cluster's), ``days``,
+                the model (``model`` or ``params_b``, ``tp``, ``pp``, ``zero``), the
+                checkpoint policy (``checkpoint_interval_min``, ``checkpoint_mode``,
+                ``tiers``, ``pfs_gbps``, ``replicas``), recovery (``spares``,
+                ``hot_spare``, ``elastic``, ``restart_s``, ``swap_s``), the failure mix
+                (``failure_<class>`` multipliers), ``seed``.
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
@@ -67,6 +73,7 @@ from twin.scenarios.kinds.topology import TopologyKind
 from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
 from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
+from twin.scenarios.kinds.resilience import ResilienceKind
 # isort: on
 
 __all__ = [
@@ -79,6 +86,7 @@ __all__ = [
     "FailureKind",
     "FieldSpec",
     "Progress",
+    "ResilienceKind",
     "RouteKind",
     "ScenarioInputError",
     "ScenarioKind",
