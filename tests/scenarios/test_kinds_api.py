@@ -25,22 +25,27 @@ from twin.scenarios.kinds import (
     get_kind,
 )
 
+# the resilience kind reads the accelerator catalogue while it validates
+pytestmark = pytest.mark.django_db
+
 URL = "/api/scenarios/kinds/"
 FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build per call
 BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
-    "collective": {"op": "allreduce"},
+    "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
 }
+NO_TOPOLOGY = {"resilience"}  # kinds that price a job, not a topology
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
+    "cards": 16, "params_b": 7.0, "spares": 2,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}
 
 
 def prepare(kind: str, extra: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
-    topology = {} if cluster is not None else FAMILY
+    topology = {} if cluster is not None or kind in NO_TOPOLOGY else FAMILY
     return get_kind(kind).prepare({**topology, **BASE[kind], **extra}, cluster)
 
 
@@ -61,7 +66,7 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     assert response.status_code == 200, response.content
     body = response.json()
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
-                                                           "collective"]
+                                                           "collective", "resilience"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]
@@ -192,7 +197,12 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     bounded = {f.name: f for k, f in family_fields() if f.max is not None}
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
-        ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency")]
+        ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
+        *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None]]
+    for f in get_kind("resilience").fields:
+        if f.max is not None:
+            over = int(f.max) + 1 if f.type == "integer" else f.max * 2
+            assert set(refused("resilience", {f.name: over})) == {f"params.{f.name}"}, f.name
     for kind in ("topology", "failure"):
         samples = get_kind(kind).field("samples")
         assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}

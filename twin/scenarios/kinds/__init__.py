@@ -43,7 +43,7 @@ Parameters (flat: the topology's fields sit next to the kind's own)
     resilience  no topology: ``accelerator`` + ``cards`` (or the cluster's), ``days``,
                 the model (``model`` or ``params_b``, ``tp``, ``pp``, ``zero``), the
                 checkpoint policy (``checkpoint_interval_min``, ``checkpoint_mode``,
-                ``tiers``, ``pfs_gbps``, ``replicas``), recovery (``spares``,
+                ``storage_tiers``, ``pfs_gbps``, ``replicas``), recovery (``spares``,
                 ``hot_spare``, ``elastic``, ``restart_s``, ``swap_s``), the failure mix
                 (``failure_<class>`` multipliers), ``seed``.
 

@@ -66,7 +66,7 @@ def _fields() -> tuple[FieldSpec, ...]:
         FieldSpec("checkpoint_mode", "choice", "Checkpoint mode", "sync: training waits "
                   "until durable; async: only for the copy to the first tier.",
                   default="async", choices=("async", "sync")),
-        FieldSpec("tiers", "string", "Storage tiers", f"Comma-separated, in order, of "
+        FieldSpec("storage_tiers", "string", "Storage tiers", f"Comma-separated, in order, of "
                   f"{', '.join(TIER_NAMES)}.", default=",".join(TIER_NAMES)),
         FieldSpec("pfs_gbps", "number", "File system bandwidth (GB/s)", "Aggregate of the "
                   "parallel file system.", default=200.0, min=0.1, max=1e6),
@@ -169,13 +169,13 @@ class ResilienceKind(ScenarioKind):
 
     @staticmethod
     def _tiers(opt: Mapping[str, Any]) -> list[Any]:
-        names = [n.strip() for n in str(opt["tiers"]).split(",") if n.strip()]
+        names = [n.strip() for n in str(opt["storage_tiers"]).split(",") if n.strip()]
         if not names:
-            raise ScenarioInputError.one("params.tiers", "name at least one tier")
+            raise ScenarioInputError.one("params.storage_tiers", "name at least one tier")
         tiers: list[Any] = []
         for i, name in enumerate(names):
             if name not in TIER_NAMES:
-                raise ScenarioInputError.one("params.tiers", (
+                raise ScenarioInputError.one("params.storage_tiers", (
                     f"tier {i + 1} {name!r} is unknown; known: {', '.join(TIER_NAMES)}"))
             tier = next(t for t in DGX_H100_TIERS if t.name == name).to_dict()
             if name == "pfs":
@@ -271,7 +271,7 @@ _FIELD_MAP = {"checkpoint.interval_min": "checkpoint_interval_min",
 def _kind_field(field: str) -> str:
     """The library names its own fields; the kind's flat field that set it."""
     if field.startswith("checkpoint.tiers"):
-        return "tiers"
+        return "storage_tiers"
     if field.startswith("failure_mix."):
         return "failure_" + field.split(".", 1)[1]
     return _FIELD_MAP.get(field, field)
