@@ -29,3 +29,21 @@ def dgx_cluster(db) -> Any:
 
     result = build_cluster("dgx-h100-superpod", name="jobs-dgx", supernodes=1)
     return Cluster.objects.get(pk=result["cluster_id"])
+
+
+@pytest.fixture
+def published():
+    """Names of the Celery tasks this process publishes during the test (none may leave
+    a refused request)."""
+    from celery.signals import before_task_publish
+
+    names: list[str] = []
+
+    def record(sender: Any = None, **kwargs: Any) -> None:
+        names.append(str(sender))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        yield names
+    finally:
+        before_task_publish.disconnect(record)

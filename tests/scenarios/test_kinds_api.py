@@ -29,8 +29,12 @@ URL = "/api/scenarios/kinds/"
 FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build per call
 BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
-    "collective": {"op": "allreduce"},
+    "collective": {"op": "allreduce"}, "scheduling": {"jobs": 50, "servers": 4},
 }
+#: Kinds whose nodes come from their own options (or a cluster), never a topology family.
+NO_FAMILY = {"scheduling"}
+#: Options whose values name a row (tested with the database in tests/jobs).
+NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
@@ -40,7 +44,7 @@ KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min"
 
 
 def prepare(kind: str, extra: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
-    topology = {} if cluster is not None else FAMILY
+    topology = {} if cluster is not None or kind in NO_FAMILY else FAMILY
     return get_kind(kind).prepare({**topology, **BASE[kind], **extra}, cluster)
 
 
@@ -55,13 +59,17 @@ def family_fields() -> list[tuple[str, FieldSpec]]:
             if not f.needs_cluster]
 
 
+def accepted_fields() -> list[tuple[str, FieldSpec]]:
+    return [(k, f) for k, f in family_fields() if (k, f.name) not in NAMES_A_ROW]
+
+
 # --------------------------------------------------------------- endpoint
 def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     response = reader_client.get(URL)
     assert response.status_code == 200, response.content
     body = response.json()
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
-                                                           "collective"]
+                                                           "collective", "scheduling"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]
@@ -88,7 +96,8 @@ def test_the_collective_form_and_chart(reader_client, db):
     assert kinds["collective"]["chart"] == {
         "series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
         "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
-    assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure"))
+    assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure",
+                                                         "scheduling"))
 
 
 def test_the_chart_names_keys_of_the_real_result():
@@ -133,8 +142,8 @@ def test_described_options_are_the_simulation_inputs():
         assert not kind.options & TOPOLOGY_KEYS - {"nodes"}  # failure's nodes: a list
 
 
-@pytest.mark.parametrize(("kind", "field"), family_fields(),
-                         ids=[f"{k}.{f.name}" for k, f in family_fields()])
+@pytest.mark.parametrize(("kind", "field"), accepted_fields(),
+                         ids=[f"{k}.{f.name}" for k, f in accepted_fields()])
 def test_every_described_option_is_accepted(kind, field):
     value = field.default if field.default is not None else SAMPLE[field.name]
     prepare(kind, {field.name: value})
@@ -192,7 +201,9 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     bounded = {f.name: f for k, f in family_fields() if f.max is not None}
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
-        ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency")]
+        ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
+        ("scheduling", "jobs"), ("scheduling", "target_load"), ("scheduling", "servers"),
+        ("scheduling", "gpus_per_server")]
     for kind in ("topology", "failure"):
         samples = get_kind(kind).field("samples")
         assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}
@@ -203,6 +214,9 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     for name in ("scale_up_efficiency", "scale_out_efficiency"):
         assert set(refused("collective", {name: bounded[name].max + 0.5})) == {f"params.{name}"}
         prepare("collective", {name: bounded[name].max})
+    for name in ("jobs", "target_load", "servers", "gpus_per_server"):
+        limit = get_kind("scheduling").field(name).max
+        assert set(refused("scheduling", {name: limit + 1})) == {f"params.{name}"}
 
 
 @pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()

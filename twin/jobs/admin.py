@@ -152,7 +152,7 @@ class AllocationAdmin(TwinModelAdmin):
 @admin.register(Trace)
 class TraceAdmin(TwinModelAdmin):
     filterset_class = TraceFilterSet
-    filterset_sidebar = ("format",)
+    filterset_sidebar = ("trace_format",)
     search_fields = TraceFilterSet.search_fields
     list_display = ("name", "format_badge", "node_count", "gpu_count", "job_count",
                     "size_bytes", "uploaded_by", "created")

@@ -37,8 +37,11 @@ class AllocationFilterSet(TwinFilterSet):
 
 
 class TraceFilterSet(SearchFilterSet):
-    format = df.MultipleChoiceFilter(choices=TraceFormatChoices.choices())
+    """``?trace_format=helios`` (``format`` is DRF's response-format parameter)."""
+
+    trace_format = df.MultipleChoiceFilter(field_name="format",
+                                           choices=TraceFormatChoices.choices())
 
     class Meta:
         model = Trace
-        fields = ["format", "uploaded_by"]
+        fields = ["trace_format", "uploaded_by"]

@@ -40,6 +40,10 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``auto``, ``ranks``, ``sizes``, ``compression``,
                 ``overhead_ns``, ``reduce_gbps``, ``scale_up_efficiency``,
                 ``scale_out_efficiency``).
+    scheduling  ``policies`` (comma-separated), ``mode``, ``trace`` (an uploaded
+                trace's id) or ``jobs`` (synthetic), ``target_load``, ``servers`` /
+                ``gpus_per_server`` (without a cluster or a trace node list),
+                ``allreduce_bytes``, ``seed``, ``from_live`` (with a cluster).
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
@@ -67,6 +71,7 @@ from twin.scenarios.kinds.topology import TopologyKind
 from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
 from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
+from twin.scenarios.kinds.scheduling import SchedulingKind
 # isort: on
 
 __all__ = [
@@ -82,6 +87,7 @@ __all__ = [
     "RouteKind",
     "ScenarioInputError",
     "ScenarioKind",
+    "SchedulingKind",
     "TopologyKind",
     "card_lookup",
     "describe_kinds",
