@@ -94,15 +94,18 @@ POLICIES: dict[str, str] = {
 
 
 def _feasible(st: ClusterState, job: JobRequest) -> BoolA:
-    ok = st.model_ok(job.gpu_model) & (st.tenants < st.vf_limit)
-    ok &= st.cpu_free >= job.cpu_milli
-    ok &= st.mem_free >= job.memory_mib
     if job.num_gpu == 0:
-        return ok
-    if job.shared:
-        ok &= st.max_r >= job.gpu_milli
+        ok = st.vf_ok.copy()
+    elif job.shared:
+        ok = (st.max_r >= job.gpu_milli) & st.vf_ok
     else:
-        ok &= st.full >= job.num_gpu
+        ok = (st.full >= job.num_gpu) & st.vf_ok
+    if job.gpu_model:
+        ok &= st.model_ok(job.gpu_model)
+    if job.cpu_milli > 0:
+        ok &= st.cpu_free >= job.cpu_milli
+    if job.memory_mib > 0:
+        ok &= st.mem_free >= job.memory_mib
     return ok
 
 
@@ -111,16 +114,23 @@ def _first(mask: BoolA) -> int | None:
     return i if mask[i] else None
 
 
-def _argmin(score: F64, mask: BoolA) -> int | None:
-    if not mask.any():
+def _argmin(score: npt.NDArray[np.floating], mask: BoolA) -> int | None:
+    """Index of the lowest score among ``mask`` (the first on ties)."""
+    first = _first(mask)
+    if first is None:
         return None
-    return int(np.argmin(np.where(mask, score, np.inf)))
+    masked = np.where(mask, score, score.dtype.type(np.inf))
+    return int(np.argmin(masked))
 
 
-def _leftover(st: ClusterState, job: JobRequest) -> F64:
-    gpu = np.where(st.capacity_gpus > 0, (st.sum_r - job.demand_milli) / st.gpu_cap, 0.0)
-    return ((st.cpu_free - job.cpu_milli) / st.cpu_cap
-            + (st.mem_free - job.memory_mib) / st.mem_cap + gpu)
+def _leftover(st: ClusterState, job: JobRequest) -> npt.NDArray[np.floating]:
+    """Σ (free − request)/capacity over CPU, memory and GPU; with the same capacities on
+    every node the request term is one constant, so the ranking is the base score alone."""
+    if st.uniform_caps:
+        return st.base
+    return (st.base - np.float32(job.cpu_milli) * st.inv_cpu
+            - np.float32(job.memory_mib) * st.inv_mem
+            - np.float32(job.demand_milli) * st.inv_gpu)
 
 
 def _fgd_whole(st: ClusterState, job: JobRequest, idx: I64) -> F64:
@@ -165,11 +175,21 @@ def _fgd_shared(st: ClusterState, job: JobRequest, idx: I64) -> tuple[int, int] 
     node = idx[ci]
     cg = st.count_ge[node] + (rd >= th).astype(np.int64) - (r >= th).astype(np.int64)
     c2 = st.case2[node] + rd * (rd < th) - r * (r < th)
-    new = _frag(st, node, cg, c2, st.sum_r[node] - d, job)
-    best = int(np.argmin(new - st.frag[node]))
+    delta = _frag(st, node, cg, c2, st.sum_r[node] - d, job) - st.frag[node]
+    ties = np.flatnonzero(delta <= delta.min() + 1e-9)
+    best = int(ties[np.argmin(node[ties])])
     n = int(node[best])
     card = int(np.flatnonzero(st.free[n] == int(r[best, 0]))[0])
     return n, card
+
+
+def _distinct_states(st: ClusterState, idx: I64) -> I64:
+    """One node (the lowest index) per distinct state among ``idx`` (ascending)."""
+    if idx.size < 2:
+        return idx
+    _, first = np.unique(st.state_keys()[idx], return_index=True)
+    result: I64 = np.sort(idx[first])
+    return result
 
 
 def _shared_card(st: ClusterState, n: int, d: int, how: str, rng: np.random.Generator) -> int:
@@ -201,9 +221,9 @@ def _single_node(
     elif policy == "best-fit":
         node = _argmin(_leftover(st, job), ok)
     elif policy == "dot-product":
-        gpu = np.where(st.capacity_gpus > 0, job.demand_milli * st.sum_r / st.gpu_cap**2, 0.0)
-        score = (job.cpu_milli * st.cpu_free / st.cpu_cap**2
-                 + job.memory_mib * st.mem_free / st.mem_cap**2 + gpu)
+        score = (job.cpu_milli * st.cpu_free * st.inv_cpu**2
+                 + job.memory_mib * st.mem_free * st.inv_mem**2
+                 + job.demand_milli * st.sum_r * st.inv_gpu**2)
         node = _argmin(score, ok)
     elif policy == "gpu-packing":
         used = st.sum_r < st.capacity_gpus * 1000
@@ -217,14 +237,10 @@ def _single_node(
         others = st.tenants - same
         node = _argmin(-same * 1e6 + others, ok)
     elif policy == "topology-aware":
-        sn = st.nodes.supernode
-        sn_free = np.bincount(sn, weights=st.sum_r, minlength=int(sn.max()) + 1)
-        sn_cap = np.bincount(sn, weights=st.capacity_gpus * 1000.0, minlength=len(sn_free))
-        sn_share = sn_free[sn] / np.maximum(sn_cap[sn], 1.0)
-        gpu_left = (st.sum_r - job.demand_milli) / 1000.0
-        node = _argmin(gpu_left * 2.0 + sn_share, ok)
+        sn_share = (st.sn_free / st.sn_cap)[st.sn]
+        node = _argmin(st.sum_r * 0.002 + sn_share, ok)
     elif policy == "fgd":
-        idx = np.flatnonzero(ok)
+        idx = _distinct_states(st, np.flatnonzero(ok))
         if idx.size == 0:
             return None
         if job.shared:
@@ -232,7 +248,8 @@ def _single_node(
             if found is None:
                 return None
             return [(found[0], found[1], job.gpu_milli)]
-        node = int(idx[int(np.argmin(_fgd_whole(st, job, idx)))])
+        delta = _fgd_whole(st, job, idx)
+        node = int(idx[delta <= delta.min() + 1e-9].min())
     else:
         raise SchedulingInputError(
             "policy", f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
@@ -252,12 +269,12 @@ def _multi_node(
     k = job.num_gpu
     cpg = job.cpu_milli / k
     mpg = job.memory_mib / k
-    usable = st.full.copy()
+    usable = st.full.astype(np.int64)
     if cpg > 0:
         usable = np.minimum(usable, (st.cpu_free // cpg).astype(np.int64))
     if mpg > 0:
         usable = np.minimum(usable, (st.mem_free // mpg).astype(np.int64))
-    usable = np.where(st.model_ok(job.gpu_model) & (st.tenants < st.vf_limit), usable, 0)
+    usable = np.where(st.model_ok(job.gpu_model) & st.vf_ok, usable, 0).astype(np.int64)
     if int(usable.sum()) < k:
         return None
     if policy in ("fifo-first-fit", "easy-backfill"):
