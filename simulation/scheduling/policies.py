@@ -127,10 +127,12 @@ def _leftover(st: ClusterState, job: JobRequest) -> npt.NDArray[np.floating]:
     """Σ (free − request)/capacity over CPU, memory and GPU; with the same capacities on
     every node the request term is one constant, so the ranking is the base score alone."""
     if st.uniform_caps:
-        return st.base
-    return (st.base - np.float32(job.cpu_milli) * st.inv_cpu
-            - np.float32(job.memory_mib) * st.inv_mem
-            - np.float32(job.demand_milli) * st.inv_gpu)
+        base: npt.NDArray[np.floating] = st.base
+        return base
+    score: npt.NDArray[np.floating] = (
+        st.base - np.float32(job.cpu_milli) * st.inv_cpu
+        - np.float32(job.memory_mib) * st.inv_mem - np.float32(job.demand_milli) * st.inv_gpu)
+    return score
 
 
 def _fgd_whole(st: ClusterState, job: JobRequest, idx: I64) -> F64:
@@ -161,8 +163,7 @@ def _fgd_shared(st: ClusterState, job: JobRequest, idx: I64) -> tuple[int, int] 
     (r−d)[r−d < θ] − r[r < θ], Σ R by −d.
     """
     d = job.gpu_milli
-    rows = st.free[idx]
-    srt = np.sort(rows, axis=1)
+    srt = np.sort(st.free[idx].astype(np.int64), axis=1)
     distinct = np.ones_like(srt, bool)
     distinct[:, 1:] = srt[:, 1:] != srt[:, :-1]
     cand = distinct & (srt >= d)
@@ -193,7 +194,7 @@ def _distinct_states(st: ClusterState, idx: I64) -> I64:
 
 
 def _shared_card(st: ClusterState, n: int, d: int, how: str, rng: np.random.Generator) -> int:
-    row = st.free[n]
+    row = st.free[n].astype(np.int64)
     fits = row >= d
     if how == "first":
         return int(np.argmax(fits))
