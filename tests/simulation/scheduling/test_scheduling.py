@@ -165,7 +165,8 @@ def test_alibaba_fixture_reads():
         nodes = read_alibaba_nodes(fh)
     with open(FIX / "alibaba_pods.csv") as fh:
         pods = read_alibaba_pods(fh)
-    assert len(nodes) == 12 and nodes.total_gpus == 2 + 2 + 8 + 8 + 4 + 8 * 3 + 4 + 2 + 1 and nodes.gpus[-1] == 0
+    assert len(nodes) == 12 and nodes.gpus[-1] == 0
+    assert nodes.total_gpus == 2 + 2 + 8 + 8 + 4 + 8 * 3 + 4 + 2 + 1
     assert len(pods) == 16 and pods.gpu_model[10] == "V100M16|V100M32"
     assert pods.duration_s[0] == 12537496 and pods.gpu_milli[1] == 460
 
@@ -192,7 +193,7 @@ def test_helios_and_philly():
     with open(FIX / "philly_cluster_job_log.json") as fh:
         p = read_philly(fh)
     assert p.num_gpu.tolist() == [8, 4]  # the job without attempts is skipped
-    assert p.duration_s[0] == pytest.approx((2 * 86400 + 5 * 3600 + 39 * 60 + 42))
+    assert p.duration_s[0] == pytest.approx(2 * 86400 + 5 * 3600 + 39 * 60 + 42)
     bad = '[\n {"jobid": "a", "submitted_time": "2017-10-07 01:11:39",\n  "attempts": 3}\n]'
     with pytest.raises(TraceError) as err:
         read_philly(io.StringIO(bad))
