@@ -215,14 +215,13 @@ class _Run:
         return req.num_gpu <= max_full
 
     def maxima(self) -> tuple[int, int, int, int]:
-        st = self.st
-        return (int(st.full.max(initial=0)), int(st.max_r.max(initial=0)),
-                int(st.cpu_free.max(initial=0)), st.total_milli - st.allocated_milli)
+        return self.st.maxima()
 
-    def try_start(self, entry: tuple[int, int, int], maxima: tuple[int, int, int, int]) -> bool:
+    def try_start(self, entry: tuple[int, int, int],
+                  maxima: tuple[int, int, int, int] | None) -> bool:
         _, seq, j = entry
         req = self.request(j)
-        if not self.fits_quickly(req, maxima):
+        if maxima is not None and not self.fits_quickly(req, maxima):
             return False
         pl = place_job(self.st, req, self.policy, self.pick_rng)
         if pl is None:
@@ -301,7 +300,7 @@ class _Run:
             self.failed += 1  # larger than any node even when empty: it would wait forever
         else:
             entry = (-int(self.work.priority[j]), seq, j)
-            if not self.queue and self.try_start(entry, self.maxima()):
+            if not self.queue and self.try_start(entry, None):
                 pass
             else:
                 bisect.insort(self.queue, entry)

@@ -217,3 +217,73 @@ def test_bad_inputs_name_their_field():
     with pytest.raises(SchedulingInputError) as err:
         Workload.from_records([{"num_gpu": 2, "gpu_milli": 500}])
     assert err.value.field == "jobs[0].gpu_milli"
+
+
+# ------------------------------------------------------------ node states (speed mechanism)
+def test_state_table_stays_equal_to_a_rebuild_and_choices_equal_per_node_scoring():
+    """After many allocations and releases the incremental state table holds what a rebuild
+    from the node columns gives, and choosing over states is choosing over nodes (ties to the
+    lowest index)."""
+    from simulation.scheduling.policies import JobRequest, place_job
+
+    nodes = openb_like_nodes(60, seed=4)
+    work = synthetic_workload(400, seed=4)
+    types = TaskTypes.from_workload(work.num_gpu, work.gpu_milli, work.cpu_milli,
+                                    work.memory_mib)
+    st = ClusterState(nodes, types)
+    rng = np.random.default_rng(0)
+    held = []
+    for j in range(len(work)):
+        req = JobRequest(int(work.num_gpu[j]), int(work.gpu_milli[j]), int(work.cpu_milli[j]),
+                         int(work.memory_mib[j]))
+        for policy in ("fifo-first-fit", "best-fit", "fgd"):
+            got = place_job(st, req, policy, rng)
+            ok = ((st.cpu_free >= req.cpu_milli) & (st.mem_free >= req.memory_mib) & st.vf_ok
+                  & ((st.max_r >= req.gpu_milli) if req.shared else (st.full >= req.num_gpu)))
+            if not ok.any():
+                assert got is None
+                continue
+            cand = np.flatnonzero(ok)
+            if policy == "fifo-first-fit":
+                want = cand[0]
+            elif policy == "best-fit":
+                score = ((st.cpu_free - req.cpu_milli) / nodes.cpu_milli
+                         + (st.mem_free - req.memory_mib) / nodes.memory_mib
+                         + (st.sum_r - req.demand_milli) / (1000 * st.capacity_gpus))[cand]
+                want = cand[np.flatnonzero(np.isclose(score, score.min(), rtol=0, atol=1e-12))[0]]
+            else:
+                want = None  # FGD's own check: ΔF of its choice is the least over nodes
+                before = st.frag.copy()
+                deltas = []
+                for n in cand:
+                    free = st.free[n:n + 1].astype(np.int64).copy()
+                    if req.shared:
+                        c = int(np.argmin(np.where(free[0] >= req.gpu_milli, free[0], 10**9)))
+                        free[0, c] -= req.gpu_milli
+                    else:
+                        free[0, np.flatnonzero(free[0] == 1000)[:req.num_gpu]] = 0
+                    f = node_fragmentation(free, st.cpu_free[n:n + 1] - req.cpu_milli,
+                                           st.mem_free[n:n + 1] - req.memory_mib, types)[0]
+                    deltas.append(f - before[n])
+                assert got is not None
+                chosen = deltas[int(np.flatnonzero(cand == got[0][0])[0])]
+                assert chosen <= min(deltas) + 1e-6
+            if want is not None:
+                assert got is not None and got[0][0] == want, policy
+        pl = place_job(st, req, "best-fit", rng)
+        if pl is not None:
+            st.allocate(pl, req.cpu_milli, req.memory_mib)
+            held.append((pl, req))
+        if held and rng.random() < 0.3:  # releases too
+            pl, old = held.pop(int(rng.integers(len(held))))
+            st.release(pl, old.cpu_milli, old.memory_mib)
+    tab = st.table
+    counts = {tab.keys[k]: int(tab.count[k]) for k in tab.live_states()}
+    frag_total = st.frag_total
+    minnode = {tab.keys[k]: int(tab.minnode[k]) for k in tab.live_states()}
+    tab.rebuild(st.free, st.cpu_free, st.mem_free, st.vf_ok)
+    assert counts == {tab.keys[k]: int(tab.count[k]) for k in tab.live_states()}
+    assert minnode == {tab.keys[k]: int(tab.minnode[k]) for k in tab.live_states()}
+    assert frag_total == pytest.approx(tab.frag_total())
+    direct = node_fragmentation(st.free, st.cpu_free, st.mem_free, types)
+    assert np.allclose(st.frag, direct)
