@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from .errors import SchedulingInputError
 
-__all__ = ["DEFAULT_VF_LIMIT", "Nodes"]
+__all__ = ["DEFAULT_VF_LIMIT", "OPENB_NODE_MIX", "Nodes", "openb_like_nodes"]
 
 I64 = npt.NDArray[np.int64]
 BoolA = npt.NDArray[np.bool_]
@@ -239,3 +239,29 @@ class Nodes:
             supernode=idx // max(1, servers_per_supernode),
             vf_limit=np.full(count, vf_limit, np.int64),
         )
+
+
+OPENB_NODE_MIX: tuple[tuple[str, int, int, int, float], ...] = (
+    # (model, gpus, cpu_milli, memory_mib, share of nodes) — the node shapes of the
+    # Alibaba GPU trace v2023 node list (openb_node_list_gpu_node.csv, 1,213 GPU
+    # nodes); shares rounded from its rows
+    ("G2", 8, 96_000, 393_216, 0.50),
+    ("T4", 2, 104_000, 524_288, 0.25),
+    ("P100", 2, 64_000, 262_144, 0.11),
+    ("V100M16", 4, 32_000, 131_072, 0.05),
+    ("G3", 8, 128_000, 786_432, 0.05),
+    ("V100M32", 8, 96_000, 786_432, 0.04),
+)
+"""Node shapes for :func:`openb_like_nodes`."""
+
+
+def openb_like_nodes(count: int = 1213, seed: int = 0) -> Nodes:
+    """A heterogeneous cluster shaped like the Alibaba trace's GPU nodes (:data:`OPENB_NODE_MIX`),
+    in shuffled order (seeded), one rack per 4 servers."""
+    rng = np.random.default_rng(seed)
+    shares = np.array([m[4] for m in OPENB_NODE_MIX])
+    kind = rng.choice(len(OPENB_NODE_MIX), size=count, p=shares / shares.sum())
+    return Nodes.from_records([
+        {"name": f"node-{i:04d}", "gpu_model": OPENB_NODE_MIX[k][0], "gpus": OPENB_NODE_MIX[k][1],
+         "cpu_milli": OPENB_NODE_MIX[k][2], "memory_mib": OPENB_NODE_MIX[k][3], "rack": i // 4}
+        for i, k in enumerate(kind.tolist())])

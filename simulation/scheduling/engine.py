@@ -124,6 +124,12 @@ class _Run:
             [lookup.get(int(k) * 2048 + int(m), -1) for k, m in zip(
                 work.num_gpu.tolist(), work.gpu_milli.tolist(), strict=True)], np.int64)
         self.allreduce = allreduce
+        self.requests: dict[int, JobRequest] = {}
+        st = self.st
+        self.empty_maxima = (int(st.capacity_gpus.max(initial=0)),
+                             1000 if st.total_milli else 0,
+                             int(nodes.cpu_milli.max(initial=0)), st.total_milli)
+        self.max_mem = int(nodes.memory_mib.max(initial=0))
         self.progress = progress
         self.n_arrivals = n_arrivals
         self.keep = keep_placements
@@ -150,9 +156,13 @@ class _Run:
 
     # ------------------------------------------------------------ helpers
     def request(self, j: int) -> JobRequest:
-        w = self.work
-        return JobRequest(int(w.num_gpu[j]), int(w.gpu_milli[j]), int(w.cpu_milli[j]),
-                          int(w.memory_mib[j]), w.gpu_model[j], int(self.type_of[j]))
+        req = self.requests.get(j)
+        if req is None:
+            w = self.work
+            req = self.requests[j] = JobRequest(
+                int(w.num_gpu[j]), int(w.gpu_milli[j]), int(w.cpu_milli[j]),
+                int(w.memory_mib[j]), w.gpu_model[j], int(self.type_of[j]))
+        return req
 
     def record(self) -> None:
         st = self.st
@@ -205,14 +215,13 @@ class _Run:
         return req.num_gpu <= max_full
 
     def maxima(self) -> tuple[int, int, int, int]:
-        st = self.st
-        return (int(st.full.max(initial=0)), int(st.max_r.max(initial=0)),
-                int(st.cpu_free.max(initial=0)), st.total_milli - st.allocated_milli)
+        return self.st.maxima()
 
-    def try_start(self, entry: tuple[int, int, int], maxima: tuple[int, int, int, int]) -> bool:
+    def try_start(self, entry: tuple[int, int, int],
+                  maxima: tuple[int, int, int, int] | None) -> bool:
         _, seq, j = entry
         req = self.request(j)
-        if not self.fits_quickly(req, maxima):
+        if maxima is not None and not self.fits_quickly(req, maxima):
             return False
         pl = place_job(self.st, req, self.policy, self.pick_rng)
         if pl is None:
@@ -287,9 +296,11 @@ class _Run:
                 self.failed += 1
             else:
                 self.start(seq, j, pl, float(self.env.now))
+        elif not self.fits_quickly(req, self.empty_maxima) or req.memory_mib > self.max_mem:
+            self.failed += 1  # larger than any node even when empty: it would wait forever
         else:
             entry = (-int(self.work.priority[j]), seq, j)
-            if not self.queue and self.try_start(entry, self.maxima()):
+            if not self.queue and self.try_start(entry, None):
                 pass
             else:
                 bisect.insort(self.queue, entry)
@@ -449,7 +460,7 @@ def place(
     if tenants:
         for n, count in tenants.items():
             st.tenants[n] = int(count)
-    st._refresh(np.arange(len(nodes)))
+    st.refresh_all()
     req = JobRequest(int(work.num_gpu[0]), int(work.gpu_milli[0]), int(work.cpu_milli[0]),
                      int(work.memory_mib[0]), work.gpu_model[0])
     pl = place_job(st, req, policy, np.random.default_rng(seed))

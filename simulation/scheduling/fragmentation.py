@@ -99,7 +99,8 @@ class TaskTypes:
         max_types: int = 16,
     ) -> TaskTypes:
         """The workload's distinct (num_gpu, gpu_milli) classes, each with its median CPU
-        and memory, the ``max_types`` most popular kept (renormalised).
+        and memory: every whole-card and CPU-only class, and the most popular shared
+        classes up to ``max_types`` in all (popularities renormalised).
 
         FGD (§4) takes the target workload from the recent task history; grouping by
         GPU demand is its task-type notion; capping the count keeps scoring O(types).
@@ -108,7 +109,13 @@ class TaskTypes:
             return cls.from_arrays([1], [1000], [0], [0], [1.0])
         key = num_gpu.astype(np.int64) * 2048 + gpu_milli.astype(np.int64)
         uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-        order = np.argsort(-counts, kind="stable")[:max_types]
+        # every whole-card and CPU-only class is kept (rare 8-card tasks are what
+        # fragmentation hurts most); the shared classes fill the rest by popularity
+        shared = (uniq // 2048 == 1) & (uniq % 2048 < 1000)
+        whole = np.flatnonzero(~shared)
+        by_pop = np.flatnonzero(shared)[np.argsort(-counts[shared], kind="stable")]
+        order = np.concatenate([whole, by_pop[: max(0, max_types - len(whole))]])
+        order = order[np.argsort(-counts[order], kind="stable")]
         cpu = np.array([np.median(cpu_milli[inverse == t]) for t in order], np.int64)
         mem = np.array([np.median(memory_mib[inverse == t]) for t in order], np.int64)
         return cls.from_arrays(uniq[order] // 2048, uniq[order] % 2048, cpu, mem, counts[order])

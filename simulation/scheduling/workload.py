@@ -159,8 +159,9 @@ ALIBABA_DEFAULT_MIX: dict[str, Any] = {
     "whole": {1: 0.48, 2: 0.03, 4: 0.02, 8: 0.02},
     # gpu_milli of shared tasks: values seen in the trace (thousandths of a card)
     "shared_milli": [50, 110, 160, 220, 230, 270, 320, 440, 460, 470, 480, 550, 650, 810],
-    # CPU per task: cores per card (or per task if CPU-only) drawn from these
-    "cpu_cores": [2, 4, 6, 8, 12, 16],
+    # CPU per task: cores per card (or per task if CPU-only) drawn from these; at most
+    # 11 per card, as the trace's 8-card pods (88,000 milli-cores: they fit a 96-core node)
+    "cpu_cores": [2, 4, 6, 8, 11],
     "memory_mib_per_core": 4096,
 }
 """The synthetic generator's default distributions (documented in docs/simulation.md)."""
