@@ -33,8 +33,13 @@ FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build 
 BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
     "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
+    "scheduling": {"jobs": 50, "servers": 4},
 }
-NO_TOPOLOGY = {"resilience"}  # kinds that price a job, not a topology
+#: Kinds whose inputs come from their own options (or a cluster), never a topology family:
+#: resilience prices a job, scheduling places jobs on nodes.
+NO_TOPOLOGY = {"resilience", "scheduling"}
+#: Options whose values name a row (tested with the database in tests/jobs).
+NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
@@ -61,12 +66,17 @@ def family_fields() -> list[tuple[str, FieldSpec]]:
 
 
 # --------------------------------------------------------------- endpoint
+def accepted_fields() -> list[tuple[str, FieldSpec]]:
+    return [(k, f) for k, f in family_fields() if (k, f.name) not in NAMES_A_ROW]
+
+
 def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     response = reader_client.get(URL)
     assert response.status_code == 200, response.content
     body = response.json()
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
-                                                           "collective", "resilience"]
+                                                           "collective", "resilience",
+                                                           "scheduling"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]
@@ -93,7 +103,8 @@ def test_the_collective_form_and_chart(reader_client, db):
     assert kinds["collective"]["chart"] == {
         "series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
         "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
-    assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure"))
+    assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure",
+                                                         "scheduling"))
 
 
 def test_the_chart_names_keys_of_the_real_result():
@@ -138,8 +149,8 @@ def test_described_options_are_the_simulation_inputs():
         assert not kind.options & TOPOLOGY_KEYS - {"nodes"}  # failure's nodes: a list
 
 
-@pytest.mark.parametrize(("kind", "field"), family_fields(),
-                         ids=[f"{k}.{f.name}" for k, f in family_fields()])
+@pytest.mark.parametrize(("kind", "field"), accepted_fields(),
+                         ids=[f"{k}.{f.name}" for k, f in accepted_fields()])
 def test_every_described_option_is_accepted(kind, field):
     value = field.default if field.default is not None else SAMPLE[field.name]
     prepare(kind, {field.name: value})
@@ -198,11 +209,16 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
         ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
-        *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None]]
+        *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None],
+        ("scheduling", "jobs"), ("scheduling", "target_load"), ("scheduling", "servers"),
+        ("scheduling", "gpus_per_server")]
     for f in get_kind("resilience").fields:
         if f.max is not None:
             over = int(f.max) + 1 if f.type == "integer" else f.max * 2
             assert set(refused("resilience", {f.name: over})) == {f"params.{f.name}"}, f.name
+    for name in ("jobs", "target_load", "servers", "gpus_per_server"):
+        limit = get_kind("scheduling").field(name).max
+        assert set(refused("scheduling", {name: limit + 1})) == {f"params.{name}"}
     for kind in ("topology", "failure"):
         samples = get_kind(kind).field("samples")
         assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}

@@ -21,6 +21,7 @@ import type { PanelHost } from "./host";
 import { renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
 import { renderChart, renderTable } from "./scenariorender";
+import { renderScheduling } from "./scheduling";
 import { chartData, resultTable } from "./scenarioresult";
 import type { RunState, ScenarioMessage } from "./types";
 
@@ -149,6 +150,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
   let plot: uPlot | null = null;
+  const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
   const kindOf = (name: string) => kinds.find((k) => k.name === name);
@@ -304,6 +306,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   function clearResult(): void {
     plot?.destroy();
     plot = null;
+    for (const p of extraPlots.splice(0)) p.destroy();
     chartBox.replaceChildren();
     chartBox.hidden = true;
     delete chartBox.dataset.series;
@@ -316,7 +319,10 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
     const kind = kindOf(run.kind);
     const data = chartData(run.result, kind?.chart);
-    if (data) {
+    if (run.kind === "scheduling") {
+      chartBox.hidden = false;
+      extraPlots.push(...renderScheduling(chartBox, run.result));
+    } else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }

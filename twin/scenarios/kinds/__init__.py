@@ -46,6 +46,10 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``storage_tiers``, ``pfs_gbps``, ``replicas``), recovery (``spares``,
                 ``hot_spare``, ``elastic``, ``restart_s``, ``swap_s``), the failure mix
                 (``failure_<class>`` multipliers), ``seed``.
+    scheduling  ``policies`` (comma-separated), ``mode``, ``trace`` (an uploaded
+                trace's id) or ``jobs`` (synthetic), ``target_load``, ``servers`` /
+                ``gpus_per_server`` (without a cluster or a trace node list),
+                ``allreduce_bytes``, ``seed``, ``from_live`` (with a cluster).
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
@@ -74,6 +78,7 @@ from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
 from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
 from twin.scenarios.kinds.resilience import ResilienceKind
+from twin.scenarios.kinds.scheduling import SchedulingKind
 # isort: on
 
 __all__ = [
@@ -90,6 +95,7 @@ __all__ = [
     "RouteKind",
     "ScenarioInputError",
     "ScenarioKind",
+    "SchedulingKind",
     "TopologyKind",
     "card_lookup",
     "describe_kinds",
