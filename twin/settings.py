@@ -314,6 +314,9 @@ TWIN_JOBS_POLICY = os.environ.get("TWIN_JOBS_POLICY", "topology-aware")
 TWIN_JOBS_ALLREDUCE_BYTES = int(os.environ.get("TWIN_JOBS_ALLREDUCE_BYTES", 1 << 30))
 # Largest trace upload (the whole multipart body, bytes): refused with 413 before it is read.
 TWIN_TRACE_MAX_BYTES = int(os.environ.get("TWIN_TRACE_MAX_BYTES", 64 * 1024 * 1024))
+# Self-healing (twin.jobs.healing): a card silent this long while its rack reports is
+# dead (a lost heartbeat). Each cluster's Cluster.self_healing says propose or apply.
+TWIN_HEAL_SILENT_S = float(os.environ.get("TWIN_HEAL_SILENT_S", 10.0))
 
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"

@@ -3,6 +3,7 @@ from twin.core.choices import ChoiceSet
 
 __all__ = [
     "CardStatusChoices",
+    "SelfHealingChoices",
     "CoolingChoices",
     "DeviceKindChoices",
     "FabricChoices",
@@ -45,6 +46,15 @@ class CardStatusChoices(ChoiceSet):
         (FAILED, "Failed", "red"),
         (MAINTENANCE, "Maintenance", "gray"),
     ]
+
+
+class SelfHealingChoices(ChoiceSet):
+    """What the twin does when live telemetry shows a card failed (``twin.jobs.healing``):
+    only propose a remediation for an operator to apply, or apply it at once."""
+
+    PROPOSE = "propose"
+    APPLY = "apply"
+    CHOICES = [(PROPOSE, "Propose only", "orange"), (APPLY, "Apply automatically", "green")]
 
 
 class DeviceKindChoices(ChoiceSet):

@@ -4,7 +4,9 @@ Adding a job in the admin submits it exactly as ``POST /api/jobs/`` does
 (``twin.jobs.scheduler.submit``: placed at once by the placement policy, or
 queued); a job is never edited by hand afterwards (its state and cards are the
 scheduler's), only cancelled (an action) or, once finished, deleted. Allocations
-and traces are read-only records here. Filters are the API's filtersets.
+and traces are read-only records here, and so are remediations (self-healing's
+audit trail): an operator applies or rejects a proposed one with the actions.
+Filters are the API's filtersets.
 """
 from __future__ import annotations
 
@@ -20,11 +22,21 @@ from django.utils.html import format_html
 
 from twin.core.admin.badges import badge
 from twin.core.admin.base import TwinInlineMixin, TwinModelAdmin, TwinModelForm, admin_link
-from twin.jobs.choices import JobStateChoices, TraceFormatChoices
-from twin.jobs.filtersets import AllocationFilterSet, JobFilterSet, TraceFilterSet
-from twin.jobs.models import Allocation, Job, Trace
+from twin.jobs.choices import (
+    FailureCauseChoices,
+    JobStateChoices,
+    RemediationStateChoices,
+    TraceFormatChoices,
+)
+from twin.jobs.filtersets import (
+    AllocationFilterSet,
+    JobFilterSet,
+    RemediationFilterSet,
+    TraceFilterSet,
+)
+from twin.jobs.models import Allocation, Job, Remediation, Trace
 
-__all__ = ["AllocationAdmin", "JobAdmin", "TraceAdmin"]
+__all__ = ["AllocationAdmin", "JobAdmin", "RemediationAdmin", "TraceAdmin"]
 
 
 class JobForm(TwinModelForm):
@@ -33,7 +45,8 @@ class JobForm(TwinModelForm):
     class Meta:
         model = Job
         fields = ["cluster", "name", "tenant", "cards", "share_milli", "accelerator", "qos",
-                  "priority", "gang", "duration_s", "policy"]
+                  "priority", "gang", "duration_s", "checkpoint_interval_s", "model_params",
+                  "policy"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -172,3 +185,75 @@ class TraceAdmin(TwinModelAdmin):
     @admin.display(description="format", ordering="format")
     def format_badge(self, trace: Trace) -> str:
         return badge(TraceFormatChoices, trace.format)
+
+
+@admin.register(Remediation)
+class RemediationAdmin(TwinModelAdmin):
+    """The audit trail of self-healing, read-only; apply or reject a proposal as an action
+    (the same service as ``POST /api/jobs/remediations/<id>/apply/``)."""
+
+    filterset_class = RemediationFilterSet
+    filterset_sidebar = ("state", "cause", "cluster")
+    list_display = ("id", "card_link", "cause_badge", "state_badge", "message", "detected_at",
+                    "decided_at", "applied_via")
+    list_select_related = ("card",)
+    readonly_fields = ("cluster", "card", "cause", "detail", "episode", "jobs", "state",
+                       "proposal_json", "message", "detected_at", "reading_at", "decided_at",
+                       "applied_by", "applied_via", "created", "last_updated")
+    exclude = ("proposal",)
+    actions = ["apply_proposals", "reject_proposals"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # live telemetry writes them (twin.jobs.healing)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False if obj is not None else super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # an audit trail
+
+    @admin.display(description="card", ordering="card")
+    def card_link(self, obj: Remediation) -> str:
+        return admin_link(obj.card)
+
+    @admin.display(description="cause", ordering="cause")
+    def cause_badge(self, obj: Remediation) -> str:
+        return badge(FailureCauseChoices, obj.cause)
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, obj: Remediation) -> str:
+        return badge(RemediationStateChoices, obj.state)
+
+    @admin.display(description="proposal")
+    def proposal_json(self, obj: Remediation) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.proposal, indent=2))
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, how: str) -> None:
+        from django.core.exceptions import ValidationError
+
+        from twin.jobs import healing
+
+        if not request.user.has_perm("jobs.change_remediation"):
+            self.message_user(request, "You may not decide remediations.", messages.ERROR)
+            return
+        done = 0
+        for rem in queryset.filter(state=RemediationStateChoices.PROPOSED):
+            try:
+                row = (healing.apply(rem, user=request.user) if how == "apply"
+                       else healing.reject(rem, user=request.user))
+            except ValidationError as exc:
+                self.message_user(request, f"{rem}: {'; '.join(exc.messages)}", messages.ERROR)
+                continue
+            done += 1
+            if row.state == RemediationStateChoices.FAILED:
+                self.message_user(request, f"{row}: {row.message}", messages.WARNING)
+        self.message_user(request, f"{done} remediation(s) "
+                                   f"{'applied' if how == 'apply' else 'rejected'}")
+
+    @admin.action(description="Apply the selected proposals")
+    def apply_proposals(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, "apply")
+
+    @admin.action(description="Reject the selected proposals")
+    def reject_proposals(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, "reject")

@@ -12,7 +12,7 @@ class JobsConfig(AppConfig):
     #: What the roles of ``twin.core.roles`` may do here: operators submit and cancel
     #: jobs and upload traces; viewers read (every role views every model).
     role_permissions = {
-        "operator": ("add_job", "change_job", "add_trace"),
+        "operator": ("add_job", "change_job", "add_trace", "change_remediation"),
         "hardware admin": ("*",),
     }
 

@@ -62,17 +62,30 @@ class LiveCapacity:
         return next((i for i in range(limit) if i not in used), None)
 
 
-def live_capacity(cluster_id: int) -> LiveCapacity:
-    """Read the cluster's servers, unavailable cards and running allocations."""
+def live_capacity(cluster_id: int, *, supernode_id: int | None = None,
+                  server_id: int | None = None) -> LiveCapacity:
+    """Read the cluster's servers, unavailable cards and running allocations.
+
+    ``supernode_id`` / ``server_id`` narrow the read to one scale-up domain or one
+    server (self-healing looks for a spare there: a few hundred rows, not the
+    cluster's); node numbers are then positions among those servers only.
+    """
     from twin.hardware.models import Card, Server
     from twin.jobs.models import Allocation
 
-    servers = list(Server.objects.filter(rack__cluster_id=cluster_id)
-                   .order_by("supernode__index", "id")
+    scoped = supernode_id is not None or server_id is not None
+    scope = Server.objects.filter(rack__cluster_id=cluster_id)
+    if supernode_id is not None:
+        scope = scope.filter(supernode_id=supernode_id)
+    if server_id is not None:
+        scope = scope.filter(pk=server_id)
+    servers = list(scope.order_by("supernode__index", "id")
                    .values_list("id", "name", "rack_id", "supernode_id", "supernode__index",
                                 "vf_limit", "cards_per_server"))
     node_of = {row[0]: i for i, row in enumerate(servers)}
     cards = Card.objects.filter(server__rack__cluster_id=cluster_id).order_by()
+    if scoped:
+        cards = cards.filter(server_id__in=list(node_of))
     model: dict[int, tuple[int, str]] = {}
     count: dict[int, int] = defaultdict(int)
     for server_id, slug, n in (cards.values_list("server_id", "accelerator__slug")
@@ -101,9 +114,11 @@ def live_capacity(cluster_id: int) -> LiveCapacity:
     live = LiveCapacity(cluster_id, records, [row[0] for row in servers],
                         supernode_index=[-1 if row[4] is None else int(row[4])
                                          for row in servers])
-    rows = (Allocation.objects.filter(job__cluster_id=cluster_id,
-                                      job__state=JobStateChoices.RUNNING)
-            .order_by("job_id", "card_id")
+    allocations = Allocation.objects.filter(job__cluster_id=cluster_id,
+                                            job__state=JobStateChoices.RUNNING)
+    if scoped:
+        allocations = allocations.filter(card__server_id__in=list(node_of))
+    rows = (allocations.order_by("job_id", "card_id")
             .values_list("job_id", "card__server_id", "card__slot", "share_milli", "vf_index"))
     for job_id, server_id, slot, milli, vf in rows:
         node = node_of.get(server_id)

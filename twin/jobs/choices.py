@@ -1,7 +1,8 @@
 """Choice sets of the jobs on the twin, with colours the admin and dashboard reuse."""
 from twin.core.choices import ChoiceSet
 
-__all__ = ["JobStateChoices", "QosChoices", "TraceFormatChoices"]
+__all__ = ["FailureCauseChoices", "JobStateChoices", "QosChoices", "RemediationActionChoices",
+           "RemediationStateChoices", "TraceFormatChoices"]
 
 
 class JobStateChoices(ChoiceSet):
@@ -56,4 +57,60 @@ class TraceFormatChoices(ChoiceSet):
         (ALIBABA, "Alibaba GPU trace v2023", "orange"),
         (HELIOS, "Helios cluster_log.csv", "blue"),
         (PHILLY, "Philly cluster_job_log", "green"),
+    ]
+
+
+class FailureCauseChoices(ChoiceSet):
+    """Why live telemetry says a card failed (``twin.telemetry.processing.failures``).
+
+    ``xid79``: the driver's XID 79, "GPU has fallen off the bus"; ``ecc``: an
+    uncorrectable (double-bit) ECC error — ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` above 0,
+    or XID 48 (DBE), 64 (row-remapping failure), 95 (uncontained ECC); ``silent``: no
+    reading for ``TWIN_HEAL_SILENT_S`` seconds while its rack still reports (a lost
+    heartbeat); ``link``: its scale-up links past the 500 ns limit (a network fault:
+    re-route, the card keeps its work).
+    """
+
+    XID79 = "xid79"
+    ECC = "ecc"
+    SILENT = "silent"
+    LINK = "link"
+    CHOICES = [
+        (XID79, "XID 79: fallen off the bus", "red"),
+        (ECC, "Uncorrectable ECC / row-remap failure", "red"),
+        (SILENT, "Silent (heartbeat lost)", "gray"),
+        (LINK, "Network: links past 500 ns", "orange"),
+    ]
+    #: Causes that take the card out of service (a network fault does not).
+    CARD_FAILED = frozenset({XID79, ECC, SILENT})
+
+
+class RemediationStateChoices(ChoiceSet):
+    """Where a remediation is: ``proposed`` (waiting for an operator, or for the
+    cluster's policy), ``applied`` (the twin reallocated), ``rejected`` (an operator
+    declined it), ``failed`` (applying it was impossible: the spare was taken, …)."""
+
+    PROPOSED = "proposed"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    CHOICES = [
+        (PROPOSED, "Proposed", "orange"),
+        (APPLIED, "Applied", "green"),
+        (REJECTED, "Rejected", "gray"),
+        (FAILED, "Failed", "red"),
+    ]
+    FINAL = frozenset({APPLIED, REJECTED, FAILED})
+
+
+class RemediationActionChoices(ChoiceSet):
+    """What a proposal does for one job on the failed card."""
+
+    SPARE = "spare"
+    REROUTE = "reroute"
+    NONE = "none"
+    CHOICES = [
+        (SPARE, "Move to a spare card", "blue"),
+        (REROUTE, "Re-route around the link", "teal"),
+        (NONE, "No spare available", "red"),
     ]

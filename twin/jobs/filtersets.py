@@ -4,10 +4,16 @@ from __future__ import annotations
 import django_filters as df
 
 from twin.core.filtersets import IdFilter, RelatedKeyFilter, SearchFilterSet, TwinFilterSet
-from twin.jobs.choices import JobStateChoices, QosChoices, TraceFormatChoices
-from twin.jobs.models import Allocation, Job, Trace
+from twin.jobs.choices import (
+    FailureCauseChoices,
+    JobStateChoices,
+    QosChoices,
+    RemediationStateChoices,
+    TraceFormatChoices,
+)
+from twin.jobs.models import Allocation, Job, Remediation, Trace
 
-__all__ = ["AllocationFilterSet", "JobFilterSet", "TraceFilterSet"]
+__all__ = ["AllocationFilterSet", "JobFilterSet", "RemediationFilterSet", "TraceFilterSet"]
 
 
 class JobFilterSet(SearchFilterSet):
@@ -45,3 +51,15 @@ class TraceFilterSet(SearchFilterSet):
     class Meta:
         model = Trace
         fields = ["trace_format", "uploaded_by"]
+
+
+class RemediationFilterSet(TwinFilterSet):
+    """``?cluster=1&state=proposed&cause=xid79``, ``?card=7``, ``?job=3``."""
+
+    state = df.MultipleChoiceFilter(choices=RemediationStateChoices.choices())
+    cause = df.MultipleChoiceFilter(choices=FailureCauseChoices.choices())
+    job = IdFilter(field_name="jobs", label="Concerns this job", distinct=True)
+
+    class Meta:
+        model = Remediation
+        fields = ["cluster", "card", "state", "cause"]

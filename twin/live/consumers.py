@@ -41,6 +41,9 @@ Protocol (JSON text frames; see ``twin.live.protocol`` for validation)
       "closed" | "acknowledged", "alert": {...}}], "dropped": n}`` — alert
       changes of the cluster, batched at the same ≤ 2 Hz (a storm of a
       thousand stale cards is one message, not a thousand).
+    * ``remediation``: ``{"type": "remediation", "event": "proposed" |
+      "applied" | "rejected" | "failed", "remediation": {...}}`` — a self-healing
+      decision on a failed card (``twin.jobs.healing``), sent as it happens.
     * ``subscribed`` (``"already": true``) for a subscribe to a view the
       connection already follows: no snapshot is resent (see
       ``twin.live.protocol``).
@@ -278,6 +281,11 @@ class ClusterConsumer(CloseWhenUnavailable, AsyncWebsocketConsumer):
             if seq > sub.seq or (self.tick_layout and self.tick_layout != sub.layout):
                 sub.dirty = True
         self.wake.set()
+
+    async def remediation_event(self, event: dict[str, Any]) -> None:
+        """Self-healing's decisions are rare (one per failed card): sent at once."""
+        await self._send({"type": "remediation", "event": event.get("event"),
+                          "remediation": event.get("remediation")})
 
     async def alert_event(self, event: dict[str, Any]) -> None:
         self.alerts.append({"event": event.get("event"), "alert": event.get("alert")})

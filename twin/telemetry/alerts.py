@@ -285,7 +285,9 @@ def evaluate(
                 st[rule.key][o][2] = row.pk
                 transitions.append(Transition("opened", rule, o, value, row.pk))
             if to_close:
-                Alert.objects.filter(pk__in=[a for *_, a in to_close]).update(ended=stamp)
+                # (an alert self-healing closed as remediated keeps its own end)
+                Alert.objects.filter(pk__in=[a for *_, a in to_close],
+                                     ended__isnull=True).update(ended=stamp)
                 for rule, o, value, alert_id in to_close:
                     transitions.append(Transition("closed", rule, o, value, alert_id))
     card_alerts: dict[int, list[tuple[str, str]]] = {}

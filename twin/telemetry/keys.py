@@ -54,6 +54,7 @@ __all__ = [
     "drain_kick",
     "ewma",
     "ewma_ts",
+    "failing",
     "health",
     "health_db",
     "history",
@@ -160,6 +161,11 @@ def rollup(cluster_id: int, version: str, level: str, index: int | str) -> str:
 
 def alerts(cluster_id: int, version: str) -> str:
     return f"{state(cluster_id, version)}:alerts"
+
+
+def failing(cluster_id: int, version: str) -> str:
+    """Packed bits: the cards whose failure the last tick already handed to self-healing."""
+    return f"{state(cluster_id, version)}:failing"
 
 
 def ewma(cluster_id: int, version: str) -> str:

@@ -9,7 +9,8 @@ cluster's layout generation (``state.touch_layout``), now and again on commit
 (so a process that read the old rows mid-transaction rebuilds). Bulk writes
 (the builder's ``bulk_create``, raw deletes) send no signals; a new cluster
 gets a new id anyway, and ``state.layout`` also re-probes the card count every
-30 s. Deleting a cluster drops all its live state.
+30 s. Deleting a cluster drops all its live state. Self-healing's decisions close
+their alert and reach the Channels group (``remediations``).
 """
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ from django.dispatch import receiver
 
 from twin.core.deletion import register_contents
 from twin.hardware.models import Card, Cluster, NetworkDevice, Rack, Server, SuperNode
+from twin.jobs.healing import on_decided
 from twin.telemetry.models import ScrapeTarget, TelemetryAgent
+from twin.telemetry.remediations import on_remediation
 
 __all__: list[str] = []
 
+on_decided(on_remediation)
 register_contents(Cluster, "telemetry_agents",
                   lambda cluster: TelemetryAgent.objects.filter(cluster=cluster))
 register_contents(Cluster, "scrape_targets",

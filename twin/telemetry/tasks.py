@@ -21,6 +21,7 @@ __all__ = [
     "cleanup",
     "dispatch",
     "drain",
+    "heal",
     "persist_minute",
     "scrape_due",
     "scrape_target",
@@ -51,6 +52,7 @@ FOLLOW_UPS = FollowUps(
     tick=lambda cluster_id, countdown: dispatch(tick_cluster, cluster_id, countdown=countdown),
     persist_minute=lambda cluster_id, version, minute: dispatch(
         persist_minute, cluster_id, version, minute),
+    heal=lambda cluster_id, failures: dispatch(heal, cluster_id, failures),
 )
 """The processing follow-ups as Celery tasks (see ``processing.follow_ups``)."""
 
@@ -81,6 +83,16 @@ def tick_all() -> int:
     from twin.telemetry import processing
 
     return processing.tick_idle(FOLLOW_UPS)
+
+
+@shared_task(name="twin.telemetry.heal", ignore_result=True, acks_late=True,
+             reject_on_worker_lost=True)
+def heal(cluster_id: int, failures: list[dict[str, Any]]) -> list[int]:
+    """Self-healing of new card failures (``processing.failures.handle_failures``):
+    safe to run twice — a repeat finds each failure's remediation and writes nothing."""
+    from twin.telemetry.processing.failures import handle_failures
+
+    return handle_failures(failures)
 
 
 @shared_task(name="twin.telemetry.persist_minute", ignore_result=True)

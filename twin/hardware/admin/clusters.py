@@ -102,6 +102,7 @@ class ClusterAdmin(TwinModelAdmin):
                        "racks_over_budget", "created", "last_updated")
     fieldsets = (
         (None, {"fields": ("name", "preset", "description")}),
+        ("Self-healing", {"fields": ("self_healing",)}),
         ("Contents", {"fields": ("supernodes_summary", "racks_summary", "servers_summary",
                                  "cards_summary", "links_summary")}),
         ("Power (nameplate, computed in SQL)", {"fields": ("it_power", "facility_power",

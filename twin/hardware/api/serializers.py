@@ -135,8 +135,8 @@ class ClusterSerializer(ValidatedModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "url", "display", "name", "description", "preset", "summary_url",
-                  "created", "last_updated"]
+        fields = ["id", "url", "display", "name", "description", "preset", "self_healing",
+                  "summary_url", "created", "last_updated"]
 
 
 class SuperNodeSerializer(ValidatedModelSerializer):

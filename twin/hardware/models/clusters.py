@@ -10,7 +10,7 @@ from django.db.models import Q
 from twin.core.bounds import AtMost, bounded
 from twin.core.deletion import DeletionBlocked, GuardedDeletion
 from twin.core.models import TimestampedModel
-from twin.hardware.choices import FabricChoices
+from twin.hardware.choices import FabricChoices, SelfHealingChoices
 from twin.hardware.constants import (
     MAX_DEVICE_LATENCY_NS,
     MAX_LINK_GBPS,
@@ -29,6 +29,10 @@ class Cluster(GuardedDeletion, TimestampedModel):
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     preset = models.CharField(max_length=50, blank=True, help_text="Preset it was built from.")
+    self_healing = models.CharField(
+        max_length=10, choices=SelfHealingChoices.choices(), default=SelfHealingChoices.PROPOSE,
+        help_text="When live telemetry shows a card failed: propose a remediation for an "
+                  "operator to apply, or apply it at once (twin.jobs.healing).")
 
     #: A cluster is deleted with its contents only on confirmation of its name: it may be
     #: live (telemetry agents posting to it), and a million cards go with it.

@@ -13,10 +13,12 @@ from rest_framework import serializers
 
 from twin.core.api.serializers import ValidatedModelSerializer
 from twin.jobs.choices import TraceFormatChoices
-from twin.jobs.models import Allocation, Job, Trace
+from twin.jobs.models import Allocation, Job, Remediation, Trace
 
-__all__ = ["AllocationSerializer", "ClusterAllocationsSerializer", "JobSerializer",
-           "PlacementSerializer", "TraceSerializer", "TraceUploadSerializer", "policy_names"]
+__all__ = ["AllocationSerializer", "CheckpointSerializer", "ClusterAllocationsSerializer",
+           "JobSerializer",
+           "PlacementSerializer", "RemediationDecisionSerializer", "RemediationSerializer",
+           "TraceSerializer", "TraceUploadSerializer", "policy_names"]
 
 
 def policy_names() -> list[str]:
@@ -63,6 +65,7 @@ class JobSerializer(ValidatedModelSerializer):
             "id", "url", "display", "cluster", "name", "tenant", "cards", "share_milli",
             "accelerator", "qos", "priority", "gang", "duration_s", "policy", "state",
             "message", "placement", "cards_held", "submitted_by", "started", "finished",
+            "checkpoint_interval_s", "last_checkpoint_at", "model_params",
             "created", "last_updated",
         ]
         read_only_fields = ["state", "message", "started", "finished"]
@@ -132,3 +135,39 @@ class TraceUploadSerializer(serializers.Serializer):
                                            "cluster_job_log (Philly).")
     nodes = serializers.FileField(required=False, help_text="The node list (Alibaba's "
                                                             "node CSV); optional.")
+
+
+class RemediationSerializer(serializers.ModelSerializer):
+    """A remediation of a failed card: cause, proposal (per job: action, spare, restart
+    point, expected lost work), state and who decided it. Read-only."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:remediation-detail")
+    applied_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)
+    jobs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Remediation
+        fields = ["id", "url", "cluster", "card", "cause", "detail", "episode", "jobs",
+                  "proposal", "state", "message", "detected_at", "reading_at", "decided_at",
+                  "applied_by", "applied_via", "created", "last_updated"]
+        read_only_fields = fields
+
+
+class RemediationDecisionSerializer(serializers.Serializer):
+    """The body of ``…/reject/`` (optional): why."""
+
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class CheckpointSerializer(serializers.Serializer):
+    """``{"at": "<ISO time>"}`` (optional: now) — when the job's checkpoint finished."""
+
+    at = serializers.DateTimeField(required=False)
+
+    def validate_at(self, value: Any) -> Any:
+        from django.utils import timezone
+
+        if value > timezone.now():
+            raise serializers.ValidationError("A checkpoint cannot finish in the future.")
+        return value

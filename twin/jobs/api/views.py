@@ -16,6 +16,14 @@ cluster's as parallel arrays for the dashboard. ``POST /api/jobs/traces/`` uploa
 trace (multipart: ``name``, ``format``, ``jobs`` file, optional ``nodes`` file; at
 most ``TWIN_TRACE_MAX_BYTES``, else 413), parsed row by row: any bad row is a 400 with
 line numbers per file, and nothing is stored.
+
+``GET /api/jobs/remediations/`` lists self-healing's remediations (filters
+``cluster``, ``card``, ``job``, ``state``, ``cause``), ``GET …/<id>/`` one with its
+proposal; ``POST …/<id>/apply/`` applies a proposed one (the jobs move to their spare
+cards, the alert closes as remediated) and ``POST …/<id>/reject/`` (``{"reason"}``)
+declines it — both need ``jobs.change_remediation`` (operators) and answer 409 once
+it was decided. ``POST /api/jobs/<id>/checkpoint/`` records that a job finished a
+checkpoint now (``{"at"}`` for another time): the restart point self-healing prices.
 """
 from __future__ import annotations
 
@@ -40,30 +48,39 @@ from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Cluster
 from twin.jobs.api.serializers import (
     AllocationSerializer,
+    CheckpointSerializer,
     ClusterAllocationsSerializer,
     JobSerializer,
+    RemediationDecisionSerializer,
+    RemediationSerializer,
     TraceSerializer,
     TraceUploadSerializer,
 )
 from twin.jobs.choices import JobStateChoices
-from twin.jobs.filtersets import AllocationFilterSet, JobFilterSet, TraceFilterSet
-from twin.jobs.models import Allocation, Job, Trace
+from twin.jobs.filtersets import (
+    AllocationFilterSet,
+    JobFilterSet,
+    RemediationFilterSet,
+    TraceFilterSet,
+)
+from twin.jobs.models import Allocation, Job, Remediation, Trace
 
 __all__ = ["AllocationViewSet", "ClusterAllocationsViewSet", "JobPermissions", "JobViewSet",
-           "TraceViewSet", "cluster_allocations"]
+           "RemediationPermissions", "RemediationViewSet", "TraceViewSet",
+           "cluster_allocations"]
 
 
 class JobPermissions(TwinModelPermissions):
-    """Reads: logged in. Submit: ``jobs.add_job``. Cancel: the submitter, or
-    ``jobs.change_job``. Delete (a finished job): ``jobs.delete_job``."""
+    """Reads: logged in. Submit: ``jobs.add_job``. Cancel or record a checkpoint: the
+    submitter, or ``jobs.change_job``. Delete (a finished job): ``jobs.delete_job``."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if getattr(view, "action", None) == "cancel":
+        if getattr(view, "action", None) in ("cancel", "checkpoint"):
             return bool(request.user and request.user.is_authenticated)
         return super().has_permission(request, view)
 
     def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
-        if getattr(view, "action", None) == "cancel":
+        if getattr(view, "action", None) in ("cancel", "checkpoint"):
             user = request.user
             return bool(obj.submitted_by_id == user.pk or user.has_perm("jobs.change_job"))
         return True
@@ -100,6 +117,89 @@ class JobViewSet(TwinModelViewSet):
             return Response({"detail": f"job {job} already {job.state}; nothing to cancel"},
                             status=status.HTTP_409_CONFLICT)
         return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
+
+    @extend_schema(request=CheckpointSerializer, responses={
+        200: JobSerializer, 409: error_response("The job is not running.")})
+    @action(detail=True, methods=["post"])
+    def checkpoint(self, request: Request, pk: Any = None) -> Response:
+        """Record that the running job finished a checkpoint (now, or at ``at``): the
+        restart point and lost work self-healing prices after a failure."""
+        from django.utils import timezone
+
+        job = self.get_object()
+        body = CheckpointSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        at = body.validated_data.get("at") or timezone.now()
+        if job.state != JobStateChoices.RUNNING:
+            return Response({"detail": f"job {job} is {job.state}: only a running job "
+                                       f"checkpoints"}, status=status.HTTP_409_CONFLICT)
+        if job.started and at < job.started:
+            raise serializers.ValidationError({"at": "Before the job started."})
+        Job.objects.filter(pk=job.pk).update(last_checkpoint_at=at, last_updated=timezone.now())
+        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
+
+
+class RemediationPermissions(TwinModelPermissions):
+    """Reads: logged in. Apply / reject: ``jobs.change_remediation`` (operators)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if getattr(view, "action", None) in ("apply", "reject"):
+            user = request.user
+            return bool(user and user.is_authenticated
+                        and user.has_perm("jobs.change_remediation"))
+        return super().has_permission(request, view)
+
+
+class RemediationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Self-healing's audit trail: what failed, why, what was proposed and done."""
+
+    queryset = Remediation.objects.select_related("applied_by").prefetch_related("jobs")
+    serializer_class = RemediationSerializer
+    filterset_class = RemediationFilterSet
+    filter_backends = [TwinFilterBackend]
+    pagination_class = IdCursorPagination
+    permission_classes = [RemediationPermissions]
+
+    def _decided(self, rem: Remediation) -> Response:
+        rem = self.get_queryset().get(pk=rem.pk)
+        return Response(self.get_serializer(rem).data)
+
+    @extend_schema(request=None, responses={
+        200: RemediationSerializer,
+        409: error_response("It was already applied, rejected or failed.")})
+    @action(detail=True, methods=["post"])
+    def apply(self, request: Request, pk: Any = None) -> Response:
+        """Apply a proposed remediation (answers the remediation: applied, or failed
+        with the reason when a spare was taken meanwhile)."""
+        from django.core.exceptions import ValidationError
+
+        from twin.jobs import healing
+
+        rem = self.get_object()
+        try:
+            healing.apply(rem, user=request.user)
+        except ValidationError as exc:
+            return Response({"detail": "; ".join(exc.messages)}, status=status.HTTP_409_CONFLICT)
+        return self._decided(rem)
+
+    @extend_schema(request=RemediationDecisionSerializer, responses={
+        200: RemediationSerializer,
+        409: error_response("It was already applied, rejected or failed.")})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: Any = None) -> Response:
+        """Decline a proposed remediation: nothing moves, the card stays out of service."""
+        from django.core.exceptions import ValidationError
+
+        from twin.jobs import healing
+
+        rem = self.get_object()
+        body = RemediationDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            healing.reject(rem, user=request.user, reason=body.validated_data.get("reason", ""))
+        except ValidationError as exc:
+            return Response({"detail": "; ".join(exc.messages)}, status=status.HTTP_409_CONFLICT)
+        return self._decided(rem)
 
 
 class AllocationViewSet(viewsets.ReadOnlyModelViewSet):

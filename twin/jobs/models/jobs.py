@@ -93,6 +93,19 @@ class Job(GuardedDeletion, TimestampedModel):
                                      null=True, blank=True, related_name="twin_jobs")
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    checkpoint_interval_s = models.PositiveIntegerField(
+        "Checkpoint interval (s)", null=True, blank=True,
+        validators=bounded(1, MAX_DURATION_S, "s"),
+        help_text="How often the job saves a checkpoint (empty: never). Self-healing "
+                  "prices the work a failure loses from it.")
+    last_checkpoint_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When its last checkpoint finished (empty: assumed every interval since "
+                  "it started).")
+    model_params = models.FloatField(
+        "Model parameters", null=True, blank=True, validators=bounded(1, 1e15, ""),
+        help_text="Parameters of the model it trains (e.g. 7e10): sizes its checkpoint, "
+                  "hence its restore time after a failure.")
 
     class Meta:
         ordering = ["-id"]
@@ -103,6 +116,11 @@ class Job(GuardedDeletion, TimestampedModel):
                 & Q(priority__lte=MAX_PRIORITY) & Q(duration_s__gte=1)
                 & Q(duration_s__lte=MAX_DURATION_S),
                 name="job_figures_bounded"),
+            models.CheckConstraint(
+                condition=Q(checkpoint_interval_s__gte=1)
+                & Q(checkpoint_interval_s__lte=MAX_DURATION_S)
+                & Q(model_params__gte=1) & Q(model_params__lte=1e15),
+                name="job_checkpoint_bounded"),
             models.CheckConstraint(condition=Q(share_milli=FULL_CARD) | Q(cards=1),
                                    name="job_fraction_of_one_card"),
             models.CheckConstraint(condition=Q(state__in=JobStateChoices.values()),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["NO_FOLLOW_UPS", "FollowUps"]
 
@@ -32,6 +33,8 @@ class FollowUps:
     """Tick ``cluster_id`` after ``countdown`` seconds (a trailing tick)."""
     persist_minute: Callable[[int, str, int], bool] = _nothing
     """Write minute ``minute`` of ``(cluster_id, layout version)`` to the database."""
+    heal: Callable[[int, list[dict[str, Any]]], bool] = _nothing
+    """Hand ``cluster_id``'s new card failures to self-healing (``failures.handle_failures``)."""
 
 
 NO_FOLLOW_UPS = FollowUps()

@@ -3,7 +3,8 @@
 ``tick(cluster)`` runs at most ``MAX_TICK_HZ`` times a second per cluster (a
 Redis gate shared by all workers): it reads the whole state once, computes
 the rollups, evaluates the health rules (``health``), updates each card's
-health, samples the state for the 1-minute history (``minutes``) and
+health, hands new card failures to self-healing (``failures``), samples the
+state for the 1-minute history (``minutes``) and
 publishes ``telemetry.tick`` to the cluster's Channels group.
 
 The tick's ``seq`` only grows, across worker *and* Redis restarts (clients keep
@@ -30,6 +31,7 @@ from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.processing.aggregate import reduce_groups
 from twin.telemetry.processing.apply import ensure_state
+from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
 from twin.telemetry.processing.minutes import POWER, sample_minute
@@ -171,6 +173,11 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
 
     synced = sync_card_health(lay, old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
+    failures = [f.to_dict() for f in detect_failures(
+        r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=age, seen=seen,
+        card_alerts=card_alerts)]
+    if failures and not follow_ups.heal(cluster_id, failures):
+        handle_failures(failures)
     sample_minute(r, lay, fresh_values, now, follow_ups)
 
     group = group_name(cluster_id)

@@ -80,6 +80,13 @@ changes go to the same group::
      "supernode", "value", "threshold", "message", "started", "ended",
      "acknowledged_by"}}
 
+Self-healing (``twin.jobs.healing``) sends each decision on a failed card::
+
+    {"type": "remediation.event", "cluster": 7, "event": "proposed" | "applied" |
+     "rejected" | "failed", "remediation": {"id", "card", "cause", "detail",
+     "state", "episode", "proposal", "message", "detected_at", "decided_at",
+     "applied_via", "applied_by"}}
+
 Where things are
 ================
 
@@ -105,6 +112,7 @@ from twin.telemetry.state.constants import (
     HEALTH_CODES,
     HEALTH_NAMES,
     LEVELS,
+    REMEDIATION_EVENT,
     STATS,
     TICK_EVENT,
     group_name,
@@ -123,6 +131,7 @@ from twin.telemetry.state.rollups import frame_seq, rollup, summary
 
 __all__ = [
     "ALERT_EVENT",
+    "REMEDIATION_EVENT",
     "HEALTH_CODES",
     "HEALTH_NAMES",
     "LEVELS",

@@ -6,6 +6,7 @@ __all__ = [
     "HEALTH_CODES",
     "HEALTH_NAMES",
     "LEVELS",
+    "REMEDIATION_EVENT",
     "STATS",
     "TICK_EVENT",
     "group_name",
@@ -13,6 +14,7 @@ __all__ = [
 
 TICK_EVENT = "telemetry.tick"
 ALERT_EVENT = "alert.event"
+REMEDIATION_EVENT = "remediation.event"
 LEVELS = ("cluster", "supernode", "rack")
 STATS = ("mean", "min", "max", "sum", "count")
 HEALTH_NAMES = ("unknown", "ok", "warning", "critical", "stale")
