@@ -355,8 +355,9 @@ def _apply_locked(rem: Remediation, *, user: Any, via: str) -> None:
         rem.save()
         _notify(rem, "failed")
         return
-    Card.objects.filter(pk=rem.card_id).exclude(
-        status__in=UNAVAILABLE_CARD_STATES).update(status=CardStatusChoices.FAILED)
+    if rem.cause in FailureCauseChoices.CARD_FAILED:  # out of service (a link fault is not)
+        Card.objects.filter(pk=rem.card_id).exclude(
+            status__in=UNAVAILABLE_CARD_STATES).update(status=CardStatusChoices.FAILED)
     rem.state = RemediationStateChoices.APPLIED
     rem.message = (f"applied: {len(moves)} job(s) moved to spare cards"
                    if moves else proposal.get("summary", "applied"))[:300]
