@@ -201,6 +201,11 @@ def world(tiny_cluster: dict[str, Any], admin_user: Any, settings: Any) -> dict[
     ScenarioRun.objects.create(**common, status="succeeded", progress=1.0, result=result,
                                cached_from=done, started=now, finished=now)
     ScenarioRun.objects.create(**common, status="queued", created_by=admin_user)
+    from twin.jobs.models import Remediation
+
+    Remediation.objects.create(cluster=cluster, card=cards[1], cause="xid79", episode=1,
+                               proposal={"jobs": [], "summary": "no job on the card"},
+                               detected_at=now)
     return tiny_cluster
 
 
