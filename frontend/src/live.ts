@@ -5,6 +5,7 @@
  *   (one subscription at a time: switching view or metric unsubscribes first);
  * - snapshot / frame → handed to the page, which decodes them (frames.ts);
  * - alerts → handed to the alerts panel;
+ * - remediation → handed to the self-healing panel;
  * - a ping every 15 s; no message for 45 s means the connection is dead even
  *   if the browser has not noticed, so it is closed and reopened;
  * - after any close but a refusal the client reconnects by itself with a
@@ -38,6 +39,8 @@ export interface LiveHandlers {
   hello(hello: HelloMessage): void;
   view(msg: FrameMessage): void;
   alerts(events: Array<{ event: string; alert: Record<string, unknown> }>, dropped: number): void;
+  /** A self-healing decision (`{"type": "remediation", "event", "remediation"}`). */
+  remediation?(event: string, remediation: Record<string, unknown>): void;
   error?(msg: { code: string; message: string; field?: string }): void;
 }
 
@@ -251,6 +254,12 @@ export class LiveClient {
         this.on.alerts(
           (msg.events as Array<{ event: string; alert: Record<string, unknown> }>) ?? [],
           Number(msg.dropped ?? 0),
+        );
+        break;
+      case "remediation":
+        this.on.remediation?.(
+          typeof msg.event === "string" ? msg.event : "",
+          (msg.remediation as Record<string, unknown>) ?? {},
         );
         break;
       case "error":

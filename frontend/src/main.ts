@@ -17,10 +17,12 @@ import {
   ROUTE_END_EVENT,
   mountAlerts,
   mountJobs,
+  mountRemediations,
   mountRoute,
   mountScenarios,
   mountSidePanel,
   type AlertEvent,
+  type RemediationPayload,
   type RouteEndDetail,
 } from "./panels";
 import { Controller } from "./scene/controller";
@@ -165,7 +167,8 @@ async function boot(): Promise<void> {
   const alerts = mountAlerts(need("#alerts-panel"), controller);
   const scenarios = mountScenarios(need("#scenarios-panel"), controller);
   const jobs = mountJobs(need("#jobs-panel"), controller);
-  controller.panels = { side, alerts, route, scenarios, jobs };
+  const remediations = mountRemediations(need("#remediations-panel"), controller);
+  controller.panels = { side, alerts, route, scenarios, jobs, remediations };
   document.addEventListener(ROUTE_END_EVENT, (event) => {
     const detail = (event as CustomEvent<RouteEndDetail>).detail;
     route.setEnd(detail.which, detail.cardId);
@@ -216,12 +219,16 @@ async function boot(): Promise<void> {
       state: (state, reason) => {
         controller.connection(state, reason);
         // Back after a drop: alert events sent meanwhile were missed; reload the list.
-        if (state === "live" && wasLive) void alerts.reset();
+        if (state === "live" && wasLive) {
+          void alerts.reset();
+          void remediations.reset();
+        }
         if (state === "live") wasLive = true;
       },
       hello: (hello) => controller.hello(hello),
       view: (msg) => controller.frame(msg),
       alerts: (events, dropped) => alerts.push(events as unknown as AlertEvent[], dropped),
+      remediation: (event, r) => remediations.push(event, r as unknown as RemediationPayload),
       // A refused subscription (an object deleted meanwhile): say so where the stream is shown.
       error: (msg) => status.setDetail(`live: ${msg.message}`),
     });

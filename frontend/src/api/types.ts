@@ -42,6 +42,8 @@ export type Job = Schemas["Job"];
 export type PaginatedJobList = Schemas["PaginatedJobList"];
 export type Placement = Schemas["Placement"];
 export type ClusterAllocations = Schemas["ClusterAllocations"];
+export type Remediation = Schemas["Remediation"];
+export type PaginatedRemediationList = Schemas["PaginatedRemediationList"];
 
 // Scenarios (twin/scenarios)
 export type ScenarioKind = Schemas["ScenarioKind"];

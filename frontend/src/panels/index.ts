@@ -7,6 +7,7 @@
  *   const route = mountRoute(el, host);
  *   const scenarios = mountScenarios(el, host);
  *   const jobs = mountJobs(el, host);          // host.showAllocations colours cards by job / tenant
+ *   const heal = mountRemediations(el, host);  // heal.push(msg.event, msg.remediation) on ws "remediation"
  *   await Promise.all([alerts.reset(), scenarios.reset()]);   // and again when the cluster changes
  */
 import "uplot/dist/uPlot.min.css";
@@ -18,3 +19,4 @@ export { mountAlerts, type AlertsPanel, type AlertsOptions } from "./alerts";
 export { mountRoute, type RoutePanel, type RouteOptions } from "./route";
 export { mountScenarios, type ScenariosPanel, type ScenariosOptions } from "./scenarios";
 export { mountJobs, type JobsPanel, type JobsHost } from "./jobs";
+export { mountRemediations, type RemediationsPanel, type RemediationPayload } from "./remediations";

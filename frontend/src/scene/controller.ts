@@ -12,7 +12,7 @@ import type { Api, ClusterAllocations, Route } from "../api";
 import { ViewFrames, type FrameMessage, type Subscription, type ViewKind } from "../frames";
 import type { TwinHook } from "../hook";
 import type { ConnectionState, HelloMessage, LiveClient } from "../live";
-import type { AlertsPanel, JobsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
+import type { AlertsPanel, JobsPanel, RemediationsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
 import type { MetricInfo, ObjectKind, PanelHost, Selection } from "../panels/host";
 import { isJobColouring } from "../panels/jobs";
 import type { StatusBar } from "../statusbar";
@@ -32,6 +32,7 @@ export interface Panels {
   route: Pick<RoutePanel, "setEnd" | "reset"> | null;
   scenarios: Pick<ScenariosPanel, "reset"> | null;
   jobs?: Pick<JobsPanel, "reset"> | null;
+  remediations?: Pick<RemediationsPanel, "reset"> | null;
 }
 
 export interface ControllerElements {
@@ -227,6 +228,7 @@ export class Controller implements PanelHost {
       this.panels.alerts?.reset(),
       this.panels.scenarios?.reset(),
       this.panels.jobs?.reset(),
+      this.panels.remediations?.reset(),
     ]);
     try {
       await this.open(want.kind, want.id);
