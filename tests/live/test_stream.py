@@ -270,9 +270,10 @@ def test_alerts_reach_the_client_batched(tiny_cluster, headers):
         comm = communicator(cluster.pk, headers)
         assert (await comm.connect())[0]
         await receive_type(comm, "hello")
-        # A real alert: XID errors open a critical alert at the first tick.
+        # A real alert: XID errors open a critical alert at the first tick (XID 13, a
+        # recoverable one: XID 79 would also take the card out through self-healing).
         readings = power_of(cards, 500.0)
-        readings[cards[2].pk]["xid_errors"] = 79.0
+        readings[cards[2].pk]["xid_errors"] = 13.0
         await areport(cluster.pk, readings)
         message = await receive_type(comm, "alerts", timeout=5)
         assert message["dropped"] == 0
@@ -298,6 +299,26 @@ def test_alerts_reach_the_client_batched(tiny_cluster, headers):
         assert 1 <= len(batches) <= 3
         gaps = [b[0] - a[0] for a, b in zip(batches, batches[1:], strict=False)]
         assert all(g >= 0.45 for g in gaps), gaps
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_remediation_reaches_the_client_at_once(tiny_cluster, headers):
+    """Self-healing's decisions (``remediation.event``) are forwarded as they come."""
+    cluster = tiny_cluster["cluster"]
+
+    async def scenario():
+        comm = communicator(cluster.pk, headers)
+        assert (await comm.connect())[0]
+        await receive_type(comm, "hello")
+        payload = {"id": 5, "card": tiny_cluster["cards"][0].pk, "state": "applied"}
+        await sync_to_async(bridge.group_send)(state.group_name(cluster.pk), {
+            "type": state.REMEDIATION_EVENT, "cluster": cluster.pk, "event": "applied",
+            "remediation": payload})
+        message = await receive_type(comm, "remediation", timeout=3,
+                                     skip=("frame", "snapshot"))
+        assert message == {"type": "remediation", "event": "applied", "remediation": payload}
         await comm.disconnect()
 
     async_to_sync(scenario)()

@@ -384,17 +384,19 @@ def _vf_for(job: Job, target: Any) -> int:
 
 
 def _refresh_placement(job_ids: list[int]) -> None:
-    """Re-score the moved jobs' placements (spans, predicted AllReduce) after the commit:
-    it routes on the cluster's graph, so it stays out of the timed transaction."""
+    """Re-count the moved jobs' spans (servers, supernodes, rail alignment) after the
+    commit. The predicted AllReduce is kept from the job's placement, with a note: it
+    routes on the whole cluster's graph (seconds at 65,536 cards), which the worker
+    that heals must not spend before the next failure."""
     from twin.hardware.models import Card
-    from twin.jobs.quality import placement_quality
+    from twin.jobs.quality import placement_spans
     from twin.jobs.scheduler import _card_place
 
     for job in Job.objects.filter(pk__in=job_ids, state=JobStateChoices.RUNNING):
-        try:
-            cards = Card.objects.filter(allocations__job=job).select_related(
-                "server", "supernode").order_by("pk")
-            job.placement = placement_quality(job.cluster_id, [_card_place(c) for c in cards])
-            job.save(update_fields=["placement", "last_updated"])
-        except Exception:  # noqa: BLE001 - the move is done; a score is a nicety
-            log.exception("placement of job %s not re-scored after a remediation", job.pk)
+        cards = Card.objects.filter(allocations__job=job).select_related(
+            "server", "supernode").order_by("pk")
+        placement = {**(job.placement or {}), **placement_spans([_card_place(c) for c in cards])}
+        if placement.get("allreduce_s") is not None:
+            placement["allreduce_note"] = ("predicted before a card was replaced by "
+                                           "self-healing")
+        Job.objects.filter(pk=job.pk).update(placement=placement)

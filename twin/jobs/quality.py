@@ -37,7 +37,8 @@ from simulation.collectives.routed import ROUTE_CELLS
 from simulation.topology import Topology, TopologyError, from_spec
 from twin.hardware.topology import ClusterInput, ConversionError, card_node, cluster_input
 
-__all__ = ["ALGORITHMS", "MAX_PRICED_CARDS", "allreduce_time", "placement_quality"]
+__all__ = ["ALGORITHMS", "MAX_PRICED_CARDS", "allreduce_time", "placement_quality",
+           "placement_spans"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,12 @@ def _spans(places: list[CardPlace]) -> dict[str, Any]:
         "rail_aligned": len(servers) > 1 and len(slot_sets) == 1,
         "single_server": len(servers) == 1,
     }
+
+
+def placement_spans(places: list[CardPlace]) -> dict[str, Any]:
+    """Only what the placement spans (servers, racks, supernodes, rail alignment): cheap,
+    no routing — what self-healing refreshes after moving a job's card."""
+    return _spans(places)
 
 
 def placement_quality(cluster_id: int, places: list[CardPlace]) -> dict[str, Any]:
