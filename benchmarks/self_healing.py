@@ -270,14 +270,15 @@ def orchestrate(args: argparse.Namespace) -> int:
                       f"{'applied' if rem else 'not applied'} in {took * 1000:.0f} ms", flush=True)
                 continue
             if rem is None:
-                print(f"  failure {k + 1}: card {victim}: not applied within {args.timeout} s")
+                print(f"  failure {k - args.warmup + 1}: card {victim}: not applied within "
+                      f"{args.timeout} s")
                 e2e.append(float("inf"))
                 continue
             e2e.append(took)
             detected = rem.detected_at.timestamp() - wall0
             split.append((detected, rem.decided_at.timestamp() - rem.detected_at.timestamp()))
             spare = rem.proposal["jobs"][0]["spare"]
-            print(f"  failure {k + 1}: card {victim} → spare {spare['card']} "
+            print(f"  failure {k - args.warmup + 1}: card {victim} → spare {spare['card']} "
                   f"({spare['scope']}, rail-aligned {spare['rail_aligned']}): "
                   f"{took * 1000:.0f} ms (detected after {detected * 1000:.0f} ms, "
                   f"healed in {split[-1][1] * 1000:.0f} ms)", flush=True)
