@@ -24,9 +24,10 @@ The whole path, with real processes:
   submitting 1,152 jobs one by one would price each one's AllReduce on the
   65,536-card graph first, which is the scheduler's benchmark, not this one's.
   Each job checkpoints every 10 min and trains a 70 B model (restore priced).
-* **Readings**: the agent posts a healthy columnar batch of all cards (so every
-  card is fresh and the stale rule stays quiet), then one failing reading of one
-  card (XID 79) through the real endpoint. The clock runs from the start of that
+* **Readings**: the agent posts every card each second (a columnar batch, as a
+  DCGM-fed agent at 1 Hz; every card fresh, the stale rule quiet), and at each
+  trial one failing reading of one card (XID 79) through the real endpoint, which
+  it then keeps reporting in its 1 Hz batches. The clock runs from the start of that
   POST until the orchestrator sees the card's ``Remediation`` in state
   ``applied`` in the database (polled every 10 ms), split at the remediation's
   ``detected_at`` (the tick found it) and ``decided_at`` (applied). One failure
@@ -158,17 +159,47 @@ def naive_propose(card: Any) -> dict[str, Any]:
     return {"jobs": out}
 
 
-def post_healthy(client: Any, cluster_id: int, layout: dict[str, Any], seq: int) -> None:
-    import numpy as np
+class Agent:
+    """The cluster's agent at 1 Hz: every card each second, in one columnar batch; a
+    card that failed keeps reporting its XID (as DCGM keeps the last one), so the
+    failure stays in the live state whatever the order of batch and tick."""
 
-    n = len(layout["card_ids"])
-    cols = {"gpu_util": np.full(n, 90, "<f4"), "power_w": np.full(n, 600, "<f4"),
-            "gpu_temp_c": np.full(n, 60, "<f4"), "xid_errors": np.zeros(n, "<f4"),
-            "ecc_errors": np.zeros(n, "<f4"), "link_latency_ns": np.full(n, 160, "<f4")}
-    doc = {"seq": seq, "ts": time.time(), "cards": {"range": [0, n], "layout": layout["layout"]},
-           "columns": {k: v.tobytes() for k, v in cols.items()}}
-    answer = client.send_with_retry(lambda: client.post_batch(cluster_id, doc))
-    assert answer.status == 202, answer.body
+    def __init__(self, client: Any, cluster_id: int, layout: dict[str, Any]) -> None:
+        import threading
+
+        self.client, self.cluster_id, self.layout = client, cluster_id, layout
+        self.ordinal = {int(c): i for i, c in enumerate(layout["card_ids"])}
+        self.failed: set[int] = set()
+        self.seq = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def post(self, doc: dict[str, Any], fmt: str = "msgpack") -> None:
+        with self.lock:
+            self.seq += 1
+            doc["seq"] = self.seq
+            answer = self.client.post_batch(self.cluster_id, doc, fmt=fmt)
+        assert answer.status == 202, answer.body
+
+    def healthy(self) -> None:
+        import numpy as np
+
+        n = len(self.layout["card_ids"])
+        xid = np.zeros(n, "<f4")
+        xid[[self.ordinal[c] for c in self.failed]] = 79
+        cols = {"gpu_util": np.full(n, 90, "<f4"), "power_w": np.full(n, 600, "<f4"),
+                "gpu_temp_c": np.full(n, 60, "<f4"), "xid_errors": xid,
+                "ecc_errors": np.zeros(n, "<f4"), "link_latency_ns": np.full(n, 160, "<f4")}
+        self.post({"ts": time.time(),
+                   "cards": {"range": [0, n], "layout": self.layout["layout"]},
+                   "columns": {k: v.tobytes() for k, v in cols.items()}})
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            started = time.monotonic()
+            self.healthy()
+            self.stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
 
 
 def orchestrate(args: argparse.Namespace) -> int:
@@ -244,18 +275,16 @@ def orchestrate(args: argparse.Namespace) -> int:
         wait_http(f"{base}/login/", procs[0])
         wait_celery(app, queue, procs[1], str(logs / "heal-bench-worker.log"))
         client = AgentClient(base, token)
-        layout = client.layout(cluster_id).body
-        seq = 0
+        agent = Agent(client, cluster_id, client.layout(cluster_id).body)
+        agent.thread.start()
+        time.sleep(args.settle)  # every card reported and ticked: the live state is warm
         for k, victim in enumerate(victims):
-            seq += 1
-            post_healthy(client, cluster_id, layout, seq)
-            time.sleep(args.settle)  # the healthy batch is in and ticked; alerts quiet
-            seq += 1
-            doc = {"seq": seq, "cards": [{"card": victim, "metrics": {"xid_errors": 79}}]}
+            time.sleep(args.settle)
+            doc = {"cards": [{"card": victim, "metrics": {"xid_errors": 79}}]}
             t0 = time.perf_counter()
             wall0 = time.time()
-            answer = client.post_batch(cluster_id, doc, fmt="json")
-            assert answer.status == 202, answer.body
+            agent.failed.add(victim)
+            agent.post(doc, fmt="json")
             deadline = t0 + args.timeout
             rem = None
             while time.perf_counter() < deadline:
@@ -283,6 +312,9 @@ def orchestrate(args: argparse.Namespace) -> int:
                   f"{took * 1000:.0f} ms (detected after {detected * 1000:.0f} ms, "
                   f"healed in {split[-1][1] * 1000:.0f} ms)", flush=True)
     finally:
+        if "agent" in locals():
+            agent.stop.set()
+            agent.thread.join(5)
         for proc in reversed(procs):
             stop_process(proc)
     finite = [t for t in e2e if t != float("inf")]
@@ -323,8 +355,8 @@ def main() -> int:
                    help="failures healed first and not counted (the worker's first heal "
                         "imports the placement and resilience libraries)")
     p.add_argument("--concurrency", type=int, default=2, help="worker processes")
-    p.add_argument("--settle", type=float, default=2.0,
-                   help="seconds after the healthy batch before the failing reading")
+    p.add_argument("--settle", type=float, default=3.0,
+                   help="seconds between failures (and of warm-up before the first)")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
