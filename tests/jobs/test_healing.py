@@ -178,3 +178,21 @@ def test_two_workers_handling_one_failure_write_one_remediation(dgx_cluster):
     assert sum(r is not None for r in results) == 1
     assert Remediation.objects.filter(card_id=failed).count() == 1
     assert Allocation.objects.filter(job=job).count() == 8
+
+
+def test_every_job_sharing_the_failed_card_gets_a_place(dgx_cluster):
+    dgx_cluster.self_healing = SelfHealingChoices.APPLY
+    dgx_cluster.save()
+    a = job_on(dgx_cluster, 1, name="half-a", share_milli=500)
+    b = job_on(dgx_cluster, 1, name="half-b", share_milli=500)
+    card = held(a)[0]
+    assert held(b)[0].pk == card.pk  # best-fit shares the card
+    rem = healing.handle_failure(card.pk, "ecc", 11)
+    rem.refresh_from_db()
+    assert rem.state == RemediationStateChoices.APPLIED
+    assert sorted(e["job"] for e in rem.proposal["jobs"]) == sorted([a.pk, b.pk])
+    for job in (a, b):
+        moved = Allocation.objects.get(job=job)
+        assert moved.card_id != card.pk and moved.share_milli == 500
+        moved.full_clean()  # the spare holds at most one card's worth
+    assert not Allocation.objects.filter(card=card).exists()
