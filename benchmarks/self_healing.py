@@ -202,6 +202,16 @@ class Agent:
             self.stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
 
 
+def forget_namespace(prefix: str) -> None:
+    """Delete the run's live state (its private key prefix) from Redis."""
+    from twin.telemetry import state
+
+    r = state.redis_client()
+    batch = list(r.scan_iter(match=f"{prefix}:*", count=1000))
+    for i in range(0, len(batch), 500):
+        r.unlink(*batch[i:i + 500])
+
+
 def orchestrate(args: argparse.Namespace) -> int:
     run_id = secrets.token_hex(4)
     os.environ["TWIN_TELEMETRY_PREFIX"] = f"twheal{run_id}"
@@ -317,6 +327,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             agent.thread.join(5)
         for proc in reversed(procs):
             stop_process(proc)
+        forget_namespace(os.environ["TWIN_TELEMETRY_PREFIX"])
     finite = [t for t in e2e if t != float("inf")]
     median = statistics.median(e2e) if e2e else float("inf")
     worst = max(e2e) if e2e else float("inf")
