@@ -2,7 +2,8 @@
 
 ``drain(slot)`` (``stream``) consumes the ingest stream and ``apply_entry``
 (``apply``) writes each batch into the columnar state; ``tick(cluster)``
-(``ticks``) computes rollups, runs the health rules (``health``), samples
+(``ticks``) computes rollups, runs the health rules (``health``), hands new
+card failures to self-healing (``failures`` → ``twin.jobs.healing``), samples
 the 1-minute history (``minutes``) and publishes ``telemetry.tick``;
 ``tick_idle`` (``beat``) is the beat's safety net. What they queue as
 follow-ups (a fresh drain, a trailing tick, a minute's database write) is
