@@ -59,6 +59,7 @@ class ClusterHardware:
     cards_per_server: int
     scale_up_kind: str
     scale_up_domain: int
+    scale_up_dims: tuple[int, ...]
     scale_up_gbps: float
     scale_up_technology: str
     scale_out_gbps: float
@@ -73,7 +74,8 @@ class ClusterHardware:
             "cluster_id": self.cluster_id, "cluster_name": self.cluster_name,
             "accelerator": dict(self.accelerator), "cards": self.cards,
             "cards_per_server": self.cards_per_server, "scale_up_kind": self.scale_up_kind,
-            "scale_up_domain": self.scale_up_domain, "scale_up_gbps": self.scale_up_gbps,
+            "scale_up_domain": self.scale_up_domain,
+            "scale_up_dims": list(self.scale_up_dims), "scale_up_gbps": self.scale_up_gbps,
             "scale_up_technology": self.scale_up_technology,
             "scale_out_gbps": self.scale_out_gbps,
             "scale_out_technology": self.scale_out_technology,
@@ -136,6 +138,7 @@ def cluster_hardware(cluster: Any, *, where: str = "cluster") -> ClusterHardware
     fabrics = [group.fabric for group in info.spec.supernodes]
     domains = [_scale_up(f) for f in fabrics]
     domain = min(d for d, _ in domains)
+    smallest = fabrics[[d for d, _ in domains].index(domain)]
     up_gbps = min(g for _, g in domains)
     if len({f.kind for f in fabrics}) > 1:
         notes.append(f"supernodes of {len(fabrics)} fabrics: the smallest scale-up domain "
@@ -162,8 +165,9 @@ def cluster_hardware(cluster: Any, *, where: str = "cluster") -> ClusterHardware
     return ClusterHardware(
         cluster_id=info.cluster_id, cluster_name=info.cluster_name, accelerator=accelerator,
         cards=info.n_cards, cards_per_server=int(cards_per_server),
-        scale_up_kind=fabrics[0].kind, scale_up_domain=int(domain), scale_up_gbps=up_gbps,
-        scale_up_technology=fabrics[0].technology, scale_out_gbps=float(out_gbps),
+        scale_up_kind=smallest.kind, scale_up_domain=int(domain),
+        scale_up_dims=tuple(int(d) for d in smallest.dims), scale_up_gbps=up_gbps,
+        scale_up_technology=smallest.technology, scale_out_gbps=float(out_gbps),
         scale_out_technology=out_tech, server_static_w=float(servers["overhead"] or 0.0),
         network_w_per_card=float(net_w) / info.n_cards, pue=float(pue or 1.0),
         notes=tuple(notes),
