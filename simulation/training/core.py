@@ -273,6 +273,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "mem_optimizer": optimizer / GIB,
         "mem_activations": acts / GIB,
         "mem_total": total / GIB,
-        "stage_compute_s": m * L_stage * (fwd * 3 - t_mem * 3) + m * 3 * t_logit,
+        "stage_compute_s": m * L_stage * (fwd * 3 - t_mem * 3),
+        "stage_logit_s": m * 3 * t_logit,
         "stage_fixed_s": m * L_stage * 3 * t_mem,
     }

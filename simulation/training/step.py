@@ -149,15 +149,10 @@ def stage_clock_plan(model: ModelSpec, system: SystemSpec, ex: Execution,
     p = ex.pp
     layers = np.full(p, model.layers // p, dtype=np.float64)
     layers[: model.layers % p] += 1
-    compute_total = float(out["stage_compute_s"][0])
-    fixed_total = float(out["stage_fixed_s"][0])
     crit = float(np.ceil(model.layers / p))
-    logit_share = 0.0 if p == 1 else 0.0
-    comp = compute_total * layers / crit
-    fixed = fixed_total * layers / crit
-    comp[-1] = compute_total  # the last stage carries the output layer
-    fixed[-1] = fixed_total * layers[-1] / crit
-    _ = logit_share
+    comp = float(out["stage_compute_s"][0]) * layers / crit
+    fixed = float(out["stage_fixed_s"][0]) * layers / crit
+    comp[-1] += float(out["stage_logit_s"][0])  # the last stage carries the output layer
     step = float(out["step_time_s"][0])
     base_clock = float(out["clock"][0])
     idle, tdp, curve = system.idle_w, system.tdp_w, system.clock_power
