@@ -40,6 +40,14 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``auto``, ``ranks``, ``sizes``, ``compression``,
                 ``overhead_ns``, ``reduce_gbps``, ``scale_up_efficiency``,
                 ``scale_out_efficiency``).
+    training    ``model`` (catalogue slug or shape), ``accelerator`` (catalogue
+                slug: hypothetical 8-card NVLink servers) or the cluster's own
+                hardware (the run's cluster or ``cluster`` by name), ``cards``,
+                and ``Execution``'s fields (``tp``, ``pp``, ``dp``,
+                ``micro_batch``, ``global_batch``, ``recompute``,
+                ``sequence_parallel``, ``precision``, ``zero`` …); no topology.
+    training_search  the same hardware, ``cards``, ``global_batch``,
+                ``objective`` (time/energy/cost), ``top``, ``limits``.
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
@@ -67,6 +75,7 @@ from twin.scenarios.kinds.topology import TopologyKind
 from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
 from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
+from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
 # isort: on
 
 __all__ = [
@@ -83,6 +92,8 @@ __all__ = [
     "ScenarioInputError",
     "ScenarioKind",
     "TopologyKind",
+    "TrainingKind",
+    "TrainingSearchKind",
     "card_lookup",
     "describe_kinds",
     "get_kind",
