@@ -317,7 +317,7 @@ class TrainingKind(ScenarioKind):
 
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         rest, mine = self.split(params)
-        _refuse_unknown(self, rest)
+        _refuse_unknown(self, rest, mine)
         model, system, source = hardware_inputs(mine, cluster, self.field("cards"))
         own = {k: v for k, v in mine.items() if k not in {f.name for f in HARDWARE_FIELDS}}
         try:
@@ -367,7 +367,7 @@ class TrainingSearchKind(ScenarioKind):
 
     def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
         rest, mine = self.split(params)
-        _refuse_unknown(self, rest)
+        _refuse_unknown(self, rest, mine)
         model, system, source = hardware_inputs(mine, cluster, self.field("cards"))
         global_batch = _integer(mine, self.field("global_batch"))
         top = _integer(mine, self.field("top"))
@@ -420,7 +420,24 @@ class TrainingSearchKind(ScenarioKind):
         return out
 
 
-def _refuse_unknown(kind: ScenarioKind, rest: Mapping[str, Any]) -> None:
+def _refuse_unknown(kind: ScenarioKind, rest: Mapping[str, Any],
+                    mine: Mapping[str, Any]) -> None:
+    """Refuse a key the kind does not describe, and a described number outside its
+    bounds (so the form's bounds are the API's: ``dp: 0`` would otherwise be
+    taken as "derive it")."""
+    for spec in kind.fields:
+        value = mine.get(spec.name)
+        if spec.type not in ("integer", "number") or value is None \
+                or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if spec.type == "integer" and not isinstance(value, int):
+            raise ScenarioInputError.one(f"params.{spec.name}", f"a whole number, got {value!r}")
+        if (spec.min is not None and value < spec.min) or \
+                (spec.max is not None and value > spec.max):
+            bound = " and ".join(b for b in (
+                f"≥ {spec.min:g}" if spec.min is not None else "",
+                f"≤ {spec.max:g}" if spec.max is not None else "") if b)
+            raise ScenarioInputError.one(f"params.{spec.name}", f"must be {bound}, got {value!r}")
     if rest:
         key = sorted(rest)[0]
         raise ScenarioInputError.one(f"params.{key}", (
