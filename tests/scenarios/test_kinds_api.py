@@ -217,7 +217,7 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
         ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
-        *training, ("training_search", "top")]
+        *training, ("training_search", "global_batch"), ("training_search", "top")]
     for kind in ("topology", "failure"):
         samples = get_kind(kind).field("samples")
         assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}
@@ -233,7 +233,7 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
 def test_a_value_above_a_training_maximum_is_refused_on_that_field(db):
     for kind, name in [("training", n) for n in ("tp", "pp", "ep", "vpp", "zero",
                                                    "compression", "clock")] + \
-            [("training_search", "top")]:
+            [("training_search", "global_batch"), ("training_search", "top")]:
         spec = get_kind(kind).field(name)
         above = spec.max + 1 if spec.type == "integer" else spec.max + 0.5
         assert set(refused(kind, {name: above})) == {f"params.{name}"}, name

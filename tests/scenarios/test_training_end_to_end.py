@@ -1,4 +1,4 @@
-"""The training kinds end to end: POST → broker → the session's real Celery worker → API + websocket."""
+"""The training kinds end to end: POST → broker → the real Celery worker → API + websocket."""
 from __future__ import annotations
 
 from typing import Any

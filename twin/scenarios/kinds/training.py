@@ -69,6 +69,9 @@ LIMITS: dict[str, tuple[str, Any]] = {
 """What ``simulation.training.search`` reads from ``limits`` (``enumerate_configs``):
 lists of the values to try per dimension, the most cards, a compression ratio."""
 MAX_TOP = 100
+MAX_SEARCH_BATCH = 1 << 20
+"""Largest global batch a search takes: it enumerates the batch's divisors one by one
+(a billion-sequence batch would hold a worker for minutes)."""
 GIB = 1 << 30
 
 # ------------------------------------------------------------------ the form
@@ -355,7 +358,8 @@ class TrainingSearchKind(ScenarioKind):
     fields = (
         *HARDWARE_FIELDS,
         FieldSpec("global_batch", "integer", "Global batch (sequences)",
-                  "Sequences per optimizer step.", required=True, min=1),
+                  f"Sequences per optimizer step (at most {MAX_SEARCH_BATCH:,}: the search "
+                  f"tries every divisor of it).", required=True, min=1, max=MAX_SEARCH_BATCH),
         FieldSpec("objective", "choice", "Rank by", "time (step time), energy (per step) or "
                   "cost (card-hours).", default="time", choices=OBJECTIVES),
         FieldSpec("top", "integer", "Configurations kept", f"The best N (at most {MAX_TOP}).",
