@@ -117,7 +117,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     t_gemm = gemm / peak_gemm
     t_core = core_f / peak_core
     traffic = 2 * act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp, flash=b.flash)
+        float(s), mb.astype(np.float64), float(h), float(a), tp=tp, sp=b.sp, flash=b.flash)
     core_bytes = np.where(b.flash, 0.0, 2 * act_scale * 5 * a * s * s * mb / tp)
     t_mem = traffic / hbm
     fwd = t_gemm + t_core + t_mem
@@ -214,7 +214,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     grads = p_card * wgo[:, 1] * shard_g
     optimizer = p_card * wgo[:, 2] * shard_o
     per_layer = act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
+        float(s), mb.astype(np.float64), float(h), float(a), tp=tp, sp=b.sp,
         recompute=np.asarray(RECOMPUTE_CODES)[rc], flash=b.flash)
     in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
     interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)

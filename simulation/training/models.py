@@ -20,7 +20,8 @@ For GPT-style shapes (ffn = 4h, kv = a, biases, tied, learned positions) this
 is Narayanan et al. 2021 (SC21) eq. for P = 12lh²(1 + 13/12h + (V+s)/12lh):
 
     >>> m = MODELS["gpt3-175b"]
-    >>> m.params == 12 * m.layers * m.hidden**2 * (1 + 13 / (12 * m.hidden)) + (m.vocab + m.seq_len) * m.hidden
+    >>> l, h = m.layers, m.hidden
+    >>> m.params == 12 * l * h**2 * (1 + 13 / (12 * h)) + (m.vocab + m.seq_len) * h
     True
     >>> round(m.params / 1e9, 1)
     174.6
@@ -120,7 +121,8 @@ class ModelSpec:
     def params(self) -> int:
         """Total parameters (every expert counted)."""
         dense = self.layers * self.layer_params
-        extra = self.moe_layers * ((self.experts - 1) * self.mlp_params + self.hidden * self.experts)
+        per = (self.experts - 1) * self.mlp_params + self.hidden * self.experts
+        extra = self.moe_layers * per
         return dense + extra + self.embedding_params
 
     @property

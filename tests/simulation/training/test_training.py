@@ -33,10 +33,10 @@ def test_narayanan_flops_formula_for_every_gpt_shape() -> None:
     72·… without (model FLOPs)."""
     for name in ("megatron-1.7b", "gpt3-175b", "megatron-530b", "megatron-1t"):
         m = MODELS[name]
-        B, s, l, h, V = 512, m.seq_len, m.layers, m.hidden, m.vocab
+        B, s, n, h, V = 512, m.seq_len, m.layers, m.hidden, m.vocab
         model, hw = step_flops(m, B, "full")
-        assert hw == pytest.approx(96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h)))
-        assert model == pytest.approx(72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h)))
+        assert hw == pytest.approx(96 * B * s * n * h**2 * (1 + s / (6 * h) + V / (16 * n * h)))
+        assert model == pytest.approx(72 * B * s * n * h**2 * (1 + s / (6 * h) + V / (12 * n * h)))
 
 
 def test_published_parameter_counts() -> None:
@@ -209,3 +209,16 @@ def test_fidelity_against_published_runs() -> None:
     assert all(row["source"] for row in table)
     mae = statistics.mean(abs(row["error"]) for row in table)
     assert mae <= 0.20
+
+
+def test_comm_tables_reproduce_the_collective_model() -> None:
+    """At grid sizes and between them the tables equal the wave-1 model's own times."""
+    from simulation.collectives.models import algorithm_time
+    from simulation.training.comm import CommModel
+
+    comm = CommModel(system_for_accelerator(A100, 64))
+    for size in (2.0**20, 2.0**27, 3.0 * 2**26):
+        got = float(comm.time("allreduce", np.array([1]), np.array([16]), np.array([size]))[0])
+        fab = comm.fabric(1, 16)
+        want = min(algorithm_time(fab, "allreduce", a, size) for a in ("ring", "tree"))
+        assert got == pytest.approx(want, rel=0.05)
