@@ -45,7 +45,7 @@ from .memory import STATE_BYTES, layer_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "RECOMPUTE_CODES", "step_arrays"]
+__all__ = ["Batch", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -90,7 +90,7 @@ class Batch:
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
-    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    s, h, a, L = model.seq_len, model.hidden, model.heads, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
@@ -165,13 +165,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
                       + np.where(b.overlap_pp, 0.0, 2 * b.vpp * m * p2p), 0.0)
 
-    # ---- parameters on a card (the critical stage: layers + output layer)
-    dense_layer = model.layer_params if not model.moe else (
-        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
-    expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
-    p_dense = (L_stage * dense_layer + V * h) / tp
-    p_expert = L_stage * expert_layer / (tp * ep)
-    p_card = p_dense + p_expert
+    # ---- parameters and memory on a card
+    mem = memory_arrays(model, system, b, reserve_gib)
+    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
 
     # ---- DP
     wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
@@ -203,24 +199,6 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     optim = shard * ADAM_BYTES / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
-
-    # ---- memory (GiB)
-    wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
-    dpz = np.maximum(dp, 1.0)
-    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
-    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
-    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
-    weights = p_card * wgo[:, 0] * shard_w
-    grads = p_card * wgo[:, 1] * shard_g
-    optimizer = p_card * wgo[:, 2] * shard_o
-    per_layer = act_scale * layer_activation_bytes(
-        float(s), mb.astype(np.float64), float(h), float(a), tp=tp, sp=b.sp,
-        recompute=np.asarray(RECOMPUTE_CODES)[rc], flash=b.flash)
-    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
-    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
-    acts = L_stage * per_layer * in_flight * interleave + np.where(
-        pp == 1, 4.0 * s * mb * V / tp, 0.0)
-    total = weights + grads + optimizer + acts + reserve_gib * GIB
 
     # ---- FLOPs, utilisation
     mflops, hflops = step_flops(model, 1.0, "none")
@@ -268,12 +246,61 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "compression": comp,
         "optimizer": optim,
         "bubble_fraction": (pp - 1) / (b.vpp * m),
-        "mem_weights": weights / GIB,
-        "mem_gradients": grads / GIB,
-        "mem_optimizer": optimizer / GIB,
-        "mem_activations": acts / GIB,
-        "mem_total": total / GIB,
+        "mem_weights": mem["mem_weights"],
+        "mem_gradients": mem["mem_gradients"],
+        "mem_optimizer": mem["mem_optimizer"],
+        "mem_activations": mem["mem_activations"],
+        "mem_total": mem["mem_total"],
         "stage_compute_s": m * L_stage * (fwd * 3 - t_mem * 3),
         "stage_logit_s": m * 3 * t_logit,
         "stage_fixed_s": m * L_stage * 3 * t_mem,
+    }
+
+
+def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
+                  reserve_gib: float) -> dict[str, F64]:
+    """Memory per card of the critical (first/last) stage, GiB (:mod:`.memory`).
+
+    Also returns ``p_dense`` / ``p_expert``: the parameters a card holds
+    (its stage's layers + the output layer, split by tp; experts also by ep).
+    Separate from :func:`step_arrays` so a memory-only question (does this
+    model fit anywhere?) needs no collective tables.
+    """
+    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
+    mb = b.mb.astype(np.float64)
+    m = b.gb / (b.dp * b.mb)
+    L_stage = np.ceil(L / pp)
+    moe_share = model.moe_layers / L
+    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+    z = b.zero
+
+    dense_layer = model.layer_params if not model.moe else (
+        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
+    expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
+    p_dense = (L_stage * dense_layer + V * h) / tp
+    p_expert = L_stage * expert_layer / (tp * ep)
+    p_card = p_dense + p_expert
+
+    wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
+    dpz = np.maximum(dp, 1.0)
+    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
+    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
+    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
+    weights = p_card * wgo[:, 0] * shard_w
+    grads = p_card * wgo[:, 1] * shard_g
+    optimizer = p_card * wgo[:, 2] * shard_o
+    per_layer = act_scale * layer_activation_bytes(
+        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
+        recompute=np.asarray(RECOMPUTE_CODES)[b.recompute], flash=b.flash)
+    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
+    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
+    acts = L_stage * per_layer * in_flight * interleave + np.where(
+        pp == 1, 4.0 * s * mb * V / tp, 0.0)
+    total = weights + grads + optimizer + acts + reserve_gib * GIB
+    return {
+        "p_dense": p_dense, "p_expert": p_expert,
+        "mem_weights": weights / GIB, "mem_gradients": grads / GIB,
+        "mem_optimizer": optimizer / GIB, "mem_activations": acts / GIB,
+        "mem_total": total / GIB,
     }

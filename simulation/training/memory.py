@@ -58,7 +58,8 @@ def state_bytes(params: float, dp: int, precision: str, zero: int = 0) -> float:
             + o / (dp if zero >= 1 else 1)) * params
 
 
-def layer_activation_bytes(s: float, b: A, h: float, a: float, *, tp: A, sp: bool | npt.NDArray[np.bool_],
+def layer_activation_bytes(s: float, b: A, h: float, a: float, *, tp: A,
+                           sp: bool | npt.NDArray[np.bool_],
                            recompute: str | npt.NDArray[np.str_] = "none",
                            flash: bool | npt.NDArray[np.bool_] = False) -> A:
     """Bytes one layer keeps for the backward pass of one micro-batch (see above)."""

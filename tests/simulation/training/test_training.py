@@ -222,3 +222,49 @@ def test_comm_tables_reproduce_the_collective_model() -> None:
         fab = comm.fabric(1, 16)
         want = min(algorithm_time(fab, "allreduce", a, size) for a in ("ring", "tree"))
         assert got == pytest.approx(want, rel=0.05)
+
+
+def test_min_memory_is_a_lower_bound_of_every_searched_layout() -> None:
+    """fits_anywhere / min_memory_gib: the least memory over the search's own layouts."""
+    from simulation.training import fits_anywhere, min_memory_gib
+    from simulation.training.comm import CommModel
+    from simulation.training.core import step_arrays
+    from simulation.training.step import MEMORY_RESERVE_GIB
+
+    m, system = MODELS["gpt3-175b"], system_for_accelerator(A100, 64)
+    least = min_memory_gib(m, system, 64)
+    batch, _, _ = enumerate_configs(m, system, 64, 64, {})
+    out = step_arrays(m, system, batch, CommModel(system), MEMORY_RESERVE_GIB)
+    searched = float(out["mem_total"].min())
+    assert least <= searched + 1e-9
+    assert least == pytest.approx(searched, rel=0.05)  # the bound is reached (gb = dp there)
+    # ZeRO-3 over 8 cards: 16 bytes × 174.6e9 / 8 alone is 325 GiB
+    assert min_memory_gib(m, system, 8) > 16 * m.params / 8 / 2**30
+    reason = fits_anywhere(m, system, 8)
+    assert reason is not None and "80 GiB" in reason
+    assert fits_anywhere(m, system, 64) is None
+    with pytest.raises(TrainingInputError) as err:
+        min_memory_gib(m, system, 65)
+    assert err.value.field == "cards"
+
+
+def test_search_limits_and_objectives_are_exported_and_enforced() -> None:
+    from simulation.training import OBJECTIVES, SEARCH_LIMITS
+
+    assert set(OBJECTIVES) == {"time", "energy", "cost"}
+    assert "tp" in SEARCH_LIMITS and "max_cards" in SEARCH_LIMITS
+    m, system = MODELS["megatron-1.7b"], system_for_accelerator(A100, 8)
+    with pytest.raises(TrainingInputError) as err:
+        search(m, system, 8, 8, limits={"tpp": [1]})
+    assert err.value.field == "limits.tpp"
+    with pytest.raises(TrainingInputError) as err:
+        search(m, system, 8, 8, limits={"max_cards": 0})
+    assert err.value.field == "limits.max_cards"
+
+
+def test_dp_zero_is_refused_and_absent_dp_is_derived() -> None:
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({"dp": 0, "global_batch": 8}, 8)
+    assert err.value.field == "dp"
+    assert execution_from_params({"dp": None, "global_batch": 8}, 8).dp == 8
+    assert execution_from_params({"global_batch": 8}, 8).dp == 8
