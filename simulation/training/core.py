@@ -40,7 +40,8 @@ import numpy.typing as npt
 
 from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
-from .flops import layer_flops, logit_flops, step_flops
+from .flops import step_flops
+from .layer import layer_kernels, logit_kernels
 from .memory import STATE_BYTES, layer_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
@@ -90,7 +91,7 @@ class Batch:
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
-    s, h, a, L = model.seq_len, model.hidden, model.heads, model.layers
+    s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
@@ -108,21 +109,22 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
 
-    # ---- one layer, one micro-batch, forward, per card
+    # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
     tokens = mb * s
-    g_d, core = layer_flops(model, 1.0)  # per token: linear in tokens
-    g_m, _ = layer_flops(model, 1.0, moe=True, hardware=True)
-    gemm = tokens * ((1 - moe_share) * g_d + moe_share * g_m) / tp
-    core_f = tokens * core / tp
-    t_gemm = gemm / peak_gemm
-    t_core = core_f / peak_core
-    traffic = 2 * act_scale * layer_activation_bytes(
-        float(s), mb.astype(np.float64), float(h), float(a), tp=tp, sp=b.sp, flash=b.flash)
-    core_bytes = np.where(b.flash, 0.0, 2 * act_scale * 5 * a * s * s * mb / tp)
-    t_mem = traffic / hbm
-    fwd = t_gemm + t_core + t_mem
+    elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
+    k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
+                      system.sm_count, 2.0 * act_scale)
+    t_gemm = k["fwd_gemm"]
+    fwd_comp = k["fwd_gemm"] + k["fwd_core"]
+    fwd_fixed = k["fwd_mem"] + k["core_mem"]
+    bwd_comp = k["bwd_gemm"] + k["bwd_core"]
+    bwd_fixed = k["bwd_mem"]
+    fwd = fwd_comp + fwd_fixed
+    bwd = bwd_comp + bwd_fixed
     rc = b.recompute
-    t_rc = np.where(rc == 2, fwd, np.where(rc == 1, t_core + core_bytes / hbm, 0.0))
+    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"], 0.0))
+    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
+    t_rc = rc_comp + rc_fixed
 
     # ---- TP / SP collectives per layer (16-bit b·s·h)
     act_msg = mb * s * h * 2.0 * act_scale
@@ -136,7 +138,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     tp_b = 2.0 * per_coll
     tp_rc = np.where(rc == 2, tp_f, 0.0)
     ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
-    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - 2 * t_gemm, 0.0), tp_b)
+    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0), tp_b)
     ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
     tp_layer = ex_f + ex_b + ex_rc
 
@@ -150,9 +152,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         ep_layer = np.zeros_like(fwd)
 
     # ---- the critical (last) stage per micro-batch
-    t_logit = logit_flops(model, 1.0) * tokens / tp / peak_gemm
-    stage_f = L_stage * fwd + t_logit
-    stage_b = L_stage * 2 * fwd + 2 * t_logit
+    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
+    stage_f = L_stage * fwd + logit_f
+    stage_b = L_stage * bwd + logit_b
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
@@ -186,7 +188,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     gather = comm.time("allgather", k_dp, n_dp, p_dense * wb) + (
         comm.time("allgather", k_edp, n_edp, p_expert * wb) if model.moe else 0.0)
     gather = np.where(z >= 1, gather, 0.0)
-    mb_bwd = L_stage * 2 * fwd
+    mb_bwd = L_stage * bwd
     mb_fwd = L_stage * fwd
     dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
         gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
@@ -251,9 +253,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "mem_optimizer": mem["mem_optimizer"],
         "mem_activations": mem["mem_activations"],
         "mem_total": mem["mem_total"],
-        "stage_compute_s": m * L_stage * (fwd * 3 - t_mem * 3),
-        "stage_logit_s": m * 3 * t_logit,
-        "stage_fixed_s": m * L_stage * 3 * t_mem,
+        "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
+        "stage_logit_s": m * (logit_f + logit_b),
+        "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
     }
 
 

@@ -200,15 +200,15 @@ def test_search_ranks_rejects_and_returns_a_front() -> None:
 def test_fidelity_against_published_runs() -> None:
     """16 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
 
-    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there yet
-    (docs/simulation.md, "Training fidelity", says why). This bound keeps it from
-    drifting further while that work is open.
+    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there:
+    it reaches 11.9 % (docs/simulation.md, "Training fidelity", says why each row
+    misses). The bound is the error really reached, so it cannot drift.
     """
     table = fidelity_table()
     assert len(table) == len(PUBLISHED_RUNS) >= 8
     assert all(row["source"] for row in table)
     mae = statistics.mean(abs(row["error"]) for row in table)
-    assert mae <= 0.20
+    assert mae <= 0.12
 
 
 def test_comm_tables_reproduce_the_collective_model() -> None:
