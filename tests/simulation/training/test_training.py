@@ -268,3 +268,36 @@ def test_dp_zero_is_refused_and_absent_dp_is_derived() -> None:
     assert err.value.field == "dp"
     assert execution_from_params({"dp": None, "global_batch": 8}, 8).dp == 8
     assert execution_from_params({"global_batch": 8}, 8).dp == 8
+
+
+def test_gemm_quantization_and_roofline_closed_forms() -> None:
+    """NVIDIA Matrix Multiplication guide: a partial wave costs a full one; roofline."""
+    from simulation.training.gemm import gemm_time, wave_efficiency
+
+    one = np.array([1.0])
+    # 108 tiles of 256x128 on 108 SMs: one full wave; 109: two waves
+    assert wave_efficiency(108 * 256 * one, 128 * one, one, 108)[0] == pytest.approx(1.0)
+    assert wave_efficiency(109 * 256 * one, 128 * one, one, 108)[0] == pytest.approx(109 / 216)
+    assert wave_efficiency(109 * 256 * one, 128 * one, one, 0)[0] == 1.0  # unknown SMs: off
+    # a large square GEMM is compute-bound: 2mnk / rate exactly (8192 = 32 x 64 tiles)
+    t = gemm_time(8192 * one, 8192 * one, 8192 * one, one, 2.0, 1e14, 2e12, 0)
+    assert t[0] == pytest.approx(2 * 8192**3 / 1e14)
+    # k = 1 is a pure copy: bytes / bandwidth
+    t = gemm_time(8192 * one, 8192 * one, one, one, 2.0, 1e14, 2e12, 0)
+    assert t[0] == pytest.approx(2.0 * (8192 + 8192 + 8192**2) / 2e12)
+
+
+def test_flash_attention_is_faster_and_backward_costs_more_than_forward() -> None:
+    """FlashAttention-2: causal half executed, backward 2.5x; no s^2 traffic."""
+    from simulation.training.layer import layer_kernels
+
+    m, one = MODELS["gpt3-175b"], np.array([1.0])
+    args = (m, 2048 * one, 8 * one, np.array([True]))
+    plain = layer_kernels(*args, np.array([False]), 2.0, one * 268e12, one * 268e12, 1.8e12, 108)
+    flash = layer_kernels(*args, np.array([True]), 2.0, one * 268e12, one * 268e12, 1.8e12, 108)
+    heads = 96 / 8
+    assert flash["fwd_core"][0] == pytest.approx(2 * 2048**2 * 128 * heads / 268e12)
+    assert flash["bwd_core"][0] == pytest.approx(2.5 * flash["fwd_core"][0])
+    assert flash["core_mem"][0] == 0.0 < plain["core_mem"][0]
+    assert flash["fwd_core"][0] < plain["fwd_core"][0]
+    assert plain["fwd_gemm"][0] == flash["fwd_gemm"][0]
