@@ -5,10 +5,12 @@ arrays (:class:`Batch`); :func:`simulation.training.step.evaluate` calls it
 with N = 1 and :func:`simulation.training.search.search` with N in the
 hundreds of thousands. Formulas (each in its module's docstring):
 
-* compute per layer and micro-batch: GEMM FLOPs / (peak × matmul efficiency ×
-  clock) (:mod:`.flops`) + element-wise traffic / (HBM × memory efficiency),
-  the traffic being each stored activation written once and read once
-  (2 × Korthikanti's bytes, :mod:`.memory`); backward = 2 × forward;
+* compute per layer and micro-batch: every kernel by its shape
+  (:mod:`.layer`): each GEMM with tile/wave quantization on the card's SMs at
+  peak × matmul efficiency × clock, or its HBM traffic if more (:mod:`.gemm`);
+  the memory-bound kernels (norms, bias-dropout-add, activation, rotary,
+  softmax) by their bytes at HBM × memory efficiency; backward by the data-
+  and weight-gradient GEMMs' own shapes;
 * recompute: full repeats the forward, selective the attention core;
 * TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
   (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
