@@ -16,13 +16,16 @@ Quick tour (a doctest: ``pytest`` runs it)::
 
 from .errors import TrainingInputError
 from .execution import Execution, execution_from_params
+from .fit import fits_anywhere, min_memory_gib
 from .models import MODELS, ModelSpec, model_from_params
-from .search import SearchResult, search
+from .search import OBJECTIVES, SEARCH_LIMITS, SearchResult, search
 from .step import StepResult, evaluate
 from .system import SystemSpec, system_for_accelerator
 
 __all__ = [
     "MODELS",
+    "OBJECTIVES",
+    "SEARCH_LIMITS",
     "Execution",
     "ModelSpec",
     "SearchResult",
@@ -31,6 +34,8 @@ __all__ = [
     "TrainingInputError",
     "evaluate",
     "execution_from_params",
+    "fits_anywhere",
+    "min_memory_gib",
     "model_from_params",
     "search",
     "system_for_accelerator",

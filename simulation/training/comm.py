@@ -19,7 +19,7 @@ Where each group lands (ranks ordered tp, dp, pp; see
 
 Speed: each distinct (op, k, n) is priced **once per search** with
 :func:`simulation.collectives.models.algorithm_time` (best supported algorithm)
-on a grid of sizes 2^10 … 2^42 bytes, and configurations read it by linear
+on a grid of sizes 2^10, 2^12 … 2^42 bytes, and configurations read it by linear
 interpolation in log-size/log-time (vectorised; exact at grid points, and the
 α–β curves are smooth between them). Protocol efficiencies are the collective
 model's (:mod:`simulation.collectives.efficiency`).
@@ -52,8 +52,9 @@ __all__ = ["CommModel", "SIZE_GRID_LOG2"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-SIZE_GRID_LOG2 = np.arange(10, 43, dtype=np.float64)
-_SINGLE = ("ring", "tree", "rhd", "torus", "nvls")
+SIZE_GRID_LOG2 = np.arange(10, 43, 2, dtype=np.float64)
+_SINGLE = ("ring", "tree", "torus", "nvls")
+"""NCCL's algorithms (recursive halving/doubling is MPI's, not used by NCCL)."""
 
 
 class CommModel:
@@ -140,13 +141,15 @@ class CommModel:
         k = np.asarray(k, dtype=np.int64)
         n = np.asarray(n, dtype=np.int64)
         nbytes = np.asarray(nbytes, dtype=np.float64)
-        pairs, inverse = np.unique(np.stack([k, n]).reshape(2, -1), axis=1, return_inverse=True)
-        rows = np.array([self.row(op, int(a), int(b)) for a, b in pairs.T], dtype=np.int64)
+        keys, inverse = np.unique((k << 32) | n, return_inverse=True)
+        rows = np.array([self.row(op, int(c >> 32), int(c & 0xFFFFFFFF)) for c in keys],
+                        dtype=np.int64)
         r = rows[inverse.reshape(-1)].reshape(k.shape)
         table = np.asarray(self._table)
         x = np.log2(np.maximum(nbytes, 1.0))
         lo = SIZE_GRID_LOG2[0]
-        pos = np.clip(x - lo, 0.0, SIZE_GRID_LOG2.size - 1.000001)
+        step = SIZE_GRID_LOG2[1] - lo
+        pos = np.clip((x - lo) / step, 0.0, SIZE_GRID_LOG2.size - 1.000001)
         i = pos.astype(np.int64)
         w = pos - i
         logt = table[r, i] * (1 - w) + table[r, i + 1] * w

@@ -5,10 +5,12 @@ arrays (:class:`Batch`); :func:`simulation.training.step.evaluate` calls it
 with N = 1 and :func:`simulation.training.search.search` with N in the
 hundreds of thousands. Formulas (each in its module's docstring):
 
-* compute per layer and micro-batch: GEMM FLOPs / (peak × matmul efficiency ×
-  clock) (:mod:`.flops`) + element-wise traffic / (HBM × memory efficiency),
-  the traffic being each stored activation written once and read once
-  (2 × Korthikanti's bytes, :mod:`.memory`); backward = 2 × forward;
+* compute per layer and micro-batch: every kernel by its shape
+  (:mod:`.layer`): each GEMM with tile/wave quantization on the card's SMs at
+  peak × matmul efficiency × clock, or its HBM traffic if more (:mod:`.gemm`);
+  the memory-bound kernels (norms, bias-dropout-add, activation, rotary,
+  softmax) by their bytes at HBM × memory efficiency; backward by the data-
+  and weight-gradient GEMMs' own shapes;
 * recompute: full repeats the forward, selective the attention core;
 * TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
   (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
@@ -40,12 +42,13 @@ import numpy.typing as npt
 
 from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
-from .flops import layer_flops, logit_flops, step_flops
+from .flops import step_flops
+from .layer import layer_kernels, logit_kernels
 from .memory import STATE_BYTES, layer_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "RECOMPUTE_CODES", "step_arrays"]
+__all__ = ["Batch", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -90,7 +93,7 @@ class Batch:
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
-    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
@@ -108,21 +111,22 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
 
-    # ---- one layer, one micro-batch, forward, per card
+    # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
     tokens = mb * s
-    g_d, core = layer_flops(model, 1.0)  # per token: linear in tokens
-    g_m, _ = layer_flops(model, 1.0, moe=True, hardware=True)
-    gemm = tokens * ((1 - moe_share) * g_d + moe_share * g_m) / tp
-    core_f = tokens * core / tp
-    t_gemm = gemm / peak_gemm
-    t_core = core_f / peak_core
-    traffic = 2 * act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp, flash=b.flash)
-    core_bytes = np.where(b.flash, 0.0, 2 * act_scale * 5 * a * s * s * mb / tp)
-    t_mem = traffic / hbm
-    fwd = t_gemm + t_core + t_mem
+    elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
+    k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
+                      system.sm_count, 2.0 * act_scale)
+    t_gemm = k["fwd_gemm"]
+    fwd_comp = k["fwd_gemm"] + k["fwd_core"]
+    fwd_fixed = k["fwd_mem"] + k["core_mem"]
+    bwd_comp = k["bwd_gemm"] + k["bwd_core"]
+    bwd_fixed = k["bwd_mem"]
+    fwd = fwd_comp + fwd_fixed
+    bwd = bwd_comp + bwd_fixed
     rc = b.recompute
-    t_rc = np.where(rc == 2, fwd, np.where(rc == 1, t_core + core_bytes / hbm, 0.0))
+    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"], 0.0))
+    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
+    t_rc = rc_comp + rc_fixed
 
     # ---- TP / SP collectives per layer (16-bit b·s·h)
     act_msg = mb * s * h * 2.0 * act_scale
@@ -136,7 +140,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     tp_b = 2.0 * per_coll
     tp_rc = np.where(rc == 2, tp_f, 0.0)
     ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
-    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - 2 * t_gemm, 0.0), tp_b)
+    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0), tp_b)
     ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
     tp_layer = ex_f + ex_b + ex_rc
 
@@ -150,9 +154,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         ep_layer = np.zeros_like(fwd)
 
     # ---- the critical (last) stage per micro-batch
-    t_logit = logit_flops(model, 1.0) * tokens / tp / peak_gemm
-    stage_f = L_stage * fwd + t_logit
-    stage_b = L_stage * 2 * fwd + 2 * t_logit
+    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
+    stage_f = L_stage * fwd + logit_f
+    stage_b = L_stage * bwd + logit_b
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
@@ -165,13 +169,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
                       + np.where(b.overlap_pp, 0.0, 2 * b.vpp * m * p2p), 0.0)
 
-    # ---- parameters on a card (the critical stage: layers + output layer)
-    dense_layer = model.layer_params if not model.moe else (
-        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
-    expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
-    p_dense = (L_stage * dense_layer + V * h) / tp
-    p_expert = L_stage * expert_layer / (tp * ep)
-    p_card = p_dense + p_expert
+    # ---- parameters and memory on a card
+    mem = memory_arrays(model, system, b, reserve_gib)
+    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
 
     # ---- DP
     wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
@@ -190,7 +190,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     gather = comm.time("allgather", k_dp, n_dp, p_dense * wb) + (
         comm.time("allgather", k_edp, n_edp, p_expert * wb) if model.moe else 0.0)
     gather = np.where(z >= 1, gather, 0.0)
-    mb_bwd = L_stage * 2 * fwd
+    mb_bwd = L_stage * bwd
     mb_fwd = L_stage * fwd
     dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
         gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
@@ -203,24 +203,6 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     optim = shard * ADAM_BYTES / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
-
-    # ---- memory (GiB)
-    wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
-    dpz = np.maximum(dp, 1.0)
-    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
-    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
-    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
-    weights = p_card * wgo[:, 0] * shard_w
-    grads = p_card * wgo[:, 1] * shard_g
-    optimizer = p_card * wgo[:, 2] * shard_o
-    per_layer = act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
-        recompute=np.asarray(RECOMPUTE_CODES)[rc], flash=b.flash)
-    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
-    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
-    acts = L_stage * per_layer * in_flight * interleave + np.where(
-        pp == 1, 4.0 * s * mb * V / tp, 0.0)
-    total = weights + grads + optimizer + acts + reserve_gib * GIB
 
     # ---- FLOPs, utilisation
     mflops, hflops = step_flops(model, 1.0, "none")
@@ -268,12 +250,61 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "compression": comp,
         "optimizer": optim,
         "bubble_fraction": (pp - 1) / (b.vpp * m),
-        "mem_weights": weights / GIB,
-        "mem_gradients": grads / GIB,
-        "mem_optimizer": optimizer / GIB,
-        "mem_activations": acts / GIB,
+        "mem_weights": mem["mem_weights"],
+        "mem_gradients": mem["mem_gradients"],
+        "mem_optimizer": mem["mem_optimizer"],
+        "mem_activations": mem["mem_activations"],
+        "mem_total": mem["mem_total"],
+        "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
+        "stage_logit_s": m * (logit_f + logit_b),
+        "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
+    }
+
+
+def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
+                  reserve_gib: float) -> dict[str, F64]:
+    """Memory per card of the critical (first/last) stage, GiB (:mod:`.memory`).
+
+    Also returns ``p_dense`` / ``p_expert``: the parameters a card holds
+    (its stage's layers + the output layer, split by tp; experts also by ep).
+    Separate from :func:`step_arrays` so a memory-only question (does this
+    model fit anywhere?) needs no collective tables.
+    """
+    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
+    mb = b.mb.astype(np.float64)
+    m = b.gb / (b.dp * b.mb)
+    L_stage = np.ceil(L / pp)
+    moe_share = model.moe_layers / L
+    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+    z = b.zero
+
+    dense_layer = model.layer_params if not model.moe else (
+        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
+    expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
+    p_dense = (L_stage * dense_layer + V * h) / tp
+    p_expert = L_stage * expert_layer / (tp * ep)
+    p_card = p_dense + p_expert
+
+    wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
+    dpz = np.maximum(dp, 1.0)
+    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
+    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
+    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
+    weights = p_card * wgo[:, 0] * shard_w
+    grads = p_card * wgo[:, 1] * shard_g
+    optimizer = p_card * wgo[:, 2] * shard_o
+    per_layer = act_scale * layer_activation_bytes(
+        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
+        recompute=np.asarray(RECOMPUTE_CODES)[b.recompute], flash=b.flash)
+    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
+    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
+    acts = L_stage * per_layer * in_flight * interleave + np.where(
+        pp == 1, 4.0 * s * mb * V / tp, 0.0)
+    total = weights + grads + optimizer + acts + reserve_gib * GIB
+    return {
+        "p_dense": p_dense, "p_expert": p_expert,
+        "mem_weights": weights / GIB, "mem_gradients": grads / GIB,
+        "mem_optimizer": optimizer / GIB, "mem_activations": acts / GIB,
         "mem_total": total / GIB,
-        "stage_compute_s": m * L_stage * (fwd * 3 - t_mem * 3),
-        "stage_logit_s": m * 3 * t_logit,
-        "stage_fixed_s": m * L_stage * 3 * t_mem,
     }

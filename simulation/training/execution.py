@@ -104,7 +104,8 @@ def execution_from_params(
     if cards % (tp * pp):
         raise TrainingInputError(f"{path}tp", f"tp × pp ({tp * pp}) must divide the {cards} cards")
     dp_default = cards // (tp * pp)
-    dp = integer(data.get("dp", dp_default) or dp_default, f"{path}dp", high=1 << 24)
+    dp_raw = data.get("dp")  # None or absent: derived; 0 is refused like any bad count
+    dp = integer(dp_default if dp_raw is None else dp_raw, f"{path}dp", high=1 << 24)
     if tp * pp * dp > cards:
         raise TrainingInputError(f"{path}dp", f"tp × pp × dp = {tp * pp * dp} > {cards} cards")
     if "global_batch" not in data:

@@ -36,6 +36,10 @@ NARAYANAN = ("Narayanan et al. 2021, Efficient Large-Scale Language Model Traini
 KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
                "Transformer Models (MLSys 2023), Table 5 / abstract")
 LLAMA3 = "Dubey et al. 2024, The Llama 3 Herd of Models, Table 4"
+SELENE: dict[str, Any] = {"scale_out_gbps": 200.0}
+"""Selene, where Narayanan et al. and Korthikanti et al. ran (Narayanan 2021 §5:
+DGX A100 nodes, 8 × 200 Gb/s HDR InfiniBand HCAs each). Both papers' Megatron-LM
+reduced gradients after the backward pass (no DP overlap: ``overlap_dp`` off)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,9 @@ def _nar(model: str, tp: int, pp: int, gpus: int, batch: int, tflops: float) -> 
     return PublishedRun(
         f"Megatron {model.split('-')[1].upper()} on {gpus} A100", model, "a100-sxm-80gb", gpus,
         {"tp": tp, "pp": pp, "global_batch": batch, "micro_batch": 1, "recompute": "full",
-         "precision": "fp16", "flash_attention": False},
+         "precision": "fp16", "flash_attention": False, "overlap_dp": False},
         "hfu_tflops", tflops, NARAYANAN,
-        "micro-batch 1, no interleaving (not stated per row)")
+        "micro-batch 1, no interleaving (not stated per row)", SELENE)
 
 
 def _kor(model: str, gpus: int, pp: int, mfu: float, recompute: str = "selective") -> PublishedRun:
@@ -68,16 +72,19 @@ def _kor(model: str, gpus: int, pp: int, mfu: float, recompute: str = "selective
         f"{model} on {gpus} A100, {recompute} recompute", model, "a100-sxm-80gb", gpus,
         {"tp": 8, "pp": pp, "global_batch": gpus, "micro_batch": 1, "recompute": recompute,
          "sequence_parallel": recompute == "selective", "precision": "bf16",
-         "flash_attention": False},
-        "mfu", mfu, KORTHIKANTI, "global batch = GPUs, micro-batch 1, no interleaving")
+         "flash_attention": False, "overlap_dp": False},
+        "mfu", mfu, KORTHIKANTI, "global batch = GPUs, micro-batch 1, no interleaving", SELENE)
 
 
 def _llama(gpus: int, dp: int, mfu: float) -> PublishedRun:
     return PublishedRun(
         f"Llama 3 405B on {gpus} H100", "llama3-405b", "h100-sxm5-80gb", gpus,
         {"tp": 8, "pp": 16, "global_batch": 2048, "micro_batch": 1, "recompute": "none",
-         "sequence_parallel": True, "precision": "bf16", "zero": 1, "flash_attention": True},
-        "mfu", mfu, LLAMA3, f"dp {dp}, 16M tokens/step; ZeRO-1, no interleaving",
+         "sequence_parallel": True, "precision": "bf16", "zero": 2, "flash_attention": True},
+        "mfu", mfu, LLAMA3,
+        f"dp {dp}, 16M tokens/step, no recomputation (§3.3.2: 8K sequences trained without "
+        "activation checkpointing), FSDP sharding optimizer states and gradients but not "
+        "re-sharding weights after the forward (= ZeRO-2); no interleaving (V not published)",
         {"scale_out_technology": "roce"})
 
 

@@ -22,7 +22,8 @@ stage 2 also gradients, stage 3 also weights.
     + selective recompute   drop the 5·a·s/(h·t) term (also what FlashAttention does)
     full recompute          2·s·b·h  (only the layer input; /t with SP)
 
->>> layer_activation_bytes(2048, 1, 12288, 96, tp=8, sp=True, recompute="selective") / (2048 * 12288)
+>>> sbh = 2048 * 12288
+>>> layer_activation_bytes(2048, 1, 12288, 96, tp=8, sp=True, recompute="selective") / sbh
 4.25
 
 Pipeline (Narayanan 2021 §2.2; Korthikanti §4.2.3): with 1F1B the first stage
@@ -57,7 +58,8 @@ def state_bytes(params: float, dp: int, precision: str, zero: int = 0) -> float:
             + o / (dp if zero >= 1 else 1)) * params
 
 
-def layer_activation_bytes(s: A, b: A, h: A, a: A, *, tp: A, sp: bool | npt.NDArray[np.bool_],
+def layer_activation_bytes(s: float, b: A, h: float, a: float, *, tp: A,
+                           sp: bool | npt.NDArray[np.bool_],
                            recompute: str | npt.NDArray[np.str_] = "none",
                            flash: bool | npt.NDArray[np.bool_] = False) -> A:
     """Bytes one layer keeps for the backward pass of one micro-batch (see above)."""

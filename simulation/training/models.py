@@ -20,7 +20,8 @@ For GPT-style shapes (ffn = 4h, kv = a, biases, tied, learned positions) this
 is Narayanan et al. 2021 (SC21) eq. for P = 12lh²(1 + 13/12h + (V+s)/12lh):
 
     >>> m = MODELS["gpt3-175b"]
-    >>> m.params == 12 * m.layers * m.hidden**2 * (1 + 13 / (12 * m.hidden)) + (m.vocab + m.seq_len) * m.hidden
+    >>> l, h = m.layers, m.hidden
+    >>> m.params == 12 * l * h**2 * (1 + 13 / (12 * h)) + (m.vocab + m.seq_len) * h
     True
     >>> round(m.params / 1e9, 1)
     174.6
@@ -61,6 +62,8 @@ class ModelSpec:
     tied_embeddings: bool = True
     learned_positions: bool = True
     source: str = ""
+    dropout: bool = True
+    """Dropout after attention and MLP (GPT-3/Megatron: 0.1; Llama 3, Mixtral: none)."""
 
     @property
     def head_dim(self) -> int:
@@ -120,7 +123,8 @@ class ModelSpec:
     def params(self) -> int:
         """Total parameters (every expert counted)."""
         dense = self.layers * self.layer_params
-        extra = self.moe_layers * ((self.experts - 1) * self.mlp_params + self.hidden * self.experts)
+        per = (self.experts - 1) * self.mlp_params + self.hidden * self.experts
+        extra = self.moe_layers * per
         return dense + extra + self.embedding_params
 
     @property
@@ -147,7 +151,8 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, source: str) -> ModelS
 
 def _llama(name: str, layers: int, hidden: int, heads: int, ffn: int, source: str) -> ModelSpec:
     return ModelSpec(name, layers, hidden, heads, 8, ffn, "swiglu", 8192, 128256, bias=False,
-                     tied_embeddings=False, learned_positions=False, source=source)
+                     tied_embeddings=False, learned_positions=False, source=source,
+                     dropout=False)
 
 
 _MEGATRON = ("Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
@@ -179,6 +184,7 @@ MODELS: dict[str, ModelSpec] = {
         _llama("llama3-405b", 126, 16384, 128, 53248, _LLAMA3),
         ModelSpec("mixtral-8x7b", 32, 4096, 32, 8, 14336, "swiglu", 4096, 32000, experts=8,
                   top_k=2, bias=False, tied_embeddings=False, learned_positions=False,
+                  dropout=False,
                   source="Jiang et al. 2024, Mixtral of Experts, Table 1 (seq 4096 for training)"),
     )
 }
@@ -231,7 +237,7 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     every = integer(merged.get("moe_every", 1), f"{path}moe_every", high=layers)
     flags = {
         k: flag(merged.get(k, getattr(ModelSpec, k)), f"{path}{k}")
-        for k in ("bias", "tied_embeddings", "learned_positions")
+        for k in ("bias", "tied_embeddings", "learned_positions", "dropout")
     }
     name = merged.get("name", "custom")
     if not isinstance(name, str) or len(name) > 100:

@@ -34,12 +34,12 @@ A = TypeVar("A", float, npt.NDArray[np.float64])
 
 def bubble_fraction(p: A, m: A, v: A | int = 1) -> A:
     """Bubble time over ideal compute time: (p − 1) / (v·m) (Narayanan et al. 2021)."""
-    return (p - 1) / (v * m)  # type: ignore[return-value]
+    return (p - 1) / (v * m)
 
 
 def utilisation(p: A, m: A, v: A | int = 1) -> A:
     """Share of the step a stage computes: 1 / (1 + bubble fraction)."""
-    return 1.0 / (1.0 + bubble_fraction(p, m, v))  # type: ignore[return-value]
+    return 1.0 / (1.0 + bubble_fraction(p, m, v))
 
 
 def articles_utilisation(stages: float, micro_batches: float, base: float = 0.65) -> float:

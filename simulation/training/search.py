@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._check import check_keys, integer, number
 from .comm import CommModel
 from .core import RECOMPUTE_CODES, Batch, step_arrays
 from .errors import TrainingInputError
@@ -30,9 +31,15 @@ from .models import ModelSpec
 from .step import MEMORY_RESERVE_GIB, evaluate
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["OBJECTIVES", "SearchResult", "enumerate_configs", "search"]
+__all__ = ["OBJECTIVES", "SEARCH_LIMITS", "SearchResult", "enumerate_configs", "search"]
 
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
+"""Objective name → the result key it ranks by (iterate it for the names)."""
+SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
+                 "sequence_parallel", "overlap", "max_cards", "compression")
+"""The keys ``search(limits=...)`` accepts: lists of values to try for each
+dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
+Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
 
@@ -86,6 +93,7 @@ def _limit_list(limits: Mapping[str, Any], key: str, default: list[Any]) -> list
 def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
                       limits: Mapping[str, Any]) -> tuple[Batch, dict[str, int], int]:
     """All valid configurations as a :class:`Batch`, the rejected counts, the total."""
+    check_keys(limits, set(SEARCH_LIMITS), "limits.")
     domain = system.scale_up_domain
     tps = [int(t) for t in _limit_list(limits, "tp", _pow2(min(domain, 64, cards)))]
     pps = [int(p) for p in _limit_list(
@@ -105,7 +113,8 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
     for i, p in enumerate(precs):
         if p not in PRECISIONS:
             raise TrainingInputError(f"limits.precision[{i}]", f"unknown {p!r}")
-    max_cards = int(limits.get("max_cards", cards))
+    max_cards = integer(limits.get("max_cards", cards), "limits.max_cards", high=system.cards)
+    ratio = number(limits.get("compression", 1.0), "limits.compression", low=1.0, high=1e4)
     rejected: dict[str, int] = {}
     inner = len(rcs) * len(zeros) * len(sps) * len(ovs)
 
@@ -162,7 +171,7 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
     batch = Batch(
         tp=b[:, 0], pp=b[:, 1], dp=b[:, 2], ep=b[:, 3], vpp=b[:, 4], mb=b[:, 5],
         gb=np.full(n, global_batch, dtype=np.int64), recompute=c[:, 0], zero=c[:, 1],
-        precision=b[:, 6], sp=sp, compression=np.full(n, float(limits.get("compression", 1.0))),
+        precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
     )

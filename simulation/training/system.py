@@ -43,6 +43,7 @@ from .errors import TrainingInputError
 __all__ = [
     "MATMUL_EFFICIENCY",
     "PRECISIONS",
+    "SM_COUNT",
     "SystemSpec",
     "default_clock_power",
     "system_for_accelerator",
@@ -59,6 +60,17 @@ MATMUL_EFFICIENCY: dict[str, float] = {
 S. Bekman, *ML Engineering*, compute/accelerator/README.md). H200 shares the
 H100's compute die. Other cards: 0.80 (``DEFAULT_MATMUL_EFFICIENCY``)."""
 DEFAULT_MATMUL_EFFICIENCY = 0.80
+
+SM_COUNT: dict[str, int] = {
+    "a100-sxm-80gb": 108,
+    "a100-sxm-40gb": 108,
+    "h100-sxm5-80gb": 132,
+    "h200-sxm-141gb": 132,
+}
+"""Streaming multiprocessors (the GEMM wave size, :mod:`simulation.training.gemm`):
+NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs), NVIDIA H100
+Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part). Other
+cards: 0 (``SystemSpec.sm_count``: no wave quantization, overridable)."""
 
 
 def default_clock_power(points: int = 9) -> list[list[float]]:
@@ -103,6 +115,7 @@ class SystemSpec:
     scale_out_technology: str = "infiniband"
     scale_out_latency_us: float = 3.0
     matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
+    sm_count: int = 0
     memory_efficiency: float = 0.90
     server_static_w: float = 1500.0
     network_w_per_card: float = 50.0
@@ -154,6 +167,8 @@ class SystemSpec:
             v, where = data[f.name], f"{path}{f.name}"
             if f.name in ("cards", "cards_per_server", "scale_up_domain"):
                 kw[f.name] = integer(v, where, high=1 << 24)
+            elif f.name == "sm_count":
+                kw[f.name] = integer(v, where, low=0, high=1 << 16)
             elif f.name == "scale_up_dims":
                 if not isinstance(v, list | tuple):
                     raise TrainingInputError(where, "a list of torus dimensions")
@@ -243,6 +258,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "scale_up_gbps": float(figures.get("scaleup_gbps") or 0) * 8 / 2 or 800.0,
         "scale_up_technology": vendor_tech,
         "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
+        "sm_count": SM_COUNT.get(slug, 0),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
     }
     data.update(overrides)

@@ -33,10 +33,10 @@ def test_narayanan_flops_formula_for_every_gpt_shape() -> None:
     72·… without (model FLOPs)."""
     for name in ("megatron-1.7b", "gpt3-175b", "megatron-530b", "megatron-1t"):
         m = MODELS[name]
-        B, s, l, h, V = 512, m.seq_len, m.layers, m.hidden, m.vocab
+        B, s, n, h, V = 512, m.seq_len, m.layers, m.hidden, m.vocab
         model, hw = step_flops(m, B, "full")
-        assert hw == pytest.approx(96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h)))
-        assert model == pytest.approx(72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h)))
+        assert hw == pytest.approx(96 * B * s * n * h**2 * (1 + s / (6 * h) + V / (16 * n * h)))
+        assert model == pytest.approx(72 * B * s * n * h**2 * (1 + s / (6 * h) + V / (12 * n * h)))
 
 
 def test_published_parameter_counts() -> None:
@@ -200,12 +200,104 @@ def test_search_ranks_rejects_and_returns_a_front() -> None:
 def test_fidelity_against_published_runs() -> None:
     """16 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
 
-    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there yet
-    (docs/simulation.md, "Training fidelity", says why). This bound keeps it from
-    drifting further while that work is open.
+    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there:
+    it reaches 11.9 % (docs/simulation.md, "Training fidelity", says why each row
+    misses). The bound is the error really reached, so it cannot drift.
     """
     table = fidelity_table()
     assert len(table) == len(PUBLISHED_RUNS) >= 8
     assert all(row["source"] for row in table)
     mae = statistics.mean(abs(row["error"]) for row in table)
-    assert mae <= 0.20
+    assert mae <= 0.12
+
+
+def test_comm_tables_reproduce_the_collective_model() -> None:
+    """At grid sizes and between them the tables equal the wave-1 model's own times."""
+    from simulation.collectives.models import algorithm_time
+    from simulation.training.comm import CommModel
+
+    comm = CommModel(system_for_accelerator(A100, 64))
+    for size in (2.0**20, 2.0**27, 3.0 * 2**26):
+        got = float(comm.time("allreduce", np.array([1]), np.array([16]), np.array([size]))[0])
+        fab = comm.fabric(1, 16)
+        want = min(algorithm_time(fab, "allreduce", a, size) for a in ("ring", "tree"))
+        assert got == pytest.approx(want, rel=0.05)
+
+
+def test_min_memory_is_a_lower_bound_of_every_searched_layout() -> None:
+    """fits_anywhere / min_memory_gib: the least memory over the search's own layouts."""
+    from simulation.training import fits_anywhere, min_memory_gib
+    from simulation.training.comm import CommModel
+    from simulation.training.core import step_arrays
+    from simulation.training.step import MEMORY_RESERVE_GIB
+
+    m, system = MODELS["gpt3-175b"], system_for_accelerator(A100, 64)
+    least = min_memory_gib(m, system, 64)
+    batch, _, _ = enumerate_configs(m, system, 64, 64, {})
+    out = step_arrays(m, system, batch, CommModel(system), MEMORY_RESERVE_GIB)
+    searched = float(out["mem_total"].min())
+    assert least <= searched + 1e-9
+    assert least == pytest.approx(searched, rel=0.05)  # the bound is reached (gb = dp there)
+    # ZeRO-3 over 8 cards: 16 bytes × 174.6e9 / 8 alone is 325 GiB
+    assert min_memory_gib(m, system, 8) > 16 * m.params / 8 / 2**30
+    reason = fits_anywhere(m, system, 8)
+    assert reason is not None and "80 GiB" in reason
+    assert fits_anywhere(m, system, 64) is None
+    with pytest.raises(TrainingInputError) as err:
+        min_memory_gib(m, system, 65)
+    assert err.value.field == "cards"
+
+
+def test_search_limits_and_objectives_are_exported_and_enforced() -> None:
+    from simulation.training import OBJECTIVES, SEARCH_LIMITS
+
+    assert set(OBJECTIVES) == {"time", "energy", "cost"}
+    assert "tp" in SEARCH_LIMITS and "max_cards" in SEARCH_LIMITS
+    m, system = MODELS["megatron-1.7b"], system_for_accelerator(A100, 8)
+    with pytest.raises(TrainingInputError) as err:
+        search(m, system, 8, 8, limits={"tpp": [1]})
+    assert err.value.field == "limits.tpp"
+    with pytest.raises(TrainingInputError) as err:
+        search(m, system, 8, 8, limits={"max_cards": 0})
+    assert err.value.field == "limits.max_cards"
+
+
+def test_dp_zero_is_refused_and_absent_dp_is_derived() -> None:
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({"dp": 0, "global_batch": 8}, 8)
+    assert err.value.field == "dp"
+    assert execution_from_params({"dp": None, "global_batch": 8}, 8).dp == 8
+    assert execution_from_params({"global_batch": 8}, 8).dp == 8
+
+
+def test_gemm_quantization_and_roofline_closed_forms() -> None:
+    """NVIDIA Matrix Multiplication guide: a partial wave costs a full one; roofline."""
+    from simulation.training.gemm import gemm_time, wave_efficiency
+
+    one = np.array([1.0])
+    # 108 tiles of 256x128 on 108 SMs: one full wave; 109: two waves
+    assert wave_efficiency(108 * 256 * one, 128 * one, one, 108)[0] == pytest.approx(1.0)
+    assert wave_efficiency(109 * 256 * one, 128 * one, one, 108)[0] == pytest.approx(109 / 216)
+    assert wave_efficiency(109 * 256 * one, 128 * one, one, 0)[0] == 1.0  # unknown SMs: off
+    # a large square GEMM is compute-bound: 2mnk / rate exactly (8192 = 32 x 64 tiles)
+    t = gemm_time(8192 * one, 8192 * one, 8192 * one, one, 2.0, 1e14, 2e12, 0)
+    assert t[0] == pytest.approx(2 * 8192**3 / 1e14)
+    # k = 1 is a pure copy: bytes / bandwidth
+    t = gemm_time(8192 * one, 8192 * one, one, one, 2.0, 1e14, 2e12, 0)
+    assert t[0] == pytest.approx(2.0 * (8192 + 8192 + 8192**2) / 2e12)
+
+
+def test_flash_attention_is_faster_and_backward_costs_more_than_forward() -> None:
+    """FlashAttention-2: causal half executed, backward 2.5x; no s^2 traffic."""
+    from simulation.training.layer import layer_kernels
+
+    m, one = MODELS["gpt3-175b"], np.array([1.0])
+    args = (m, 2048 * one, 8 * one, np.array([True]))
+    plain = layer_kernels(*args, np.array([False]), 2.0, one * 268e12, one * 268e12, 1.8e12, 108)
+    flash = layer_kernels(*args, np.array([True]), 2.0, one * 268e12, one * 268e12, 1.8e12, 108)
+    heads = 96 / 8
+    assert flash["fwd_core"][0] == pytest.approx(2 * 2048**2 * 128 * heads / 268e12)
+    assert flash["bwd_core"][0] == pytest.approx(2.5 * flash["fwd_core"][0])
+    assert flash["core_mem"][0] == 0.0 < plain["core_mem"][0]
+    assert flash["fwd_core"][0] < plain["fwd_core"][0]
+    assert plain["fwd_gemm"][0] == flash["fwd_gemm"][0]
