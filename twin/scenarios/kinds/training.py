@@ -33,14 +33,14 @@ from simulation.training import (
     TrainingInputError,
     evaluate,
     execution_from_params,
+    fits_anywhere,
     model_from_params,
     search,
     system_for_accelerator,
 )
 from simulation.training.execution import RECOMPUTE, SCHEDULES
-from simulation.training.memory import STATE_BYTES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
-from simulation.training.step import MEMORY_RESERVE_GIB
+from simulation.training.search import SEARCH_LIMITS
 from simulation.training.system import PRECISIONS
 from twin.scenarios.hardware import ClusterHardware, accelerator_figures, cluster_hardware
 from twin.scenarios.inputs import ConversionError
@@ -66,13 +66,13 @@ LIMITS: dict[str, tuple[str, Any]] = {
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
 }
-"""What ``simulation.training.search`` reads from ``limits`` (``enumerate_configs``):
-lists of the values to try per dimension, the most cards, a compression ratio."""
+"""The values each of the search's ``limits`` (``SEARCH_LIMITS``) takes: lists of
+the values to try per dimension, the most cards, a compression ratio."""
+assert set(LIMITS) == set(SEARCH_LIMITS), "the search's limits changed: describe them here"
 MAX_TOP = 100
 MAX_SEARCH_BATCH = 1 << 20
 """Largest global batch a search takes: it enumerates the batch's divisors one by one
 (a billion-sequence batch would hold a worker for minutes)."""
-GIB = 1 << 30
 
 # ------------------------------------------------------------------ the form
 HARDWARE_FIELDS = (
@@ -256,24 +256,18 @@ def hardware_inputs(mine: Mapping[str, Any], cluster: Any | None,
 
 
 def _check_fits_somewhere(model: ModelSpec, system: SystemSpec) -> None:
-    """Refuse a model whose weights, gradients and optimizer states alone cannot fit.
-
-    The library's bytes per parameter (``STATE_BYTES``: mixed-precision Adam 2 +
-    2 + 12 — Rajbhandari et al. 2020, ZeRO, §3.1; FP32 4 + 4 + 8), fewest over
-    the precisions the card offers, sharded over every card (ZeRO-3, or TP × PP
-    = cards), plus the library's per-card reserve, is the least any execution
-    can keep (activations only add). Above the card's HBM nothing fits.
-    """
-    per_param = min(sum(STATE_BYTES[p]) for p in PRECISIONS if system.peak(p) > 0)
-    per_card = per_param * model.params / system.cards / GIB + MEMORY_RESERVE_GIB
-    if per_card > system.hbm_gib:
-        room = (system.hbm_gib - MEMORY_RESERVE_GIB) * GIB
-        least = -(-per_param * model.params // room) if room > 0 else None
+    """Refuse a model that no layout of the cards can hold (the library's
+    ``fits_anywhere``: states sharded over every card, full recomputation,
+    micro-batch 1 — ZeRO's 16 bytes per parameter, Rajbhandari et al. 2020, §3.1,
+    plus the least activations), so the search is not queued to find nothing."""
+    try:
+        reason = fits_anywhere(model, system, system.cards)
+    except TrainingInputError as exc:
+        raise _wrap(exc) from exc
+    if reason is not None:
         raise ScenarioInputError.one("params.model", (
-            f"{model.name or 'the model'} ({model.params / 1e9:,.1f} B parameters) cannot fit "
-            f"on {system.cards:,} cards of {system.hbm_gib:g} GiB however it is split: its "
-            f"weights, gradients and optimizer states alone need {per_card:,.1f} GiB per card"
-            + (f"; use at least {int(least):,} cards" if least else "")))
+            f"cannot fit however it is split: {reason}; use more cards or a card with more "
+            f"memory"))
 
 
 def _system_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
