@@ -307,6 +307,14 @@ TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 # size (default 2.5 MB); a full columnar batch (65,536 cards ≈ 6.8 MB) stays in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = TELEMETRY_MAX_BODY_BYTES
 
+# --- jobs on the twin (twin.jobs) -------------------------------------------
+# The placement policy of a submitted job that names none (simulation.scheduling.POLICIES).
+TWIN_JOBS_POLICY = os.environ.get("TWIN_JOBS_POLICY", "topology-aware")
+# The AllReduce a placement's prediction prices (bytes): 1 GiB of bf16 gradients.
+TWIN_JOBS_ALLREDUCE_BYTES = int(os.environ.get("TWIN_JOBS_ALLREDUCE_BYTES", 1 << 30))
+# Largest trace upload (the whole multipart body, bytes): refused with 413 before it is read.
+TWIN_TRACE_MAX_BYTES = int(os.environ.get("TWIN_TRACE_MAX_BYTES", 64 * 1024 * 1024))
+
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(os.environ.get("TWIN_STATIC_ROOT", BASE_DIR / "staticfiles"))

@@ -82,6 +82,17 @@ export interface CategoricalScale {
   label: string;
   unit: string;
   names: readonly string[];
+  /** Colours of categories 1..names.length (cycled); without them, the health colours. */
+  colours?: ReadonlyArray<RGB>;
+}
+
+/** A categorical scale of `names` (category k = names[k-1]) in `colours`, cycled: jobs, tenants. */
+export function categoriesScale(
+  metric: MetricLike,
+  names: readonly string[],
+  colours: ReadonlyArray<RGB>,
+): CategoricalScale {
+  return { kind: "categorical", metric: metric.key, label: metric.label, unit: "", names, colours };
 }
 
 export type Scale = SequentialScale | CategoricalScale;
@@ -214,7 +225,9 @@ const RESERVED: Array<[number, RGB]> = [
 
 /** Build the lookup tables of a scale (a few µs; do it per scale change, not per frame). */
 export function compile(scale: Scale): Palette {
-  const n = CODE_CATEGORY + HEALTH_NAMES.length;
+  const own = scale.kind === "categorical" && scale.colours && scale.colours.length ? scale.colours : null;
+  const categories = own && scale.kind === "categorical" ? scale.names.length : 0;
+  const n = CODE_CATEGORY + Math.max(HEALTH_NAMES.length, categories + 1);
   const linear = new Float32Array(n * 3);
   const hexes: string[] = new Array<string>(n);
   const put = (code: number, rgb: RGB): void => {
@@ -228,9 +241,16 @@ export function compile(scale: Scale): Palette {
   for (let i = 0; i < LUT_SIZE; i++) put(i, gradientAt(stops, i / (LUT_SIZE - 1)));
   for (const [code, rgb] of RESERVED) put(code, rgb);
   HEALTH_NAMES.forEach((name, k) => put(CODE_CATEGORY + k, HEALTH_RGB[name]));
+  if (own) for (let k = 1; k <= categories; k++) put(CODE_CATEGORY + k, own[(k - 1) % own.length]);
 
   let code: (value: number, budget?: number) => number;
-  if (scale.kind === "categorical") {
+  if (own) {
+    code = (value) => {
+      if (value !== value) return CODE_NO_DATA;
+      const k = Math.round(value);
+      return k >= 1 && k <= categories ? CODE_CATEGORY + k : CODE_NO_DATA;
+    };
+  } else if (scale.kind === "categorical") {
     code = (value) => {
       if (value !== value) return CODE_NO_DATA;
       const k = Math.round(value);
@@ -319,6 +339,11 @@ function tickText(value: number, unit: string): string {
 export function legendOf(palette: Palette, withNetwork = false): Legend {
   const scale = palette.scale;
   const swatches: Legend["swatches"] = [];
+  if (scale.kind === "categorical" && scale.colours && scale.colours.length) {
+    scale.names.forEach((name, i) => swatches.push({ label: name, colour: palette.hex[CODE_CATEGORY + i + 1] }));
+    swatches.push({ label: "free", colour: palette.hex[CODE_NO_DATA] });
+    return { title: scale.label, gradient: [], ticks: [], swatches };
+  }
   if (scale.kind === "categorical") {
     HEALTH_NAMES.forEach((name, k) => {
       if (k > 0) swatches.push({ label: name, colour: palette.hex[CODE_CATEGORY + k] });

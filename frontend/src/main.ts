@@ -16,6 +16,7 @@ import { LiveClient, liveUrl } from "./live";
 import {
   ROUTE_END_EVENT,
   mountAlerts,
+  mountJobs,
   mountRoute,
   mountScenarios,
   mountSidePanel,
@@ -163,7 +164,8 @@ async function boot(): Promise<void> {
   const side = mountSidePanel(need("#side-panel"), controller, { onRouteEnd: (which, id) => route.setEnd(which, id) });
   const alerts = mountAlerts(need("#alerts-panel"), controller);
   const scenarios = mountScenarios(need("#scenarios-panel"), controller);
-  controller.panels = { side, alerts, route, scenarios };
+  const jobs = mountJobs(need("#jobs-panel"), controller);
+  controller.panels = { side, alerts, route, scenarios, jobs };
   document.addEventListener(ROUTE_END_EVENT, (event) => {
     const detail = (event as CustomEvent<RouteEndDetail>).detail;
     route.setEnd(detail.which, detail.cardId);

@@ -26,19 +26,28 @@ from twin.scenarios.kinds import (
     get_kind,
 )
 
+# the resilience kind reads the accelerator catalogue while it validates
+pytestmark = pytest.mark.django_db
+
 URL = "/api/scenarios/kinds/"
 FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build per call
 HARDWARE = {"model": "llama3-8b", "accelerator": "h100-sxm5-80gb", "cards": 8,
-            "global_batch": 8}  # the training kinds: no topology, a catalogue accelerator
+            "global_batch": 16}  # the training kinds: no topology, a catalogue accelerator
 BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
-    "collective": {"op": "allreduce"}, "training": HARDWARE, "training_search": HARDWARE,
+    "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
+    "scheduling": {"jobs": 50, "servers": 4}, "training": HARDWARE, "training_search": HARDWARE,
 }
-NO_TOPOLOGY = {"training", "training_search"}
+#: Kinds whose inputs come from their own options (or a cluster), never a topology family:
+#: resilience prices a job, scheduling places jobs on nodes, training a parallel layout.
+NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search"}
+#: Options whose values name a row (tested with the database in tests/jobs).
+NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
-    "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95, "model": "llama3-8b",
-    "accelerator": "a100-sxm-80gb", "cards": 8, "dp": 8, "global_batch": 16,
+    "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
+    "cards": 16, "params_b": 7.0, "spares": 2, "model": "llama3-8b",
+    "accelerator": "a100-sxm-80gb", "dp": 8, "global_batch": 16,
     "power_cap_w": 500.0, "limits": {"tp": [1, 2], "precision": ["bf16"]},
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
@@ -64,12 +73,17 @@ def family_fields() -> list[tuple[str, FieldSpec]]:
 
 
 # --------------------------------------------------------------- endpoint
+def accepted_fields() -> list[tuple[str, FieldSpec]]:
+    return [(k, f) for k, f in family_fields() if (k, f.name) not in NAMES_A_ROW]
+
+
 def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     response = reader_client.get(URL)
     assert response.status_code == 200, response.content
     body = response.json()
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
-                                                           "collective", "training",
+                                                           "collective", "resilience",
+                                                           "scheduling", "training",
                                                            "training_search"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
@@ -98,7 +112,8 @@ def test_the_collective_form_and_chart(reader_client, db):
         "series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
         "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
     assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure",
-                                                         "training", "training_search"))
+                                                         "scheduling", "training",
+                                                         "training_search"))
 
 
 def test_the_chart_names_keys_of_the_real_result():
@@ -144,9 +159,9 @@ def test_described_options_are_the_simulation_inputs():
         assert not kind.options & TOPOLOGY_KEYS - {"nodes"}  # failure's nodes: a list
 
 
-@pytest.mark.parametrize(("kind", "field"), family_fields(),
-                         ids=[f"{k}.{f.name}" for k, f in family_fields()])
-def test_every_described_option_is_accepted(kind, field, db, request):
+@pytest.mark.parametrize(("kind", "field"), accepted_fields(),
+                         ids=[f"{k}.{f.name}" for k, f in accepted_fields()])
+def test_every_described_option_is_accepted(kind, field, request):
     if field.name == "cluster":  # a cluster of the inventory, by name
         value = request.getfixturevalue("tiny_cluster")["cluster"].name
         prepare(kind, {field.name: value, "accelerator": None})
@@ -217,7 +232,17 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
         ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
-        *training, ("training_search", "global_batch"), ("training_search", "top")]
+        *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None],
+        ("scheduling", "jobs"), ("scheduling", "target_load"), ("scheduling", "servers"),
+        ("scheduling", "gpus_per_server"), *training, ("training_search", "global_batch"),
+        ("training_search", "top")]
+    for f in get_kind("resilience").fields:
+        if f.max is not None:
+            over = int(f.max) + 1 if f.type == "integer" else f.max * 2
+            assert set(refused("resilience", {f.name: over})) == {f"params.{f.name}"}, f.name
+    for name in ("jobs", "target_load", "servers", "gpus_per_server"):
+        limit = get_kind("scheduling").field(name).max
+        assert set(refused("scheduling", {name: limit + 1})) == {f"params.{name}"}
     for kind in ("topology", "failure"):
         samples = get_kind(kind).field("samples")
         assert set(refused(kind, {"samples": int(samples.max) + 1})) == {"params.samples"}

@@ -14,6 +14,7 @@ __all__ = [
     "COMPATIBLE_ENDPOINTS",
     "DEFAULT_PUE",
     "DEFAULT_RACK_BUDGET_W",
+    "DEFAULT_VFS_PER_SERVER",
     "DEVICE_TIER",
     "MAX_CARDS_PER_SERVER",
     "MAX_CARD_TDP_W",
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_SERVER_OVERHEAD_W",
     "MAX_SUPERNODE_CARDS",
     "MAX_TFLOPS",
+    "MAX_VFS_PER_SERVER",
     "allowed_link_kinds",
 ]
 
@@ -52,6 +54,11 @@ Institute), the average near 1.6."""
 MAX_SERVER_OVERHEAD_W = 50_000
 """A server's draw besides its cards (a DGX H100: 4.4 kW)."""
 MAX_CARDS_PER_SERVER = 64
+MAX_VFS_PER_SERVER = 256
+"""SR-IOV virtual functions a server hands to tenants' containers: PCIe SR-IOV NICs
+expose up to a few hundred per port (ConnectX-7: 127 per physical function, 2 PFs)."""
+DEFAULT_VFS_PER_SERVER = 32
+"""The articles' figure: lightweight containers with SR-IOV run up to 32 tasks per machine."""
 MAX_NICS_PER_SERVER = 64
 MAX_LINK_GBPS = 100_000
 """Per link, port or NIC and direction: 60× a 1.6 Tb/s port."""

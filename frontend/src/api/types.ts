@@ -37,6 +37,12 @@ export type Metric = Schemas["Metric"];
 export type Alert = Schemas["Alert"];
 export type PaginatedAlertList = Schemas["PaginatedAlertList"];
 
+// Jobs on the twin (twin/jobs)
+export type Job = Schemas["Job"];
+export type PaginatedJobList = Schemas["PaginatedJobList"];
+export type Placement = Schemas["Placement"];
+export type ClusterAllocations = Schemas["ClusterAllocations"];
+
 // Scenarios (twin/scenarios)
 export type ScenarioKind = Schemas["ScenarioKind"];
 export type KindField = Schemas["KindField"];

@@ -6,6 +6,7 @@
  *   const alerts = mountAlerts(el, host);      // alerts.push(msg.events, msg.dropped) on ws "alerts"
  *   const route = mountRoute(el, host);
  *   const scenarios = mountScenarios(el, host);
+ *   const jobs = mountJobs(el, host);          // host.showAllocations colours cards by job / tenant
  *   await Promise.all([alerts.reset(), scenarios.reset()]);   // and again when the cluster changes
  */
 import "uplot/dist/uPlot.min.css";
@@ -16,3 +17,4 @@ export { mountSidePanel, type SidePanel, type SidePanelOptions } from "./side";
 export { mountAlerts, type AlertsPanel, type AlertsOptions } from "./alerts";
 export { mountRoute, type RoutePanel, type RouteOptions } from "./route";
 export { mountScenarios, type ScenariosPanel, type ScenariosOptions } from "./scenarios";
+export { mountJobs, type JobsPanel, type JobsHost } from "./jobs";

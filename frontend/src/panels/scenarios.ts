@@ -23,6 +23,7 @@ import type { PanelHost } from "./host";
 import { renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
 import { renderChart, renderTable } from "./scenariorender";
+import { renderScheduling } from "./scheduling";
 import { chartData, resultTable } from "./scenarioresult";
 import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
 import { renderTrainingResult, type TrainingView } from "./trainingrender";
@@ -157,6 +158,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let pollTimer: number | null = null;
   let plot: uPlot | null = null;
   let training: TrainingView | null = null;
+  const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
   const kindOf = (name: string) => kinds.find((k) => k.name === name);
@@ -346,6 +348,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     training?.destroy();
     training = null;
     trainingBox.hidden = true;
+    for (const p of extraPlots.splice(0)) p.destroy();
     chartBox.replaceChildren();
     chartBox.hidden = true;
     delete chartBox.dataset.series;
@@ -358,7 +361,10 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
     const kind = kindOf(run.kind);
     const data = chartData(run.result, kind?.chart);
-    if (data) {
+    if (run.kind === "scheduling") {
+      chartBox.hidden = false;
+      extraPlots.push(...renderScheduling(chartBox, run.result));
+    } else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }

@@ -8,12 +8,13 @@
  * colours and legend (paint.ts), the route overlay (route.ts) and pointing at
  * things (picking.ts).
  */
-import type { Api, Route } from "../api";
+import type { Api, ClusterAllocations, Route } from "../api";
 import { ViewFrames, type FrameMessage, type Subscription, type ViewKind } from "../frames";
 import type { TwinHook } from "../hook";
 import type { ConnectionState, HelloMessage, LiveClient } from "../live";
-import type { AlertsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
+import type { AlertsPanel, JobsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
 import type { MetricInfo, ObjectKind, PanelHost, Selection } from "../panels/host";
+import { isJobColouring } from "../panels/jobs";
 import type { StatusBar } from "../statusbar";
 import { Engine, WebGLUnavailable } from "./engine";
 import { GeometryCache } from "./geometry";
@@ -30,6 +31,7 @@ export interface Panels {
   alerts: Pick<AlertsPanel, "reset" | "push"> | null;
   route: Pick<RoutePanel, "setEnd" | "reset"> | null;
   scenarios: Pick<ScenariosPanel, "reset"> | null;
+  jobs?: Pick<JobsPanel, "reset"> | null;
 }
 
 export interface ControllerElements {
@@ -54,6 +56,9 @@ export class Controller implements PanelHost {
   private view: AnyView | null = null;
   private frames: ViewFrames | null = null;
   private metricKey = "power_w";
+  /** The cluster's allocations and the highlighted job (the jobs panel's), for "Job" / "Tenant". */
+  private allocations: ClusterAllocations | null = null;
+  private jobHighlight: number | null = null;
   private selection: Selection | null = null;
   private routeShown: Route | null = null;
   private openToken = 0;
@@ -216,7 +221,13 @@ export class Controller implements PanelHost {
     }
     this.fillMetricSelect();
     live.start();
-    const panels = Promise.allSettled([this.panels.alerts?.reset(), this.panels.scenarios?.reset()]);
+    this.allocations = null;
+    this.jobHighlight = null;
+    const panels = Promise.allSettled([
+      this.panels.alerts?.reset(),
+      this.panels.scenarios?.reset(),
+      this.panels.jobs?.reset(),
+    ]);
     try {
       await this.open(want.kind, want.id);
     } catch (error) {
@@ -315,7 +326,8 @@ export class Controller implements PanelHost {
       this.engine.home(view.bounds, view.homeDirection);
     }
     old?.dispose();
-    if (this.metricKey === "health" && view.kind === "cluster") this.metricKey = "power_w";
+    if ((this.metricKey === "health" || isJobColouring(this.metricKey)) && view.kind === "cluster")
+      this.metricKey = "power_w";
     this.painter.install(view);
     this.frames = new ViewFrames(view.keys);
     this.subscribe();
@@ -334,7 +346,8 @@ export class Controller implements PanelHost {
     const view = this.view;
     if (!view || !this.frames) return;
     // Health travels with every card frame: subscribe to a cheap metric and read the codes.
-    const metric = this.metricKey === "health" ? "gpu_util" : this.metricKey;
+    const key = this.metricKey;
+    const metric = key === "health" || isJobColouring(key) ? "gpu_util" : key;
     const sub: Subscription = { view: view.kind, id: view.id, metric };
     this.frames.follow(sub);
     // A rack without cards has no live values (the server would refuse the view).
@@ -344,7 +357,7 @@ export class Controller implements PanelHost {
 
   setMetric(key: string): void {
     if (key === this.metricKey) return;
-    this.metricKey = key === "health" && this.view?.kind === "cluster" ? "power_w" : key;
+    this.metricKey = (key === "health" || isJobColouring(key)) && this.view?.kind === "cluster" ? "power_w" : key;
     this.el.metricSelect.value = this.metricKey;
     this.el.tooltip.hidden = true;
     this.subscribe();
@@ -356,7 +369,22 @@ export class Controller implements PanelHost {
 
   /** Recolour the view from the live values. */
   private paint(rescale: boolean): void {
-    if (this.view && this.frames) this.painter.paint(this.view, this.frames, this.menu.info(this.metricKey), rescale);
+    if (!this.view || !this.frames) return;
+    if (isJobColouring(this.metricKey)) {
+      this.painter.paintJobs(this.view, this.menu.info(this.metricKey), this.allocations, this.jobHighlight);
+      return;
+    }
+    this.painter.paint(this.view, this.frames, this.menu.info(this.metricKey), rescale);
+  }
+
+  /** The jobs panel's allocations and highlighted job: repaint when cards are coloured by them. */
+  showAllocations(alloc: ClusterAllocations | null, highlight: number | null): void {
+    this.allocations = alloc;
+    this.jobHighlight = highlight;
+    if (isJobColouring(this.metricKey)) {
+      this.paint(true);
+      this.engine?.invalidate();
+    }
   }
 
   /** Draw the shown route in the current view. */

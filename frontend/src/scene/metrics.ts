@@ -7,9 +7,10 @@ import { ApiError, type Api, type Metric } from "../api";
 import { HEALTH_METRIC, type MetricLike } from "../colour";
 import type { HelloMessage } from "../live";
 import type { MetricInfo } from "../panels/host";
+import { JOB_METRICS } from "../panels/jobs";
 
 /** Metrics shown first in the picker (the list), the rest follow. */
-export const KEY_METRICS = ["power_w", "gpu_util", "gpu_temp_c", "hbm_used_gib", "health"];
+export const KEY_METRICS = ["power_w", "gpu_util", "gpu_temp_c", "hbm_used_gib", "health", "job", "tenant"];
 
 export class MetricMenu {
   /** The metrics the server streams (empty until it said). */
@@ -39,6 +40,8 @@ export class MetricMenu {
   /** Label and unit of a metric (health included; an unknown key stands for itself). */
   info(key: string): MetricLike {
     if (key === "health") return HEALTH_METRIC;
+    const job = JOB_METRICS.find((m) => m.key === key);
+    if (job) return job;
     return this.list.find((m) => m.key === key) ?? { key, label: key, unit: "" };
   }
 
@@ -46,7 +49,7 @@ export class MetricMenu {
   fill(current: string, cardView: boolean): void {
     const select = this.select;
     const all: MetricLike[] = [...this.list];
-    if (cardView) all.push(HEALTH_METRIC);
+    if (cardView) all.push(HEALTH_METRIC, ...JOB_METRICS);
     if (all.length === 0) all.push({ key: current, label: current, unit: "" });
     const signature = all.map((m) => m.key).join(",");
     if (select.dataset.signature !== signature) {

@@ -3,7 +3,18 @@
  * recompiled only when it must change), the racks' budgets for "power /
  * budget" on the floor, and the legend that explains the colours.
  */
-import { autoDomain, compile, cssGradient, legendOf, scaleFor, type MetricLike, type Palette } from "../colour";
+import type { ClusterAllocations } from "../api";
+import {
+  autoDomain,
+  categoriesScale,
+  compile,
+  cssGradient,
+  legendOf,
+  scaleFor,
+  type MetricLike,
+  type Palette,
+} from "../colour";
+import { JOB_RGB, cardCategories, categoryValues, type JobColouring } from "../panels/jobs";
 import type { ViewFrames } from "../frames";
 import { FloorView } from "./floor";
 import type { AnyView } from "./views";
@@ -55,6 +66,18 @@ export class Painter {
     const budgets =
       palette.scale.kind === "sequential" && palette.scale.ratio ? (this.budgets ?? undefined) : undefined;
     view.recolour(palette, values, budgets);
+  }
+
+  /** Colour a card view by job or tenant (free cards in the no-data grey). */
+  paintJobs(view: AnyView, metric: MetricLike, alloc: ClusterAllocations | null, highlight: number | null): void {
+    this.view = view;
+    this.metricKey = metric.key;
+    const empty = { card: [], job: [], jobs: [] };
+    const cats = cardCategories(alloc ?? empty, metric.key as JobColouring, highlight);
+    const palette = compile(categoriesScale(metric, cats.names, JOB_RGB));
+    this.palette = palette;
+    this.renderLegend();
+    view.recolour(palette, categoryValues(view.keys, cats));
   }
 
   /** The colour instance `key` of `view` is painted, "#rrggbb" (the test hook's colourOf). */

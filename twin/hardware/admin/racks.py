@@ -204,7 +204,8 @@ class ServerAdmin(BudgetedAdminMixin, TwinModelAdmin):
     readonly_fields = ("draw", "card_count", "rack_power")
     fieldsets = (
         (None, {"fields": ("rack", "supernode", "name", "position", "hostname")}),
-        ("Hardware", {"fields": ("cards_per_server", "overhead_w", ("nic_count", "nic_gbps"))}),
+        ("Hardware", {"fields": ("cards_per_server", "overhead_w", ("nic_count", "nic_gbps"),
+                                  "vf_limit")}),
         ("Power (computed in SQL)", {"fields": ("draw", "card_count", "rack_power")}),
     )
 

@@ -180,7 +180,7 @@ class ServerSerializer(BudgetedSerializer):
         model = Server
         fields = [
             "id", "url", "display", "rack", "supernode", "name", "position", "hostname",
-            "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "created",
+            "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "vf_limit", "created",
             "last_updated", "allow_over_budget", "racks_over_budget",
         ]
 

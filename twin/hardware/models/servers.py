@@ -12,10 +12,12 @@ from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.hardware.constants import (
+    DEFAULT_VFS_PER_SERVER,
     MAX_CARDS_PER_SERVER,
     MAX_LINK_GBPS,
     MAX_NICS_PER_SERVER,
     MAX_SERVER_OVERHEAD_W,
+    MAX_VFS_PER_SERVER,
 )
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack, carried_w
 
@@ -49,6 +51,11 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
         "NICs", default=2, validators=bounded(0, MAX_NICS_PER_SERVER, "NICs"))
     nic_gbps = models.PositiveIntegerField("NIC speed (Gb/s)", default=400,
                                            validators=bounded(0, MAX_LINK_GBPS, "Gb/s"))
+    vf_limit = models.PositiveSmallIntegerField(
+        "Tenant slots (SR-IOV VFs)", default=DEFAULT_VFS_PER_SERVER,
+        help_text="Jobs that may share this server at once: each gets one SR-IOV virtual "
+                  "function of its NICs (twin.jobs).",
+        validators=bounded(1, MAX_VFS_PER_SERVER, "VFs"))
 
     class Meta:
         ordering = ["rack", "position"]
@@ -59,7 +66,8 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
             models.CheckConstraint(
                 condition=Q(cards_per_server__lte=MAX_CARDS_PER_SERVER)
                 & Q(overhead_w__lte=MAX_SERVER_OVERHEAD_W) & Q(nic_count__lte=MAX_NICS_PER_SERVER)
-                & Q(nic_gbps__lte=MAX_LINK_GBPS),
+                & Q(nic_gbps__lte=MAX_LINK_GBPS) & Q(vf_limit__gte=1)
+                & Q(vf_limit__lte=MAX_VFS_PER_SERVER),
                 name="server_figures_bounded",
             ),
         ]

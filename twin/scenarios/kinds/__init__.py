@@ -40,6 +40,16 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``auto``, ``ranks``, ``sizes``, ``compression``,
                 ``overhead_ns``, ``reduce_gbps``, ``scale_up_efficiency``,
                 ``scale_out_efficiency``).
+    resilience  no topology: ``accelerator`` + ``cards`` (or the cluster's), ``days``,
+                the model (``model`` or ``params_b``, ``tp``, ``pp``, ``zero``), the
+                checkpoint policy (``checkpoint_interval_min``, ``checkpoint_mode``,
+                ``storage_tiers``, ``pfs_gbps``, ``replicas``), recovery (``spares``,
+                ``hot_spare``, ``elastic``, ``restart_s``, ``swap_s``), the failure mix
+                (``failure_<class>`` multipliers), ``seed``.
+    scheduling  ``policies`` (comma-separated), ``mode``, ``trace`` (an uploaded
+                trace's id) or ``jobs`` (synthetic), ``target_load``, ``servers`` /
+                ``gpus_per_server`` (without a cluster or a trace node list),
+                ``allreduce_bytes``, ``seed``, ``from_live`` (with a cluster).
     training    ``model`` (catalogue slug or shape), ``accelerator`` (catalogue
                 slug: hypothetical 8-card NVLink servers) or the cluster's own
                 hardware (the run's cluster or ``cluster`` by name), ``cards``,
@@ -75,6 +85,8 @@ from twin.scenarios.kinds.topology import TopologyKind
 from twin.scenarios.kinds.route import ROUTE_BY, RouteKind
 from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
+from twin.scenarios.kinds.resilience import ResilienceKind
+from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
 # isort: on
 
@@ -88,9 +100,11 @@ __all__ = [
     "FailureKind",
     "FieldSpec",
     "Progress",
+    "ResilienceKind",
     "RouteKind",
     "ScenarioInputError",
     "ScenarioKind",
+    "SchedulingKind",
     "TopologyKind",
     "TrainingKind",
     "TrainingSearchKind",

@@ -1,0 +1,469 @@
+"""The discrete-event scheduling simulation (SimPy) and its results.
+
+Two modes:
+
+``arrival-only``
+    the FGD paper's experiment (Weng et al., ATC'23, §6.1): tasks arrive one
+    after another and never leave; a task that fits nowhere fails. Arrivals
+    replay the workload in order and, once it is used up, draw from it with
+    replacement (seeded) until the arrived GPU demand reaches ``target_load`` ×
+    the cluster's GPUs (default 1.3, past saturation). The result is the GPU
+    allocation rate against arrived demand.
+``full``
+    tasks arrive at their times, run for their durations and leave; a task
+    that does not fit waits in a queue ordered by priority then arrival.
+    ``fifo`` queues block at the head; ``easy-backfill`` lets a later task
+    start if it does not delay the head's reservation (EASY: Lifka, "The ANL/
+    IBM SP scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 2001),
+    the head's reservation computed from the running tasks' expected ends and
+    the cluster's free cards.
+
+SimPy (``simpy.Environment``) drives the clock: one process replays arrivals,
+each start schedules its completion as a timeout event.
+
+Example:
+    >>> from simulation.scheduling.cluster import Nodes
+    >>> from simulation.scheduling.workload import Workload
+    >>> nodes = Nodes.uniform(2, 4)   # 8 cards
+    >>> jobs = Workload.from_records([{"num_gpu": 3}, {"num_gpu": 3}, {"num_gpu": 2},
+    ...                               {"num_gpu": 2}])
+    >>> r = simulate(nodes, jobs, "fifo-first-fit", target_load=None)
+    >>> r.jobs["placed"], r.jobs["failed"], r.gpu_allocation_rate  # 3 + 3 leave 1 + 1
+    (2, 2, 0.75)
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import simpy
+
+from .allreduce import AllReducePrice
+from .cluster import Nodes
+from .errors import SchedulingInputError
+from .fragmentation import TaskTypes
+from .policies import POLICIES, JobRequest, place_job
+from .state import ClusterState, Placement
+from .workload import Workload
+
+__all__ = ["MODES", "SimResult", "place", "simulate"]
+
+MODES = ("arrival-only", "full")
+_CURVE_POINTS = 200
+_TIMELINE_POINTS = 400
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None, "mean": None, "count": 0}
+    a = np.asarray(values, np.float64)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(a.mean()),
+            "count": len(values)}
+
+
+def _downsample(n: int, points: int) -> npt.NDArray[np.int64]:
+    if n <= points:
+        return np.arange(n, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, points).round().astype(np.int64))
+
+
+@dataclass
+class SimResult:
+    """What a run produced; :meth:`to_dict` is the JSON the API and the command print."""
+
+    policy: str
+    mode: str
+    gpu_allocation_rate: float
+    curve: list[list[float]]
+    unallocated_gpus: float
+    jobs: dict[str, int]
+    wall_s: float
+    timeline: dict[str, list[float]]
+    fragmentation: dict[str, float]
+    utilisation: float
+    queue_delay_s: dict[str, float | None]
+    jct_s: dict[str, float | None]
+    allreduce: dict[str, Any]
+    placements: dict[int, Placement] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (placements omitted: they can be large)."""
+        return {
+            "policy": self.policy, "mode": self.mode,
+            "gpu_allocation_rate": self.gpu_allocation_rate, "curve": self.curve,
+            "unallocated_gpus": self.unallocated_gpus, "jobs": self.jobs,
+            "wall_s": self.wall_s, "timeline": self.timeline,
+            "fragmentation": self.fragmentation, "utilisation": self.utilisation,
+            "queue_delay_s": self.queue_delay_s, "jct_s": self.jct_s,
+            "allreduce": self.allreduce,
+        }
+
+
+class _Run:
+    """One simulation's mutable state: the cluster, the queue, the records."""
+
+    def __init__(self, nodes: Nodes, work: Workload, policy: str, mode: str, seed: int,
+                 types: TaskTypes, allreduce: AllReducePrice | None,
+                 progress: Callable[[float], None] | None, n_arrivals: int,
+                 keep_placements: bool) -> None:
+        self.nodes, self.work, self.policy, self.mode = nodes, work, policy, mode
+        self.rng = np.random.default_rng(seed)
+        self.pick_rng = np.random.default_rng(seed + 1)
+        self.st = ClusterState(nodes, types)
+        self.types = types
+        key = types.num_gpu * 2048 + types.milli
+        lookup = {int(k): t for t, k in enumerate(key)}
+        self.type_of = np.array(
+            [lookup.get(int(k) * 2048 + int(m), -1) for k, m in zip(
+                work.num_gpu.tolist(), work.gpu_milli.tolist(), strict=True)], np.int64)
+        self.allreduce = allreduce
+        self.requests: dict[int, JobRequest] = {}
+        st = self.st
+        self.empty_maxima = (int(st.capacity_gpus.max(initial=0)),
+                             1000 if st.total_milli else 0,
+                             int(nodes.cpu_milli.max(initial=0)), st.total_milli)
+        self.max_mem = int(nodes.memory_mib.max(initial=0))
+        self.progress = progress
+        self.n_arrivals = n_arrivals
+        self.keep = keep_placements
+        self.env = simpy.Environment()
+        self.queue: list[tuple[int, int, int]] = []  # (-priority, seq, job)
+        self.running: dict[int, tuple[float, int, Placement]] = {}  # seq -> (end, milli, pl)
+        self.placements: dict[int, Placement] = {}
+        self.arrived_milli = 0
+        self.arrived = 0
+        self.placed = 0
+        self.failed = 0
+        self.completed = 0
+        self.delays: list[float] = []
+        self.jcts: list[float] = []
+        self.ar_times: list[float] = []
+        self.ar_multi = 0
+        self.curve_x: list[float] = []
+        self.curve_y: list[float] = []
+        self.tl: dict[str, list[float]] = {k: [] for k in (
+            "t", "allocation_rate", "fragmentation", "running", "queued")}
+        self.alloc_at_end = 0.0
+        self.arrivals_done = False
+        self.seq = 0
+
+    # ------------------------------------------------------------ helpers
+    def request(self, j: int) -> JobRequest:
+        req = self.requests.get(j)
+        if req is None:
+            w = self.work
+            req = self.requests[j] = JobRequest(
+                int(w.num_gpu[j]), int(w.gpu_milli[j]), int(w.cpu_milli[j]),
+                int(w.memory_mib[j]), w.gpu_model[j], int(self.type_of[j]))
+        return req
+
+    def record(self) -> None:
+        st = self.st
+        self.tl["t"].append(float(self.env.now))
+        self.tl["allocation_rate"].append(st.allocation_rate)
+        self.tl["fragmentation"].append(st.frag_total / st.total_milli if st.total_milli else 0.0)
+        self.tl["running"].append(float(len(self.running)))
+        self.tl["queued"].append(float(len(self.queue)))
+
+    def start(self, seq: int, j: int, pl: Placement, arrival: float) -> None:
+        req = self.request(j)
+        self.st.allocate(pl, req.cpu_milli, req.memory_mib, req.type_id)
+        self.placed += 1
+        self.delays.append(float(self.env.now) - arrival)
+        if self.keep:
+            self.placements[seq] = pl
+        cards = sum(1 for _, c, m in pl if c >= 0 and m >= 1000)
+        if self.allreduce is not None and cards >= 2:
+            self.ar_times.append(float(self.allreduce(self.nodes, pl)))
+            self.ar_multi += len({n for n, _, _ in pl}) > 1
+        if self.mode == "full":
+            end = float(self.env.now) + float(self.work.duration_s[j])
+            self.running[seq] = (end, req.demand_milli if req.num_gpu else 0, pl)
+            ev = self.env.timeout(float(self.work.duration_s[j]))
+
+            def done(_event: simpy.Event, s: int = seq, jj: int = j, a: float = arrival) -> None:
+                self.finish(s, jj, a)
+
+            ev.callbacks.append(done)
+
+    def finish(self, seq: int, j: int, arrival: float) -> None:
+        _, _, pl = self.running.pop(seq)
+        req = self.request(j)
+        self.st.release(pl, req.cpu_milli, req.memory_mib, req.type_id)
+        self.completed += 1
+        self.jcts.append(float(self.env.now) - arrival)
+        self.dispatch()
+        self.record()
+
+    # ------------------------------------------------------------ queueing
+    def fits_quickly(self, req: JobRequest, maxima: tuple[int, int, int, int]) -> bool:
+        """Cheap scalar pre-check before a vectorised placement (avoids scoring hopeless jobs)."""
+        max_full, max_r, max_cpu, free_milli = maxima
+        if req.num_gpu == 0:
+            return req.cpu_milli <= max_cpu
+        if req.shared:
+            return req.gpu_milli <= max_r
+        if req.num_gpu > self.nodes.max_gpus:
+            return req.num_gpu * 1000 <= free_milli
+        return req.num_gpu <= max_full
+
+    def maxima(self) -> tuple[int, int, int, int]:
+        return self.st.maxima()
+
+    def try_start(self, entry: tuple[int, int, int],
+                  maxima: tuple[int, int, int, int] | None) -> bool:
+        _, seq, j = entry
+        req = self.request(j)
+        if maxima is not None and not self.fits_quickly(req, maxima):
+            return False
+        pl = place_job(self.st, req, self.policy, self.pick_rng)
+        if pl is None:
+            return False
+        self.start(seq, j, pl, float(self.work.arrival_s[j]))
+        return True
+
+    def dispatch(self) -> None:
+        while self.queue:
+            if self.try_start(self.queue[0], self.maxima()):
+                self.queue.pop(0)
+                continue
+            break
+        if self.policy != "easy-backfill" or len(self.queue) < 2:
+            return
+        # EASY: reservation for the head, then backfill what does not delay it
+        head = self.request(self.queue[0][2])
+        need = head.demand_milli
+        free = self.st.total_milli - self.st.allocated_milli
+        ends = sorted((end, milli) for end, milli, _ in self.running.values())
+        shadow, extra = float("inf"), 0
+        for end, milli in ends:
+            free += milli
+            if free >= need:
+                shadow, extra = end, free - need
+                break
+        now = float(self.env.now)
+        i = 1
+        while i < len(self.queue) and i <= 200:
+            _, seq, j = self.queue[i]
+            req = self.request(j)
+            short = now + float(self.work.duration_s[j]) <= shadow
+            small = req.demand_milli <= extra
+            if (short or small) and self.try_start(self.queue[i], self.maxima()):
+                self.queue.pop(i)
+                if not short:
+                    extra -= req.demand_milli
+                continue
+            i += 1
+
+    # ------------------------------------------------------------ arrivals
+    def arrivals(self, order: npt.NDArray[np.int64]) -> Any:
+        env = self.env
+        total = len(order)
+        step = max(1, total // 100)
+        t_offset = 0.0
+        last_t = 0.0
+        for pos, j in enumerate(order.tolist()):
+            if self.mode == "full":
+                t = float(self.work.arrival_s[j]) + t_offset
+                if t < last_t:  # a resampled task after the trace's end
+                    t_offset += last_t - t
+                    t = last_t
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                last_t = t
+            self.arrive(j)
+            if self.progress is not None and pos % step == 0:
+                self.progress(pos / total)
+        self.arrivals_done = True
+        self.alloc_at_end = self.st.allocation_rate
+
+    def arrive(self, j: int) -> None:
+        req = self.request(j)
+        self.arrived += 1
+        self.arrived_milli += req.demand_milli if req.num_gpu else 0
+        seq = self.seq
+        self.seq += 1
+        if self.mode == "arrival-only":
+            pl = place_job(self.st, req, self.policy, self.pick_rng)
+            if pl is None:
+                self.failed += 1
+            else:
+                self.start(seq, j, pl, float(self.env.now))
+        elif not self.fits_quickly(req, self.empty_maxima) or req.memory_mib > self.max_mem:
+            self.failed += 1  # larger than any node even when empty: it would wait forever
+        else:
+            entry = (-int(self.work.priority[j]), seq, j)
+            if not self.queue and self.try_start(entry, None):
+                pass
+            else:
+                bisect.insort(self.queue, entry)
+                if len(self.queue) == 1 or self.policy == "easy-backfill":
+                    self.dispatch()
+        tm = self.st.total_milli
+        self.curve_x.append(self.arrived_milli / tm if tm else 0.0)
+        self.curve_y.append(self.st.allocation_rate)
+        self.record()
+
+
+def _arrival_order(work: Workload, nodes: Nodes, target: float | None,
+                   rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """Jobs in arrival order, cut or extended (resampled with replacement) to ``target``."""
+    n = len(work)
+    base = np.argsort(work.arrival_s, kind="stable").astype(np.int64)
+    if target is None or n == 0:
+        return base
+    demand = np.where(work.num_gpu > 0, work.gpu_demand, 0.0)
+    goal = target * nodes.total_gpus
+    cum = np.cumsum(demand[base])
+    if cum[-1] >= goal:
+        return base[: int(np.searchsorted(cum, goal)) + 1]
+    mean = float(demand.mean())
+    if mean <= 0:
+        return base
+    extra_n = int((goal - float(cum[-1])) / mean * 1.2) + 16
+    while True:
+        extra = rng.integers(0, n, extra_n).astype(np.int64)
+        cum2 = float(cum[-1]) + np.cumsum(demand[extra])
+        if cum2[-1] >= goal:
+            return np.concatenate([base, extra[: int(np.searchsorted(cum2, goal)) + 1]])
+        extra_n *= 2
+
+
+def simulate(
+    nodes: Nodes,
+    workload: Workload,
+    policy: str,
+    *,
+    mode: str = "arrival-only",
+    seed: int = 0,
+    allreduce: AllReducePrice | None = None,
+    progress: Callable[[float], None] | None = None,
+    target_load: float | None = 1.3,
+    max_types: int = 16,
+    keep_placements: bool = False,
+) -> SimResult:
+    """Replay ``workload`` on ``nodes`` under ``policy``; see the module doc for the modes.
+
+    ``target_load`` (arrival-only): keep arriving until the arrived GPU demand is that
+    share of the cluster's GPUs (``None``: play the workload once). In ``full`` mode it
+    is ignored. ``allreduce``: a pricing function (e.g. :func:`default_allreduce`) for
+    each multi-card task's placement. ``progress`` gets the share of arrivals done.
+    """
+    if policy not in POLICIES:
+        raise SchedulingInputError(
+            "policy", f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
+    if mode not in MODES:
+        raise SchedulingInputError("mode", f"must be one of {list(MODES)}")
+    if target_load is not None and not 0 < target_load <= 100:
+        raise SchedulingInputError("target_load", "must be in (0, 100]")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    order = _arrival_order(workload, nodes, target_load if mode == "arrival-only" else None,
+                           rng)
+    types = TaskTypes.from_workload(workload.num_gpu, workload.gpu_milli, workload.cpu_milli,
+                                    workload.memory_mib, max_types)
+    run = _Run(nodes, workload, policy, mode, seed, types, allreduce, progress, len(order),
+               keep_placements)
+    # task types' GPU-model constraints: the most common spec of each type's tasks
+    specs = []
+    for t in range(len(types)):
+        sel = np.flatnonzero(run.type_of == t)
+        specs.append(_mode_of([workload.gpu_model[i] for i in sel[:1000]]))
+    if any(specs):
+        run.st.set_type_models(specs)
+    run.record()
+    run.env.process(run.arrivals(order))
+    run.env.run()
+    if progress is not None:
+        progress(1.0)
+    st = run.st
+    total_gpus = st.total_milli / 1000.0
+    idx = _downsample(len(run.curve_x), _CURVE_POINTS)
+    curve = [[run.curve_x[i], run.curve_y[i]] for i in idx.tolist()]
+    t_arr = np.asarray(run.tl["t"])
+    a_arr = np.asarray(run.tl["allocation_rate"])
+    if run.mode == "full" and t_arr.size > 1 and t_arr[-1] > t_arr[0]:
+        utilisation = float(np.sum(a_arr[:-1] * np.diff(t_arr)) / (t_arr[-1] - t_arr[0]))
+    else:
+        utilisation = float(a_arr[-1]) if a_arr.size else 0.0
+    tidx = _downsample(len(run.tl["t"]), _TIMELINE_POINTS)
+    timeline = {k: [v[i] for i in tidx.tolist()] for k, v in run.tl.items()}
+    frag_series = np.asarray(run.tl["fragmentation"])
+    ar = _percentiles(run.ar_times)
+    ar["multi_node_jobs"] = run.ar_multi
+    return SimResult(
+        policy=policy,
+        mode=mode,
+        gpu_allocation_rate=run.alloc_at_end,
+        curve=curve,
+        unallocated_gpus=total_gpus * (1.0 - run.alloc_at_end),
+        jobs={"arrived": run.arrived, "placed": run.placed, "failed": run.failed,
+              "completed": run.completed, "waiting": len(run.queue)},
+        wall_s=time.perf_counter() - t0,
+        timeline=timeline,
+        fragmentation={
+            "final_gpus": st.frag_total / 1000.0,
+            "final_share": st.frag_total / st.total_milli if st.total_milli else 0.0,
+            "mean_share": float(frag_series.mean()) if frag_series.size else 0.0,
+            "task_types": len(types),
+        },
+        utilisation=utilisation,
+        queue_delay_s=_percentiles(run.delays),
+        jct_s=_percentiles(run.jcts),
+        allreduce=ar,
+        placements=run.placements,
+    )
+
+
+def _mode_of(values: list[str]) -> str:
+    if not values:
+        return ""
+    uniq, counts = np.unique(np.asarray(values, dtype=object).astype(str), return_counts=True)
+    return str(uniq[int(np.argmax(counts))])
+
+
+def place(
+    nodes: Nodes,
+    job: Mapping[str, Any],
+    policy: str,
+    *,
+    used: Mapping[tuple[int, int], float] | None = None,
+    tenants: Mapping[int, int] | None = None,
+    seed: int = 0,
+) -> list[tuple[int, int, float]] | None:
+    """One placement on a live cluster: ``[(node, card, share)]`` or ``None`` if it fits nowhere.
+
+    ``job`` has the :class:`Workload` record keys (``num_gpu``, ``gpu_milli``, ``cpu_milli``,
+    ``memory_mib``, ``gpu_model``). ``used`` maps (node, card) to the share already
+    allocated there (0..1), ``tenants`` a node to the tasks it already holds (SR-IOV
+    virtual functions in use). Failed cards (``nodes.failed``) take nothing. A CPU-only
+    task gets card −1 and share 0.
+    """
+    if policy not in POLICIES:
+        raise SchedulingInputError(
+            "policy", f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
+    work = Workload.from_records([dict(job)])
+    st = ClusterState(nodes, TaskTypes.from_arrays([1], [1000], [0], [0], [1.0]))
+    if used:
+        for (n, c), share in used.items():
+            if not (0 <= n < len(nodes) and 0 <= c < nodes.max_gpus):
+                raise SchedulingInputError("used", f"no card ({n}, {c}) in this cluster")
+            st.free[n, c] = max(0, int(st.free[n, c]) - int(round(float(share) * 1000)))
+        st.allocated_milli = st.total_milli - int(st.free.sum())
+    if tenants:
+        for n, count in tenants.items():
+            st.tenants[n] = int(count)
+    st.refresh_all()
+    req = JobRequest(int(work.num_gpu[0]), int(work.gpu_milli[0]), int(work.cpu_milli[0]),
+                     int(work.memory_mib[0]), work.gpu_model[0])
+    pl = place_job(st, req, policy, np.random.default_rng(seed))
+    if pl is None:
+        return None
+    return [(n, c, m / 1000.0) for n, c, m in pl]

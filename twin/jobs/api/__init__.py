@@ -1,0 +1,1 @@
+"""REST API of the jobs on the twin (``/api/jobs/``, ``/api/jobs/traces/``)."""

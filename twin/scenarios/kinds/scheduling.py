@@ -1,0 +1,312 @@
+"""The scheduling kind: replay a workload on a cluster under one or several policies.
+
+Nodes come from the run's cluster (one node per server: its cards, failed and
+maintenance cards excluded, its SR-IOV tenant limit, as the live placement sees
+them: ``twin.jobs.capacity``), or from an uploaded trace's node list, or — with
+neither — ``servers`` identical servers of ``gpus_per_server`` cards. The
+workload is an uploaded trace's jobs (``trace``: an id of ``/api/jobs/traces/``) or
+``jobs`` jobs of the library's synthetic generator. Each policy of ``policies``
+(comma-separated: ``fgd,best-fit,random``) replays the same workload on the same
+nodes (``simulation.scheduling.simulate``: ``mode``, ``seed``, ``target_load``),
+the multi-card placements priced by ``default_allreduce`` with the cluster's own
+scale-up (its accelerator's NVLink/HCCS Gb/s) and NIC figures. The parameters are
+``replay_trace``'s.
+
+``from_live`` (with a cluster): the live twin's failed cards are already out of
+the nodes; its running jobs are put first in the workload, arriving at time 0
+and running to the end, so the simulation starts with the live load. They are
+placed by the policy under test, not pinned to the cards they hold live
+(``simulate`` has no initial allocations yet), which the result says.
+
+A trace is named by id and checked by hash: ``inputs`` hold its id and SHA-256,
+and the worker refuses to replay a trace whose stored rows no longer match.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from simulation.scheduling import (
+    MODES,
+    POLICIES,
+    Nodes,
+    SchedulingInputError,
+    Workload,
+    default_allreduce,
+    simulate,
+    synthetic_workload,
+)
+from twin.scenarios.kinds.base import (
+    FieldSpec,
+    Progress,
+    ScenarioInputError,
+    ScenarioKind,
+    fmt,
+    int_option,
+    jsonable,
+    register,
+)
+
+__all__ = ["MAX_JOBS", "MAX_POLICIES", "SchedulingKind"]
+
+MAX_JOBS = 100_000
+"""Jobs of one run (synthetic, or a trace's): the issue's largest replay."""
+MAX_POLICIES = len(POLICIES)
+MAX_SERVERS = 131_072
+"""A million cards in 8-card servers."""
+
+
+def _policies(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ScenarioInputError.one("params.policies", "one policy or several, separated by "
+                                                        "commas (e.g. fgd,best-fit,random)")
+    out: list[str] = []
+    for i, item in enumerate(items):
+        name = item.strip() if isinstance(item, str) else item
+        if name not in POLICIES:
+            raise ScenarioInputError.one(
+                f"params.policies[{i}]",
+                f"unknown policy {name!r} (choose from {', '.join(sorted(POLICIES))})")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _number(mine: Mapping[str, Any], spec: FieldSpec) -> float:
+    value = mine.get(spec.name, spec.default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            (spec.min is not None and value < spec.min) or \
+            (spec.max is not None and value > spec.max):
+        raise ScenarioInputError.one(f"params.{spec.name}",
+                                     f"a number from {spec.min:g} to {spec.max:g}, got {value!r}")
+    return float(value)
+
+
+@register
+class SchedulingKind(ScenarioKind):
+    name = "scheduling"
+    label = "Scheduling policies"
+    description = ("Replay a trace or synthetic jobs on the cluster under one or several "
+                   "placement policies: GPU allocation rate, utilisation, fragmentation, "
+                   "queueing and AllReduce times.")
+    fields = (
+        FieldSpec("policies", "string", "Policies", "One or several, comma-separated: "
+                  + ", ".join(POLICIES) + ".", default="fgd,best-fit,topology-aware"),
+        FieldSpec("mode", "choice", "Mode", "arrival-only: jobs never leave, arrivals go on "
+                  "past capacity (the FGD paper); full: jobs run for their duration and queue.",
+                  default="arrival-only", choices=MODES),
+        FieldSpec("trace", "integer", "Trace", "An uploaded trace (/api/jobs/traces/): its jobs, "
+                  "and its node list when there is no cluster. Empty: synthetic jobs.", min=1),
+        FieldSpec("jobs", "integer", "Synthetic jobs", "Jobs drawn from the documented "
+                  "distributions when there is no trace.", default=2000, min=1, max=MAX_JOBS),
+        FieldSpec("target_load", "number", "Arrived load", "arrival-only: stop when the arrived "
+                  "GPU demand is this share of the cluster's cards.", default=1.3, min=0.01,
+                  max=100),
+        FieldSpec("servers", "integer", "Servers", "Without a cluster or a trace node list: "
+                  "this many identical servers.", default=64, min=1, max=MAX_SERVERS),
+        FieldSpec("gpus_per_server", "integer", "Cards per server", "Of those servers.",
+                  default=8, min=1, max=64),
+        FieldSpec("allreduce_bytes", "integer", "AllReduce size (bytes)", "The collective each "
+                  "multi-card placement is priced for.", default=1 << 30, min=1),
+        FieldSpec("seed", "integer", "Seed", "Synthetic jobs, random policy, resampling.",
+                  default=0, min=0),
+        FieldSpec("from_live", "boolean", "From the live twin", "Start from the twin's running "
+                  "jobs and failed cards.", default=False, needs_cluster=True),
+    )
+
+    # ------------------------------------------------------------- prepare
+    def prepare(self, params: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
+        rest, mine = self.split(params)
+        if rest:
+            key = sorted(rest)[0]
+            allowed = ", ".join(sorted(self.options))
+            raise ScenarioInputError.one(f"params.{key}", f"unknown field for a scheduling "
+                                                          f"scenario (allowed: {allowed})")
+        options: dict[str, Any] = {
+            "policies": _policies(mine.get("policies", self.field("policies").default)),
+            "mode": mine.get("mode", "arrival-only"),
+            "target_load": _number(mine, self.field("target_load")),
+            "seed": int_option(mine, self.field("seed")),
+            "allreduce_bytes": int_option(mine, self.field("allreduce_bytes")),
+        }
+        if options["mode"] not in MODES:
+            raise ScenarioInputError.one("params.mode", f"one of {', '.join(MODES)}, got "
+                                                        f"{options['mode']!r}")
+        from_live = mine.get("from_live", False)
+        if not isinstance(from_live, bool):
+            raise ScenarioInputError.one("params.from_live", "true or false")
+        if from_live and cluster is None:
+            raise ScenarioInputError.one("params.from_live", "needs a cluster (the live twin's "
+                                                             "jobs and failed cards)")
+        trace = self._trace(mine)
+        inputs: dict[str, Any] = {"options": options}
+        inputs["workload"] = ({"source": "trace", "trace": trace} if trace else
+                              {"source": "synthetic", "jobs": int_option(mine,
+                                                                         self.field("jobs"))})
+        if trace and "jobs" in mine:
+            raise ScenarioInputError.one("params.jobs", "the jobs come from the trace; give "
+                                                        "either trace or jobs")
+        inputs["nodes"] = self._nodes(mine, cluster, trace, from_live, inputs)
+        return inputs
+
+    def _trace(self, mine: Mapping[str, Any]) -> dict[str, Any] | None:
+        if mine.get("trace") is None:
+            return None
+        from twin.jobs.models import Trace
+
+        trace_id = int_option(mine, self.field("trace"))
+        row = Trace.objects.filter(pk=trace_id).values("id", "name", "sha256", "job_count",
+                                                       "node_count").first()
+        if row is None:
+            raise ScenarioInputError.one("params.trace", f"no trace {trace_id} (upload one "
+                                                         f"to /api/jobs/traces/)")
+        if row["job_count"] > MAX_JOBS:
+            raise ScenarioInputError.one("params.trace", f"{row['job_count']:,} jobs: at most "
+                                                         f"{MAX_JOBS:,} per run")
+        return row
+
+    def _nodes(self, mine: Mapping[str, Any], cluster: Any | None, trace: dict[str, Any] | None,
+               from_live: bool, inputs: dict[str, Any]) -> dict[str, Any]:
+        shaped = [k for k in ("servers", "gpus_per_server") if k in mine]
+        if cluster is not None:
+            if shaped:
+                raise ScenarioInputError.one(f"params.{shaped[0]}", f"the nodes come from "
+                                                                    f"cluster {cluster.name!r}")
+            return self._cluster_nodes(cluster, from_live, inputs)
+        if trace and trace["node_count"]:
+            if shaped:
+                raise ScenarioInputError.one(f"params.{shaped[0]}", "the nodes come from the "
+                                                                    "trace's node list")
+            return {"source": "trace", "trace": trace}
+        return {"source": "uniform", "servers": int_option(mine, self.field("servers")),
+                "gpus_per_server": int_option(mine, self.field("gpus_per_server"))}
+
+    def _cluster_nodes(self, cluster: Any, from_live: bool,
+                       inputs: dict[str, Any]) -> dict[str, Any]:
+        from django.db.models import Min
+
+        from twin.hardware.models import Card, Server
+        from twin.jobs.capacity import live_capacity
+        from twin.jobs.choices import JobStateChoices
+        from twin.jobs.models import Job
+
+        live = live_capacity(cluster.pk)
+        if not live.records:
+            raise ScenarioInputError.one("cluster", f"cluster {cluster.name!r} has no servers "
+                                                    f"to schedule on")
+        scale_up = Card.objects.filter(supernode__cluster=cluster).aggregate(
+            g=Min("accelerator__scaleup_gbps"))["g"]
+        nic = Server.objects.filter(rack__cluster=cluster).aggregate(g=Min("nic_gbps"))["g"]
+        inputs["allreduce"] = {"nvlink_gbps": float(scale_up) * 8 / 2 if scale_up else 3600.0,
+                               "nic_gbps": float(nic) if nic else 400.0}
+        out: dict[str, Any] = {"source": "cluster", "cluster": {"id": cluster.pk,
+                                                                "name": cluster.name},
+                               "records": live.records, "server_ids": live.server_ids}
+        if from_live:
+            running = list(Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING)
+                           .select_related("accelerator").order_by("id"))
+            out["live_jobs"] = [{
+                "name": j.name, "tenant": j.tenant, "num_gpu": int(j.cards),
+                "gpu_milli": int(j.share_milli), "gang": j.gang, "priority": int(j.priority),
+                "gpu_model": j.accelerator.slug if j.accelerator_id else "",
+            } for j in running]
+            out["failed_cards"] = sum(len(r["failed_gpus"]) for r in live.records)
+        return out
+
+    # ----------------------------------------------------------------- run
+    def run(self, inputs: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
+        progress(0.02, "reading the nodes and jobs")
+        nodes, node_info = _load_nodes(inputs["nodes"])
+        work, work_info = _load_workload(inputs, inputs["nodes"].get("live_jobs") or [])
+        options = inputs["options"]
+        price = default_allreduce(float(options["allreduce_bytes"]),
+                                  **(inputs.get("allreduce") or {}))
+        policies = options["policies"]
+        results = []
+        share = 1.0 / len(policies)
+        for i, policy in enumerate(policies):
+
+            def tick(done: float, i: int = i, policy: str = policy) -> None:
+                progress(0.05 + 0.93 * share * (i + done), f"{policy}: {done:.0%} of arrivals")
+
+            try:
+                result = simulate(nodes, work, policy, mode=options["mode"], seed=options["seed"],
+                                  allreduce=price, progress=tick,
+                                  target_load=options["target_load"])
+            except SchedulingInputError as exc:
+                raise ScenarioInputError.one(f"params.{exc.field}", exc.reason) from exc
+            results.append(result.to_dict())
+        out = {"policies": results, "nodes": node_info, "workload": work_info,
+               "mode": options["mode"], "allreduce_bytes": options["allreduce_bytes"]}
+        return jsonable(out)
+
+    def rows(self, result: Mapping[str, Any]) -> list[tuple[str, str]]:
+        nodes, work = result.get("nodes") or {}, result.get("workload") or {}
+        out = [("nodes", f"{fmt(nodes.get('count'))} nodes, {fmt(nodes.get('gpus'))} cards "
+                         f"({nodes.get('source')})"),
+               ("workload", f"{fmt(work.get('jobs'))} jobs ({work.get('source')}), "
+                            f"mode {result.get('mode')}")]
+        if work.get("note"):
+            out.append(("from live", str(work["note"])))
+        for r in result.get("policies") or []:
+            jobs = r.get("jobs") or {}
+            ar = r.get("allreduce") or {}
+            p50 = ar.get("p50")
+            out.append((r.get("policy", "?"),
+                        f"allocation {r['gpu_allocation_rate']:.1%}, utilisation "
+                        f"{r.get('utilisation', 0):.1%}, unallocated "
+                        f"{fmt(r.get('unallocated_gpus'))} cards, placed "
+                        f"{fmt(jobs.get('placed'))} / failed {fmt(jobs.get('failed'))}, "
+                        f"AllReduce p50 {'—' if p50 is None else f'{p50 * 1e3:.2f} ms'}, "
+                        f"{r.get('wall_s', 0):.2f} s"))
+        return out
+
+
+def _trace_row(ref: Mapping[str, Any]) -> Any:
+    from twin.jobs.models import Trace
+
+    row = Trace.objects.filter(pk=ref["id"]).first()
+    if row is None or row.sha256 != ref["sha256"]:
+        raise ScenarioInputError.one("params.trace", f"trace {ref['id']} was deleted or "
+                                                     f"changed since the run was submitted")
+    return row
+
+
+def _load_nodes(spec: Mapping[str, Any]) -> tuple[Nodes, dict[str, Any]]:
+    source = spec["source"]
+    if source == "cluster":
+        nodes = Nodes.from_records(spec["records"])
+        info = {"cluster": spec["cluster"]}
+    elif source == "trace":
+        data = _trace_row(spec["trace"]).nodes_dict() or {}
+        nodes = Nodes.from_records(data.get("nodes") or [])
+        info = {"trace": spec["trace"]["id"]}
+    else:
+        nodes = Nodes.uniform(int(spec["servers"]), int(spec["gpus_per_server"]))
+        info = {}
+    return nodes, {"source": source, "count": len(nodes), "gpus": nodes.total_gpus,
+                   "failed_cards": int(nodes.failed.sum()), **info}
+
+
+def _load_workload(inputs: Mapping[str, Any],
+                   live_jobs: list[dict[str, Any]]) -> tuple[Workload, dict[str, Any]]:
+    spec = inputs["workload"]
+    options = inputs["options"]
+    if spec["source"] == "trace":
+        records = _trace_row(spec["trace"]).workload_dict().get("jobs") or []
+        work = Workload.from_records(records)
+    else:
+        work = synthetic_workload(int(spec["jobs"]), seed=int(options["seed"]))
+    info: dict[str, Any] = {"source": spec["source"], "jobs": len(work)}
+    if live_jobs:
+        forever = max(float(work.arrival_s.max(initial=0) + work.duration_s.max(initial=0)),
+                      1.0) * 10
+        first = [{**job, "arrival_s": 0.0, "duration_s": forever} for job in live_jobs]
+        work = Workload.from_records([*first, *work.to_records()])
+        info["live_jobs"] = len(live_jobs)
+        info["note"] = (f"{len(live_jobs)} running job(s) of the twin start first and never "
+                        f"leave; the policy places them (they are not pinned to their live "
+                        f"cards)")
+    info["gpu_demand"] = float(work.gpu_demand.sum())
+    return work, info
