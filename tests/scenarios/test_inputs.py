@@ -179,17 +179,6 @@ def test_unrepresentable_clusters_are_refused_with_the_fix(tiny_cluster, change,
 
 
 # --------------------------------------------------------------- DGX SuperPOD
-@pytest.fixture
-def dgx_cluster(db) -> Cluster:
-    """One DGX H100 SuperPOD scalable unit as the builder writes it: 32 DGX of
-    8 GPUs (NVLink full mesh per server), one 400G NIC per GPU, 8 rail leaves,
-    4 spines (8 parallel links per leaf–spine pair)."""
-    from twin.hardware.builder import build_cluster
-
-    result = build_cluster("dgx-h100-superpod", name="scen-dgx", supernodes=1)
-    return Cluster.objects.get(pk=result["cluster_id"])
-
-
 def _card(cluster: Cluster, server: int, slot: int) -> int:
     """Id of the card in ``slot`` of the supernode's ``server``-th server."""
     return Card.objects.get(supernode__cluster=cluster, index=8 * server + slot).pk

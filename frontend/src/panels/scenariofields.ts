@@ -21,6 +21,7 @@ const PLACEHOLDERS: Record<string, string> = {
   card: "card id or serial",
   card_list: "card ids or serials, comma-separated",
   integer_pairs: "pairs, e.g. 0-1, 5-6",
+  object: 'JSON, e.g. {"tp": [1, 2, 4, 8]}',
 };
 
 /**

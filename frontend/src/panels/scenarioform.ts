@@ -18,7 +18,8 @@ export type RawChoice = string | number | boolean | null | [unknown, unknown] | 
  * types generated from the schema), of which only `name` and `type` are needed;
  * choices may also come as [value, label] pairs or {value, label} objects.
  * `type` is choice, integer, number, boolean, string, integer_list, card,
- * card_list or integer_pairs; a type this form does not know is read as text.
+ * card_list, integer_pairs or object (JSON text); a type this form does not know is
+ * read as JSON if it parses, else as text.
  */
 export type KindField = Pick<ApiKindField, "name" | "type"> &
   Partial<Omit<ApiKindField, "name" | "type" | "choices">> & { choices?: ReadonlyArray<RawChoice> | null };
@@ -214,6 +215,18 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
     }
     case "string":
       return { ok: true, value: text, omit: false };
+    case "object": {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        return { ok: false, error: `a JSON object like {"tp": [1, 2, 4]}, got ${JSON.stringify(text)}` };
+      }
+      if (value === null || typeof value !== "object" || Array.isArray(value)) {
+        return { ok: false, error: `a JSON object like {"tp": [1, 2, 4]}, got ${JSON.stringify(text)}` };
+      }
+      return { ok: true, value, omit: false };
+    }
     default: {
       // A type this page does not know yet: JSON if it parses, else the text.
       try {

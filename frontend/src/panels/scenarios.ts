@@ -6,7 +6,9 @@
  * a uPlot chart (a collective's busbw against message size, log x).
  *
  * The form's inputs are built by scenariofields.ts, the result drawn by
- * scenariorender.ts; this module wires them to the API and the run's socket.
+ * scenariorender.ts (the training kinds' bars, Pareto scatter and best table by
+ * trainingrender.ts, whose "open this configuration" fills the training form and
+ * runs it); this module wires them to the API and the run's socket.
  *
  * Who may start runs is asked once with OPTIONS /api/scenarios/ (DRF lists POST
  * under "actions" only for users allowed to); a 403 on submit says the same.
@@ -23,6 +25,8 @@ import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenario
 import { renderChart, renderTable } from "./scenariorender";
 import { renderScheduling } from "./scheduling";
 import { chartData, resultTable } from "./scenarioresult";
+import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
+import { renderTrainingResult, type TrainingView } from "./trainingrender";
 import type { RunState, ScenarioMessage } from "./types";
 
 export interface ScenariosOptions {
@@ -119,6 +123,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   const cancel = button("Cancel", { class: "tw-btn", "data-testid": "scenario-cancel" }, () => void cancelRun());
   const chartBox = h("div", { class: "tw-chart", "data-testid": "scenario-chart" });
   const tableBox = h("div", { class: "tw-table-box" });
+  const trainingBox = h("div", { class: "tw-training", "data-testid": "training-result" });
   const runBox = h(
     "section",
     { class: "tw-run", "data-testid": "scenario-run-detail" },
@@ -126,9 +131,11 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     h("div", { class: "tw-run-status" }, status, progress, cancel),
     message,
     chartBox,
+    trainingBox,
     tableBox,
   );
   runBox.hidden = true;
+  trainingBox.hidden = true;
   chartBox.hidden = true;
 
   // --- runs ----------------------------------------------------------------
@@ -150,6 +157,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
   let plot: uPlot | null = null;
+  let training: TrainingView | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
@@ -196,7 +204,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     form.dataset.allowed = allowed === null ? "unknown" : String(allowed);
   }
 
-  async function onSubmit(): Promise<void> {
+  /** `extra`: parameters the form cannot hold (a model given as a shape), sent as they are. */
+  async function onSubmit(extra: Record<string, unknown> = {}): Promise<void> {
     clearErrors();
     const kind = kindOf(kindSelect.value);
     if (!kind) {
@@ -208,7 +217,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       raw[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
     }
     const built = buildParams(kind, raw);
-    if (!built.ok) {
+    Object.assign(built.params, extra);
+    for (const name of Object.keys(extra)) delete built.errors[name];
+    if (Object.keys(built.errors).length) {
       showErrors(built.errors, []);
       return;
     }
@@ -252,6 +263,34 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     ev.preventDefault();
     void onSubmit();
   });
+  /** "Open this configuration" of a search: the training form filled with it, then run. */
+  async function openConfiguration(search: ShownRun, config: Config): Promise<void> {
+    const kind = kindOf("training");
+    if (!kind) return;
+    const params = configurationParams(
+      search.params,
+      config,
+      kind.fields.map((f) => f.name),
+    );
+    kindSelect.value = kind.name;
+    clearErrors();
+    buildFields(kind);
+    const extra: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(params)) {
+      const entry = inputs.get(name);
+      const text = formValue(value);
+      if (!entry) continue;
+      if (entry.input instanceof HTMLInputElement && entry.input.type === "checkbox") {
+        entry.input.checked = text === true;
+        continue;
+      }
+      entry.input.value = String(text);
+      if (entry.input.value !== String(text)) extra[name] = value; // not one of the select's options
+    }
+    form.scrollIntoView?.({ block: "nearest" });
+    await onSubmit(extra);
+  }
+
   kindSelect.addEventListener("change", () => {
     clearErrors();
     buildFields(kindOf(kindSelect.value));
@@ -306,6 +345,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   function clearResult(): void {
     plot?.destroy();
     plot = null;
+    training?.destroy();
+    training = null;
+    trainingBox.hidden = true;
     for (const p of extraPlots.splice(0)) p.destroy();
     chartBox.replaceChildren();
     chartBox.hidden = true;
@@ -325,6 +367,11 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     } else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
+    }
+    if (TRAINING_KINDS.has(run.kind)) {
+      trainingBox.hidden = false;
+      const onOpen = run.kind === "training_search" ? (c: Config) => void openConfiguration(run, c) : null;
+      training = renderTrainingResult(trainingBox, run.kind, run.result, onOpen);
     }
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
   }

@@ -54,9 +54,10 @@ cache key, so older cached results stop matching."""
 Progress = Callable[[float, str], None]
 
 FIELD_TYPES = ("choice", "integer", "number", "boolean", "string", "integer_list", "card",
-               "card_list", "integer_pairs")
+               "card_list", "integer_pairs", "object")
 """Input types a form needs: ``card`` is a card id or serial of the cluster (a
-card number with a topology family instead), ``integer_pairs`` ``[[a, b], …]``."""
+card number with a topology family instead), ``integer_pairs`` ``[[a, b], …]``,
+``object`` a JSON object (a form takes it as JSON text)."""
 
 TOPOLOGY_KEYS = frozenset({
     "family", "nodes", "dims", "k", "tiers", "link_gbps", "link_ns", "switch_ns",

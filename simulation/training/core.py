@@ -1,0 +1,310 @@
+"""The vectorised step model: every configuration of a batch at once.
+
+One function, :func:`step_arrays`, prices N configurations held as numpy
+arrays (:class:`Batch`); :func:`simulation.training.step.evaluate` calls it
+with N = 1 and :func:`simulation.training.search.search` with N in the
+hundreds of thousands. Formulas (each in its module's docstring):
+
+* compute per layer and micro-batch: every kernel by its shape
+  (:mod:`.layer`): each GEMM with tile/wave quantization on the card's SMs at
+  peak × matmul efficiency × clock, or its HBM traffic if more (:mod:`.gemm`);
+  the memory-bound kernels (norms, bias-dropout-add, activation, rotary,
+  softmax) by their bytes at HBM × memory efficiency; backward by the data-
+  and weight-gradient GEMMs' own shapes;
+* recompute: full repeats the forward, selective the attention core;
+* TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
+  (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
+  Korthikanti §4.2.2); +2 with full recomputation; overlapped with the
+  layer's GEMMs when ``overlap_tp`` (exposed = max(0, comm − GEMM));
+* EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
+  capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed;
+* PP: step = m × (critical stage time per micro-batch) + bubble
+  (p − 1)/v × stage time (:mod:`.pipeline`); stage sends of b·s·h/t values
+  (Megatron's scatter/gather), the fill and drain exposed, the steady state
+  too unless ``overlap_pp``;
+* DP: gradients AllReduced (ZeRO 0) or ReduceScattered + parameters
+  AllGathered (ZeRO ≥ 1, same volume), ZeRO-3 also gathers weights for the
+  forward and backward of every micro-batch; bytes ÷ compression; overlap
+  with the last micro-batch's backward (gradients of a stage are final only
+  then) and the parameter gather with the first forward; compression costs a
+  memory-bound pass (2 + 2/r)·bytes / HBM;
+* optimizer: Adam is memory-bound, 30 bytes moved per parameter of the
+  card's shard (read w, m, v, g in FP32; write w, m, v and the 16-bit copy);
+* energy: :mod:`.energy`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .comm import CommModel, group_split
+from .energy import card_power, clock_for_cap
+from .flops import step_flops
+from .layer import layer_kernels, logit_kernels
+from .memory import STATE_BYTES, layer_activation_bytes
+from .models import ModelSpec
+from .system import PRECISIONS, SystemSpec
+
+__all__ = ["Batch", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B8 = npt.NDArray[np.bool_]
+RECOMPUTE_CODES = ("none", "selective", "full")
+ADAM_BYTES = 30.0
+GIB = float(1 << 30)
+
+
+@dataclass
+class Batch:
+    """N configurations as parallel arrays (codes index RECOMPUTE_CODES / PRECISIONS)."""
+
+    tp: I64
+    pp: I64
+    dp: I64
+    ep: I64
+    vpp: I64
+    mb: I64
+    gb: I64
+    recompute: I64
+    zero: I64
+    precision: I64
+    sp: B8
+    compression: F64
+    overlap_dp: B8
+    overlap_tp: B8
+    overlap_pp: B8
+    flash: B8
+    gpipe: B8
+    clock: F64
+    cap_w: F64  # inf: no cap
+
+    def __len__(self) -> int:
+        return int(self.tp.size)
+
+    def take(self, idx: I64) -> Batch:
+        """The configurations at ``idx``."""
+        return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
+
+
+def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
+                reserve_gib: float) -> dict[str, F64]:
+    """Every output of the step model for every configuration (arrays of N)."""
+    s, h, L = model.seq_len, model.hidden, model.layers
+    tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
+    mb = b.mb.astype(np.float64)
+    m = b.gb / (b.dp * b.mb)
+    L_stage = np.ceil(L / pp)
+    moe_share = model.moe_layers / L
+    cards = tp * pp * dp
+
+    # ---- clocks and peaks
+    f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
+    clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
+    peaks = np.array([system.peak(p) for p in PRECISIONS]) * 1e12 * system.matmul_efficiency
+    peak_gemm = peaks[b.precision] * clock
+    peak_core = np.where(b.precision == PRECISIONS.index("fp8"), peaks[1], peaks[b.precision])
+    peak_core = peak_core * clock
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+
+    # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
+    tokens = mb * s
+    elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
+    k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
+                      system.sm_count, 2.0 * act_scale)
+    t_gemm = k["fwd_gemm"]
+    fwd_comp = k["fwd_gemm"] + k["fwd_core"]
+    fwd_fixed = k["fwd_mem"] + k["core_mem"]
+    bwd_comp = k["bwd_gemm"] + k["bwd_core"]
+    bwd_fixed = k["bwd_mem"]
+    fwd = fwd_comp + fwd_fixed
+    bwd = bwd_comp + bwd_fixed
+    rc = b.recompute
+    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"], 0.0))
+    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
+    t_rc = rc_comp + rc_fixed
+
+    # ---- TP / SP collectives per layer (16-bit b·s·h)
+    act_msg = mb * s * h * 2.0 * act_scale
+    one = np.ones_like(b.tp)
+    ar = comm.time("allreduce", b.tp, one, act_msg)
+    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + comm.time(
+        "allgather", b.tp, one, act_msg)
+    per_coll = np.where(b.sp, rsag, ar)
+    n_coll_f = 2.0
+    tp_f = n_coll_f * per_coll
+    tp_b = 2.0 * per_coll
+    tp_rc = np.where(rc == 2, tp_f, 0.0)
+    ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
+    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0), tp_b)
+    ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
+    tp_layer = ex_f + ex_b + ex_rc
+
+    # ---- EP all-to-all per MoE layer
+    if model.moe:
+        local_tokens = tokens / np.where(b.sp, tp, 1.0)
+        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0 / ep
+        k_ep, n_ep = group_split(b.ep, b.tp, system.scale_up_domain)
+        ep_layer = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes) * moe_share
+    else:
+        ep_layer = np.zeros_like(fwd)
+
+    # ---- the critical (last) stage per micro-batch
+    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
+    stage_f = L_stage * fwd + logit_f
+    stage_b = L_stage * bwd + logit_b
+    stage_rc = L_stage * t_rc
+    stage_comm = L_stage * (tp_layer + ep_layer)
+    stage_mb = stage_f + stage_b + stage_rc + stage_comm
+    bubble = (pp - 1) / b.vpp * stage_mb
+
+    # ---- PP sends
+    across = (b.tp * b.dp) >= system.scale_up_domain
+    p2p = comm.p2p(across, act_msg / tp)
+    pp_on = pp > 1
+    pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
+                      + np.where(b.overlap_pp, 0.0, 2 * b.vpp * m * p2p), 0.0)
+
+    # ---- parameters and memory on a card
+    mem = memory_arrays(model, system, b, reserve_gib)
+    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
+
+    # ---- DP
+    wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
+    grad_bytes = p_dense * wb / b.compression
+    egrad_bytes = p_expert * wb / b.compression
+    k_dp, n_dp = group_split(b.dp, b.tp, system.scale_up_domain)
+    edp = np.maximum(b.dp // np.maximum(b.ep, 1), 1)
+    k_edp, n_edp = group_split(edp, b.tp * b.ep, system.scale_up_domain)
+    z = b.zero
+    grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
+                      comm.time("allreduce", k_dp, n_dp, grad_bytes))
+    if model.moe:
+        grad_t = grad_t + np.where(
+            z >= 1, comm.time("reduce_scatter", k_edp, n_edp, egrad_bytes),
+            comm.time("allreduce", k_edp, n_edp, egrad_bytes))
+    gather = comm.time("allgather", k_dp, n_dp, p_dense * wb) + (
+        comm.time("allgather", k_edp, n_edp, p_expert * wb) if model.moe else 0.0)
+    gather = np.where(z >= 1, gather, 0.0)
+    mb_bwd = L_stage * bwd
+    mb_fwd = L_stage * fwd
+    dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
+        gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
+    z3 = np.where(z >= 3, np.maximum(2 * m * gather - (stage_f + stage_b) * m, 0.0), 0.0)
+    dp_exposed = dp_exposed + z3
+    comp = np.where(b.compression > 1, (2 + 2 / b.compression) * p_dense * wb / hbm, 0.0)
+
+    # ---- optimizer (memory-bound Adam over the card's shard)
+    shard = p_dense / np.where(z >= 1, dp, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
+    optim = shard * ADAM_BYTES / hbm
+
+    step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
+
+    # ---- FLOPs, utilisation
+    mflops, hflops = step_flops(model, 1.0, "none")
+    _, hf_sel = step_flops(model, 1.0, "selective")
+    _, hf_full = step_flops(model, 1.0, "full")
+    hw_per_seq = np.where(rc == 2, hf_full, np.where(rc == 1, hf_sel, hflops))
+    dense_peak = np.array([system.peak(p) for p in PRECISIONS])[b.precision] * 1e12
+    model_flops = mflops * b.gb
+    mfu = model_flops / (step * cards * dense_peak)
+    hfu = hw_per_seq * b.gb / (step * cards * dense_peak)
+
+    # ---- energy
+    busy = m * (stage_f + stage_b + stage_rc) + comp + optim
+    util = np.clip(busy / step, 0.0, 1.0)
+    p_card_w = card_power(util, clock, system.tdp_w, system.idle_w, system.clock_power)
+    servers = np.ceil(cards / system.cards_per_server)
+    facility_w = (cards * (p_card_w + system.network_w_per_card)
+                  + servers * system.server_static_w) * system.pue
+    energy = facility_w * step
+    tokens_step = b.gb * float(s)
+
+    return {
+        "step_time_s": step,
+        "mfu": mfu,
+        "hfu": hfu,
+        "tokens_per_s": tokens_step / step,
+        "model_flops_per_step": model_flops.astype(np.float64),
+        "cards": cards,
+        "micro_batches": m.astype(np.float64),
+        "clock": clock,
+        "card_power_w": p_card_w,
+        "facility_power_w": facility_w,
+        "utilisation": util,
+        "energy_j_per_step": energy,
+        "energy_j_per_token": energy / tokens_step,
+        "cost_per_step": cards * step / 3600.0 * system.price_per_card_hour,
+        "forward": m * stage_f,
+        "backward": m * stage_b,
+        "recompute": m * stage_rc,
+        "tp_comm": m * L_stage * tp_layer,
+        "ep_exposed": m * L_stage * ep_layer,
+        "pp_bubble": bubble,
+        "pp_p2p": pp_p2p,
+        "dp_exposed": dp_exposed,
+        "compression": comp,
+        "optimizer": optim,
+        "bubble_fraction": (pp - 1) / (b.vpp * m),
+        "mem_weights": mem["mem_weights"],
+        "mem_gradients": mem["mem_gradients"],
+        "mem_optimizer": mem["mem_optimizer"],
+        "mem_activations": mem["mem_activations"],
+        "mem_total": mem["mem_total"],
+        "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
+        "stage_logit_s": m * (logit_f + logit_b),
+        "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
+    }
+
+
+def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
+                  reserve_gib: float) -> dict[str, F64]:
+    """Memory per card of the critical (first/last) stage, GiB (:mod:`.memory`).
+
+    Also returns ``p_dense`` / ``p_expert``: the parameters a card holds
+    (its stage's layers + the output layer, split by tp; experts also by ep).
+    Separate from :func:`step_arrays` so a memory-only question (does this
+    model fit anywhere?) needs no collective tables.
+    """
+    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
+    mb = b.mb.astype(np.float64)
+    m = b.gb / (b.dp * b.mb)
+    L_stage = np.ceil(L / pp)
+    moe_share = model.moe_layers / L
+    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+    z = b.zero
+
+    dense_layer = model.layer_params if not model.moe else (
+        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
+    expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
+    p_dense = (L_stage * dense_layer + V * h) / tp
+    p_expert = L_stage * expert_layer / (tp * ep)
+    p_card = p_dense + p_expert
+
+    wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
+    dpz = np.maximum(dp, 1.0)
+    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
+    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
+    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
+    weights = p_card * wgo[:, 0] * shard_w
+    grads = p_card * wgo[:, 1] * shard_g
+    optimizer = p_card * wgo[:, 2] * shard_o
+    per_layer = act_scale * layer_activation_bytes(
+        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
+        recompute=np.asarray(RECOMPUTE_CODES)[b.recompute], flash=b.flash)
+    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
+    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
+    acts = L_stage * per_layer * in_flight * interleave + np.where(
+        pp == 1, 4.0 * s * mb * V / tp, 0.0)
+    total = weights + grads + optimizer + acts + reserve_gib * GIB
+    return {
+        "p_dense": p_dense, "p_expert": p_expert,
+        "mem_weights": weights / GIB, "mem_gradients": grads / GIB,
+        "mem_optimizer": optimizer / GIB, "mem_activations": acts / GIB,
+        "mem_total": total / GIB,
+    }
