@@ -28,14 +28,39 @@ hundreds of thousands. Formulas (each in its module's docstring):
   with the last micro-batch's backward (gradients of a stage are final only
   then) and the parameter gather with the first forward; compression costs a
   memory-bound pass (2 + 2/r)·bytes / HBM;
-* optimizer: Adam is memory-bound, 30 bytes moved per parameter of the
-  card's shard (read w, m, v, g in FP32; write w, m, v and the 16-bit copy);
+* CP (context parallelism, Llama 3 §3.3.2): a card holds s/cp of every
+  sequence; K and V are all-gathered over the cp group before attention
+  (forward) and their gradients reduce-scattered (backward), 2·kv/t values
+  per token each, exposed; attention FLOPs ÷ cp (the load-balanced causal
+  split), queries s/cp against s keys;
+* gradient accumulation: without ``grad_accum_fusion`` (Megatron-LM
+  before its fused weight-gradient GEMM, e.g. the SC21 runs) every
+  micro-batch's backward ends with an element-wise ``main_grad += grad``
+  over the card's parameters: read the 16-bit gradient (2 B), read and write
+  the accumulator (2 + 2 B, or 4 + 4 B with ``fp32_grads``) at HBM speed;
+  with the fusion the weight-gradient GEMM accumulates in its epilogue.
+  ``fp32_grads`` (Megatron-LM's ``accumulate_allreduce_grads_in_fp32``,
+  which its ``arguments.py`` forces on for BF16) also keeps the gradient
+  buffer and the DP reduction in FP32 (4 bytes per parameter, not 2);
+* optimizer: memory-bound passes over the card's shard, per parameter
+  (Megatron-LM's ``MixedPrecisionOptimizer.step``): grad-norm read 4 B; Adam
+  (apex FusedAdam) reads g, w, m, v and writes w, m, v in FP32 = 28 B;
+  master-to-16-bit copy 4 + 2 B; FP16 loss scaling adds the unscale and
+  inf check (read + write 4 + 4 B) — 38 B (BF16), 46 B (FP16), 32 B (FP32
+  with no copy); then the gradient buffer is zeroed (4 B per parameter of
+  the card's gradient buffer);
+* kernel gaps: a GPU runs a stream's kernels back to back with ~1 µs between
+  them even when the host has queued them ahead (NVIDIA Technical Blog,
+  A. Gray 2019, "Getting Started with CUDA Graphs": 2.9 µs kernels take
+  3.8 µs each launched asynchronously back to back), × the kernels a layer
+  launches (:data:`KERNELS_FWD`; backward twice as many, + one
+  ``main_grad`` add per parameter tensor when the accumulation is unfused);
 * energy: :mod:`.energy`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +69,7 @@ from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
 from .layer import layer_kernels, logit_kernels
-from .memory import STATE_BYTES, layer_activation_bytes
+from .memory import STATE_BYTES, chunks_in_flight, saved_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
 
@@ -54,7 +79,27 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B8 = npt.NDArray[np.bool_]
 RECOMPUTE_CODES = ("none", "selective", "full")
-ADAM_BYTES = 30.0
+ADAM_BYTES = 28.0
+"""FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
+OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0)
+"""Per precision code (fp32, bf16, fp16, fp8): grad-norm read 4 B + master → 16-bit
+copy 6 B (not fp32) + FP16's unscale and inf check 8 B (core docstring)."""
+ZERO_GRAD_BYTES = 4.0
+ACCUM_BYTES = 2.0
+"""Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
+accumulator (2 × its bytes: 4 FP32, or the gradient's own width)."""
+KERNEL_GAP_S = 1e-6
+"""Back-to-back kernel gap on one stream (Gray 2019, NVIDIA blog: 3.8 − 2.9 µs ≈ 1 µs)."""
+KERNELS_FWD = 16.0
+"""Kernels of one Megatron-LM GPT layer's forward (``ParallelTransformerLayer``):
+LayerNorm, QKV GEMM, scores ``baddbmm``, fused scale-mask-softmax, attention
+dropout, context ``bmm``, the context's permute copy, projection GEMM, TP
+AllReduce, fused bias-dropout-add, LayerNorm, fc1 GEMM, fused bias-GeLU, fc2
+GEMM, TP AllReduce, bias-dropout-add = 16; one flash kernel replaces the
+4 of the core and the copy (12). Backward: twice the forward."""
+PARAM_TENSORS = 12.0
+"""Parameter tensors of a GPT layer (QKV, projection, fc1, fc2 weight and bias;
+two LayerNorms' gain and bias): one unfused ``main_grad`` add each."""
 GIB = float(1 << 30)
 
 
@@ -81,6 +126,18 @@ class Batch:
     gpipe: B8
     clock: F64
     cap_w: F64  # inf: no cap
+    cp: I64 = field(default_factory=lambda: np.ones(0, dtype=np.int64))
+    grad_fusion: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
+    fp32_grads: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+
+    def __post_init__(self) -> None:
+        """cp 1 and fused gradient accumulation where not given."""
+        if self.cp.size != self.tp.size:
+            self.cp = np.ones_like(self.tp)
+        if self.grad_fusion.size != self.tp.size:
+            self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
+        if self.fp32_grads.size != self.tp.size:
+            self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -96,10 +153,11 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
+    cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
-    cards = tp * pp * dp
+    cards = tp * cp * pp * dp
 
     # ---- clocks and peaks
     f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
@@ -108,14 +166,16 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     peak_gemm = peaks[b.precision] * clock
     peak_core = np.where(b.precision == PRECISIONS.index("fp8"), peaks[1], peaks[b.precision])
     peak_core = peak_core * clock
+    flash_eff = system.flash_efficiency or system.matmul_efficiency
+    peak_flash = peak_core / system.matmul_efficiency * flash_eff
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
 
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
-    tokens = mb * s
+    tokens = mb * s / cp
     elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
-                      system.sm_count, 2.0 * act_scale)
+                      system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash)
     t_gemm = k["fwd_gemm"]
     fwd_comp = k["fwd_gemm"] + k["fwd_core"]
     fwd_fixed = k["fwd_mem"] + k["core_mem"]
@@ -128,8 +188,18 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
     t_rc = rc_comp + rc_fixed
 
+    # ---- kernel gaps per layer and micro-batch
+    k_fwd = np.where(b.flash, KERNELS_FWD - 4.0, KERNELS_FWD)
+    gap_f = k_fwd * KERNEL_GAP_S
+    gap_b = (2.0 * k_fwd + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
+    gap_rc = np.where(rc == 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
+                                               * KERNEL_GAP_S, 0.0))
+    fwd = fwd + gap_f
+    bwd = bwd + gap_b
+    t_rc = t_rc + gap_rc
+
     # ---- TP / SP collectives per layer (16-bit b·s·h)
-    act_msg = mb * s * h * 2.0 * act_scale
+    act_msg = tokens * h * 2.0 * act_scale
     one = np.ones_like(b.tp)
     ar = comm.time("allreduce", b.tp, one, act_msg)
     rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + comm.time(
@@ -153,12 +223,30 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     else:
         ep_layer = np.zeros_like(fwd)
 
+    # ---- CP: K and V all-gathered forward, their gradients reduce-scattered backward
+    cp_layer = np.zeros_like(fwd)
+    if np.any(b.cp > 1):  # (the search holds cp at 1: no table look-ups then)
+        kv_w = float(model.kv_heads * model.head_dim)
+        kv_bytes = cp * tokens * 2.0 * kv_w / tp * 2.0 * act_scale  # the gathered K and V
+        k_cp, n_cp = group_split(b.cp, b.tp, system.scale_up_domain)
+        cp_ag = comm.time("allgather", k_cp, n_cp, kv_bytes)
+        cp_layer = np.where(b.cp > 1, cp_ag * np.where(rc == 2, 2.0, 1.0)
+                            + comm.time("reduce_scatter", k_cp, n_cp, kv_bytes), 0.0)
+
+    # ---- parameters and memory on a card
+    wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
+    mem = memory_arrays(model, system, b, reserve_gib)
+    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
+    p_card = p_dense + p_expert
+
     # ---- the critical (last) stage per micro-batch
     logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
+    acc_w = np.where(b.fp32_grads, 4.0, wb)
+    accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
     stage_f = L_stage * fwd + logit_f
-    stage_b = L_stage * bwd + logit_b
+    stage_b = L_stage * bwd + logit_b + accum
     stage_rc = L_stage * t_rc
-    stage_comm = L_stage * (tp_layer + ep_layer)
+    stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
     bubble = (pp - 1) / b.vpp * stage_mb
 
@@ -169,16 +257,12 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
                       + np.where(b.overlap_pp, 0.0, 2 * b.vpp * m * p2p), 0.0)
 
-    # ---- parameters and memory on a card
-    mem = memory_arrays(model, system, b, reserve_gib)
-    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
-
-    # ---- DP
-    wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
-    grad_bytes = p_dense * wb / b.compression
-    egrad_bytes = p_expert * wb / b.compression
-    k_dp, n_dp = group_split(b.dp, b.tp, system.scale_up_domain)
-    edp = np.maximum(b.dp // np.maximum(b.ep, 1), 1)
+    # ---- DP (gradients reduced over dp × cp: the cp ranks hold the same weights)
+    gw = np.where(b.fp32_grads, 4.0, wb)  # Megatron reduces its FP32 main_grad
+    grad_bytes = p_dense * gw / b.compression
+    egrad_bytes = p_expert * gw / b.compression
+    k_dp, n_dp = group_split(b.dp * b.cp, b.tp, system.scale_up_domain)
+    edp = np.maximum(b.dp * b.cp // np.maximum(b.ep, 1), 1)
     k_edp, n_edp = group_split(edp, b.tp * b.ep, system.scale_up_domain)
     z = b.zero
     grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
@@ -198,9 +282,12 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     dp_exposed = dp_exposed + z3
     comp = np.where(b.compression > 1, (2 + 2 / b.compression) * p_dense * wb / hbm, 0.0)
 
-    # ---- optimizer (memory-bound Adam over the card's shard)
-    shard = p_dense / np.where(z >= 1, dp, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
-    optim = shard * ADAM_BYTES / hbm
+    # ---- optimizer (memory-bound passes over the card's shard, core docstring)
+    dpc = dp * cp
+    shard = p_dense / np.where(z >= 1, dpc, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
+    grad_buf = p_card / np.where(z >= 2, dpc, 1.0)
+    optim = (shard * (ADAM_BYTES + np.array(OPTIM_EXTRA_BYTES)[b.precision])
+             + grad_buf * ZERO_GRAD_BYTES) / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
@@ -243,6 +330,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "backward": m * stage_b,
         "recompute": m * stage_rc,
         "tp_comm": m * L_stage * tp_layer,
+        "cp_comm": m * L_stage * cp_layer,
         "ep_exposed": m * L_stage * ep_layer,
         "pp_bubble": bubble,
         "pp_p2p": pp_p2p,
@@ -270,9 +358,10 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     Separate from :func:`step_arrays` so a memory-only question (does this
     model fit anywhere?) needs no collective tables.
     """
-    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    s, h, V, L = model.seq_len, model.hidden, model.vocab, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
+    cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
@@ -287,20 +376,18 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     p_card = p_dense + p_expert
 
     wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
-    dpz = np.maximum(dp, 1.0)
+    dpz = np.maximum(dp * cp, 1.0)  # ZeRO / distributed optimizer shard over dp × cp
     shard_w = np.where(z >= 3, 1 / dpz, 1.0)
     shard_g = np.where(z >= 2, 1 / dpz, 1.0)
     shard_o = np.where(z >= 1, 1 / dpz, 1.0)
     weights = p_card * wgo[:, 0] * shard_w
-    grads = p_card * wgo[:, 1] * shard_g
+    grads = p_card * np.where(b.fp32_grads, 4.0, wgo[:, 1]) * shard_g
     optimizer = p_card * wgo[:, 2] * shard_o
-    per_layer = act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
-        recompute=np.asarray(RECOMPUTE_CODES)[b.recompute], flash=b.flash)
-    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
-    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
-    acts = L_stage * per_layer * in_flight * interleave + np.where(
-        pp == 1, 4.0 * s * mb * V / tp, 0.0)
+    per_layer = act_scale * saved_activation_bytes(
+        model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp)
+    v = b.vpp.astype(np.float64)
+    layers_held = np.where(b.gpipe, m * L_stage, chunks_in_flight(pp, m, v) * L_stage / v)
+    acts = layers_held * per_layer + np.where(pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
     total = weights + grads + optimizer + acts + reserve_gib * GIB
     return {
         "p_dense": p_dense, "p_expert": p_expert,

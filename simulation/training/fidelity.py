@@ -7,19 +7,34 @@ does not state a setting the row says what is assumed (``assumed``).
 :func:`fidelity_table` prices every row with :func:`~simulation.training.evaluate`
 on :func:`~simulation.training.system_for_accelerator` for the catalogue
 accelerator — nothing is fitted to this table.
+
+**Layout settings a paper does not publish** (:data:`UNPUBLISHED`: the
+micro-batch size and the number of virtual pipeline stages; which of them a
+row publishes is in its ``layout``) are chosen the way an engineer tuning the
+run would: every combination of the candidates is priced, those the memory
+model says do not fit HBM (or that Megatron-LM refuses: interleaving needs
+pp > 1 and micro-batches a multiple of pp; for the Megatron-LM rows also pp > 2
+and whole layers per virtual stage) are dropped, and the fastest step
+is taken. The same rule for every row; the choice is reported (``chosen``).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .execution import execution_from_params
-from .models import MODELS
-from .step import evaluate
+from .errors import TrainingInputError
+from .execution import Execution, execution_from_params
+from .models import MODELS, model_from_params
+from .step import StepResult, evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "PUBLISHED_RUNS", "PublishedRun", "fidelity_table"]
+__all__ = ["ACCELERATORS", "PUBLISHED_RUNS", "UNPUBLISHED", "PublishedRun", "fidelity_table"]
+
+UNPUBLISHED: dict[str, tuple[Any, ...]] = {
+    "micro_batch": (1, 2, 4, 8), "vpp": (1, 2, 4), "recompute": ("none", "selective", "full")}
+"""Candidates for a layout setting a row does not publish (the search's own)."""
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "a100-sxm-80gb": {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp8_tflops": None,
@@ -39,7 +54,22 @@ LLAMA3 = "Dubey et al. 2024, The Llama 3 Herd of Models, Table 4"
 SELENE: dict[str, Any] = {"scale_out_gbps": 200.0}
 """Selene, where Narayanan et al. and Korthikanti et al. ran (Narayanan 2021 §5:
 DGX A100 nodes, 8 × 200 Gb/s HDR InfiniBand HCAs each). Both papers' Megatron-LM
-reduced gradients after the backward pass (no DP overlap: ``overlap_dp`` off)."""
+reduced gradients after the backward pass (no DP overlap: ``overlap_dp`` off), and
+their pipeline sends block: Megatron-LM's ``p2p_communication`` waits on
+``batch_isend_irecv`` and then calls ``torch.cuda.synchronize()`` (its comment:
+"to protect against race condition when using batch_isend_irecv()") before the
+stage computes (``overlap_pp`` off)."""
+MEGATRON_2021 = {"overlap_dp": False, "overlap_pp": False, "grad_accum_fusion": False}
+"""Narayanan et al.'s Megatron-LM (2021): no fused weight-gradient accumulation
+(``--gradient-accumulation-fusion`` and apex's ``fused_weight_gradient_mlp_cuda``
+came with the 2021/22 code that also brought sequence parallelism), so the FP32
+``main_grad`` is accumulated by a separate pass per micro-batch."""
+MEGATRON_2022 = {"overlap_dp": False, "overlap_pp": False, "grad_accum_fusion": True,
+                 "fp32_grads": True}
+"""Korthikanti et al.'s Megatron-LM (2022, sequence parallelism): fused accumulation;
+BF16, for which Megatron-LM's ``arguments.py`` forces gradient accumulation and
+all-reduce in FP32 (``accumulate_allreduce_grads_in_fp32``). Narayanan's FP16 runs
+keep 16-bit gradients (that option's default)."""
 
 
 @dataclass(frozen=True)
@@ -56,36 +86,50 @@ class PublishedRun:
     source: str
     assumed: str = ""
     system: dict[str, Any] = field(default_factory=dict)
+    model_changes: dict[str, Any] = field(default_factory=dict)
+    """Fields that differ from the catalogue model (Llama 3's 131k-token stage)."""
+    framework: str = ""
+    """``megatron-lm``: the layouts Megatron-LM refuses are not candidates
+    (:func:`megatron_refuses`)."""
 
 
 def _nar(model: str, tp: int, pp: int, gpus: int, batch: int, tflops: float) -> PublishedRun:
     return PublishedRun(
         f"Megatron {model.split('-')[1].upper()} on {gpus} A100", model, "a100-sxm-80gb", gpus,
-        {"tp": tp, "pp": pp, "global_batch": batch, "micro_batch": 1, "recompute": "full",
-         "precision": "fp16", "flash_attention": False, "overlap_dp": False},
+        {"tp": tp, "pp": pp, "global_batch": batch, "recompute": "full",
+         "precision": "fp16", "flash_attention": False, **MEGATRON_2021},
         "hfu_tflops", tflops, NARAYANAN,
-        "micro-batch 1, no interleaving (not stated per row)", SELENE)
+        "micro-batch and interleaving not stated per row: chosen by the rule", SELENE,
+        framework="megatron-lm")
 
 
 def _kor(model: str, gpus: int, pp: int, mfu: float, recompute: str = "selective") -> PublishedRun:
     return PublishedRun(
         f"{model} on {gpus} A100, {recompute} recompute", model, "a100-sxm-80gb", gpus,
-        {"tp": 8, "pp": pp, "global_batch": gpus, "micro_batch": 1, "recompute": recompute,
+        {"tp": 8, "pp": pp, "global_batch": gpus, "recompute": recompute,
          "sequence_parallel": recompute == "selective", "precision": "bf16",
-         "flash_attention": False, "overlap_dp": False},
-        "mfu", mfu, KORTHIKANTI, "global batch = GPUs, micro-batch 1, no interleaving", SELENE)
+         "flash_attention": False, **MEGATRON_2022},
+        "mfu", mfu, KORTHIKANTI,
+        "global batch = GPUs; micro-batch and interleaving chosen by the rule", SELENE,
+        framework="megatron-lm")
 
 
-def _llama(gpus: int, dp: int, mfu: float) -> PublishedRun:
+def _llama(gpus: int, dp: int, mfu: float, cp: int = 1) -> PublishedRun:
+    seq = 131072 if cp > 1 else 8192
+    layout: dict[str, Any] = {
+        "tp": 8, "pp": 16, "cp": cp, "global_batch": 16 * 1024 * 1024 // seq,
+        "sequence_parallel": True, "precision": "bf16", "zero": 2, "flash_attention": True}
+    if cp == 1:
+        layout["recompute"] = "none"
     return PublishedRun(
-        f"Llama 3 405B on {gpus} H100", "llama3-405b", "h100-sxm5-80gb", gpus,
-        {"tp": 8, "pp": 16, "global_batch": 2048, "micro_batch": 1, "recompute": "none",
-         "sequence_parallel": True, "precision": "bf16", "zero": 2, "flash_attention": True},
-        "mfu", mfu, LLAMA3,
-        f"dp {dp}, 16M tokens/step, no recomputation (§3.3.2: 8K sequences trained without "
-        "activation checkpointing), FSDP sharding optimizer states and gradients but not "
-        "re-sharding weights after the forward (= ZeRO-2); no interleaving (V not published)",
-        {"scale_out_technology": "roce"})
+        f"Llama 3 405B on {gpus} H100" + (f", CP {cp}, {seq // 1024}k tokens" if cp > 1 else ""),
+        "llama3-405b", "h100-sxm5-80gb", gpus, layout, "mfu", mfu, LLAMA3,
+        f"dp {dp}, 16M tokens/step, FSDP sharding optimizer states and gradients but not "
+        "re-sharding weights after the forward (= ZeRO-2); "
+        + ("no recomputation (§3.3.2: 8K sequences trained without activation "
+           "checkpointing); " if cp == 1 else "recomputation not stated: chosen by the rule; ")
+        + "micro-batch and virtual stages not published: chosen by the rule",
+        {"scale_out_technology": "roce"}, {"seq_len": seq} if cp > 1 else {})
 
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
@@ -105,17 +149,62 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     _kor("megatron-530b", 2240, 35, 0.421, "full"),
     _llama(8192, 64, 0.43),
     _llama(16384, 128, 0.41),
+    _llama(16384, 8, 0.38, cp=16),
 )
 
 
-def fidelity_table() -> list[dict[str, Any]]:
-    """Every published run with the model's figure and the relative error."""
+def megatron_refuses(model_layers: int, ex: Execution) -> bool:
+    """Interleaving Megatron-LM's ``arguments.py`` refuses: it needs pp > 2 and the
+    layers of a stage divisible by the virtual stages (whole layers per chunk)."""
+    if ex.vpp == 1:
+        return False
+    return ex.pp <= 2 or model_layers % ex.pp != 0 or (model_layers // ex.pp) % ex.vpp != 0
+
+
+def engineer_choice(run: PublishedRun, rule: str = "fastest") -> tuple[Execution, StepResult]:
+    """The published layout, its unpublished settings set by the rule (module docstring).
+
+    ``rule="first"`` takes the first candidate of each instead (micro-batch 1, no
+    interleaving, no recomputation): the fixed assumption, for comparison.
+    """
+    base = MODELS[run.model]
+    model = model_from_params({"base": run.model, **run.model_changes}) if (
+        run.model_changes) else base
+    system = system_for_accelerator(ACCELERATORS[run.accelerator], run.gpus, **run.system)
+    free = [k for k in UNPUBLISHED if k not in run.layout]
+    best: tuple[Execution, StepResult] | None = None
+    fallback: tuple[Execution, StepResult] | None = None
+    options = [UNPUBLISHED[k][:1] if rule == "first" else UNPUBLISHED[k] for k in free]
+    for values in itertools.product(*options):
+        try:
+            ex = execution_from_params({**run.layout, **dict(zip(free, values, strict=True))},
+                                       run.gpus, model)
+        except TrainingInputError:
+            continue
+        if run.framework == "megatron-lm" and megatron_refuses(model.layers, ex):
+            continue
+        res = evaluate(model, system, ex)
+        if fallback is None or res.values["memory_gib_per_card"] < fallback[1].values[
+                "memory_gib_per_card"]:
+            fallback = (ex, res)
+        if res.values["fits"] and (best is None or res.values["step_time_s"]
+                                   < best[1].values["step_time_s"]):
+            best = (ex, res)
+    chosen = best or fallback
+    if chosen is None:
+        raise TrainingInputError("layout", f"{run.run}: no valid setting")
+    return chosen
+
+
+def fidelity_table(rule: str = "fastest") -> list[dict[str, Any]]:
+    """Every published run with the model's figure and the relative error.
+
+    ``rule``: how unpublished settings are chosen (:func:`engineer_choice`).
+    """
     out = []
     for run in PUBLISHED_RUNS:
-        model = MODELS[run.model]
+        ex, res = engineer_choice(run, rule)
         system = system_for_accelerator(ACCELERATORS[run.accelerator], run.gpus, **run.system)
-        ex = execution_from_params(run.layout, run.gpus, model)
-        res = evaluate(model, system, ex)
         if run.metric == "mfu":
             value = float(res.values["mfu"])
         else:
@@ -124,5 +213,6 @@ def fidelity_table() -> list[dict[str, Any]]:
             "run": run.run, "published": run.published, "model": value,
             "error": value / run.published - 1, "metric": run.metric, "source": run.source,
             "assumed": run.assumed, "fits": bool(res.values["fits"]),
+            "chosen": {k: getattr(ex, k) for k in UNPUBLISHED if k not in run.layout},
         })
     return out

@@ -76,14 +76,19 @@ def _fwd_bwd(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64, 
 
 def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
-                  act_bytes: float | F64 = 2.0) -> dict[str, F64]:
+                  act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
+                  flops_flash: F64 | None = None) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
     GEMMs (FP8 where chosen), ``flops_core`` of the attention core (16-bit);
     ``elem`` bytes per GEMM operand element, ``act_bytes`` per activation
     element; ``hbm`` achievable B/s; ``sms`` the card's SM count (0 = no
-    quantization). Keys: fwd_gemm, fwd_core, fwd_mem, core_mem, bwd_gemm,
+    quantization); ``cp`` context-parallel ranks (``tokens`` is then b·s/cp:
+    each card's queries meet all s keys, and the load-balanced causal split
+    gives every card 1/cp of the attention FLOPs); ``flops_flash`` the
+    flash-attention kernel's FLOP/s (``SystemSpec.flash_efficiency``;
+    default ``flops_core``). Keys: fwd_gemm, fwd_core, fwd_mem, core_mem, bwd_gemm,
     bwd_core, bwd_mem (``*_core``: the attention core, what selective
     recomputation repeats).
     """
@@ -91,7 +96,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     d, kv, f = h / a, float(model.kv_heads * model.head_dim), float(model.ffn)
     one = np.ones_like(tokens)
     T = tokens
-    b = T / s
+    b = T * cp / s
+    sq = s / cp * one  # queries per sequence on this card
     heads = b * a / tp
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     r = np.where(sp, 1.0 / tp, 1.0)
@@ -118,9 +124,10 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         routed = 1 + share * (routed - 1)
 
     # attention core
-    sc_f, sc_b = _fwd_bwd(s * one, s * one, d * one, heads, 2.0, flops_core, hbm, sms)
-    cx_f, cx_b = _fwd_bwd(s * one, d * one, s * one, heads, 2.0, flops_core, hbm, sms)
-    flash_f = 2 * s * s * d * heads / flops_core  # the causal half of 4·s²·d per head
+    sc_f, sc_b = _fwd_bwd(sq, s * one, d * one, heads, 2.0, flops_core, hbm, sms)
+    cx_f, cx_b = _fwd_bwd(sq, d * one, s * one, heads, 2.0, flops_core, hbm, sms)
+    rate = flops_core if flops_flash is None else flops_flash
+    flash_f = 2 * sq * s * d * heads / rate  # the causal half of 4·s²·d per head
     core_f = np.where(flash, flash_f, sc_f + cx_f)
     core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
 
@@ -129,7 +136,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
     act = (n_up + 1) * T * routed * f / tp
     rope = 0.0 if model.learned_positions else 2 * T * (h + kv) / tp
-    soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * s * s)
+    soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     fwd_mem = (per_h + act + rope) * act_bytes / hbm
     core_mem = soft * act_bytes / hbm
     return {

@@ -191,7 +191,8 @@ def execution_at(batch: Batch, i: int) -> Execution:
         overlap_tp=bool(batch.overlap_tp[i]), overlap_pp=bool(batch.overlap_pp[i]),
         flash_attention=bool(batch.flash[i]),
         schedule="gpipe" if batch.gpipe[i] else "1f1b", clock=float(batch.clock[i]),
-        power_cap_w=None if not np.isfinite(cap) else cap,
+        power_cap_w=None if not np.isfinite(cap) else cap, cp=int(batch.cp[i]),
+        grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
     )
 
 

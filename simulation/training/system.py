@@ -41,6 +41,7 @@ from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
 
 __all__ = [
+    "FLASH_EFFICIENCY",
     "MATMUL_EFFICIENCY",
     "PRECISIONS",
     "SM_COUNT",
@@ -60,6 +61,21 @@ MATMUL_EFFICIENCY: dict[str, float] = {
 S. Bekman, *ML Engineering*, compute/accelerator/README.md). H200 shares the
 H100's compute die. Other cards: 0.80 (``DEFAULT_MATMUL_EFFICIENCY``)."""
 DEFAULT_MATMUL_EFFICIENCY = 0.80
+
+FLASH_EFFICIENCY: dict[str, float] = {
+    "a100-sxm-80gb": 0.73,
+    "a100-sxm-40gb": 0.73,
+    "h100-sxm5-80gb": 335.0 / 989.5,
+    "h200-sxm-141gb": 335.0 / 989.5,
+}
+"""FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
+long sequences: H100 SXM 335 TFLOP/s forward at 16k tokens (Shah et al. 2024,
+FlashAttention-3, Fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)",
+the FlashAttention-2 bars; FLOPs counted on the causal half); A100 the "up to 73 %
+of the theoretical maximum" of Dao 2023 (FlashAttention-2, abstract). The
+attention kernel keeps softmax, masking and rescaling in the same loop as its
+two small-k GEMMs, so it runs well below a large GEMM — on Hopper FA-2 does not
+use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
 
 SM_COUNT: dict[str, int] = {
     "a100-sxm-80gb": 108,
@@ -117,6 +133,8 @@ class SystemSpec:
     matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
     sm_count: int = 0
     memory_efficiency: float = 0.90
+    flash_efficiency: float = 0.0
+    """Fraction of the BF16 peak a flash-attention kernel reaches (0: matmul_efficiency)."""
     server_static_w: float = 1500.0
     network_w_per_card: float = 50.0
     pue: float = 1.1
@@ -183,6 +201,8 @@ class SystemSpec:
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
                 kw[f.name] = number(v, where, open_low=True, high=1.0)
+            elif f.name == "flash_efficiency":
+                kw[f.name] = number(v, where, low=0.0, high=1.0)
             elif f.name == "pue":
                 kw[f.name] = number(v, where, low=1.0, high=5.0)
             else:
@@ -259,6 +279,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "scale_up_technology": vendor_tech,
         "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
         "sm_count": SM_COUNT.get(slug, 0),
+        "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
     }
     data.update(overrides)

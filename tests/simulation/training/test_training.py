@@ -198,17 +198,25 @@ def test_search_ranks_rejects_and_returns_a_front() -> None:
 
 
 def test_fidelity_against_published_runs() -> None:
-    """16 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
+    """17 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
 
-    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there:
-    it reaches 11.9 % (docs/simulation.md, "Training fidelity", says why each row
-    misses). The bound is the error really reached, so it cannot drift.
+    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there.
+    With the unpublished micro-batch / virtual stages / recomputation chosen as an
+    engineer would (the fastest that fits HBM per the model) it reaches 14.2 %; with
+    them fixed at micro-batch 1, no interleaving (the earlier assumption) 10.3 %
+    (was 11.9 % over 16 rows before the mechanisms of this step). docs/simulation.md,
+    "Training fidelity", says why each row misses. The bounds are the errors really
+    reached, so they cannot drift.
     """
     table = fidelity_table()
     assert len(table) == len(PUBLISHED_RUNS) >= 8
     assert all(row["source"] for row in table)
+    assert all(row["fits"] for row in table)
     mae = statistics.mean(abs(row["error"]) for row in table)
-    assert mae <= 0.12
+    assert mae <= 0.143
+    fixed = fidelity_table("first")
+    assert all(row["chosen"].get("micro_batch") == 1 for row in fixed if row["chosen"])
+    assert statistics.mean(abs(row["error"]) for row in fixed) <= 0.103
 
 
 def test_comm_tables_reproduce_the_collective_model() -> None:
@@ -301,3 +309,139 @@ def test_flash_attention_is_faster_and_backward_costs_more_than_forward() -> Non
     assert flash["core_mem"][0] == 0.0 < plain["core_mem"][0]
     assert flash["fwd_core"][0] < plain["fwd_core"][0]
     assert plain["fwd_gemm"][0] == flash["fwd_gemm"][0]
+
+
+# ---- mechanisms of the fidelity step (activations per architecture, interleaving,
+# ---- gradient accumulation, optimizer traffic, kernel gaps, context parallelism)
+
+def _saved(model_name: str, tp: float, sp: bool, rc: int, flash: bool, cp: float = 1.0,
+           mb: float = 1.0) -> float:
+    from simulation.training.memory import saved_activation_bytes
+
+    one = np.array([1.0])
+    return float(saved_activation_bytes(
+        MODELS[model_name], mb * one, tp=tp * one, sp=np.array([sp]), recompute=np.array([rc]),
+        flash=np.array([flash]), cp=cp)[0])
+
+
+def test_saved_activations_reproduce_korthikanti_for_gpt() -> None:
+    """Tensor-by-tensor count = Korthikanti eqs. 1–5 for GPT-3 (GeLU, dropout, MHA)."""
+    s, h, a, t = 2048, 12288, 96, 8
+    sbh = s * h
+    assert _saved("gpt3-175b", 1, False, 0, False) == pytest.approx(sbh * (34 + 5 * a * s / h))
+    assert _saved("gpt3-175b", t, False, 0, False) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert _saved("gpt3-175b", t, True, 0, False) == pytest.approx(
+        sbh * (34 / t + 5 * a * s / (h * t)))
+    assert _saved("gpt3-175b", t, True, 1, False) == pytest.approx(sbh * 34 / t)
+    assert _saved("gpt3-175b", t, True, 2, False) == pytest.approx(2 * sbh / t)
+    # micro-batch scales linearly
+    assert _saved("gpt3-175b", t, True, 1, False, mb=4) == pytest.approx(4 * sbh * 34 / t)
+
+
+def test_saved_activations_for_llama_swiglu_gqa_no_dropout_flash() -> None:
+    """Llama 3 405B: per token (12h + 4kv + 6f)/t + the FP32 log-sum-exp 4·a/t, TP+SP;
+    smaller than Korthikanti's 34h/t would say for the boundary and attention, larger
+    for the 3.25h-wide SwiGLU; context parallelism divides it."""
+    m = MODELS["llama3-405b"]
+    s, h, kv, f, a, t = 8192, 16384, 8 * 128, 53248, 128, 8
+    per_token = (12 * h + 4 * kv + 6 * f) / t + 4 * a / t
+    assert _saved("llama3-405b", t, True, 0, True) == pytest.approx(s * per_token)
+    assert _saved("llama3-405b", t, True, 0, True, cp=16) == pytest.approx(s * per_token / 16)
+    # no flash: the s² scores (softmax output only, no dropout mask or output)
+    plain = _saved("llama3-405b", t, True, 0, False)
+    assert plain - s * (per_token - 4 * a / t) == pytest.approx(2 * a / t * s * s)
+    assert m.dropout is False
+
+
+def test_interleaved_chunks_in_flight_megatron_schedule() -> None:
+    """Rank 0 of Megatron's interleaved 1F1B: min(m·v, 2(p−1) + (v−1)p + 1) chunks of
+    L/(pv) layers; uncapped that is Korthikanti's L(1 + (p−1)/(pv))."""
+    from simulation.training.memory import chunks_in_flight
+
+    p, v, L = 16.0, 2.0, 128.0
+    assert chunks_in_flight(p, 1000.0, v) * L / (p * v) == pytest.approx(
+        L * (1 + (p - 1) / (p * v)))
+    assert chunks_in_flight(p, 1000.0, 1.0) == p          # 1F1B: p micro-batches
+    assert chunks_in_flight(p, 4.0, 1.0) == 4.0           # fewer micro-batches than stages
+    assert chunks_in_flight(p, p, v) == p * v             # m = p: every chunk in flight
+    system = system_for_accelerator(H100, 16384, scale_out_technology="roce")
+    m = MODELS["llama3-405b"]
+    base = {"tp": 8, "pp": 16, "global_batch": 2048, "sequence_parallel": True, "zero": 2}
+    one = evaluate(m, system, execution_from_params(base, 16384, m)).to_dict()
+    two = evaluate(m, system, execution_from_params({**base, "vpp": 2}, 16384, m)).to_dict()
+    # m = 16 = p: interleaving holds the same layers, so the same activation memory
+    assert two["memory"]["activations"] == pytest.approx(one["memory"]["activations"])
+
+
+def test_unfused_gradient_accumulation_and_optimizer_traffic() -> None:
+    """Unfused main_grad += grad: (2 + 2·4) B per parameter per micro-batch at HBM speed
+    with FP32 gradients (+ one add kernel per parameter tensor); optimizer (28 + 10) B
+    per parameter of the shard (BF16) + 4 B to zero the gradient buffer."""
+    from simulation.training.core import KERNEL_GAP_S, PARAM_TENSORS
+
+    m = MODELS["megatron-1.7b"]
+    system = system_for_accelerator(A100, 8)
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    base = {"tp": 1, "pp": 1, "dp": 1, "global_batch": 4, "fp32_grads": True}
+    fused = evaluate(m, system, execution_from_params(base, 8, m)).to_dict()
+    unf = evaluate(m, system, execution_from_params({**base, "grad_accum_fusion": False},
+                                                    8, m)).to_dict()
+    p_card = m.layers * m.layer_params + m.vocab * m.hidden
+    assert unf["breakdown"]["backward"] - fused["breakdown"]["backward"] == pytest.approx(
+        4 * ((2 + 2 * 4) * p_card / hbm + PARAM_TENSORS * m.layers * KERNEL_GAP_S))
+    assert fused["breakdown"]["optimizer"] == pytest.approx(p_card * (28 + 10 + 4) / hbm)
+    assert fused["memory"]["gradients"] == pytest.approx(4 * p_card / 2**30)
+
+
+def test_kernel_gaps_dominate_a_tiny_layer() -> None:
+    """A layer too small to compute still pays ~1 µs per kernel: 12 (flash) forward."""
+    from simulation.training.core import KERNEL_GAP_S, KERNELS_FWD
+
+    m = model_from_params({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 16, "vocab": 64,
+                           "dropout": False})
+    system = system_for_accelerator(A100, 1)
+    r = evaluate(m, system, execution_from_params({"global_batch": 1}, 1, m)).to_dict()
+    from simulation.training.layer import layer_kernels, logit_kernels
+
+    one = np.array([1.0])
+    peak = one * 312e12 * system.matmul_efficiency
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    k = layer_kernels(m, 16 * one, one, np.array([False]), np.array([True]), 2.0, peak, peak,
+                      hbm, 108, flops_flash=one * 312e12 * system.flash_efficiency)
+    logit_f, _ = logit_kernels(m, 16 * one, one, 2.0, peak, hbm, 108)
+    kernels = sum(float(k[x][0]) for x in ("fwd_gemm", "fwd_core", "fwd_mem", "core_mem"))
+    gaps = (KERNELS_FWD - 4) * KERNEL_GAP_S  # one flash kernel for the core and its copy
+    assert r["breakdown"]["forward"] == pytest.approx(4 * (kernels + gaps) + float(logit_f[0]))
+    assert gaps > kernels  # 12 µs of gaps against a few µs of one-tile GEMMs
+
+
+def test_context_parallel_splits_tokens_and_prices_kv_all_gather() -> None:
+    """cp splits each sequence: cards = tp·cp·pp·dp, activations ÷ cp, a K/V all-gather
+    (+ gradient reduce-scatter) per layer; cp must cut the sequence into 2·cp chunks."""
+    m = model_from_params({"base": "llama3-8b", "seq_len": 32768})
+    system = system_for_accelerator(H100, 64)
+    base = {"tp": 8, "global_batch": 8, "sequence_parallel": True, "recompute": "none"}
+    one = evaluate(m, system, execution_from_params(base, 64, m)).to_dict()
+    ex2 = execution_from_params({**base, "cp": 2}, 64, m)
+    two = evaluate(m, system, ex2).to_dict()
+    assert ex2.dp == 4 and ex2.cards == 64 and one["cards"] == two["cards"] == 64
+    assert two["breakdown"]["cp_comm"] > 0 == one["breakdown"]["cp_comm"]
+    assert sum(two["breakdown"].values()) == pytest.approx(two["step_time_s"], rel=1e-9)
+    assert two["memory"]["activations"] < one["memory"]["activations"]
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "cp": 3}, 64, m)
+    assert err.value.field == "cp"
+
+
+def test_flash_attention_runs_at_its_measured_rate() -> None:
+    """H100: FlashAttention-2's 335 TFLOP/s (FA-3 paper) on the causal half of 4·s²·d."""
+    from simulation.training.layer import layer_kernels
+
+    system = system_for_accelerator(H100, 8)
+    assert system.flash_efficiency == pytest.approx(335 / 989.5)
+    m, one = MODELS["llama3-8b"], np.array([1.0])
+    rate = 989.5e12 * system.flash_efficiency
+    k = layer_kernels(m, 8192 * one, one, np.array([False]), np.array([True]), 2.0,
+                      one * 792e12, one * 792e12, 3e12, 132, flops_flash=one * rate)
+    assert k["fwd_core"][0] == pytest.approx(2 * 8192**2 * 128 * 32 / rate)
