@@ -445,3 +445,22 @@ def test_flash_attention_runs_at_its_measured_rate() -> None:
     k = layer_kernels(m, 8192 * one, one, np.array([False]), np.array([True]), 2.0,
                       one * 792e12, one * 792e12, 3e12, 132, flops_flash=one * rate)
     assert k["fwd_core"][0] == pytest.approx(2 * 8192**2 * 128 * 32 / rate)
+
+
+def test_search_takes_context_parallel_sizes_when_asked() -> None:
+    """limits.cp opts a long-sequence search into context parallelism; the search's
+    figures for a cp row equal evaluate's; cp not splitting the sequence is a reason."""
+    from simulation.training import SEARCH_LIMITS
+
+    assert "cp" in SEARCH_LIMITS
+    m = model_from_params({"base": "llama3-8b", "seq_len": 32768})
+    system = system_for_accelerator(H100, 64)
+    limits = {"tp": [8], "pp": [1, 2], "cp": [1, 2, 3], "micro_batch": [1], "vpp": [1],
+              "zero": [1], "recompute": ["none", "selective"], "overlap": [True]}
+    res = search(m, system, 64, 16, limits=limits).to_dict()
+    assert res["rejected"]["cp does not split the sequence into 2·cp chunks"] > 0
+    rows = res["best"] + res["pareto"]
+    assert {r["execution"]["cp"] for r in rows} >= {2}
+    row = next(r for r in rows if r["execution"]["cp"] == 2)
+    ex = execution_from_params(row["execution"], 64, m)
+    assert evaluate(m, system, ex).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
