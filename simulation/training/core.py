@@ -129,6 +129,7 @@ class Batch:
     cp: I64 = field(default_factory=lambda: np.ones(0, dtype=np.int64))
     grad_fusion: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
     fp32_grads: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
     def __post_init__(self) -> None:
         """cp 1 and fused gradient accumulation where not given."""
@@ -138,6 +139,8 @@ class Batch:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
+        if self.overlap_tp_bwd.size != self.tp.size:
+            self.overlap_tp_bwd = np.zeros(self.tp.size, dtype=np.bool_)
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -175,7 +178,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     tokens = mb * s / cp
     elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
-                      system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash)
+                      system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
+                      store_overlap=system.gemm_store_overlap)
     t_gemm = k["fwd_gemm"]
     fwd_comp = k["fwd_gemm"] + k["fwd_core"]
     fwd_fixed = k["fwd_mem"] + k["core_mem"]
@@ -202,15 +206,24 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     act_msg = tokens * h * 2.0 * act_scale
     one = np.ones_like(b.tp)
     ar = comm.time("allreduce", b.tp, one, act_msg)
-    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + comm.time(
-        "allgather", b.tp, one, act_msg)
+    t_ag = comm.time("allgather", b.tp, one, act_msg)
+    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + t_ag
     per_coll = np.where(b.sp, rsag, ar)
     n_coll_f = 2.0
     tp_f = n_coll_f * per_coll
     tp_b = 2.0 * per_coll
     tp_rc = np.where(rc == 2, tp_f, 0.0)
     ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
-    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0), tp_b)
+    # Megatron's async backward (overlap_tp_bwd): without SP the column-parallel
+    # layers' input-gradient AllReduces run under their weight-gradient GEMMs;
+    # with SP their ReduceScatters do, and the input AllGathers they redo for the
+    # weight gradient run under the data-gradient GEMMs, while the row-parallel
+    # layers' output-gradient AllGathers stay exposed (Execution docstring)
+    async_b = np.where(
+        b.sp, 2.0 * t_ag + np.maximum(2.0 * rsag - k["col_dgrad"] - k["col_wgrad"], 0.0),
+        np.maximum(2.0 * ar - k["col_wgrad"], 0.0))
+    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0),
+                    np.where(b.overlap_tp_bwd, async_b, tp_b))
     ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
     tp_layer = ex_f + ex_b + ex_rc
 
@@ -240,7 +253,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     p_card = p_dense + p_expert
 
     # ---- the critical (last) stage per micro-batch
-    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
+    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count,
+                                     system.gemm_store_overlap)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
     stage_f = L_stage * fwd + logit_f
@@ -343,6 +357,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "mem_optimizer": mem["mem_optimizer"],
         "mem_activations": mem["mem_activations"],
         "mem_total": mem["mem_total"],
+        "layer_forward_s": fwd + ex_f,
+        "layer_backward_s": bwd + ex_b,
+        "layer_recompute_s": t_rc + ex_rc,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),

@@ -45,6 +45,12 @@ class Execution:
     micro-batch pays an element-wise ``main_grad += grad`` pass (Megatron-LM
     of 2021, the SC21 runs). ``fp32_grads``: gradients accumulated, held and
     DP-reduced in FP32 (Megatron-LM's ``accumulate_allreduce_grads_in_fp32``).
+    ``overlap_tp_bwd``: the backward TP collectives of the column-parallel layers
+    (QKV, MLP up) run while their weight-gradient GEMMs compute (Megatron-LM's
+    ``--async-tensor-model-parallel-allreduce``, and with SP its overlapped
+    all-gather / reduce-scatter; Korthikanti et al. 2022 §5, Table 4); the
+    row-parallel layers' SP all-gathers stay exposed. ``overlap_tp`` (every TP
+    collective hidden) supersedes it.
     """
 
     tp: int = 1
@@ -69,6 +75,7 @@ class Execution:
     cp: int = 1
     grad_accum_fusion: bool = True
     fp32_grads: bool = False
+    overlap_tp_bwd: bool = False
 
     @property
     def cards(self) -> int:
@@ -152,7 +159,7 @@ def execution_from_params(
     flags = {
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
-                  "grad_accum_fusion", "fp32_grads")
+                  "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)

@@ -30,7 +30,8 @@ from .models import MODELS, model_from_params
 from .step import StepResult, evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "PUBLISHED_RUNS", "UNPUBLISHED", "PublishedRun", "fidelity_table"]
+__all__ = ["ACCELERATORS", "KORTHIKANTI_LAYER_TIMES", "PUBLISHED_RUNS", "UNPUBLISHED",
+           "PublishedRun", "fidelity_table", "layer_time_table"]
 
 UNPUBLISHED: dict[str, tuple[Any, ...]] = {
     "micro_batch": (1, 2, 4, 8), "vpp": (1, 2, 4), "recompute": ("none", "selective", "full")}
@@ -65,7 +66,7 @@ MEGATRON_2021 = {"overlap_dp": False, "overlap_pp": False, "grad_accum_fusion": 
 came with the 2021/22 code that also brought sequence parallelism), so the FP32
 ``main_grad`` is accumulated by a separate pass per micro-batch."""
 MEGATRON_2022 = {"overlap_dp": False, "overlap_pp": False, "grad_accum_fusion": True,
-                 "fp32_grads": True}
+                 "fp32_grads": True, "overlap_tp_bwd": True}
 """Korthikanti et al.'s Megatron-LM (2022, sequence parallelism): fused accumulation;
 BF16, for which Megatron-LM's ``arguments.py`` forces gradient accumulation and
 all-reduce in FP32 (``accumulate_allreduce_grads_in_fp32``). Narayanan's FP16 runs
@@ -93,25 +94,29 @@ class PublishedRun:
     (:func:`megatron_refuses`)."""
 
 
-def _nar(model: str, tp: int, pp: int, gpus: int, batch: int, tflops: float) -> PublishedRun:
+def _nar(model: str, tp: int, pp: int, gpus: int, batch: int, tflops: float, mb: int,
+         vpp: int, ddp: str) -> PublishedRun:
     return PublishedRun(
         f"Megatron {model.split('-')[1].upper()} on {gpus} A100", model, "a100-sxm-80gb", gpus,
-        {"tp": tp, "pp": pp, "global_batch": batch, "recompute": "full",
-         "precision": "fp16", "flash_attention": False, **MEGATRON_2021},
+        {"tp": tp, "pp": pp, "global_batch": batch, "micro_batch": mb, "vpp": vpp,
+         "recompute": "full", "precision": "fp16", "flash_attention": False,
+         **MEGATRON_2021, "overlap_dp": ddp == "torch"},
         "hfu_tflops", tflops, NARAYANAN,
-        "micro-batch and interleaving not stated per row: chosen by the rule", SELENE,
-        framework="megatron-lm")
+        f"micro-batch {mb}, {vpp} virtual stage(s), DDP {ddp}: the paper's own launch script "
+        "(Megatron-LM examples/sc21/run_table_1.sh)", SELENE, framework="megatron-lm")
 
 
-def _kor(model: str, gpus: int, pp: int, mfu: float, recompute: str = "selective") -> PublishedRun:
+def _kor(model: str, gpus: int, pp: int, mfu: float, recompute: str = "selective",
+         batch: int = 0, mb: int = 1, vpp: int = 1) -> PublishedRun:
     return PublishedRun(
         f"{model} on {gpus} A100, {recompute} recompute", model, "a100-sxm-80gb", gpus,
-        {"tp": 8, "pp": pp, "global_batch": gpus, "recompute": recompute,
-         "sequence_parallel": recompute == "selective", "precision": "bf16",
-         "flash_attention": False, **MEGATRON_2022},
+        {"tp": 8, "pp": pp, "global_batch": batch or gpus, "micro_batch": mb, "vpp": vpp,
+         "recompute": recompute, "sequence_parallel": recompute == "selective",
+         "precision": "bf16", "flash_attention": False, **MEGATRON_2022},
         "mfu", mfu, KORTHIKANTI,
-        "global batch = GPUs; micro-batch and interleaving chosen by the rule", SELENE,
-        framework="megatron-lm")
+        f"global batch {batch or gpus}, micro-batch {mb}, {vpp} virtual stage(s) "
+        "(Korthikanti et al. Table 3 and §6; the 2,240-GPU rows: the 280-GPU layout × dp 8)",
+        SELENE, framework="megatron-lm")
 
 
 def _llama(gpus: int, dp: int, mfu: float, cp: int = 1) -> PublishedRun:
@@ -133,20 +138,20 @@ def _llama(gpus: int, dp: int, mfu: float, cp: int = 1) -> PublishedRun:
 
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
-    _nar("megatron-1.7b", 1, 1, 32, 512, 137),
-    _nar("megatron-7.5b", 4, 1, 128, 512, 142),
-    _nar("megatron-18b", 8, 1, 256, 1024, 135),
-    _nar("megatron-39b", 8, 2, 512, 1536, 138),
-    _nar("megatron-145b", 8, 8, 1536, 2304, 148),
-    _nar("megatron-310b", 8, 16, 1920, 2160, 155),
-    _nar("megatron-530b", 8, 35, 2520, 2520, 163),
-    _nar("megatron-1t", 8, 64, 3072, 3072, 163),
-    _kor("megatron-22b", 8, 1, 0.415),
-    _kor("gpt3-175b", 64, 8, 0.514),
-    _kor("megatron-530b", 280, 35, 0.560),
+    _nar("megatron-1.7b", 1, 1, 32, 512, 137, 16, 1, "torch"),
+    _nar("megatron-7.5b", 4, 1, 128, 512, 142, 16, 1, "torch"),
+    _nar("megatron-18b", 8, 1, 256, 1024, 135, 8, 1, "torch"),
+    _nar("megatron-39b", 8, 2, 512, 1536, 138, 4, 1, "local"),
+    _nar("megatron-145b", 8, 8, 1536, 2304, 148, 2, 2, "local"),
+    _nar("megatron-310b", 8, 16, 1920, 2160, 155, 1, 2, "local"),
+    _nar("megatron-530b", 8, 35, 2520, 2520, 163, 1, 3, "local"),
+    _nar("megatron-1t", 8, 64, 3072, 3072, 163, 1, 1, "local"),
+    _kor("megatron-22b", 8, 1, 0.415, batch=4, mb=4),
+    _kor("gpt3-175b", 64, 8, 0.514, vpp=3),
+    _kor("megatron-530b", 280, 35, 0.560, vpp=3),
     _kor("megatron-1t", 512, 64, 0.563),
-    _kor("megatron-530b", 2240, 35, 0.542),
-    _kor("megatron-530b", 2240, 35, 0.421, "full"),
+    _kor("megatron-530b", 2240, 35, 0.542, vpp=3),
+    _kor("megatron-530b", 2240, 35, 0.421, "full", vpp=3),
     _llama(8192, 64, 0.43),
     _llama(16384, 128, 0.41),
     _llama(16384, 8, 0.38, cp=16),
@@ -215,4 +220,44 @@ def fidelity_table(rule: str = "fastest") -> list[dict[str, Any]]:
             "assumed": run.assumed, "fits": bool(res.values["fits"]),
             "chosen": {k: getattr(ex, k) for k in UNPUBLISHED if k not in run.layout},
         })
+    return out
+
+
+KORTHIKANTI_LAYER_TIMES: tuple[tuple[str, str, bool, float, float], ...] = (
+    ("baseline, no recompute", "none", False, 7.7, 11.9),
+    ("sequence parallelism", "none", True, 7.2, 11.8),
+    ("full recompute", "full", False, 7.7, 19.5),
+    ("selective recompute", "selective", False, 7.7, 13.2),
+    ("selective recompute + sequence parallelism", "selective", True, 7.2, 13.1),
+)
+"""Korthikanti et al. 2022, Table 4: forward and backward (recompute included)
+milliseconds of one transformer layer of their 22B model (h 6,144, 64 heads,
+s 2,048, TP 8 on one DGX A100; micro-batch 4, their Table 3), BF16, no flash
+attention: (experiment, recompute, sequence parallel, forward ms, backward ms)."""
+
+
+def layer_time_table(**system_overrides: Any) -> list[dict[str, Any]]:
+    """The model's per-layer forward / backward times against Korthikanti's Table 4.
+
+    The layout is the paper's (Table 3: TP 8, micro-batch 4 on 8 A100s) with its
+    2022 Megatron-LM (:data:`MEGATRON_2022`); ``StepResult.values["layer"]`` holds
+    one layer's forward, backward and recompute per micro-batch, TP collectives
+    that are not hidden included. ``system_overrides`` replace fields of the
+    A100 system (e.g. ``matmul_efficiency`` to see the rate's share).
+    """
+    model = MODELS["megatron-22b"]
+    system = system_for_accelerator(ACCELERATORS["a100-sxm-80gb"], 8,
+                                    **{**SELENE, **system_overrides})
+    out = []
+    for name, recompute, sp, fwd, bwd in KORTHIKANTI_LAYER_TIMES:
+        ex = execution_from_params(
+            {"tp": 8, "global_batch": 4, "micro_batch": 4, "recompute": recompute,
+             "sequence_parallel": sp, "precision": "bf16", "flash_attention": False,
+             **MEGATRON_2022}, 8, model)
+        layer = evaluate(model, system, ex).values["layer"]
+        f_ms = layer["forward"] * 1e3
+        b_ms = (layer["backward"] + layer["recompute"]) * 1e3
+        out.append({"experiment": name, "forward_ms": fwd, "model_forward_ms": f_ms,
+                    "forward_error": f_ms / fwd - 1, "backward_ms": bwd,
+                    "model_backward_ms": b_ms, "backward_error": b_ms / bwd - 1})
     return out

@@ -70,6 +70,7 @@ def batch_of(executions: list[Execution]) -> Batch:
                         for e in executions]),
         cp=col("cp", np.int64), grad_fusion=col("grad_accum_fusion", np.bool_),
         fp32_grads=col("fp32_grads", np.bool_),
+        overlap_tp_bwd=col("overlap_tp_bwd", np.bool_),
     )
 
 
@@ -100,6 +101,8 @@ def result_from_arrays(out: dict[str, Any], i: int, ex: Execution, system: Syste
         "power": {"card_w": v("card_power_w"), "facility_w": v("facility_power_w"),
                   "utilisation": v("utilisation"), "clock": v("clock")},
         "breakdown": {k: v(k) for k in BREAKDOWN},
+        "layer": {"forward": v("layer_forward_s"), "backward": v("layer_backward_s"),
+                  "recompute": v("layer_recompute_s")},
         "bubble": {
             "fraction": v("bubble_fraction"),
             "utilisation": 1.0 / (1.0 + v("bubble_fraction")),

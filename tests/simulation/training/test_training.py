@@ -25,6 +25,8 @@ from simulation.training.pipeline import articles_utilisation, bubble_fraction, 
 from simulation.training.search import enumerate_configs, execution_at
 
 A100 = ACCELERATORS["a100-sxm-80gb"]
+BOUND_MAE = 0.053
+"""Mean absolute error over the fidelity table really reached (docs/simulation.md)."""
 H100 = ACCELERATORS["h100-sxm5-80gb"]
 
 
@@ -200,23 +202,87 @@ def test_search_ranks_rejects_and_returns_a_front() -> None:
 def test_fidelity_against_published_runs() -> None:
     """17 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
 
-    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there.
-    With the unpublished micro-batch / virtual stages / recomputation chosen as an
-    engineer would (the fastest that fits HBM per the model) it reaches 14.2 %; with
-    them fixed at micro-batch 1, no interleaving (the earlier assumption) 10.3 %
-    (was 11.9 % over 16 rows before the mechanisms of this step). docs/simulation.md,
-    "Training fidelity", says why each row misses. The bounds are the errors really
-    reached, so they cannot drift.
+    Layouts are the papers' own (Narayanan's launch script, Korthikanti's Table 3);
+    only Llama 3's micro-batch and virtual stages are unpublished and chosen by the
+    rule (the fastest that fits HBM). The issue's target is a mean absolute error
+    ≤ 5 %; the bound is the error really reached, so it cannot drift
+    (docs/simulation.md, "Training fidelity", says why each row misses).
     """
     table = fidelity_table()
     assert len(table) == len(PUBLISHED_RUNS) >= 8
     assert all(row["source"] for row in table)
     assert all(row["fits"] for row in table)
+    assert all(not row["chosen"] for row in table if "A100" in row["run"])  # all published
     mae = statistics.mean(abs(row["error"]) for row in table)
-    assert mae <= 0.143
-    fixed = fidelity_table("first")
-    assert all(row["chosen"].get("micro_batch") == 1 for row in fixed if row["chosen"])
-    assert statistics.mean(abs(row["error"]) for row in fixed) <= 0.103
+    assert mae <= BOUND_MAE
+
+
+def test_korthikanti_per_layer_times_diagnose_the_compute_rate() -> None:
+    """Korthikanti et al. 2022 Table 4: one 22B layer (TP 8, micro-batch 4) per experiment.
+
+    At mamf-finder's best-case rate (0.86 of peak) every forward and backward figure
+    is 7–12 % faster than measured, while what SP saves and what recomputation adds
+    match: the structure (memory-bound kernels, TP collectives and their backward
+    overlap) is right and the tensor-core rate is not. The A100 rate (0.75) is
+    calibrated on the baseline forward alone; the other nine figures check it.
+    """
+    from simulation.training.fidelity import layer_time_table
+
+    best_case = layer_time_table(matmul_efficiency=267.9 / 312.0)
+    for row in best_case:
+        assert -0.125 < row["forward_error"] < -0.07
+        assert -0.125 < row["backward_error"] < -0.07
+    by = {row["experiment"]: row for row in best_case}
+    base = by["baseline, no recompute"]
+
+    def delta(name: str, key: str) -> float:
+        return float(by[name][key] - base[key])
+
+    # SP's saving, full and selective recomputation's cost: published vs model (ms)
+    assert delta("sequence parallelism", "model_forward_ms") == pytest.approx(-0.5, abs=0.1)
+    assert delta("full recompute", "model_backward_ms") == pytest.approx(7.6, abs=0.6)
+    assert delta("selective recompute", "model_backward_ms") == pytest.approx(1.3, abs=0.35)
+
+    table = layer_time_table()
+    assert abs(table[0]["forward_error"]) < 0.005  # the calibration point
+    checks = [r["backward_error"] for r in table] + [r["forward_error"] for r in table[1:]]
+    assert max(abs(e) for e in checks) < 0.025
+
+
+def test_tp_backward_overlap_hides_the_column_parallel_all_reduces() -> None:
+    """Megatron's async backward: the QKV / MLP-up input-gradient AllReduces run under
+    their weight-gradient GEMMs; with SP the row-parallel AllGathers stay exposed."""
+    m = MODELS["megatron-22b"]
+    system = system_for_accelerator(A100, 8)
+    base = {"tp": 8, "global_batch": 4, "micro_batch": 4, "flash_attention": False}
+    for sp in (False, True):
+        off = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp}, 8, m)).values
+        on = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp, "overlap_tp_bwd": True}, 8, m)).values
+        full = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp, "overlap_tp": True}, 8, m)).values
+        assert on["layer"]["forward"] == off["layer"]["forward"]
+        assert full["layer"]["backward"] <= on["layer"]["backward"] < off["layer"]["backward"]
+        hidden = off["layer"]["backward"] - on["layer"]["backward"]
+        tp_b = off["layer"]["backward"] - full["layer"]["backward"]
+        # no SP: both AllReduces hidden (the weight-gradient GEMMs are longer);
+        # SP: the two exposed AllGathers are what is left of the backward TP time
+        assert hidden == pytest.approx(tp_b if not sp else tp_b / 2, rel=0.02)
+
+
+def test_gemm_store_follows_the_main_loop_on_ampere_not_on_hopper() -> None:
+    """C store after the main loop: + m·n·elem / HBM; with store_overlap the max roofline."""
+    from simulation.training.gemm import gemm_time
+
+    one = np.array([1.0])
+    args = (8192 * one, 768 * one, 6144 * one, one, 2.0, 234e12, 1.835e12, 0)
+    hidden = gemm_time(*args)[0]
+    stored = gemm_time(*args, store_overlap=False)[0]
+    assert stored - hidden == pytest.approx(8192 * 768 * 2 / 1.835e12)
+    assert system_for_accelerator(A100, 8).gemm_store_overlap is False
+    h100 = dict(ACCELERATORS["h100-sxm5-80gb"])
+    assert system_for_accelerator(h100, 8).gemm_store_overlap is True
 
 
 def test_comm_tables_reproduce_the_collective_model() -> None:
@@ -408,12 +474,14 @@ def test_kernel_gaps_dominate_a_tiny_layer() -> None:
     peak = one * 312e12 * system.matmul_efficiency
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     k = layer_kernels(m, 16 * one, one, np.array([False]), np.array([True]), 2.0, peak, peak,
-                      hbm, 108, flops_flash=one * 312e12 * system.flash_efficiency)
-    logit_f, _ = logit_kernels(m, 16 * one, one, 2.0, peak, hbm, 108)
+                      hbm, 108, flops_flash=one * 312e12 * system.flash_efficiency,
+                      store_overlap=system.gemm_store_overlap)
+    logit_f, _ = logit_kernels(m, 16 * one, one, 2.0, peak, hbm, 108, system.gemm_store_overlap)
     kernels = sum(float(k[x][0]) for x in ("fwd_gemm", "fwd_core", "fwd_mem", "core_mem"))
     gaps = (KERNELS_FWD - 4) * KERNEL_GAP_S  # one flash kernel for the core and its copy
     assert r["breakdown"]["forward"] == pytest.approx(4 * (kernels + gaps) + float(logit_f[0]))
-    assert gaps > kernels  # 12 µs of gaps against a few µs of one-tile GEMMs
+    # 12 µs of gaps against ~14 µs of kernels (seven one-tile GEMMs, ~2 µs each)
+    assert gaps > 0.8 * kernels
 
 
 def test_context_parallel_splits_tokens_and_prices_kv_all_gather() -> None:
