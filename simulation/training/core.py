@@ -19,7 +19,8 @@ hundreds of thousands. Formulas (each in its module's docstring):
 * EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
   capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed;
 * PP: step = m × (critical stage time per micro-batch) + bubble
-  (p − 1)/v × stage time (:mod:`.pipeline`); stage sends of b·s·h/t values
+  (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
+  fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
   (Megatron's scatter/gather), the fill and drain exposed, the steady state
   too unless ``overlap_pp``;
 * DP: gradients AllReduced (ZeRO 0) or ReduceScattered + parameters
@@ -262,7 +263,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
-    bubble = (pp - 1) / b.vpp * stage_mb
+    # the fill and drain run through the other stages, which do not hold the output
+    # layer (the last, critical stage does): their time per micro-batch prices the bubble
+    bubble = (pp - 1) / b.vpp * (stage_mb - logit_f - logit_b)
 
     # ---- PP sends
     across = (b.tp * b.dp) >= system.scale_up_domain
