@@ -22,13 +22,21 @@ hundreds of thousands. Formulas (each in its module's docstring):
   (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
   fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
   (Megatron's scatter/gather), the fill and drain exposed, the steady state
-  too unless ``overlap_pp``;
+  too unless ``overlap_pp``; balanced stages (``pp_balance``, Llama 3 §3.3.2):
+  L + 2 slots, S = ⌈(L + 2)/p⌉, the last stage S − 1 layers + the output layer,
+  a middle one S layers, the slower of the two critical, the bubble priced by S;
 * DP: gradients AllReduced (ZeRO 0) or ReduceScattered + parameters
   AllGathered (ZeRO ≥ 1, same volume), ZeRO-3 also gathers weights for the
   forward and backward of every micro-batch; bytes ÷ compression; overlap
   with the last micro-batch's backward (gradients of a stage are final only
   then) and the parameter gather with the first forward; compression costs a
-  memory-bound pass (2 + 2/r)·bytes / HBM;
+  memory-bound pass (2 + 2/r)·bytes / HBM; with ``dp_every_microbatch``
+  (sharded gradients, ZeRO-2 / Llama 3's FSDP) m reductions a step, which can
+  run from the first backward's end (after half the bubble) to the step's end,
+  the last only under the last backward: exposed = max(t − bwd, m·t − ((m − 1)·
+  stage + bubble/2 + bwd)); the hidden part of the DP collectives holds
+  ``SystemSpec.comm_sms`` SMs, so the compute under it takes sm/(sm − c) as long
+  (hidden·c/(sm − c) added to the DP cost; DeepSeek-V3 §3.5.1);
 * CP (context parallelism, Llama 3 §3.3.2): a card holds s/cp of every
   sequence; K and V are all-gathered over the cp group before attention
   (forward) and their gradients reduce-scattered (backward), 2·kv/t values
@@ -70,7 +78,7 @@ from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
 from .layer import layer_kernels, logit_kernels
-from .memory import STATE_BYTES, chunks_in_flight, saved_activation_bytes
+from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
 
@@ -131,17 +139,20 @@ class Batch:
     grad_fusion: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
     fp32_grads: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
     def __post_init__(self) -> None:
-        """cp 1 and fused gradient accumulation where not given."""
+        """cp 1, fused gradient accumulation, the other flags off where not given."""
         if self.cp.size != self.tp.size:
             self.cp = np.ones_like(self.tp)
         if self.grad_fusion.size != self.tp.size:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
-        if self.overlap_tp_bwd.size != self.tp.size:
-            self.overlap_tp_bwd = np.zeros(self.tp.size, dtype=np.bool_)
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb"):
+            if getattr(self, name).size != self.tp.size:
+                setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -258,14 +269,27 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                                      system.gemm_store_overlap)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
-    stage_f = L_stage * fwd + logit_f
-    stage_b = L_stage * bwd + logit_b + accum
+    # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the
+    # last holds S − 1 layers + the output layer, the middle ones S layers; the
+    # slower of the two is the critical stage
+    L_mid = L_stage
+    w_logit = np.ones_like(tp)
+    if np.any(b.balance):
+        per_layer = fwd + bwd + t_rc + tp_layer + ep_layer + cp_layer
+        S = np.ceil((L + 2.0) / pp)
+        mid_critical = S * per_layer > (S - 1) * per_layer + logit_f + logit_b
+        L_mid = np.where(b.balance, S, L_stage)
+        L_stage = np.where(b.balance, np.where(mid_critical, S, S - 1), L_stage)
+        w_logit = np.where(b.balance & mid_critical, 0.0, 1.0)
+    stage_f = L_stage * fwd + w_logit * logit_f
+    stage_b = L_stage * bwd + w_logit * logit_b + accum
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
     # the fill and drain run through the other stages, which do not hold the output
     # layer (the last, critical stage does): their time per micro-batch prices the bubble
-    bubble = (pp - 1) / b.vpp * (stage_mb - logit_f - logit_b)
+    bubble = (pp - 1) / b.vpp * (L_mid * (fwd + bwd + t_rc + tp_layer + ep_layer + cp_layer)
+                                 + accum)
 
     # ---- PP sends
     across = (b.tp * b.dp) >= system.scale_up_domain
@@ -295,8 +319,29 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     mb_fwd = L_stage * fwd
     dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
         gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
+    dp_total = grad_t + gather
     z3 = np.where(z >= 3, np.maximum(2 * m * gather - (stage_f + stage_b) * m, 0.0), 0.0)
     dp_exposed = dp_exposed + z3
+    if np.any(b.dp_every_mb):
+        # gradients reduced after every micro-batch's backward (``dp_every_microbatch``):
+        # m reductions on the DP stream, which can run from the first backward's end
+        # (after the fill, half the bubble) to the step's end; the last one can hide
+        # only under the last backward
+        every = m * grad_t
+        window = np.where(b.overlap_dp, (m - 1) * stage_mb + bubble / 2 + mb_bwd, 0.0)
+        dp_every = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0),
+                              every - window)
+        dp_exposed = np.where(
+            b.dp_every_mb, np.maximum(dp_every, 0.0) + np.maximum(
+                gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0) + z3, dp_exposed)
+        dp_total = np.where(b.dp_every_mb, every + gather, dp_total)
+    # the hidden part of the DP collectives holds ``comm_sms`` SMs: the compute it
+    # overlaps runs on the rest (SystemSpec.comm_sms), i.e. takes sm/(sm − c) as long
+    if 0 < system.comm_sms < system.sm_count:
+        busy_c = m * (stage_f + stage_b + stage_rc)
+        hidden = np.clip(dp_total - (dp_exposed - z3), 0.0, busy_c)
+        dp_exposed = dp_exposed + np.where(
+            b.overlap_dp, hidden * system.comm_sms / (system.sm_count - system.comm_sms), 0.0)
     comp = np.where(b.compression > 1, (2 + 2 / b.compression) * p_dense * wb / hbm, 0.0)
 
     # ---- optimizer (memory-bound passes over the card's shard, core docstring)
@@ -374,7 +419,8 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     """Memory per card of the critical (first/last) stage, GiB (:mod:`.memory`).
 
     Also returns ``p_dense`` / ``p_expert``: the parameters a card holds
-    (its stage's layers + the output layer, split by tp; experts also by ep).
+    (its stage's layers + the output layer, split by tp; experts also by ep;
+    balanced stages: the stage with the most, S layers or S − 1 + V·h).
     Separate from :func:`step_arrays` so a memory-only question (does this
     model fit anywhere?) needs no collective tables.
     """
@@ -393,20 +439,38 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp
     p_expert = L_stage * expert_layer / (tp * ep)
-    p_card = p_dense + p_expert
+    p_mem_dense, p_mem_expert = p_dense, p_expert  # the first stage (the activation peak)
+    if np.any(b.balance):
+        # Llama 3's balanced stages: the first holds S − 1 layers + the embedding,
+        # a middle one S layers (the most parameters when a layer outweighs V·h)
+        S = np.ceil((L + 2.0) / pp)
+        p_mem_dense = np.where(b.balance, ((S - 1) * dense_layer + V * h) / tp, p_dense)
+        p_dense = np.where(b.balance, np.maximum(S * dense_layer, (S - 1) * dense_layer
+                                                 + V * h) / tp, p_dense)
+        p_mem_expert = np.where(b.balance, (S - 1) * expert_layer / (tp * ep), p_expert)
+        p_expert = np.where(b.balance, S * expert_layer / (tp * ep), p_expert)
+    p_mem = p_mem_dense + p_mem_expert
 
     wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
     dpz = np.maximum(dp * cp, 1.0)  # ZeRO / distributed optimizer shard over dp × cp
     shard_w = np.where(z >= 3, 1 / dpz, 1.0)
     shard_g = np.where(z >= 2, 1 / dpz, 1.0)
     shard_o = np.where(z >= 1, 1 / dpz, 1.0)
-    weights = p_card * wgo[:, 0] * shard_w
-    grads = p_card * np.where(b.fp32_grads, 4.0, wgo[:, 1]) * shard_g
-    optimizer = p_card * wgo[:, 2] * shard_o
+    weights = p_mem * wgo[:, 0] * shard_w
+    grads = p_mem * np.where(b.fp32_grads, 4.0, wgo[:, 1]) * shard_g
+    optimizer = p_mem * wgo[:, 2] * shard_o
     per_layer = act_scale * saved_activation_bytes(
         model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp)
     v = b.vpp.astype(np.float64)
-    layers_held = np.where(b.gpipe, m * L_stage, chunks_in_flight(pp, m, v) * L_stage / v)
+    in_flight = chunks_in_flight(pp, m, v)
+    layers_held = np.where(b.gpipe, m * L_stage, in_flight * L_stage / v)
+    if np.any(b.balance):
+        # balanced: the first stage's S slots hold S − 1 layers, its first chunk one
+        # layer short (:func:`.memory.first_chunk_share`)
+        S = np.ceil((L + 2.0) / pp)
+        short = np.where(b.gpipe, m, first_chunk_share(pp, m, v, in_flight))
+        layers_held = np.where(b.balance, np.where(b.gpipe, m * (S - 1),
+                                                   in_flight * S / v - short), layers_held)
     acts = layers_held * per_layer + np.where(pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
     total = weights + grads + optimizer + acts + reserve_gib * GIB
     return {

@@ -51,6 +51,14 @@ class Execution:
     all-gather / reduce-scatter; Korthikanti et al. 2022 §5, Table 4); the
     row-parallel layers' SP all-gathers stay exposed. ``overlap_tp`` (every TP
     collective hidden) supersedes it.
+    ``pp_balance`` (Llama 3, Dubey et al. 2024 §3.3.2): the embedding and the
+    output layer each take one transformer layer's slot, so the first and last
+    stages hold one layer fewer (L + 2 slots over pp·vpp chunks; with one slot
+    per chunk the first chunk holds only the embedding, the last only the output
+    and loss). ``dp_every_microbatch``: gradients are accumulated in the DP
+    shard, so each micro-batch's gradients are reduce-scattered after its
+    backward (ZeRO-2 / FSDP sharding gradients, Rajbhandari et al. 2020 §5.2;
+    Llama 3's FSDP) instead of once per step.
     """
 
     tp: int = 1
@@ -76,6 +84,8 @@ class Execution:
     grad_accum_fusion: bool = True
     fp32_grads: bool = False
     overlap_tp_bwd: bool = False
+    pp_balance: bool = False
+    dp_every_microbatch: bool = False
 
     @property
     def cards(self) -> int:
@@ -159,7 +169,8 @@ def execution_from_params(
     flags = {
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
-                  "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd")
+                  "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
+                  "pp_balance", "dp_every_microbatch")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)
@@ -183,8 +194,10 @@ def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
     if ex.cp > 1 and model.seq_len % (2 * ex.cp):
         return "cp", (f"cp ({ex.cp}) must split the {model.seq_len}-token sequence into "
                       f"2·cp equal chunks (load-balanced causal attention)")
-    if ex.pp * ex.vpp > model.layers:
-        return "pp", f"pp × vpp ({ex.pp * ex.vpp}) exceeds the {model.layers} layers"
+    slots = model.layers + (2 if ex.pp_balance and ex.pp > 1 else 0)
+    if ex.pp * ex.vpp > slots:
+        return "pp", f"pp × vpp ({ex.pp * ex.vpp}) exceeds the {slots} layers" + (
+            " (+ embedding and output slots)" if slots > model.layers else "")
     if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
         return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
     if ex.vpp > 1 and ex.micro_batches % ex.pp:

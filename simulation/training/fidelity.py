@@ -94,6 +94,24 @@ class PublishedRun:
     (:func:`megatron_refuses`)."""
 
 
+LLAMA3_PIPELINE = {"pp_balance": True, "fp32_grads": True, "dp_every_microbatch": True,
+                   "overlap_dp": True, "overlap_pp": True}
+"""What Dubey et al. 2024 §3.3.2 state about their pipeline and FSDP, as mechanisms:
+one transformer layer fewer on the first and the last stage ("the first model
+chunk on the first stage has only the embedding, and the last model chunk on
+the last stage has only output projection and loss": ``pp_balance``); FSDP
+sharding gradients, accumulated in FP32 and reduce-scattered in FP32 ("we use
+FP32 gradient accumulation during backward computation over multiple
+micro-batches and also reduce-scatter gradients in FP32 across data parallel
+workers in FSDP": ``fp32_grads``, and a shard accumulates only what was reduced
+to it, so every micro-batch's gradients are reduce-scattered:
+``dp_every_microbatch``); weights not resharded after the forward (one gather a
+step, ``zero`` 2); DP "asynchronously prefetching sharded model weights and
+reducing gradients" (``overlap_dp``); "asynchronous point-to-point
+communication in PP" (``overlap_pp``); early freeing of the stages' input and
+output tensors (the memory model counts no send/receive buffers)."""
+
+
 def _nar(model: str, tp: int, pp: int, gpus: int, batch: int, tflops: float, mb: int,
          vpp: int, ddp: str) -> PublishedRun:
     return PublishedRun(
@@ -123,14 +141,16 @@ def _llama(gpus: int, dp: int, mfu: float, cp: int = 1) -> PublishedRun:
     seq = 131072 if cp > 1 else 8192
     layout: dict[str, Any] = {
         "tp": 8, "pp": 16, "cp": cp, "global_batch": 16 * 1024 * 1024 // seq,
-        "sequence_parallel": True, "precision": "bf16", "zero": 2, "flash_attention": True}
+        "sequence_parallel": True, "precision": "bf16", "zero": 2, "flash_attention": True,
+        **LLAMA3_PIPELINE}
     if cp == 1:
         layout["recompute"] = "none"
     return PublishedRun(
         f"Llama 3 405B on {gpus} H100" + (f", CP {cp}, {seq // 1024}k tokens" if cp > 1 else ""),
         "llama3-405b", "h100-sxm5-80gb", gpus, layout, "mfu", mfu, LLAMA3,
         f"dp {dp}, 16M tokens/step, FSDP sharding optimizer states and gradients but not "
-        "re-sharding weights after the forward (= ZeRO-2); "
+        "re-sharding weights after the forward (= ZeRO-2), gradients reduce-scattered in FP32 "
+        "after every micro-batch, one layer fewer on the first and last stage (§3.3.2); "
         + ("no recomputation (§3.3.2: 8K sequences trained without activation "
            "checkpointing); " if cp == 1 else "recomputation not stated: chosen by the rule; ")
         + "micro-batch and virtual stages not published: chosen by the rule",

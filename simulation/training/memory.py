@@ -72,6 +72,20 @@ m·v makes it L, as without interleaving:
 
 >>> chunks_in_flight(16.0, 32.0, 2.0), chunks_in_flight(16.0, 16.0, 2.0)
 (47.0, 32.0)
+
+Balanced stages (Llama 3, Dubey et al. 2024 §3.3.2: "we reduce one Transformer
+layer each from the first and the last stages ... the first model chunk on the
+first stage has only the embedding"): L + 2 slots, S = (L + 2)/p per stage, the
+first stage's first chunk one layer short. Rank 0 runs its warm-up forwards
+chunk by chunk in groups of p micro-batches (chunk (k // p) mod v), so of the W
+chunk-micro-batches it holds, :func:`first_chunk_share` are of the short chunk;
+it keeps W·S/v − that many layers' activations. Llama 3 405B (126 layers, p
+16, v 8: one slot per chunk), 32 micro-batches: W = 143, 31 of them
+embedding-only, 112 layers held (Megatron's unbalanced count: 143):
+
+>>> w = chunks_in_flight(16.0, 32.0, 8.0)
+>>> w, first_chunk_share(16.0, 32.0, 8.0, w), w * 8 / 8 - first_chunk_share(16.0, 32.0, 8.0, w)
+(143.0, 31.0, 112.0)
 """
 
 from __future__ import annotations
@@ -87,6 +101,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STATE_BYTES",
     "chunks_in_flight",
+    "first_chunk_share",
     "layer_activation_bytes",
     "saved_activation_bytes",
     "state_bytes",
@@ -161,4 +176,16 @@ def chunks_in_flight(p: A, m: A, v: A) -> A:
     """Chunk-micro-batches rank 0 holds under Megatron's (interleaved) 1F1B (docstring)."""
     uncapped = np.where(v > 1, 2 * (p - 1) + (v - 1) * p + 1, p)
     out = np.minimum(m * v, uncapped)
+    return out if isinstance(out, np.ndarray) and out.ndim else float(out)  # type: ignore[return-value]
+
+
+def first_chunk_share(p: A, m: A, v: A, in_flight: A) -> A:
+    """Of rank 0's ``in_flight`` warm-up chunk-micro-batches, those of its first chunk.
+
+    Megatron's (and Llama 3's, N = p) interleaved order runs chunk (k // p) mod v
+    for the k-th forward (module docstring); without interleaving all are.
+    """
+    cycle = p * v
+    out = np.where(v > 1, np.floor(in_flight / cycle) * np.minimum(p, m)
+                   + np.minimum(np.mod(in_flight, cycle), np.minimum(p, m)), in_flight)
     return out if isinstance(out, np.ndarray) and out.ndim else float(out)  # type: ignore[return-value]

@@ -202,6 +202,8 @@ def execution_at(batch: Batch, i: int) -> Execution:
         schedule="gpipe" if batch.gpipe[i] else "1f1b", clock=float(batch.clock[i]),
         power_cap_w=None if not np.isfinite(cap) else cap, cp=int(batch.cp[i]),
         grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
+        overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
+        dp_every_microbatch=bool(batch.dp_every_mb[i]),
     )
 
 

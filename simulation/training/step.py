@@ -71,6 +71,8 @@ def batch_of(executions: list[Execution]) -> Batch:
         cp=col("cp", np.int64), grad_fusion=col("grad_accum_fusion", np.bool_),
         fp32_grads=col("fp32_grads", np.bool_),
         overlap_tp_bwd=col("overlap_tp_bwd", np.bool_),
+        balance=col("pp_balance", np.bool_) & (col("pp", np.int64) > 1),
+        dp_every_mb=col("dp_every_microbatch", np.bool_),
     )
 
 

@@ -175,6 +175,13 @@ class SystemSpec:
     clock_power: tuple[tuple[float, float], ...] = field(
         default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
     )
+    comm_sms: int = 20
+    """SMs a scale-out collective's kernels hold while it overlaps compute: the
+    overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
+    technical report §3.2.2 / §3.5.1: "only 20 SMs are sufficient to fully utilize
+    the bandwidths of IB and NVLink", "we allocate 20 out of the 132 SMs"; Dubey et
+    al. 2024 §3.3.3 list "using extra GPU cycles for communication" among NCCL's
+    costs for FSDP and PP). No effect when ``sm_count`` is 0."""
 
     def peak(self, precision: str) -> float:
         """Dense TFLOP/s at ``precision`` (fp16 falls back to bf16); 0 if absent."""
@@ -218,7 +225,7 @@ class SystemSpec:
             v, where = data[f.name], f"{path}{f.name}"
             if f.name in ("cards", "cards_per_server", "scale_up_domain"):
                 kw[f.name] = integer(v, where, high=1 << 24)
-            elif f.name == "sm_count":
+            elif f.name in ("sm_count", "comm_sms"):
                 kw[f.name] = integer(v, where, low=0, high=1 << 16)
             elif f.name == "scale_up_dims":
                 if not isinstance(v, list | tuple):
