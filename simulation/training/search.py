@@ -36,9 +36,10 @@ __all__ = ["OBJECTIVES", "SEARCH_LIMITS", "SearchResult", "enumerate_configs", "
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
 """Objective name → the result key it ranks by (iterate it for the names)."""
 SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
-                 "sequence_parallel", "overlap", "max_cards", "compression")
+                 "sequence_parallel", "overlap", "max_cards", "compression", "cp")
 """The keys ``search(limits=...)`` accepts: lists of values to try for each
 dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
+``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
 Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
@@ -101,6 +102,8 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
     mbs = [int(m) for m in _limit_list(limits, "micro_batch", [1, 2, 4, 8])]
     vpps = [int(v) for v in _limit_list(limits, "vpp", [1, 2, 4])]
     eps = [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))]
+    cps = [integer(c, f"limits.cp[{i}]", high=4096)
+           for i, c in enumerate(_limit_list(limits, "cp", [1]))]
     rcs = _limit_list(limits, "recompute", list(RECOMPUTE_CODES))
     zeros = [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])]
     default_prec = [p for p in ("bf16", "fp8") if system.peak(p) > 0]
@@ -125,20 +128,25 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
     total = 0
     for prec in precs:
         if system.peak(prec) <= 0:
-            n = len(tps) * len(pps) * len(mbs) * len(vpps) * len(eps) * inner
+            n = len(tps) * len(pps) * len(cps) * len(mbs) * len(vpps) * len(eps) * inner
             reject(f"precision: {system.accelerator} has no {prec} peak", n)
             total += n
             continue
-        for tp, pp in itertools.product(tps, pps):
-            dps = sorted({d for d in _divisors(global_batch) if tp * pp * d <= max_cards}
-                         | ({max_cards // (tp * pp)} if max_cards >= tp * pp else set()))
+        for tp, pp, cp in itertools.product(tps, pps, cps):
+            tcp = tp * pp * cp
+            dps = sorted({d for d in _divisors(global_batch) if tcp * d <= max_cards}
+                         | ({max_cards // tcp} if max_cards >= tcp else set()))
             n_here = max(len(dps), 1) * len(mbs) * len(vpps) * len(eps) * inner
             total += n_here
             if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
                 reject("tp does not divide heads", n_here)
                 continue
+            if cp > 1 and model.seq_len % (2 * cp):
+                reject("cp does not split the sequence into 2·cp chunks", n_here)
+                continue
             if not dps:
-                reject("cards: tp × pp exceeds the cards", n_here)
+                reject("cards: tp × pp exceeds the cards" if cp == 1
+                       else "cards: tp × cp × pp exceeds the cards", n_here)
                 continue
             for dp, mb, vpp, ep in itertools.product(dps, mbs, vpps, eps):
                 if pp * vpp > model.layers:
@@ -152,8 +160,8 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
                 elif dp % ep:
                     reject("ep does not divide dp", inner)
                 else:
-                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec)))
-    base = np.array(rows, dtype=np.int64).reshape(-1, 7)
+                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp))
+    base = np.array(rows, dtype=np.int64).reshape(-1, 8)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
     nb, nc = base.shape[0], combos.shape[0]
@@ -174,6 +182,7 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
         precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
+        cp=b[:, 7],
     )
     return batch, rejected, total
 
@@ -191,7 +200,10 @@ def execution_at(batch: Batch, i: int) -> Execution:
         overlap_tp=bool(batch.overlap_tp[i]), overlap_pp=bool(batch.overlap_pp[i]),
         flash_attention=bool(batch.flash[i]),
         schedule="gpipe" if batch.gpipe[i] else "1f1b", clock=float(batch.clock[i]),
-        power_cap_w=None if not np.isfinite(cap) else cap,
+        power_cap_w=None if not np.isfinite(cap) else cap, cp=int(batch.cp[i]),
+        grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
+        overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
+        dp_every_microbatch=bool(batch.dp_every_mb[i]),
     )
 
 
