@@ -20,7 +20,7 @@ import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
 import { renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
-import { renderChart, renderTable } from "./scenariorender";
+import { renderChart, renderKindResult, renderTable } from "./scenariorender";
 import { chartData, resultTable } from "./scenarioresult";
 import type { RunState, ScenarioMessage } from "./types";
 
@@ -148,7 +148,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
-  let plot: uPlot | null = null;
+  let plot: Pick<uPlot, "destroy"> | null = null;
   let resetGen = 0;
 
   const kindOf = (name: string) => kinds.find((k) => k.name === name);
@@ -316,7 +316,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.status !== "succeeded" || run.result === undefined || run.result === null) return;
     const kind = kindOf(run.kind);
     const data = chartData(run.result, kind?.chart);
-    if (data) {
+    if ((plot = renderKindResult(run.kind, chartBox, run.result))) chartBox.hidden = false;
+    else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }
