@@ -38,7 +38,7 @@ NO_TOPOLOGY = {"resilience"}  # kinds that price a job, not a topology
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
-    "cards": 16, "params_b": 7.0, "spares": 2,
+    "cards": 16, "params_b": 7.0, "spares": 2, "pfs_gbps": 400.0,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}

@@ -148,7 +148,7 @@ def test_on_a_built_preset_the_tiers_are_the_clusters_storage(db):
     assert what_if["storage"]["pfs"] == "params.pfs_gbps"
 
 
-def test_a_cluster_without_a_file_system_keeps_pfs_gbps_and_says_so(tiny_cluster):
+def test_a_cluster_without_a_file_system_takes_the_default_and_says_so(tiny_cluster):
     inputs = get_kind("resilience").prepare({"days": 1}, tiny_cluster["cluster"])
     pfs = inputs["resilience"]["checkpoint"]["tiers"][-1]
     assert pfs["name"] == "pfs" and pfs["aggregate_gbps"] == 200.0

@@ -11,7 +11,7 @@ accelerator) or from ``accelerator`` (a catalogue slug) and ``cards``. On a clus
 storage tiers are the cluster's own (:func:`cluster_tiers`): its servers' host memory
 and local NVMe, its parallel file system's aggregate bandwidth and capacity (Σ over
 its file-system appliances); an explicit ``pfs_gbps`` overrides the file system's
-bandwidth (a what-if), and a cluster without appliances keeps ``pfs_gbps``. The
+bandwidth (a what-if), and a cluster without appliances takes the default. The
 result's ``storage`` says where each tier's figures came from. The model
 is ``params_b`` (billions of parameters) or ``model``, a slug of :data:`MODELS`.
 """
@@ -47,6 +47,8 @@ MODELS: dict[str, float] = {
 """Parameter counts of known models (billions as published)."""
 
 TIER_NAMES = tuple(t.name for t in DGX_H100_TIERS)
+DEFAULT_PFS_GBPS = next(t.aggregate_gbps for t in DGX_H100_TIERS if t.name == "pfs")
+"""The file system's aggregate without a cluster (or a cluster without appliances)."""
 MAX_CARDS = 10_000_000
 
 
@@ -74,8 +76,8 @@ def _fields() -> tuple[FieldSpec, ...]:
         FieldSpec("storage_tiers", "string", "Storage tiers", f"Comma-separated, in order, of "
                   f"{', '.join(TIER_NAMES)}.", default=",".join(TIER_NAMES)),
         FieldSpec("pfs_gbps", "number", "File system bandwidth (GB/s)", "Aggregate of the "
-                  "parallel file system (on a cluster: its appliances' unless given).",
-                  default=200.0, min=0.1, max=1e6),
+                  "parallel file system; empty: the cluster's appliances, else "
+                  f"{DEFAULT_PFS_GBPS:g} GB/s.", min=0.1, max=1e6),
         FieldSpec("replicas", "integer", "In-memory replicas", "Copies in servers' DRAM "
                   "(Gemini); 1 = none beyond the local one.", default=1, min=1, max=8),
         FieldSpec("spares", "integer", "Spare servers", "Empty: the cluster always has a "
@@ -123,7 +125,7 @@ class ResilienceKind(ScenarioKind):
         hw = self._hardware(opt, cluster)
         count = (opt["params_b"] * 1e9 if opt["params_b"] is not None
                  else MODELS[opt["model"]])
-        tiers, storage = self._tiers(opt, hw, pfs_given="pfs_gbps" in mine,
+        tiers, storage = self._tiers(opt, hw, pfs_given=opt["pfs_gbps"] is not None,
                                      cluster_name=cluster.name if cluster is not None else "")
         lib = {
             "cards": hw["cards"], "days": opt["days"],
@@ -198,11 +200,13 @@ class ResilienceKind(ScenarioKind):
                     f"the servers of cluster {cluster_name!r} have no local NVMe; drop "
                     f"local_nvme from the tiers or give the servers drives"))
             if name == "pfs" and (pfs_given or name not in on_cluster):
-                tier["aggregate_gbps"] = float(opt["pfs_gbps"])
+                tier["aggregate_gbps"] = float(opt["pfs_gbps"] if pfs_given
+                                               else DEFAULT_PFS_GBPS)
                 tier["aggregate_read_gbps"] = 0.0
-                source[name] = "params.pfs_gbps" + (
-                    "" if pfs_given else " (default)" if not cluster_name else
-                    f" (cluster {cluster_name!r} has no file-system appliances)")
+                source[name] = "params.pfs_gbps" if pfs_given else (
+                    f"default {DEFAULT_PFS_GBPS:g} GB/s" + (
+                        f" (cluster {cluster_name!r} has no file-system appliances)"
+                        if cluster_name else ""))
             tiers.append(tier)
         return tiers, source
 
