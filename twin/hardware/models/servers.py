@@ -34,7 +34,7 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
     system): host memory and local NVMe with their sequential bandwidth, the sum
     over its data drives (a RAID 0 of them, as DGX systems ship). Their draw is in
     ``overhead_w``. The defaults are a DGX H100's: 2 TB DDR5, 8 × 3.84 TB U.2 NVMe
-    (``docs/architecture.md``, storage sources)."""
+    (sources: ``docs/simulation.md``, "Storage tiers of the presets")."""
 
     rack = models.ForeignKey("hardware.Rack", on_delete=models.PROTECT, related_name="servers")
     supernode = models.ForeignKey(
