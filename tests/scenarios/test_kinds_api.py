@@ -46,7 +46,7 @@ NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
-    "cards": 16, "params_b": 7.0, "spares": 2, "model": "llama3-8b",
+    "cards": 16, "params_b": 7.0, "spares": 2, "pfs_gbps": 400.0, "model": "llama3-8b",
     "accelerator": "a100-sxm-80gb", "dp": 8, "global_batch": 16,
     "power_cap_w": 500.0, "limits": {"tp": [1, 2], "precision": ["bf16"]},
 }

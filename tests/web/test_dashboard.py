@@ -398,6 +398,37 @@ def test_a_scenario_started_from_the_panel_completes_and_draws_its_chart(
     assert_no_problems(page)
 
 
+def test_a_resilience_run_draws_its_panel(dashboard: Page, dashboard_data: DashboardData):
+    """A small resilience run on the demo cluster (its own storage tiers): the ETTR curve
+    with Young/Daly marks, the failure timeline and the interruptions by cause."""
+    page = dashboard
+    expect(page.get_by_test_id("scenarios-panel")).to_be_visible()
+    page.get_by_test_id("scenario-kind").select_option("resilience")
+    fill_field(page, "days", "5")
+    page.get_by_test_id("scenario-submit").click()
+    expect(page.get_by_test_id("scenario-status")).to_have_text("succeeded", timeout=90_000)
+    run_item = page.locator("[data-testid=scenario-runs] li[data-testid=scenario-run]"
+                            "[data-status=succeeded]").first
+    run = api_from_page(page, f"/api/scenarios/{run_item.get_attribute('data-run-id')}/")
+    result = run["result"]
+    assert run["kind"] == "resilience" and "demo" in result["storage_source"]["pfs"]
+    ettr = page.get_by_test_id("resilience-ettr")
+    expect(ettr.locator("canvas").first).to_be_visible()
+    assert int(ettr.get_attribute("data-points") or 0) == len(result["ettr_curve"])
+    assert {"Young", "Daly"} <= set((ettr.get_attribute("data-marks") or "").split(","))
+    stats = canvas_stats(page, "[data-testid=resilience-ettr] canvas", "resilience-ettr.png")
+    assert_not_blank(stats, min_colours=16, min_foreground=0.01)
+    causes = page.locator("[data-testid=resilience-causes] tbody tr")
+    total = result["interruptions"]["total"]
+    expect(causes).to_have_count(len(result["interruptions"]["by_cause"]) + 1)
+    expect(causes.last).to_contain_text(str(total))
+    if total:
+        timeline = page.get_by_test_id("resilience-timeline")
+        expect(timeline.locator("canvas").first).to_be_visible()
+        assert int(timeline.get_attribute("data-events") or 0) == len(result["timeline"])
+    assert_no_problems(page)
+
+
 def test_after_a_server_restart_the_page_reconnects(simulated_agent: str, dashboard: Page,
                                                    server_back_up: RestartableServer):
     page = dashboard

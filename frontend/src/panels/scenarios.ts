@@ -22,7 +22,7 @@ import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
 import { renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
-import { renderChart, renderTable } from "./scenariorender";
+import { renderChart, renderKindResult, renderTable } from "./scenariorender";
 import { renderScheduling } from "./scheduling";
 import { chartData, resultTable } from "./scenarioresult";
 import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
@@ -156,7 +156,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
-  let plot: uPlot | null = null;
+  let plot: Pick<uPlot, "destroy"> | null = null;
   let training: TrainingView | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
@@ -364,7 +364,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.kind === "scheduling") {
       chartBox.hidden = false;
       extraPlots.push(...renderScheduling(chartBox, run.result));
-    } else if (data) {
+    } else if ((plot = renderKindResult(run.kind, chartBox, run.result))) chartBox.hidden = false;
+    else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }
