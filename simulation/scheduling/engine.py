@@ -14,9 +14,24 @@ Two modes:
     that does not fit waits in a queue ordered by priority then arrival.
     ``fifo`` queues block at the head; ``easy-backfill`` lets a later task
     start if it does not delay the head's reservation (EASY: Lifka, "The ANL/
-    IBM SP scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 2001),
-    the head's reservation computed from the running tasks' expected ends and
-    the cluster's free cards.
+    IBM SP scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 2001).
+    The reservation is per node: the running tasks' releases are replayed in
+    order of expected end until a node the head can use holds it (its cards,
+    CPU, memory, a virtual function) — the shadow time — and that node is
+    reserved; a later task may start now if it ends by the shadow time or
+    takes no more of the reserved node's cards than the head leaves spare
+    (:meth:`_Run.reservation`).
+
+Gang or not (``Workload.gang``): a gang job starts with all its cards at once
+(a job wider than a node across nodes, all or nothing). A **non-gang** job of
+several cards is elastic: its cards are independent one-card pieces (CPU and
+memory split evenly) that start one by one, wherever the policy puts each, as
+cards free up; each piece runs the job's duration. The job's queueing delay
+is to its first piece, its completion time to its last piece's end; it is
+counted once in ``jobs``. In arrival-only mode it takes the cards that fit now
+(it fails only if none does) and gets no AllReduce price (its pieces do not
+all-reduce together). :func:`place` (one placement for the live twin) always
+places a job whole.
 
 SimPy (``simpy.Environment``) drives the clock: one process replays arrivals,
 each start schedules its completion as a timeout event.
@@ -135,7 +150,13 @@ class _Run:
         self.keep = keep_placements
         self.env = simpy.Environment()
         self.queue: list[tuple[int, int, int]] = []  # (-priority, seq, job)
-        self.running: dict[int, tuple[float, int, Placement]] = {}  # seq -> (end, milli, pl)
+        # seq -> (end, milli, placement, request)
+        self.running: dict[int, tuple[float, int, Placement, JobRequest]] = {}
+        # non-gang jobs: queued unit seq -> the job's first seq; job -> [cards left, started]
+        self.unit: dict[int, int] = {}
+        self.tracks: dict[int, list[Any]] = {}
+        self.pieces: dict[int, JobRequest] = {}
+        self.one_card_type = lookup.get(1 * 2048 + 1000, -1)
         self.placements: dict[int, Placement] = {}
         self.arrived_milli = 0
         self.arrived = 0
@@ -172,11 +193,34 @@ class _Run:
         self.tl["running"].append(float(len(self.running)))
         self.tl["queued"].append(float(len(self.queue)))
 
+    def piece(self, j: int) -> JobRequest:
+        """One card of a non-gang job (its CPU and memory split evenly)."""
+        req = self.pieces.get(j)
+        if req is None:
+            whole = self.request(j)
+            k = whole.num_gpu
+            req = self.pieces[j] = JobRequest(1, 1000, whole.cpu_milli // k,
+                                              whole.memory_mib // k, whole.gpu_model,
+                                              self.one_card_type)
+        return req
+
+    def req_of(self, seq: int, j: int) -> JobRequest:
+        """What the queued unit ``seq`` asks for: job ``j`` or one card of it."""
+        return self.piece(j) if seq in self.unit else self.request(j)
+
+    def elastic(self, j: int) -> bool:
+        """A non-gang job of several cards: its cards start one by one as they free up."""
+        return not bool(self.work.gang[j]) and int(self.work.num_gpu[j]) > 1
+
     def start(self, seq: int, j: int, pl: Placement, arrival: float) -> None:
-        req = self.request(j)
+        req = self.req_of(seq, j)
         self.st.allocate(pl, req.cpu_milli, req.memory_mib, req.type_id)
-        self.placed += 1
-        self.delays.append(float(self.env.now) - arrival)
+        job = self.unit.get(seq)
+        if job is None or not self.tracks[job][1]:
+            self.placed += 1
+            self.delays.append(float(self.env.now) - arrival)
+            if job is not None:
+                self.tracks[job][1] = True
         if self.keep:
             self.placements[seq] = pl
         cards = sum(1 for _, c, m in pl if c >= 0 and m >= 1000)
@@ -185,7 +229,7 @@ class _Run:
             self.ar_multi += len({n for n, _, _ in pl}) > 1
         if self.mode == "full":
             end = float(self.env.now) + float(self.work.duration_s[j])
-            self.running[seq] = (end, req.demand_milli if req.num_gpu else 0, pl)
+            self.running[seq] = (end, req.demand_milli if req.num_gpu else 0, pl, req)
             ev = self.env.timeout(float(self.work.duration_s[j]))
 
             def done(_event: simpy.Event, s: int = seq, jj: int = j, a: float = arrival) -> None:
@@ -194,11 +238,18 @@ class _Run:
             ev.callbacks.append(done)
 
     def finish(self, seq: int, j: int, arrival: float) -> None:
-        _, _, pl = self.running.pop(seq)
-        req = self.request(j)
+        _, _, pl, req = self.running.pop(seq)
         self.st.release(pl, req.cpu_milli, req.memory_mib, req.type_id)
-        self.completed += 1
-        self.jcts.append(float(self.env.now) - arrival)
+        job = self.unit.pop(seq, None)
+        last = True
+        if job is not None:
+            self.tracks[job][0] -= 1
+            last = self.tracks[job][0] == 0
+            if last:
+                del self.tracks[job]
+        if last:
+            self.completed += 1
+            self.jcts.append(float(self.env.now) - arrival)
         self.dispatch()
         self.record()
 
@@ -226,7 +277,7 @@ class _Run:
     def try_start(self, entry: tuple[int, int, int],
                   maxima: tuple[int, int, int, int] | None) -> bool:
         _, seq, j = entry
-        req = self.request(j)
+        req = self.req_of(seq, j)
         if maxima is not None and not self.fits_quickly(req, maxima):
             return False
         pl = place_job(self.st, req, self.policy, self.pick_rng)
@@ -234,6 +285,68 @@ class _Run:
             return False
         self.start(seq, j, pl, float(self.work.arrival_s[j]))
         return True
+
+    def reservation(self, head: JobRequest) -> tuple[float, set[int], int]:
+        """EASY's reservation for the queue's head, per node: ``(shadow, nodes, spare)``.
+
+        Replays the running tasks' releases in order of expected end on a copy of the
+        nodes they touch (cards, CPU, memory, virtual functions). The shadow time is the
+        first end after which a suitable node holds the head (whole cards: that many
+        untouched cards; shared: a card with the share left; CPU and memory; a free
+        virtual function); ``nodes`` = {that node}, ``spare`` = its untouched cards beyond
+        the head's. A task wider than a node: the first end after which the suitable
+        nodes' untouched cards add up to its width; ``nodes`` = the nodes holding them,
+        ``spare`` = the surplus. (Lifka 1995; Mu'alem & Feitelson 2001: the reservation
+        is the earliest time enough resources are free *where the job can run*.)
+        """
+        st = self.st
+        model_ok = st.model_ok(head.gpu_model)
+        multi = head.num_gpu > self.nodes.max_gpus
+        proj: dict[int, list[Any]] = {}
+        total = 0
+        if multi:
+            total = int(np.where(model_ok & st.vf_ok, st.full, 0).sum())
+
+        def node(n: int) -> list[Any]:
+            if n not in proj:
+                proj[n] = [st.free[n].tolist(), int(st.cpu_free[n]), int(st.mem_free[n]),
+                           int(st.tenants[n])]
+            return proj[n]
+
+        def holds(n: int) -> bool:
+            row, cpu, mem, tenants = proj[n]
+            if not model_ok[n] or tenants >= int(st.vf_limit[n]):
+                return False
+            if cpu < head.cpu_milli or mem < head.memory_mib:
+                return False
+            if head.shared:
+                return max(row, default=0) >= head.gpu_milli
+            return bool(row.count(1000) >= head.num_gpu)
+
+        for end, _, pl, req in sorted(self.running.values(), key=lambda v: v[0]):
+            touched = _split(pl, req)
+            for n, cards, cpu, mem in touched:
+                rec = node(n)
+                before = rec[0].count(1000)
+                for c, m in cards:
+                    rec[0][c] += m
+                rec[1] += cpu
+                rec[2] += mem
+                rec[3] -= 1
+                if multi and model_ok[n] and rec[3] < int(st.vf_limit[n]):
+                    total += rec[0].count(1000) - before
+            if multi:
+                if total >= head.num_gpu:
+                    nodes = {int(n) for n in np.flatnonzero(model_ok & st.vf_ok & (st.full > 0))}
+                    nodes |= {n for n, rec in proj.items() if rec[0].count(1000) > 0}
+                    return end, nodes, total - head.num_gpu
+                continue
+            for n in sorted(n for n, *_ in touched):
+                if holds(n):
+                    spare = 0 if head.shared or head.num_gpu == 0 else \
+                        proj[n][0].count(1000) - head.num_gpu
+                    return end, {n}, spare
+        return float("inf"), set(), 0
 
     def dispatch(self) -> None:
         while self.queue:
@@ -244,28 +357,24 @@ class _Run:
         if self.policy != "easy-backfill" or len(self.queue) < 2:
             return
         # EASY: reservation for the head, then backfill what does not delay it
-        head = self.request(self.queue[0][2])
-        need = head.demand_milli
-        free = self.st.total_milli - self.st.allocated_milli
-        ends = sorted((end, milli) for end, milli, _ in self.running.values())
-        shadow, extra = float("inf"), 0
-        for end, milli in ends:
-            free += milli
-            if free >= need:
-                shadow, extra = end, free - need
-                break
+        _, head_seq, head_j = self.queue[0]
+        shadow, reserved, spare = self.reservation(self.req_of(head_seq, head_j))
         now = float(self.env.now)
         i = 1
         while i < len(self.queue) and i <= 200:
             _, seq, j = self.queue[i]
-            req = self.request(j)
-            short = now + float(self.work.duration_s[j]) <= shadow
-            small = req.demand_milli <= extra
-            if (short or small) and self.try_start(self.queue[i], self.maxima()):
-                self.queue.pop(i)
-                if not short:
-                    extra -= req.demand_milli
-                continue
+            req = self.req_of(seq, j)
+            pl = (place_job(self.st, req, self.policy, self.pick_rng)
+                  if self.fits_quickly(req, self.maxima()) else None)
+            if pl is not None:
+                short = now + float(self.work.duration_s[j]) <= shadow
+                cost = sum(1 for n, _, _ in pl if n in reserved)
+                if short or cost <= spare:
+                    self.queue.pop(i)
+                    self.start(seq, j, pl, float(self.work.arrival_s[j]))
+                    if not short:
+                        spare -= cost
+                    continue
             i += 1
 
     # ------------------------------------------------------------ arrivals
@@ -294,28 +403,66 @@ class _Run:
         req = self.request(j)
         self.arrived += 1
         self.arrived_milli += req.demand_milli if req.num_gpu else 0
-        seq = self.seq
-        self.seq += 1
-        if self.mode == "arrival-only":
-            pl = place_job(self.st, req, self.policy, self.pick_rng)
-            if pl is None:
-                self.failed += 1
-            else:
-                self.start(seq, j, pl, float(self.env.now))
-        elif not self.fits_quickly(req, self.empty_maxima) or self.too_big(req):
-            self.failed += 1  # larger than any node even when empty: it would wait forever
+        units: list[int] = []
+        if self.elastic(j):
+            job = self.seq
+            self.tracks[job] = [req.num_gpu, False]
+            for _ in range(req.num_gpu):
+                self.unit[self.seq] = job
+                units.append(self.seq)
+                self.seq += 1
         else:
-            entry = (-int(self.work.priority[j]), seq, j)
-            if not self.queue and self.try_start(entry, None):
-                pass
-            else:
+            units.append(self.seq)
+            self.seq += 1
+        if self.mode == "arrival-only":
+            started = 0
+            for seq in units:
+                pl = place_job(self.st, self.req_of(seq, j), self.policy, self.pick_rng)
+                if pl is not None:
+                    self.start(seq, j, pl, float(self.env.now))
+                    started += 1
+            if started == 0:
+                self.failed += 1
+            for seq in units:  # arrival-only tasks never end: forget the pieces
+                self.unit.pop(seq, None)
+            self.tracks.pop(units[0], None)
+        elif not self.fits_quickly(self.req_of(units[0], j), self.empty_maxima) \
+                or self.too_big(self.req_of(units[0], j)):
+            self.failed += 1  # larger than any node even when empty: it would wait forever
+            for seq in units:
+                self.unit.pop(seq, None)
+            self.tracks.pop(units[0], None)
+        else:
+            queued = False
+            for seq in units:
+                entry = (-int(self.work.priority[j]), seq, j)
+                if not self.queue and self.try_start(entry, None):
+                    continue
                 bisect.insort(self.queue, entry)
-                if len(self.queue) == 1 or self.policy == "easy-backfill":
-                    self.dispatch()
+                queued = True
+            if queued and (len(self.queue) == 1 or self.policy == "easy-backfill"):
+                self.dispatch()
         tm = self.st.total_milli
         self.curve_x.append(self.arrived_milli / tm if tm else 0.0)
         self.curve_y.append(self.st.allocation_rate)
         self.record()
+
+
+def _split(pl: Placement, req: JobRequest) -> list[tuple[int, list[tuple[int, int]], int, int]]:
+    """Per node of a placement: (node, [(card, thousandths)], CPU, memory) as
+    :meth:`ClusterState.allocate` splits them (by cards; CPU-only: evenly)."""
+    per: dict[int, list[tuple[int, int]]] = {}
+    for n, c, m in pl:
+        per.setdefault(n, [])
+        if c >= 0:
+            per[n].append((c, m))
+    gpus = sum(len(v) for v in per.values())
+    out = []
+    for n, cards in per.items():
+        share = len(cards) / gpus if gpus else 1.0 / len(per)
+        out.append((n, cards, int(round(req.cpu_milli * share)),
+                    int(round(req.memory_mib * share))))
+    return out
 
 
 def _arrival_order(work: Workload, nodes: Nodes, target: float | None,

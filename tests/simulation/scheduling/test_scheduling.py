@@ -287,3 +287,79 @@ def test_state_table_stays_equal_to_a_rebuild_and_choices_equal_per_node_scoring
     assert frag_total == pytest.approx(tab.frag_total())
     direct = node_fragmentation(st.free, st.cpu_free, st.mem_free, types)
     assert np.allclose(st.frag, direct)
+
+
+def test_easy_reservation_is_per_node_hand_worked():
+    """Nodes A, B (4 cards) and C (2). At 0: X (2 cards, 10 s) and Y (2, 100 s) fill A;
+    Z (2, 20 s) and W (2, 100 s) fill B. At 1: H (4 cards, 10 s) — no node has 4 free.
+    At 3: K (2 cards, 50 s); C is free.
+
+    Counting the cluster's free cards (the old reservation) H could start at 10 (C's 2 +
+    X's 2); but H needs 4 cards on ONE node: A is whole again only when Y ends at 100.
+    Per node: shadow 100 on A with no spare; K ends at 53 <= 100, so K backfills at 3 on C.
+    FIFO: K waits behind H (H starts at 100 on A, K then on C at 100)."""
+    nodes = Nodes.from_records([{"gpus": 4}, {"gpus": 4}, {"gpus": 2}])
+    w = Workload.from_records([
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 10},    # X -> A
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 100},   # Y -> A
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 20},    # Z -> B
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 100},   # W -> B
+        {"num_gpu": 4, "arrival_s": 1, "duration_s": 10},    # H
+        {"num_gpu": 2, "arrival_s": 3, "duration_s": 50}])   # K
+    easy = simulate(nodes, w, "easy-backfill", mode="full", keep_placements=True)
+    fifo = simulate(nodes, w, "fifo-first-fit", mode="full", keep_placements=True)
+    # delays: X Y Z W 0; H 99 (starts at 100); K 0 under EASY, 97 under FIFO
+    assert easy.queue_delay_s["mean"] == pytest.approx((99 + 0) / 6)
+    assert fifo.queue_delay_s["mean"] == pytest.approx((99 + 97) / 6)
+    assert {n for n, _, _ in easy.placements[5]} == {2}   # K on C
+    assert {n for n, _, _ in easy.placements[4]} == {0}   # H on A at 100
+
+
+def test_easy_does_not_let_a_long_job_take_the_reserved_node():
+    """One 4-card node: A (2 cards, 10 s) at 0, H (4 cards) at 1, L (2 cards, 100 s) at 2.
+    Shadow = 10 on the node, spare 0: L (ends at 102 > 10) would take the head's cards, so
+    it waits; H starts at 10, L at 20 after H."""
+    nodes = Nodes.from_records([{"gpus": 4}])
+    w = Workload.from_records([
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 10},
+        {"num_gpu": 4, "arrival_s": 1, "duration_s": 10},
+        {"num_gpu": 2, "arrival_s": 2, "duration_s": 100}])
+    easy = simulate(nodes, w, "easy-backfill", mode="full")
+    assert easy.queue_delay_s["mean"] == pytest.approx((0 + 9 + 18) / 3)
+
+
+def test_non_gang_jobs_start_card_by_card():
+    """Two 4-card nodes; P (3 cards) fills A and Q (3 cards) fills B from 0 s, leaving one
+    card free on each. E asks for 2 cards at 1 s for 5 s.
+    Gang: E needs 2 cards on one node -> starts when P ends at 10 (delay 9, JCT 14).
+    Non-gang: its 2 cards start at once on the two free cards (delay 0, JCT 5).
+    With 3 cards asked (Q lasting 30 s): 2 start at 1 and end at 6, freeing the card the
+    3rd then takes (A's, first-fit) -> delay 0, JCT 6 + 5 - 1 = 10; the job is counted
+    once as placed and completed."""
+    nodes = Nodes.from_records([{"gpus": 4}, {"gpus": 4}])
+    base = [{"num_gpu": 3, "arrival_s": 0, "duration_s": 10},
+            {"num_gpu": 3, "arrival_s": 0, "duration_s": 10}]
+    for gang, delay, jct in ((True, 9, 14), (False, 0, 5)):
+        w = Workload.from_records([*base, {"num_gpu": 2, "arrival_s": 1, "duration_s": 5,
+                                           "gang": gang}])
+        r = simulate(nodes, w, "fifo-first-fit", mode="full")
+        assert r.queue_delay_s["mean"] == pytest.approx(delay / 3), gang
+        assert r.jct_s["mean"] == pytest.approx((10 + 10 + jct) / 3), gang
+        assert r.jobs["placed"] == r.jobs["completed"] == 3
+    w = Workload.from_records([
+        {"num_gpu": 3, "arrival_s": 0, "duration_s": 10},
+        {"num_gpu": 3, "arrival_s": 0, "duration_s": 30},
+        {"num_gpu": 3, "arrival_s": 1, "duration_s": 5, "gang": False}])
+    r = simulate(nodes, w, "fifo-first-fit", mode="full", keep_placements=True)
+    assert r.jobs == {"arrived": 3, "placed": 3, "failed": 0, "completed": 3, "waiting": 0}
+    assert r.jct_s["mean"] == pytest.approx((10 + 30 + 10) / 3)
+    assert r.queue_delay_s["mean"] == pytest.approx(0)
+    pieces = [pl for seq, pl in r.placements.items() if seq >= 2]
+    assert sorted(n for pl in pieces for n, _, _ in pl) == [0, 0, 1]
+    # arrival-only: a non-gang job takes what fits (3 cards) instead of failing
+    w2 = Workload.from_records([{"num_gpu": 5}, {"num_gpu": 4, "gang": False}])
+    r2 = simulate(nodes, w2, "best-fit", target_load=None)
+    assert r2.jobs["placed"] == 2 and r2.gpu_allocation_rate == 1.0
+    r3 = simulate(nodes, Workload.from_records([{"num_gpu": 5}, {"num_gpu": 4}]), "best-fit",
+                  target_load=None)
+    assert r3.jobs["failed"] == 1 and r3.gpu_allocation_rate == pytest.approx(5 / 8)
