@@ -501,6 +501,8 @@ def simulate(
     target_load: float | None = 1.3,
     max_types: int = 16,
     keep_placements: bool = False,
+    used: Mapping[tuple[int, int], float] | None = None,
+    tenants: Mapping[int, int] | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes`` under ``policy``; see the module doc for the modes.
 
@@ -508,6 +510,9 @@ def simulate(
     share of the cluster's GPUs (``None``: play the workload once). In ``full`` mode it
     is ignored. ``allreduce``: a pricing function (e.g. :func:`default_allreduce`) for
     each multi-card task's placement. ``progress`` gets the share of arrivals done.
+    ``used`` / ``tenants`` (as :func:`place` takes them: (node, card) → share 0..1 already
+    allocated, node → tasks already there) start the run from a live cluster; those
+    allocations stay for the whole run and count in the allocation rate.
     """
     if policy not in POLICIES:
         raise SchedulingInputError(
@@ -531,6 +536,7 @@ def simulate(
         specs.append(_mode_of([workload.gpu_model[i] for i in sel[:1000]]))
     if any(specs):
         run.st.set_type_models(specs)
+    _take_used(run.st, used, tenants)
     run.record()
     run.env.process(run.arrivals(order))
     run.env.run()
@@ -575,6 +581,26 @@ def simulate(
     )
 
 
+def _take_used(st: ClusterState, used: Mapping[tuple[int, int], float] | None,
+               tenants: Mapping[int, int] | None) -> None:
+    """Start ``st`` with cards already partly or fully taken (``used``: (node, card) → share
+    0..1) and tasks already on nodes (``tenants``: node → count)."""
+    nodes = st.nodes
+    if used:
+        for (n, c), share in used.items():
+            if not (0 <= n < len(nodes) and 0 <= c < nodes.max_gpus):
+                raise SchedulingInputError("used", f"no card ({n}, {c}) in this cluster")
+            st.free[n, c] = max(0, int(st.free[n, c]) - int(round(float(share) * 1000)))
+        st.allocated_milli = st.total_milli - int(st.free.sum())
+    if tenants:
+        for n, count in tenants.items():
+            if not 0 <= n < len(nodes):
+                raise SchedulingInputError("tenants", f"no node {n} in this cluster")
+            st.tenants[n] = int(count)
+    if used or tenants:
+        st.refresh_all()
+
+
 def _mode_of(values: list[str]) -> str:
     if not values:
         return ""
@@ -604,16 +630,7 @@ def place(
             "policy", f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
     work = Workload.from_records([dict(job)])
     st = ClusterState(nodes, TaskTypes.from_arrays([1], [1000], [0], [0], [1.0]))
-    if used:
-        for (n, c), share in used.items():
-            if not (0 <= n < len(nodes) and 0 <= c < nodes.max_gpus):
-                raise SchedulingInputError("used", f"no card ({n}, {c}) in this cluster")
-            st.free[n, c] = max(0, int(st.free[n, c]) - int(round(float(share) * 1000)))
-        st.allocated_milli = st.total_milli - int(st.free.sum())
-    if tenants:
-        for n, count in tenants.items():
-            st.tenants[n] = int(count)
-    st.refresh_all()
+    _take_used(st, used, tenants)
     req = JobRequest(int(work.num_gpu[0]), int(work.gpu_milli[0]), int(work.cpu_milli[0]),
                      int(work.memory_mib[0]), work.gpu_model[0])
     pl = place_job(st, req, policy, np.random.default_rng(seed))

@@ -379,3 +379,19 @@ def test_real_openb_node_list_and_pod_sample():
     rate = {p: simulate(nodes, pods, p).gpu_allocation_rate
             for p in ("fgd", "best-fit", "random", "gpu-clustering")}
     assert all(rate["fgd"] > rate[p] for p in ("best-fit", "random", "gpu-clustering"))
+
+
+def test_simulate_from_a_live_cluster():
+    """``used``/``tenants`` (the twin's from_live): two of four cards taken for the whole run;
+    jobs of 2 + 2 cards: one fits, one fails, the allocation rate counts the live cards."""
+    nodes = Nodes.from_records([{"gpus": 4, "vf_limit": 3}])
+    live = {(0, 0): 1.0, (0, 1): 1.0}
+    r = simulate(nodes, jobs(2, 2), "best-fit", target_load=None, used=live, tenants={0: 1})
+    assert (r.jobs["placed"], r.jobs["failed"], r.gpu_allocation_rate) == (1, 1, 1.0)
+    # the SR-IOV limit counts the live tenants: 2 live + 1 new = 3 = the limit
+    r2 = simulate(nodes, jobs(0.5, 0.5), "fgd", target_load=None, used={(0, 0): 0.5},
+                  tenants={0: 2})
+    assert r2.jobs["placed"] == 1
+    with pytest.raises(SchedulingInputError) as err:
+        simulate(nodes, jobs(1), "fgd", used={(3, 0): 1.0})
+    assert err.value.field == "used"
