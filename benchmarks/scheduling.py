@@ -5,7 +5,7 @@
    tests/simulation/scheduling/fixtures): arrival-only to 130 % of capacity, per
    policy, end to end (state setup, types, SimPy, metrics). Target ≤ 5 s. The FGD
    simulator of the paper takes ~10 minutes per experiment. Then the same on the
-   real pod sample (452 pods of openb_pod_list_default.csv, resampled): the FGD table.
+   real pod sample (902 pods of openb_pod_list_default.csv, resampled): the FGD table.
 2. 100,000 jobs on 131,072 8-card servers (1,048,576 cards), full mode (jobs arrive,
    run and leave), best-fit. Target ≤ 120 s. (100,000 jobs of the openb mix ask for
    ~80,000 cards at most at once: the cluster stays mostly idle, which is the case the
