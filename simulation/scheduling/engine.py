@@ -20,7 +20,7 @@ Two modes:
     CPU, memory, a virtual function) — the shadow time — and that node is
     reserved; a later task may start now if it ends by the shadow time or
     takes no more of the reserved node's cards than the head leaves spare
-    (:meth:`_Run.reservation`).
+    (:func:`.backfill.reservation`).
 
 Gang or not (``Workload.gang``): a gang job starts with all its cards at once
 (a job wider than a node across nodes, all or nothing). A **non-gang** job of
@@ -60,6 +60,7 @@ import numpy.typing as npt
 import simpy
 
 from .allreduce import AllReducePrice
+from .backfill import reservation
 from .cluster import Nodes
 from .errors import SchedulingInputError
 from .fragmentation import TaskTypes
@@ -286,68 +287,6 @@ class _Run:
         self.start(seq, j, pl, float(self.work.arrival_s[j]))
         return True
 
-    def reservation(self, head: JobRequest) -> tuple[float, set[int], int]:
-        """EASY's reservation for the queue's head, per node: ``(shadow, nodes, spare)``.
-
-        Replays the running tasks' releases in order of expected end on a copy of the
-        nodes they touch (cards, CPU, memory, virtual functions). The shadow time is the
-        first end after which a suitable node holds the head (whole cards: that many
-        untouched cards; shared: a card with the share left; CPU and memory; a free
-        virtual function); ``nodes`` = {that node}, ``spare`` = its untouched cards beyond
-        the head's. A task wider than a node: the first end after which the suitable
-        nodes' untouched cards add up to its width; ``nodes`` = the nodes holding them,
-        ``spare`` = the surplus. (Lifka 1995; Mu'alem & Feitelson 2001: the reservation
-        is the earliest time enough resources are free *where the job can run*.)
-        """
-        st = self.st
-        model_ok = st.model_ok(head.gpu_model)
-        multi = head.num_gpu > self.nodes.max_gpus
-        proj: dict[int, list[Any]] = {}
-        total = 0
-        if multi:
-            total = int(np.where(model_ok & st.vf_ok, st.full, 0).sum())
-
-        def node(n: int) -> list[Any]:
-            if n not in proj:
-                proj[n] = [st.free[n].tolist(), int(st.cpu_free[n]), int(st.mem_free[n]),
-                           int(st.tenants[n])]
-            return proj[n]
-
-        def holds(n: int) -> bool:
-            row, cpu, mem, tenants = proj[n]
-            if not model_ok[n] or tenants >= int(st.vf_limit[n]):
-                return False
-            if cpu < head.cpu_milli or mem < head.memory_mib:
-                return False
-            if head.shared:
-                return max(row, default=0) >= head.gpu_milli
-            return bool(row.count(1000) >= head.num_gpu)
-
-        for end, _, pl, req in sorted(self.running.values(), key=lambda v: v[0]):
-            touched = _split(pl, req)
-            for n, cards, cpu, mem in touched:
-                rec = node(n)
-                before = rec[0].count(1000)
-                for c, m in cards:
-                    rec[0][c] += m
-                rec[1] += cpu
-                rec[2] += mem
-                rec[3] -= 1
-                if multi and model_ok[n] and rec[3] < int(st.vf_limit[n]):
-                    total += rec[0].count(1000) - before
-            if multi:
-                if total >= head.num_gpu:
-                    nodes = {int(n) for n in np.flatnonzero(model_ok & st.vf_ok & (st.full > 0))}
-                    nodes |= {n for n, rec in proj.items() if rec[0].count(1000) > 0}
-                    return end, nodes, total - head.num_gpu
-                continue
-            for n in sorted(n for n, *_ in touched):
-                if holds(n):
-                    spare = 0 if head.shared or head.num_gpu == 0 else \
-                        proj[n][0].count(1000) - head.num_gpu
-                    return end, {n}, spare
-        return float("inf"), set(), 0
-
     def dispatch(self) -> None:
         while self.queue:
             if self.try_start(self.queue[0], self.maxima()):
@@ -358,7 +297,8 @@ class _Run:
             return
         # EASY: reservation for the head, then backfill what does not delay it
         _, head_seq, head_j = self.queue[0]
-        shadow, reserved, spare = self.reservation(self.req_of(head_seq, head_j))
+        shadow, reserved, spare = reservation(self.st, self.running.values(),
+                                              self.req_of(head_seq, head_j))
         now = float(self.env.now)
         i = 1
         while i < len(self.queue) and i <= 200:
@@ -446,23 +386,6 @@ class _Run:
         self.curve_x.append(self.arrived_milli / tm if tm else 0.0)
         self.curve_y.append(self.st.allocation_rate)
         self.record()
-
-
-def _split(pl: Placement, req: JobRequest) -> list[tuple[int, list[tuple[int, int]], int, int]]:
-    """Per node of a placement: (node, [(card, thousandths)], CPU, memory) as
-    :meth:`ClusterState.allocate` splits them (by cards; CPU-only: evenly)."""
-    per: dict[int, list[tuple[int, int]]] = {}
-    for n, c, m in pl:
-        per.setdefault(n, [])
-        if c >= 0:
-            per[n].append((c, m))
-    gpus = sum(len(v) for v in per.values())
-    out = []
-    for n, cards in per.items():
-        share = len(cards) / gpus if gpus else 1.0 / len(per)
-        out.append((n, cards, int(round(req.cpu_milli * share)),
-                    int(round(req.memory_mib * share))))
-    return out
 
 
 def _arrival_order(work: Workload, nodes: Nodes, target: float | None,
