@@ -396,3 +396,20 @@ def test_simulate_from_a_live_cluster():
     with pytest.raises(SchedulingInputError) as err:
         simulate(nodes, jobs(1), "fgd", used={(3, 0): 1.0})
     assert err.value.field == "used"
+
+
+def test_torus_allreduce_compact_block_versus_scattered_cards():
+    """On an 8x8x8 torus supernode: two whole neighbouring servers (a 2x8 block) give the
+    closed form 2(p-1)(alpha + S/(p B)); the same 16 cards as card 0 of 16 servers 4 apart
+    take longer hops that share links, so the ring is slower."""
+    from simulation.scheduling import torus_allreduce
+
+    price = torus_allreduce(size_bytes=1e9, hop_alpha_s=1e-6)
+    nodes = Nodes.uniform(64, 8)
+    block = price(nodes, [(n, g, 1000) for n in (0, 1) for g in range(8)])
+    assert block == pytest.approx(2 * 15 * (1e-6 + 1e9 / 16 / (400e9 / 8)))
+    scattered = price(nodes, [(n, 0, 1000) for n in range(0, 64, 4)])
+    assert scattered > block
+    two_sn = Nodes.uniform(128, 8)
+    across = price(two_sn, [(n, g, 1000) for n in (0, 64) for g in range(8)])
+    assert across >= 2 * 15 * (2e-6 + 1e9 / 16 / (400e9 / 8))
