@@ -189,8 +189,12 @@ def _card_of(labels: dict[str, str], lay: state.Layout) -> tuple[int, str]:
 
 
 def batch_from_exposition(samples: list[Sample], lay: state.Layout,
-                          now: float | None = None) -> Batch:
-    """Map DCGM samples to cards and metrics; reject what is not a reading."""
+                          now: float | None = None, *, where: str = "line") -> Batch:
+    """Map DCGM samples to cards and metrics; reject what is not a reading.
+
+    A rejected sample is reported with its ``Sample.line`` under the key ``where``
+    (``line`` of an exposition; ``series``, the index of a remote-write series).
+    """
     now = time.time() if now is None else now
     batch = Batch(cluster_id=lay.cluster_id, version=lay.version, ts=now,
                   metric_idx=np.zeros(0, np.uint8), values=np.zeros((0, 0), np.float32))
@@ -215,28 +219,28 @@ def batch_from_exposition(samples: list[Sample], lay: state.Layout,
             continue
         ordinal, ref = _card_of(s.labels, lay)
         if ordinal == -2:
-            reject({"line": s.line, "metric": s.name,
+            reject({where: s.line, "metric": s.name,
                     "reason": "no UUID label and no Hostname/hostname + gpu labels"})
             continue
         if ordinal < 0:
-            reject({"line": s.line, "card": ref, "metric": s.name,
+            reject({where: s.line, "card": ref, "metric": s.name,
                     "reason": "unknown card: not in this cluster"})
             continue
         if math.isnan(s.value):
-            reject({"line": s.line, "card": ref, "metric": s.name, "value": "NaN",
+            reject({where: s.line, "card": ref, "metric": s.name, "value": "NaN",
                     "reason": "NaN is not a reading"})
             continue
         value = s.value * scale
         problem = validate_value(j, value)
         if problem:
-            reject({"line": s.line, "card": ref, "metric": s.name,
+            reject({where: s.line, "card": ref, "metric": s.name,
                     "value": s.value if math.isfinite(s.value) else str(s.value),
                     "reason": problem})
             continue
         ts = s.timestamp_ms / 1000.0 if s.timestamp_ms is not None else now
         problem = timestamp_problem(ts, now)
         if problem:
-            reject({"line": s.line, "card": ref, "metric": s.name, "reason": problem})
+            reject({where: s.line, "card": ref, "metric": s.name, "reason": problem})
             continue
         cells.setdefault(ordinal, {})[j] = value
         card_ts[ordinal] = max(card_ts.get(ordinal, ts), ts)
