@@ -252,3 +252,35 @@ def test_workers_behind_is_503_with_retry_after(agent, settings):
     assert post(agent["client"], agent["cluster"].pk, good_request()).status_code == 200
     response = post(agent["client"], agent["cluster"].pk, good_request())
     assert response.status_code == 503 and response["Retry-After"] == "1"
+
+
+def test_labels_split_by_a_sample_are_still_one_series():
+    """Protobuf allows fields in any order: labels after a sample belong to the series."""
+    body = (promwrite.label("__name__", "x") + promwrite.sample(1.0, 5)
+            + promwrite.label("gpu", "3") + promwrite.label("z", "9"))
+    [s] = remote_write.decode_write_request(promwrite.field(1, body))
+    assert s.labels == {"__name__": "x", "gpu": "3", "z": "9"} and s.values == [1.0]
+
+
+def test_the_fast_path_reads_what_the_field_by_field_walk_reads():
+    """Series of Prometheus' shape (labels, then one sample with a millisecond time)
+    are read in bulk; the same series with a second sample are walked field by
+    field: both give the same labels, values and times, staleness markers included."""
+    ts = now_ms()
+    items = [({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": str(g)}, [(40.0 + g, ts + g)])
+             for g in range(5)] + [({"__name__": "x"}, [(promwrite.STALE_NAN, ts)])]
+    fast = remote_write.decode_write_request(promwrite.encode_request(items))
+    slow = remote_write.decode_write_request(promwrite.encode_request(
+        [(labels, [*samples, (0.0, 1)]) for labels, samples in items]))
+    assert [(s.labels, s.values, s.timestamps_ms, s.stale) for s in fast] == [
+        (s.labels, s.values[:-1], s.timestamps_ms[:-1], s.stale) for s in slow]
+    assert fast[-1].stale == 1 and fast[-1].values == []
+
+
+def test_a_label_value_that_looks_like_a_sample_is_not_taken_for_one():
+    """The last 18 bytes of this series spell a sample (tag, length 16, a double, a
+    6-byte time) but are the end of a label's value: the series has no sample."""
+    fake = "\x12\x10\x09" + "ABCDEFGH" + "\x10" + "€éA"
+    raw = promwrite.encode_request([({"__name__": "x", "zz": fake}, [])])
+    [s] = remote_write.decode_write_request(raw)
+    assert s.labels == {"__name__": "x", "zz": fake} and s.values == []

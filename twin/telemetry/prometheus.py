@@ -19,8 +19,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from twin.telemetry import state
 from twin.telemetry.ingest import (
     MAX_LISTED,
     Batch,
+    time_window,
     timestamp_problem,
 )
 from twin.telemetry.metrics import DCGM_FIELDS, is_dcgm_blank, validate_value
@@ -40,8 +40,9 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 MAX_BROKEN_LISTED = 200
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
+    """One sample line (a tuple: the remote-write path makes one per sample)."""
+
     name: str
     labels: dict[str, str]
     value: float
@@ -201,6 +202,7 @@ def batch_from_exposition(samples: list[Sample], lay: state.Layout,
     cells: dict[int, dict[int, float]] = {}
     card_ts: dict[int, float] = {}
     dropped = {"not_supported": 0, "unmapped_metric": 0, "mig_instance": 0}
+    window = time_window()
 
     def reject(item: dict[str, Any]) -> None:
         batch.reject(item)
@@ -238,7 +240,7 @@ def batch_from_exposition(samples: list[Sample], lay: state.Layout,
                     "reason": problem})
             continue
         ts = s.timestamp_ms / 1000.0 if s.timestamp_ms is not None else now
-        problem = timestamp_problem(ts, now)
+        problem = timestamp_problem(ts, now, window)
         if problem:
             reject({where: s.line, "card": ref, "metric": s.name, "reason": problem})
             continue
