@@ -7,6 +7,7 @@ CI point the same code at PostgreSQL and a real Redis.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -306,6 +307,21 @@ TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 # Django's ASGI handler spools a request body to a temporary *disk* file past this
 # size (default 2.5 MB); a full columnar batch (65,536 cards ≈ 6.8 MB) stays in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = TELEMETRY_MAX_BODY_BYTES
+
+# --- the twin's own /metrics (twin.web.metrics) and alerts out (twin.telemetry.notify) ---
+# Who may scrape /metrics: a bearer token, or an address in these networks (loopback).
+TWIN_METRICS_TOKEN = os.environ.get("TWIN_METRICS_TOKEN", "")
+TWIN_METRICS_ALLOW = env_list("TWIN_METRICS_ALLOW", "127.0.0.1/8,::1/128")
+for _network in TWIN_METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"TWIN_METRICS_ALLOW: {_network!r} is no network; give "
+                                   f"addresses or CIDR networks, comma-separated") from None
+# Per-rack power series only for clusters up to this many racks.
+TWIN_METRICS_MAX_RACKS = int(os.environ.get("TWIN_METRICS_MAX_RACKS", 5000))
 
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"

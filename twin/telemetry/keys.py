@@ -28,7 +28,8 @@ What the tick keeps between runs:
 
 * ``tw:c<c>:tickgate`` (at most ``MAX_TICK_HZ`` ticks a second),
   ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
-  the last tick) and ``tw:c<c>:trailing`` (a trailing tick is queued);
+  the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last) and
+  ``tw:c<c>:trailing`` (a trailing tick is queued);
 * ``tw:c<c>:<v>:alerts`` (the rules' damping state), ``:ewma`` / ``:ewma_ts``
   (utilisation average for the sudden-drop rule), ``:health_db`` (the health
   the ``CardHealth`` table reflects);
@@ -73,6 +74,7 @@ __all__ = [
     "stream_bytes",
     "tick_gate",
     "tick_lock",
+    "tick_stats",
     "trailing",
 ]
 
@@ -112,6 +114,12 @@ def tick_lock(cluster_id: int) -> str:
 
 def last_tick(cluster_id: int) -> str:
     return f"{base(cluster_id)}:lasttick"
+
+
+def tick_stats(cluster_id: int) -> str:
+    """Hash of the cluster's tick durations (``count``, ``sum`` seconds, ``last``),
+    written by every worker's tick and read by the twin's own ``/metrics``."""
+    return f"{base(cluster_id)}:tickstats"
 
 
 def trailing(cluster_id: int) -> str:
