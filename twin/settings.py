@@ -323,6 +323,20 @@ for _network in TWIN_METRICS_ALLOW:
 # Per-rack power series only for clusters up to this many racks.
 TWIN_METRICS_MAX_RACKS = int(os.environ.get("TWIN_METRICS_MAX_RACKS", 5000))
 
+# Alerts out: Alertmanager base URLs (their v2 API) and webhook URLs, comma-separated.
+TWIN_ALERTMANAGER_URLS = env_list("TWIN_ALERTMANAGER_URLS", "")
+TWIN_ALERT_WEBHOOK_URLS = env_list("TWIN_ALERT_WEBHOOK_URLS", "")
+# The dashboard's address as receivers should link to it (generatorURL).
+TWIN_ALERTS_EXTERNAL_URL = os.environ.get("TWIN_ALERTS_EXTERNAL_URL", "http://localhost:8000")
+# Firing alerts are re-sent to Alertmanagers this often (they expire after 4 times it).
+TWIN_ALERTS_RESEND_S = float(os.environ.get("TWIN_ALERTS_RESEND_S", 60))
+# Resolved alerts older than this are not sent (a receiver added later gets no history).
+TWIN_ALERTS_LOOKBACK_S = float(os.environ.get("TWIN_ALERTS_LOOKBACK_S", 86400))
+TWIN_ALERTS_TIMEOUT_S = float(os.environ.get("TWIN_ALERTS_TIMEOUT_S", 5))
+TWIN_ALERTS_BEAT_S = float(os.environ.get("TWIN_ALERTS_BEAT_S", 30))
+CELERY_BEAT_SCHEDULE["telemetry-notify"] = {"task": "twin.telemetry.notify_alerts",
+                                            "schedule": TWIN_ALERTS_BEAT_S}
+
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(os.environ.get("TWIN_STATIC_ROOT", BASE_DIR / "staticfiles"))

@@ -40,6 +40,9 @@ What the tick keeps between runs:
 Ingestion: ``tw:ingest`` (the stream), ``tw:ingest:bytes`` (bytes queued),
 ``tw:ingest:errors`` (entries that could not be applied), ``tw:drain:<slot>``
 (a drain slot held) and ``tw:agent:<id>:seq`` (an agent's last sequence number).
+
+Alerts out: ``tw:notify:lock:<receiver>`` (one run sends to a receiver at a
+time) and ``tw:notify:queued`` (a delivery run was just queued).
 """
 from __future__ import annotations
 
@@ -60,6 +63,8 @@ __all__ = [
     "history",
     "history_buckets",
     "ingest_errors",
+    "notify_lock",
+    "notify_queued",
     "last_tick",
     "layout",
     "layout_gen",
@@ -205,6 +210,16 @@ def ingest_errors() -> str:
 
 def drain_kick(slot: int) -> str:
     return f"{conf().prefix}:drain:{slot}"
+
+
+def notify_lock(receiver: str) -> str:
+    """Held while one run sends alerts to ``receiver`` (``twin.telemetry.notify``)."""
+    return f"{conf().prefix}:notify:lock:{receiver}"
+
+
+def notify_queued() -> str:
+    """Set for a second when a delivery run is queued (a burst queues one)."""
+    return f"{conf().prefix}:notify:queued"
 
 
 def agent_seq(agent_id: int) -> str:

@@ -185,6 +185,7 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
                               "ts": now, "layout": ver})
     if transitions:
         _publish_alerts(cluster_id, transitions)
+        follow_ups.notify()
     return seq
 
 
