@@ -36,6 +36,8 @@ export type Route = Schemas["Route"];
 export type Metric = Schemas["Metric"];
 export type Alert = Schemas["Alert"];
 export type PaginatedAlertList = Schemas["PaginatedAlertList"];
+export type AlertGroup = Schemas["AlertGroup"];
+export type PaginatedAlertGroupList = Schemas["PaginatedAlertGroupList"];
 
 // Scenarios (twin/scenarios)
 export type ScenarioKind = Schemas["ScenarioKind"];
