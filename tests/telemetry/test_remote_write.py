@@ -284,3 +284,18 @@ def test_a_label_value_that_looks_like_a_sample_is_not_taken_for_one():
     raw = promwrite.encode_request([({"__name__": "x", "zz": fake}, [])])
     [s] = remote_write.decode_write_request(raw)
     assert s.labels == {"__name__": "x", "zz": fake} and s.values == []
+
+
+def test_labels_in_any_field_order_and_long_values_are_read():
+    """The label fast path takes only ``0A n 0A a name 12 b value`` with short lengths;
+    fields swapped, a 300-byte value (a two-byte length) or an unknown field inside a
+    label go through the general reader and give the same labels."""
+    swapped = promwrite.field(1, promwrite.field(2, b"v1") + promwrite.field(1, b"k1"))
+    long_value = promwrite.label("k2", "x" * 300)
+    extra = promwrite.field(1, promwrite.field(1, b"k3") + promwrite.field(2, b"v3")
+                            + promwrite.varint(3 << 3) + b"\x05")
+    body = promwrite.label("__name__", "m") + swapped + long_value + extra
+    body += promwrite.sample(1.5, now_ms())
+    [s] = remote_write.decode_write_request(promwrite.field(1, body))
+    assert s.labels == {"__name__": "m", "k1": "v1", "k2": "x" * 300, "k3": "v3"}
+    assert s.values == [1.5]

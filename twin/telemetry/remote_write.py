@@ -145,47 +145,72 @@ def _skip(buf: bytes, pos: int, wire: int, end: int) -> int:
 
 def _labels(key: bytes) -> tuple[str, dict[str, str], bool]:
     """(metric name, labels, only labels) of a series' label bytes, cached; the
-    flag says the bytes held nothing but ``Label`` fields (see :func:`_fast_key`)."""
+    flag says the bytes held nothing but ``Label`` fields (see :func:`_fast_key`).
+
+    A label as every sender writes it — ``0A n 0A a <name> 12 b <value>`` with
+    lengths under 128 — is sliced out directly; anything else goes through
+    :func:`_label_fields`, the general reader.
+    """
     hit = _label_cache.get(key)
     if hit is not None:
         return hit
     labels: dict[str, str] = {}
     only = True
     pos, end = 0, len(key)
-    while pos < end:
-        tag, pos = _varint(key, pos)
-        if tag != 0x0A:
-            only = False
-            pos = _skip(key, pos, tag & 7, end)
-            continue
-        n, pos = _varint(key, pos)
-        stop = pos + n
-        if stop > end:
-            raise BadWriteRequest("a label runs past the end of its series")
-        name = value = ""
-        while pos < stop:
-            ftag, pos = _varint(key, pos)
-            if ftag in (0x0A, 0x12):
-                m, pos = _varint(key, pos)
-                if pos + m > stop:
-                    raise BadWriteRequest("a label's name or value runs past the label")
-                try:
-                    text = key[pos:pos + m].decode("utf-8")
-                except UnicodeDecodeError:
-                    raise BadWriteRequest("a label name or value is not UTF-8") from None
-                pos += m
-                if ftag == 0x0A:
-                    name = text
-                else:
-                    value = text
+    try:
+        while pos < end:
+            n = key[pos + 1] if key[pos] == 0x0A else 0x80
+            a = key[pos + 3] if n < 0x80 and key[pos + 2] == 0x0A else 0x80
+            b_at = pos + 4 + a
+            if (a < 0x80 and b_at + 1 < end and key[b_at] == 0x12 and key[b_at + 1] < 0x80
+                    and a + key[b_at + 1] + 4 == n):
+                name = key[pos + 4:b_at].decode("utf-8")
+                stop = pos + 2 + n
+                if stop > end:
+                    raise BadWriteRequest("a label runs past the end of its series")
+                labels[name] = key[b_at + 2:stop].decode("utf-8")
+                pos = stop
+                continue
+            pos, label, is_label = _label_fields(key, pos, end)
+            if is_label:
+                labels[label[0]] = label[1]
             else:
-                pos = _skip(key, pos, ftag & 7, stop)
-        labels[name] = value
+                only = False
+    except UnicodeDecodeError:
+        raise BadWriteRequest("a label name or value is not UTF-8") from None
     hit = (labels.get("__name__", ""), labels, only)
     if len(_label_cache) >= _LABEL_CACHE_MAX:
         _label_cache.clear()
     _label_cache[key] = hit
     return hit
+
+
+def _label_fields(key: bytes, pos: int, end: int) -> tuple[int, tuple[str, str], bool]:
+    """One field at ``pos`` of a series' label bytes, read the general way:
+    (position after it, (name, value), whether it was a ``Label``)."""
+    tag, pos = _varint(key, pos)
+    if tag != 0x0A:
+        return _skip(key, pos, tag & 7, end), ("", ""), False
+    n, pos = _varint(key, pos)
+    stop = pos + n
+    if stop > end:
+        raise BadWriteRequest("a label runs past the end of its series")
+    name = value = ""
+    while pos < stop:
+        ftag, pos = _varint(key, pos)
+        if ftag in (0x0A, 0x12):
+            m, pos = _varint(key, pos)
+            if pos + m > stop:
+                raise BadWriteRequest("a label's name or value runs past the label")
+            text = key[pos:pos + m].decode("utf-8")
+            pos += m
+            if ftag == 0x0A:
+                name = text
+            else:
+                value = text
+        else:
+            pos = _skip(key, pos, ftag & 7, stop)
+    return stop, (name, value), True
 
 
 def _series(buf: bytes, pos: int, end: int) -> Series:
