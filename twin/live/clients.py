@@ -62,8 +62,9 @@ async def connected() -> None:
     """A socket was accepted (and authorised) in this process."""
     global _count, _heartbeat
     _count += 1
-    if _heartbeat is None or _heartbeat.done():
-        _heartbeat = asyncio.get_running_loop().create_task(_beat(), name="live-clients")
+    loop = asyncio.get_running_loop()
+    if _heartbeat is None or _heartbeat.done() or _heartbeat.get_loop() is not loop:
+        _heartbeat = loop.create_task(_beat(), name="live-clients")
     await _publish_soon()
 
 
