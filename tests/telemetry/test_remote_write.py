@@ -299,3 +299,19 @@ def test_labels_in_any_field_order_and_long_values_are_read():
     [s] = remote_write.decode_write_request(promwrite.field(1, body))
     assert s.labels == {"__name__": "m", "k1": "v1", "k2": "x" * 300, "k3": "v3"}
     assert s.values == [1.5]
+
+
+def test_the_endpoint_s_decoder_gives_the_same_samples_in_the_same_order():
+    """``decode_samples`` (straight to samples) and ``decode_write_request`` +
+    ``samples_of`` agree on a request mixing bulk-read and walked series."""
+    ts = now_ms()
+    items = [({"__name__": "a", "gpu": "0"}, [(1.0, ts)]),
+             ({"__name__": "b", "gpu": "1"}, [(2.0, 5), (3.0, 6)]),
+             ({"__name__": "c", "gpu": "2"}, [(promwrite.STALE_NAN, ts)]),
+             ({"__name__": "d", "gpu": "3"}, [(4.0, ts + 1)])]
+    raw = promwrite.encode_request(items)
+    samples, stale, counts = remote_write.decode_samples(raw)
+    assert (samples, stale) == remote_write.samples_of(remote_write.decode_write_request(raw))
+    assert [(s.name, s.value, s.timestamp_ms, s.line) for s in samples] == [
+        ("a", 1.0, ts, 0), ("b", 2.0, 5, 1), ("b", 3.0, 6, 1), ("d", 4.0, ts + 1, 3)]
+    assert stale == 1 and counts == {"series": 4, "samples": 5}

@@ -42,9 +42,9 @@ __all__ = [
     "STALE_NAN_BITS",
     "BadWriteRequest",
     "Series",
+    "decode_samples",
     "decode_write_request",
     "decompress",
-    "describe",
     "samples_of",
     "uncompressed_length",
 ]
@@ -309,17 +309,12 @@ def _fast_key(data: bytes, pos: int, stop: int) -> tuple[str, dict[str, str]] | 
     return (name, labels) if only else None
 
 
-def decode_write_request(data: bytes) -> list[Series]:
-    """The series of an uncompressed ``WriteRequest`` (``BadWriteRequest`` if it is
-    not one: truncated, a field past its message, an unknown wire type, non-UTF-8
-    labels).
-
-    Series of the usual shape (:func:`_fast_key`) cost a dictionary lookup each;
-    their values and timestamps are then read for all of them at once with numpy
-    (a gather of the doubles, the 6-byte varints assembled with shifts).
-    """
+def _walk(data: bytes) -> tuple[list[Series | None], list[tuple[int, str, dict[str, str], int]]]:
+    """The request's series: those walked field by field (``Series``), and for those
+    of the usual shape (:func:`_fast_key`; None in the first list) their index,
+    name, labels and the offset of their sample."""
     out: list[Series | None] = []
-    fast: list[tuple[int, str, dict[str, str], int]] = []  # (index, name, labels, offset)
+    fast: list[tuple[int, str, dict[str, str], int]] = []
     pos, end = 0, len(data)
     try:
         while pos < end:
@@ -344,31 +339,62 @@ def decode_write_request(data: bytes) -> list[Series]:
     except (IndexError, struct.error):
         raise BadWriteRequest("the protobuf ends in the middle of a field: truncated "
                               "WriteRequest") from None
+    return out, fast
+
+
+def _gather(data: bytes, fast: list[tuple[int, str, dict[str, str], int]]
+            ) -> tuple[list[float], list[int], list[bool]]:
+    """(value, millisecond time, is a staleness marker) of each fast series' sample,
+    read with numpy for all of them at once: a gather of the doubles' bytes, the
+    6-byte varints assembled with shifts."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    offsets = np.fromiter((f[3] for f in fast), dtype=np.int64, count=len(fast))
+    bits = raw[offsets[:, None] + np.arange(3, 11)].copy().view("<u8").ravel()
+    ts_bytes = raw[offsets[:, None] + np.arange(12, 18)].astype(np.int64) & 0x7F
+    stamps = (ts_bytes << (7 * np.arange(6, dtype=np.int64))).sum(axis=1)
+    return (bits.view("<f8").tolist(), stamps.tolist(),
+            (bits == STALE_NAN_BITS).tolist())
+
+
+def decode_write_request(data: bytes) -> list[Series]:
+    """The series of an uncompressed ``WriteRequest`` (``BadWriteRequest`` if it is
+    not one: truncated, a field past its message, an unknown wire type, non-UTF-8
+    labels). Series of the usual shape cost a dictionary lookup each (see
+    :func:`_fast_key` and :func:`_gather`)."""
+    out, fast = _walk(data)
     if fast:
-        _fill_fast(data, fast, out)
+        for (i, name, labels, _), v, t, st in zip(fast, *_gather(data, fast), strict=True):
+            out[i] = Series(name, labels, [], [], 1) if st else Series(name, labels, [v], [t])
     return out  # type: ignore[return-value]  # every None was filled
 
 
-def _fill_fast(data: bytes, fast: list[tuple[int, str, dict[str, str], int]],
-               out: list[Series | None]) -> None:
-    """The one sample of each fast series, read with numpy for all of them at once."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    offsets = np.fromiter((f[3] for f in fast), dtype=np.int64, count=len(fast))
-    value_bytes = raw[offsets[:, None] + np.arange(3, 11)]
-    bits = value_bytes.copy().view("<u8").ravel()
-    values = bits.view("<f8")
-    ts_bytes = raw[offsets[:, None] + np.arange(12, 18)].astype(np.int64) & 0x7F
-    stamps = (ts_bytes << (7 * np.arange(6, dtype=np.int64))).sum(axis=1)
-    stale = bits == STALE_NAN_BITS
-    for (i, name, labels, _), v, t, st in zip(fast, values.tolist(), stamps.tolist(),
-                                              stale.tolist(), strict=True):
-        out[i] = Series(name, labels, [], [], 1) if st else Series(name, labels, [v], [t])
+def decode_samples(data: bytes) -> tuple[list[Sample], int, dict[str, int]]:
+    """What the endpoint needs of a request, straight from the bytes: (its samples as
+    :class:`~twin.telemetry.prometheus.Sample` for the DCGM mapping, the staleness
+    markers left out, ``{"series", "samples"}`` counts). A sample's ``line`` is its
+    series' index in the request, so a rejected sample can be found in what was sent."""
+    out, fast = _walk(data)
+    per: list[Any] = out
+    stale = 0
+    if fast:
+        for (i, name, labels, _), v, t, st in zip(fast, *_gather(data, fast), strict=True):
+            if st:
+                stale += 1
+                per[i] = ()
+            else:
+                per[i] = (Sample(name, labels, v, t, i),)
+    for i, s in enumerate(out):
+        if isinstance(s, Series):
+            stale += s.stale
+            per[i] = [Sample(s.name, s.labels, v, t, i)
+                      for v, t in zip(s.values, s.timestamps_ms, strict=True)]
+    samples = [sample for group in per for sample in group]
+    return samples, stale, {"series": len(out), "samples": len(samples) + stale}
 
 
 def samples_of(series: list[Series]) -> tuple[list[Sample], int]:
-    """(the samples as :class:`~twin.telemetry.prometheus.Sample` for the DCGM mapping,
-    staleness markers dropped). A sample's ``line`` is its series' index in the
-    request, so a rejected sample can be found in what was sent."""
+    """(the samples of decoded series as :class:`~twin.telemetry.prometheus.Sample`,
+    staleness markers left out); the same as :func:`decode_samples` gives."""
     samples: list[Sample] = []
     stale = 0
     for i, s in enumerate(series):
@@ -376,8 +402,3 @@ def samples_of(series: list[Series]) -> tuple[list[Sample], int]:
         for value, ts in zip(s.values, s.timestamps_ms, strict=True):
             samples.append(Sample(s.name, s.labels, value, ts, i))
     return samples, stale
-
-
-def describe(series: list[Series]) -> dict[str, Any]:
-    """Counts for the answer: series and samples in the request."""
-    return {"series": len(series), "samples": sum(len(s.values) + s.stale for s in series)}

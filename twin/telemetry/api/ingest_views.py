@@ -366,10 +366,9 @@ def ingest_remote_write(request: HttpRequest, cluster_id: int) -> HttpResponse:
             return _error(413, f"the request decompresses to {size:,} bytes; the limit is "
                                f"{limit:,}: lower queue_config.max_samples_per_send",
                           limit=limit)
-        series = remote_write.decode_write_request(remote_write.decompress(body))
+        samples, stale, counts = remote_write.decode_samples(remote_write.decompress(body))
     except remote_write.BadWriteRequest as exc:
         return _error(400, str(exc))
-    samples, stale = remote_write.samples_of(series)
     try:
         lay = state.layout(cluster_id)
     except KeyError:  # deleted since the check above
@@ -377,7 +376,7 @@ def ingest_remote_write(request: HttpRequest, cluster_id: int) -> HttpResponse:
     batch = prometheus.batch_from_exposition(samples, lay, where="series")
     if stale:
         batch.dropped["stale_marker"] = stale
-    return _finish(auth, None, batch, remote_write.describe(series), queued_status=200)
+    return _finish(auth, None, batch, counts, queued_status=200)
 
 
 @require_GET
