@@ -288,16 +288,16 @@ def test_a_label_value_that_looks_like_a_sample_is_not_taken_for_one():
 
 def test_labels_in_any_field_order_and_long_values_are_read():
     """The label fast path takes only ``0A n 0A a name 12 b value`` with short lengths;
-    fields swapped, a 300-byte value (a two-byte length) or an unknown field inside a
+    fields swapped, a 20,000-byte value (three-byte lengths) or an unknown field inside a
     label go through the general reader and give the same labels."""
     swapped = promwrite.field(1, promwrite.field(2, b"v1") + promwrite.field(1, b"k1"))
-    long_value = promwrite.label("k2", "x" * 300)
+    long_value = promwrite.label("k2", "x" * 20_000)  # a series over 16 kB: 3-byte length
     extra = promwrite.field(1, promwrite.field(1, b"k3") + promwrite.field(2, b"v3")
                             + promwrite.varint(3 << 3) + b"\x05")
     body = promwrite.label("__name__", "m") + swapped + long_value + extra
     body += promwrite.sample(1.5, now_ms())
     [s] = remote_write.decode_write_request(promwrite.field(1, body))
-    assert s.labels == {"__name__": "m", "k1": "v1", "k2": "x" * 300, "k3": "v3"}
+    assert s.labels == {"__name__": "m", "k1": "v1", "k2": "x" * 20_000, "k3": "v3"}
     assert s.values == [1.5]
 
 

@@ -300,7 +300,8 @@ def _fast_key(data: bytes, pos: int, stop: int) -> tuple[str, dict[str, str]] | 
     s0 = stop - SUFFIX
     if (s0 <= pos or data[s0] != 0x12 or data[s0 + 1] != 16 or data[s0 + 2] != 0x09
             or data[s0 + 11] != 0x10 or data[stop - 1] >= 0x80
-            or min(data[s0 + 12:stop - 1]) < 0x80):
+            or not (data[s0 + 12] & data[s0 + 13] & data[s0 + 14] & data[s0 + 15]
+                    & data[s0 + 16] & 0x80)):
         return None
     try:
         name, labels, only = _labels(data[pos:s0])
@@ -318,11 +319,15 @@ def _walk(data: bytes) -> tuple[list[Series | None], list[tuple[int, str, dict[s
     pos, end = 0, len(data)
     try:
         while pos < end:
-            tag, pos = _varint(data, pos)
-            if tag >> 3 == 0:
-                raise BadWriteRequest(f"field number 0 at byte {pos}: not a WriteRequest")
-            if tag == 0x0A:  # TimeSeries
-                n, pos = _varint(data, pos)
+            if data[pos] == 0x0A:  # TimeSeries (its length inline when 1 or 2 bytes)
+                n = data[pos + 1]
+                if n < 0x80:
+                    pos += 2
+                elif data[pos + 2] < 0x80:
+                    n = (n & 0x7F) | data[pos + 2] << 7
+                    pos += 3
+                else:
+                    n, pos = _varint(data, pos + 1)
                 stop = pos + n
                 if stop > end:
                     raise BadWriteRequest(f"a series of {n} bytes runs past the end of the "
@@ -335,6 +340,10 @@ def _walk(data: bytes) -> tuple[list[Series | None], list[tuple[int, str, dict[s
                     out.append(_series(data, pos, stop))
                 pos = stop
             else:
+                tag, pos = _varint(data, pos)
+                if tag >> 3 == 0:
+                    raise BadWriteRequest(f"field number 0 at byte {pos}: not a "
+                                          f"WriteRequest")
                 pos = _skip(data, pos, tag & 7, end)
     except (IndexError, struct.error):
         raise BadWriteRequest("the protobuf ends in the middle of a field: truncated "
