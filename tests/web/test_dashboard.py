@@ -482,3 +482,38 @@ def test_an_alert_opened_by_telemetry_appears_live_and_selects_its_card(
     expect(page.get_by_test_id("panel-value-xid_errors")).to_have_attribute("data-value", "79")
     wait_twin(page, "t.keys().includes(arg)", card["id"])  # flew to its supernode
     assert_no_problems(page)
+
+
+def test_alerts_of_one_rack_are_one_line_with_a_count(
+        dashboard: Page, dashboard_data: DashboardData, telemetry_probe: TelemetryProbe):
+    """Issue 15: cards of one rack raising the same alert are one line "× n" that
+    expands to its alerts (each still flies to its card), not n lines."""
+    page, data = dashboard, dashboard_data
+    server = data.cards[80]["server"]
+    same = [c for c in data.cards if c["server"] == server][:6]
+    assert len(same) >= 4
+    expect(page.get_by_test_id("alerts-list")).to_be_attached()
+    telemetry_probe.send({c["id"]: {**READING, "xid_errors": 79} for c in same})
+    group = page.locator("[data-testid=alerts-list] > li[data-testid=alert-group][data-rule=xid]")
+    expect(group).to_have_count(1)
+    expect(group).to_have_attribute("data-count", str(len(same)))
+    expect(group.get_by_test_id("alert-group-count")).to_have_text(f"× {len(same)}")
+    single = page.locator("[data-testid=alerts-list] > li[data-testid=alert-item][data-rule=xid]")
+    expect(single).to_have_count(0)
+    # The server groups them the same way: the list the page loads agrees.
+    groups = api_from_page(page, f"/api/telemetry/alerts/groups/?cluster={data.cluster}"
+                                 f"&active=true&rule=xid")["results"]
+    assert [(g["scope"], g["count"]) for g in groups] == [("rack", len(same))]
+    assert group.get_attribute("data-rack") == str(groups[0]["rack"])
+
+    group.get_by_test_id("alert-group-toggle").click()
+    members = group.locator("[data-testid=alert-group-members] li[data-testid=alert-item]")
+    expect(members).to_have_count(len(same))
+    card = same[0]
+    group.locator(f"li[data-testid=alert-item][data-card='{card['id']}']").click()
+    expect(page.get_by_test_id("panel-kind")).to_have_text("card")
+    expect(page.get_by_test_id("panel-title")).to_contain_text(card["serial"])
+    # A reload (the page's ↻) shows the same one line.
+    page.get_by_role("button", name="Reload alerts").click()
+    expect(group).to_have_attribute("data-count", str(len(same)))
+    assert_no_problems(page)
