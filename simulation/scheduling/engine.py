@@ -21,6 +21,13 @@ Two modes:
 SimPy (``simpy.Environment``) drives the clock: one process replays arrivals,
 each start schedules its completion as a timeout event.
 
+``initial`` pins allocations that exist before the first arrival (a live
+cluster's running jobs): they hold their cards, CPU, memory and a virtual
+function from time 0 — forever in ``arrival-only`` mode, for their
+``remaining_s`` in ``full`` mode — and the policy places only the workload.
+They count in the allocation rate, not in the arrived demand nor in the job
+counts (``jobs["pinned"]``). EASY's reservation does not see their ends.
+
 Example:
     >>> from simulation.scheduling.cluster import Nodes
     >>> from simulation.scheduling.workload import Workload
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +99,9 @@ class SimResult:
     jct_s: dict[str, float | None]
     allreduce: dict[str, Any]
     placements: dict[int, Placement] = field(default_factory=dict, repr=False)
+    #: with ``keep_placements``: seq -> (job index, arrival s, start s, end s or NaN)
+    job_log: dict[int, tuple[int, float, float, float]] = field(default_factory=dict,
+                                                                repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (placements omitted: they can be large)."""
@@ -137,6 +147,8 @@ class _Run:
         self.queue: list[tuple[int, int, int]] = []  # (-priority, seq, job)
         self.running: dict[int, tuple[float, int, Placement]] = {}  # seq -> (end, milli, pl)
         self.placements: dict[int, Placement] = {}
+        self.job_log: dict[int, tuple[int, float, float, float]] = {}
+        self.pinned = 0
         self.arrived_milli = 0
         self.arrived = 0
         self.placed = 0
@@ -179,6 +191,7 @@ class _Run:
         self.delays.append(float(self.env.now) - arrival)
         if self.keep:
             self.placements[seq] = pl
+            self.job_log[seq] = (j, arrival, float(self.env.now), float("nan"))
         cards = sum(1 for _, c, m in pl if c >= 0 and m >= 1000)
         if self.allreduce is not None and cards >= 2:
             self.ar_times.append(float(self.allreduce(self.nodes, pl)))
@@ -199,6 +212,8 @@ class _Run:
         self.st.release(pl, req.cpu_milli, req.memory_mib, req.type_id)
         self.completed += 1
         self.jcts.append(float(self.env.now) - arrival)
+        if self.keep and seq in self.job_log:
+            self.job_log[seq] = (*self.job_log[seq][:3], float(self.env.now))
         self.dispatch()
         self.record()
 
@@ -348,6 +363,7 @@ def simulate(
     target_load: float | None = 1.3,
     max_types: int = 16,
     keep_placements: bool = False,
+    initial: Sequence[Mapping[str, Any]] | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes`` under ``policy``; see the module doc for the modes.
 
@@ -355,6 +371,12 @@ def simulate(
     share of the cluster's GPUs (``None``: play the workload once). In ``full`` mode it
     is ignored. ``allreduce``: a pricing function (e.g. :func:`default_allreduce`) for
     each multi-card task's placement. ``progress`` gets the share of arrivals done.
+    ``keep_placements``: also return each started task's placement and its
+    ``job_log`` entry (job index, arrival, start, end).
+    ``initial``: allocations in place before the first arrival, each
+    ``{"placement": [[node, card, share 0..1], ...], "cpu_milli": 0, "memory_mib": 0,
+    "remaining_s": None}`` (``None``: held for the whole run; ``arrival-only`` holds
+    them all for the whole run); see the module doc.
     """
     if policy not in POLICIES:
         raise SchedulingInputError(
@@ -378,6 +400,8 @@ def simulate(
         specs.append(_mode_of([workload.gpu_model[i] for i in sel[:1000]]))
     if any(specs):
         run.st.set_type_models(specs)
+    if initial:
+        _pin(run, initial)
     run.record()
     run.env.process(run.arrivals(order))
     run.env.run()
@@ -405,7 +429,8 @@ def simulate(
         curve=curve,
         unallocated_gpus=total_gpus * (1.0 - run.alloc_at_end),
         jobs={"arrived": run.arrived, "placed": run.placed, "failed": run.failed,
-              "completed": run.completed, "waiting": len(run.queue)},
+              "completed": run.completed, "waiting": len(run.queue),
+              **({"pinned": run.pinned} if initial else {})},
         wall_s=time.perf_counter() - t0,
         timeline=timeline,
         fragmentation={
@@ -419,6 +444,7 @@ def simulate(
         jct_s=_percentiles(run.jcts),
         allreduce=ar,
         placements=run.placements,
+        job_log=run.job_log,
     )
 
 
@@ -467,3 +493,50 @@ def place(
     if pl is None:
         return None
     return [(n, c, m / 1000.0) for n, c, m in pl]
+
+
+def _pin(run: _Run, initial: Sequence[Mapping[str, Any]]) -> None:
+    """Allocate ``initial`` (see :func:`simulate`) before the first arrival.
+
+    Each entry's pieces must name an existing healthy card with the share left;
+    an entry with ``remaining_s`` in ``full`` mode is released at that time (the
+    queue then dispatches as after any completion). Raises
+    :class:`SchedulingInputError` naming ``initial[i].<key>``.
+    """
+    st, nodes = run.st, run.nodes
+    healthy = nodes.healthy()
+    for i, entry in enumerate(initial):
+        path = f"initial[{i}]"
+        if not isinstance(entry, Mapping):
+            raise SchedulingInputError(path, "must be an object")
+        pl: Placement = []
+        for k, piece in enumerate(entry.get("placement") or []):
+            where = f"{path}.placement[{k}]"
+            try:
+                n, c, share = int(piece[0]), int(piece[1]), float(piece[2])
+            except (TypeError, ValueError, IndexError) as exc:
+                raise SchedulingInputError(where, "must be [node, card, share]") from exc
+            milli = int(round(share * 1000))
+            if not 0 <= n < len(nodes) or not -1 <= c < nodes.max_gpus:
+                raise SchedulingInputError(where, f"no card ({n}, {c}) in this cluster")
+            if c >= 0 and (not healthy[n, c] or not 0 < milli <= int(st.free[n, c])):
+                raise SchedulingInputError(
+                    where, f"card ({n}, {c}) is failed or has less than {share:g} left")
+            pl.append((n, c, milli if c >= 0 else 0))
+        if not pl:
+            raise SchedulingInputError(f"{path}.placement", "must list at least one piece")
+        cpu, mem = int(entry.get("cpu_milli", 0) or 0), int(entry.get("memory_mib", 0) or 0)
+        st.allocate(pl, cpu, mem)
+        run.pinned += 1
+        remaining = entry.get("remaining_s")
+        if run.mode == "full" and remaining is not None:
+            if not float(remaining) >= 0:
+                raise SchedulingInputError(f"{path}.remaining_s", "must be >= 0 (or None)")
+
+            def release(_event: simpy.Event, pl: Placement = pl, cpu: int = cpu,
+                        mem: int = mem) -> None:
+                run.st.release(pl, cpu, mem)
+                run.dispatch()
+                run.record()
+
+            run.env.timeout(float(remaining)).callbacks.append(release)
