@@ -229,6 +229,12 @@ class _Run:
             return req.num_gpu * 1000 <= free_milli
         return req.num_gpu <= max_full
 
+    def too_big(self, req: JobRequest) -> bool:
+        """Memory no node holds even when empty (a multi-node task: one card's share)."""
+        if req.num_gpu > self.nodes.max_gpus:
+            return req.memory_mib / req.num_gpu > self.max_mem
+        return req.memory_mib > self.max_mem
+
     def maxima(self) -> tuple[int, int, int, int]:
         return self.st.maxima()
 
@@ -311,7 +317,7 @@ class _Run:
                 self.failed += 1
             else:
                 self.start(seq, j, pl, float(self.env.now))
-        elif not self.fits_quickly(req, self.empty_maxima) or req.memory_mib > self.max_mem:
+        elif not self.fits_quickly(req, self.empty_maxima) or self.too_big(req):
             self.failed += 1  # larger than any node even when empty: it would wait forever
         else:
             entry = (-int(self.work.priority[j]), seq, j)
