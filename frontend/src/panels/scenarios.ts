@@ -18,7 +18,7 @@ import { config } from "../config";
 import { button, chip, explain, h } from "./dom";
 import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
-import { renderFields, type FieldInput } from "./scenariofields";
+import { rawValue, renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
 import { renderChart, renderTable } from "./scenariorender";
 import { renderScheduling } from "./scheduling";
@@ -205,7 +205,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     }
     const raw: Record<string, RawValue> = {};
     for (const [name, { input }] of inputs) {
-      raw[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
+      raw[name] = rawValue(input);
     }
     const built = buildParams(kind, raw);
     if (!built.ok) {

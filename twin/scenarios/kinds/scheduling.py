@@ -70,7 +70,7 @@ def _policies(value: Any) -> list[str]:
     out: list[str] = []
     for i, item in enumerate(items):
         name = item.strip() if isinstance(item, str) else item
-        if name not in POLICIES:
+        if not isinstance(name, str) or name not in POLICIES:
             raise ScenarioInputError.one(
                 f"params.policies[{i}]",
                 f"unknown policy {name!r} (choose from {', '.join(sorted(POLICIES))})")
@@ -97,8 +97,9 @@ class SchedulingKind(ScenarioKind):
                    "placement policies: GPU allocation rate, utilisation, fragmentation, "
                    "queueing and AllReduce times.")
     fields = (
-        FieldSpec("policies", "string", "Policies", "One or several, comma-separated: "
-                  + ", ".join(POLICIES) + ".", default="fgd,best-fit,topology-aware"),
+        FieldSpec("policies", "choice_list", "Policies", "One or several, replayed side by "
+                  "side (a list, or one comma-separated string: fgd,best-fit,random).",
+                  default=["fgd", "best-fit", "topology-aware"], choices=tuple(POLICIES)),
         FieldSpec("mode", "choice", "Mode", "arrival-only: jobs never leave, arrivals go on "
                   "past capacity (the FGD paper); full: jobs run for their duration and queue.",
                   default="arrival-only", choices=MODES),
