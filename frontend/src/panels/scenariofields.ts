@@ -67,7 +67,11 @@ export function renderFields(
       input = select;
     } else if (field.type === "choice_list") {
       const options = choiceOptions(field);
-      const chosen = new Set(defaultText(field).split(",").map((t) => t.trim()));
+      const chosen = new Set(
+        defaultText(field)
+          .split(",")
+          .map((t) => t.trim()),
+      );
       const select = h("select", { id, name: field.name, multiple: "", size: String(Math.min(options.length, 6)) });
       for (const o of options) {
         const option = h("option", { value: o.text }, o.label);

@@ -21,7 +21,9 @@ import type { PanelHost } from "./host";
 import { rawValue, renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
 import { renderChart, renderTable } from "./scenariorender";
+import { clusterOf, mountPlayback, type Playback } from "./playback";
 import { renderScheduling } from "./scheduling";
+import { renderJobTable } from "./schedulingjobs";
 import { chartData, resultTable } from "./scenarioresult";
 import type { RunState, ScenarioMessage } from "./types";
 
@@ -150,6 +152,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
   let plot: uPlot | null = null;
+  let playback: Playback | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
@@ -304,6 +307,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   }
 
   function clearResult(): void {
+    playback?.destroy();
+    playback = null;
     plot?.destroy();
     plot = null;
     for (const p of extraPlots.splice(0)) p.destroy();
@@ -327,6 +332,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       plot = renderChart(chartBox, data);
     }
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
+    if (run.kind === "scheduling") {
+      renderJobTable(tableBox, run.result);
+      // The floor is this cluster's: play the placements back on it (not another cluster's).
+      if (host.showPlayback && clusterOf(run.result) === host.clusterId()) {
+        playback = mountPlayback(tableBox, run.result, host.showPlayback.bind(host));
+      }
+    }
   }
 
   async function finish(runId: number, gen: number, fromSocket?: ShownRun): Promise<void> {
