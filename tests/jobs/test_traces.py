@@ -127,6 +127,19 @@ def test_scheduling_with_a_cluster_refuses_shape_options(admin_client_api, tiny_
     assert response.status_code == 400 and "params.servers" in response.json()
 
 
+def test_the_forms_described_defaults_are_accepted_on_a_cluster(tiny_cluster) -> None:
+    """The dashboard's form sends every described default: on a cluster they must not
+    include the uniform-node shape (refused there)."""
+    from twin.scenarios.kinds import get_kind
+
+    kind = get_kind("scheduling")
+    params = {f.name: f.default for f in kind.fields if f.default is not None}
+    inputs = kind.prepare(params, tiny_cluster["cluster"])
+    assert inputs["nodes"]["source"] == "cluster"
+    assert inputs["workload"] == {"source": "synthetic", "jobs": 2000}
+    assert inputs["options"]["policies"] == ["fgd", "best-fit", "topology-aware"]
+
+
 def test_from_live_starts_from_the_twins_jobs_and_failed_cards(admin_client_api,
                                                                tiny_cluster) -> None:
     from twin.hardware.models import Card

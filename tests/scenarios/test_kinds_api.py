@@ -43,7 +43,8 @@ NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
-    "cards": 16, "params_b": 7.0, "spares": 2,
+    "cards": 16, "params_b": 7.0, "spares": 2, "jobs": 2000, "servers": 64,
+    "gpus_per_server": 8,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}

@@ -60,6 +60,10 @@ MAX_JOBS = 100_000
 MAX_POLICIES = len(POLICIES)
 MAX_SERVERS = 131_072
 """A million cards in 8-card servers."""
+DEFAULT_JOBS, DEFAULT_SERVERS, DEFAULT_GPUS = 2000, 64, 8
+"""Synthetic jobs and uniform nodes when not given. They are not the fields' described
+defaults, so that a form (which sends every described default) can run on a cluster or
+a trace, where giving them is refused."""
 
 
 def _policies(value: Any) -> list[str]:
@@ -77,6 +81,11 @@ def _policies(value: Any) -> list[str]:
         if name not in out:
             out.append(name)
     return out
+
+
+def _int_or(mine: Mapping[str, Any], spec: FieldSpec, fallback: int) -> int:
+    """The integer option ``spec`` (checked against its bounds), ``fallback`` if absent."""
+    return int_option({spec.name: mine.get(spec.name, fallback)}, spec)
 
 
 def _number(mine: Mapping[str, Any], spec: FieldSpec) -> float:
@@ -106,14 +115,16 @@ class SchedulingKind(ScenarioKind):
         FieldSpec("trace", "integer", "Trace", "An uploaded trace (/api/jobs/traces/): its jobs, "
                   "and its node list when there is no cluster. Empty: synthetic jobs.", min=1),
         FieldSpec("jobs", "integer", "Synthetic jobs", "Jobs drawn from the documented "
-                  "distributions when there is no trace.", default=2000, min=1, max=MAX_JOBS),
+                  f"distributions when there is no trace (empty: {DEFAULT_JOBS:,}).", min=1,
+                  max=MAX_JOBS),
         FieldSpec("target_load", "number", "Arrived load", "arrival-only: stop when the arrived "
                   "GPU demand is this share of the cluster's cards.", default=1.3, min=0.01,
                   max=100),
         FieldSpec("servers", "integer", "Servers", "Without a cluster or a trace node list: "
-                  "this many identical servers.", default=64, min=1, max=MAX_SERVERS),
-        FieldSpec("gpus_per_server", "integer", "Cards per server", "Of those servers.",
-                  default=8, min=1, max=64),
+                  f"this many identical servers (empty: {DEFAULT_SERVERS}).", min=1,
+                  max=MAX_SERVERS),
+        FieldSpec("gpus_per_server", "integer", "Cards per server", "Of those servers "
+                  f"(empty: {DEFAULT_GPUS}).", min=1, max=64),
         FieldSpec("allreduce_bytes", "integer", "AllReduce size (bytes)", "The collective each "
                   "multi-card placement is priced for.", default=1 << 30, min=1),
         FieldSpec("seed", "integer", "Seed", "Synthetic jobs, random policy, resampling.",
@@ -149,8 +160,8 @@ class SchedulingKind(ScenarioKind):
         trace = self._trace(mine)
         inputs: dict[str, Any] = {"options": options}
         inputs["workload"] = ({"source": "trace", "trace": trace} if trace else
-                              {"source": "synthetic", "jobs": int_option(mine,
-                                                                         self.field("jobs"))})
+                              {"source": "synthetic", "jobs": _int_or(mine, self.field("jobs"),
+                                                                      DEFAULT_JOBS)})
         if trace and "jobs" in mine:
             raise ScenarioInputError.one("params.jobs", "the jobs come from the trace; give "
                                                         "either trace or jobs")
@@ -186,8 +197,9 @@ class SchedulingKind(ScenarioKind):
                 raise ScenarioInputError.one(f"params.{shaped[0]}", "the nodes come from the "
                                                                     "trace's node list")
             return {"source": "trace", "trace": trace}
-        return {"source": "uniform", "servers": int_option(mine, self.field("servers")),
-                "gpus_per_server": int_option(mine, self.field("gpus_per_server"))}
+        return {"source": "uniform",
+                "servers": _int_or(mine, self.field("servers"), DEFAULT_SERVERS),
+                "gpus_per_server": _int_or(mine, self.field("gpus_per_server"), DEFAULT_GPUS)}
 
     def _cluster_nodes(self, cluster: Any, from_live: bool,
                        inputs: dict[str, Any]) -> dict[str, Any]:
