@@ -30,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulation.scheduling import (  # noqa: E402
     ALIBABA_DEFAULT_MIX,
+    AllReducePrice,
     Nodes,
     default_allreduce,
     simulate,
     synthetic_workload,
+    torus_allreduce,
 )
 
 POLICIES = ("fifo-first-fit", "random", "best-fit", "topology-aware")
@@ -60,7 +62,8 @@ def mix_with(multi: float) -> dict[str, object]:
 
 
 def run(nodes: Nodes, n_jobs: int, multi: float, load: float, seed: int,
-        policies: Sequence[str] = POLICIES) -> dict[str, dict[str, float]]:
+        policies: Sequence[str] = POLICIES,
+        price: AllReducePrice | None = None) -> dict[str, dict[str, float]]:
     """Mean AllReduce of the multi-server jobs per policy (and their count)."""
     mix = mix_with(multi)
     probe = synthetic_workload(20_000, seed=seed + 99, mix=mix)
@@ -69,7 +72,7 @@ def run(nodes: Nodes, n_jobs: int, multi: float, load: float, seed: int,
     gap = mean_cards * mean_duration / (load * nodes.total_gpus)
     work = synthetic_workload(n_jobs, seed=seed, mix=mix, mean_interarrival_s=gap,
                               mean_duration_s=mean_duration)
-    price = default_allreduce(size_bytes=float(1 << 30))
+    price = price or default_allreduce(size_bytes=float(1 << 30))
     out: dict[str, dict[str, float]] = {}
     for policy in policies:
         times: list[float] = []
@@ -116,6 +119,20 @@ def main() -> int:
                          "random_s": rnd, "best_fit_s": bf, "topology_s": ta,
                          "cut_vs_first_fit": cut_ff, "cut_vs_random": cut_rnd,
                          "cut_vs_best_fit": cut_bf})
+    print("torus supernodes (8x8x8 cards each, 400 Gb/s links; an 8-card server = one line)")
+    torus = torus_allreduce((8, 8, 8), float(1 << 30))
+    for load in LOADS:
+        res = run(nodes, args.jobs, MIXES["15 % multi-server"], load, args.seed, price=torus)
+        ff, rnd, bf, ta = (res[p]["mean_s"] for p in POLICIES)
+        cut_ff, cut_rnd, cut_bf = 1 - ta / ff, 1 - ta / rnd, 1 - ta / bf
+        jobs = int(res["topology-aware"]["jobs"])
+        print(f"{'15 % (torus)':18s} {load:5.2f} {jobs:5d} {ff * 1e3:13.2f} {rnd * 1e3:10.2f} "
+              f"{bf * 1e3:12.2f} {ta * 1e3:12.2f} {cut_ff:10.1%} {cut_rnd:10.1%} "
+              f"{cut_bf:12.1%}")
+        rows.append({"mix": "15 % multi-server", "fabric": "torus", "load": load, "jobs": jobs,
+                     "first_fit_s": ff, "random_s": rnd, "best_fit_s": bf, "topology_s": ta,
+                     "cut_vs_first_fit": cut_ff, "cut_vs_random": cut_rnd,
+                     "cut_vs_best_fit": cut_bf})
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
