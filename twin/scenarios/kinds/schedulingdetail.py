@@ -4,7 +4,9 @@ Both are read from one policy's :class:`simulation.scheduling.SimResult` run wit
 ``keep_placements`` (each started task's placement and its ``job_log`` entry:
 job index, arrival, start, end).
 
-**The job table** (:func:`job_table`) — job, size (cards, or a share of one),
+**The job table** (:func:`job_table`) — one row per started task (a gang job is
+one task; each card of a job that is not a gang is its own task, as the library
+starts them): job, size (the cards it holds, or a share of one),
 queued seconds, start, end and completion time (``full`` mode; in
 ``arrival-only`` mode tasks never end), nodes spanned and the AllReduce time its
 placement gives. A run can start 100,000 tasks, so the table is bounded: the
@@ -73,8 +75,7 @@ def job_table(result: SimResult, work: Workload, nodes: Nodes,
     for seq in chosen:
         j, arrival, start, end = log[seq]
         pl = result.placements[seq]
-        milli = int(work.gpu_milli[j])
-        size = float(work.num_gpu[j]) if milli >= 1000 else milli / 1000.0
+        size = sum(m for _, c, m in pl if c >= 0) / 1000.0  # what this task holds
         ar = float(price(nodes, pl)) if price is not None and wide(seq) else None
         rows.append({
             "job": work.name[j], "size": size, "queued_s": _round(start - arrival),
