@@ -192,6 +192,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
     # Cluster builds: the same for builds (twin.hardware.runner.reap).
     "builds-reap": {"task": "twin.hardware.reap_builds", "schedule": 30.0},
+    # Jobs on the twin: complete the ones past their expected duration, place the queue.
+    "jobs-finish": {"task": "twin.jobs.finish_due", "schedule": 10.0},
 }
 
 CHANNEL_LAYERS = {

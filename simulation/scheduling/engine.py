@@ -36,6 +36,13 @@ places a job whole.
 SimPy (``simpy.Environment``) drives the clock: one process replays arrivals,
 each start schedules its completion as a timeout event.
 
+``initial`` pins allocations that exist before the first arrival (a live
+cluster's running jobs): they hold their cards, CPU, memory and a virtual
+function from time 0 — forever in ``arrival-only`` mode, for their
+``remaining_s`` in ``full`` mode — and the policy places only the workload.
+They count in the allocation rate, not in the arrived demand nor in the job
+counts (``jobs["pinned"]``). EASY's reservation does not see their ends.
+
 Example:
     >>> from simulation.scheduling.cluster import Nodes
     >>> from simulation.scheduling.workload import Workload
@@ -51,7 +58,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +71,7 @@ from .backfill import reservation
 from .cluster import Nodes
 from .errors import SchedulingInputError
 from .fragmentation import TaskTypes
+from .initial import pin_initial
 from .policies import POLICIES, JobRequest, place_job
 from .state import ClusterState, Placement
 from .workload import Workload
@@ -108,6 +116,9 @@ class SimResult:
     jct_s: dict[str, float | None]
     allreduce: dict[str, Any]
     placements: dict[int, Placement] = field(default_factory=dict, repr=False)
+    #: with ``keep_placements``: seq -> (job index, arrival s, start s, end s or NaN)
+    job_log: dict[int, tuple[int, float, float, float]] = field(default_factory=dict,
+                                                                repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (placements omitted: they can be large)."""
@@ -159,6 +170,8 @@ class _Run:
         self.pieces: dict[int, JobRequest] = {}
         self.one_card_type = lookup.get(1 * 2048 + 1000, -1)
         self.placements: dict[int, Placement] = {}
+        self.job_log: dict[int, tuple[int, float, float, float]] = {}
+        self.pinned = 0
         self.arrived_milli = 0
         self.arrived = 0
         self.placed = 0
@@ -224,6 +237,7 @@ class _Run:
                 self.tracks[job][1] = True
         if self.keep:
             self.placements[seq] = pl
+            self.job_log[seq] = (j, arrival, float(self.env.now), float("nan"))
         cards = sum(1 for _, c, m in pl if c >= 0 and m >= 1000)
         if self.allreduce is not None and cards >= 2:
             self.ar_times.append(float(self.allreduce(self.nodes, pl)))
@@ -251,6 +265,8 @@ class _Run:
         if last:
             self.completed += 1
             self.jcts.append(float(self.env.now) - arrival)
+        if self.keep and seq in self.job_log:
+            self.job_log[seq] = (*self.job_log[seq][:3], float(self.env.now))
         self.dispatch()
         self.record()
 
@@ -426,6 +442,7 @@ def simulate(
     keep_placements: bool = False,
     used: Mapping[tuple[int, int], float] | None = None,
     tenants: Mapping[int, int] | None = None,
+    initial: Sequence[Mapping[str, Any]] | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes`` under ``policy``; see the module doc for the modes.
 
@@ -436,6 +453,12 @@ def simulate(
     ``used`` / ``tenants`` (as :func:`place` takes them: (node, card) → share 0..1 already
     allocated, node → tasks already there) start the run from a live cluster; those
     allocations stay for the whole run and count in the allocation rate.
+    ``keep_placements``: also return each started task's placement and its
+    ``job_log`` entry (job index, arrival, start, end).
+    ``initial``: allocations in place before the first arrival, each
+    ``{"placement": [[node, card, share 0..1], ...], "cpu_milli": 0, "memory_mib": 0,
+    "remaining_s": None}`` (``None``: held for the whole run; ``arrival-only`` holds
+    them all for the whole run); see the module doc.
     """
     if policy not in POLICIES:
         raise SchedulingInputError(
@@ -460,6 +483,8 @@ def simulate(
     if any(specs):
         run.st.set_type_models(specs)
     _take_used(run.st, used, tenants)
+    if initial:
+        pin_initial(run, initial)
     run.record()
     run.env.process(run.arrivals(order))
     run.env.run()
@@ -487,7 +512,8 @@ def simulate(
         curve=curve,
         unallocated_gpus=total_gpus * (1.0 - run.alloc_at_end),
         jobs={"arrived": run.arrived, "placed": run.placed, "failed": run.failed,
-              "completed": run.completed, "waiting": len(run.queue)},
+              "completed": run.completed, "waiting": len(run.queue),
+              **({"pinned": run.pinned} if initial else {})},
         wall_s=time.perf_counter() - t0,
         timeline=timeline,
         fragmentation={
@@ -501,6 +527,7 @@ def simulate(
         jct_s=_percentiles(run.jcts),
         allreduce=ar,
         placements=run.placements,
+        job_log=run.job_log,
     )
 
 
@@ -560,3 +587,4 @@ def place(
     if pl is None:
         return None
     return [(n, c, m / 1000.0) for n, c, m in pl]
+
