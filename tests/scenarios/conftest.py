@@ -56,6 +56,18 @@ def seed_cluster(db) -> Any:
     return Cluster.objects.get(pk=result["cluster_id"])
 
 
+@pytest.fixture
+def dgx_cluster(db) -> Any:
+    """One DGX H100 SuperPOD scalable unit as the builder writes it: 32 DGX of
+    8 GPUs (NVLink full mesh per server), one 400G NIC per GPU, 8 rail leaves,
+    4 spines (8 parallel links per leaf–spine pair)."""
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+
+    result = build_cluster("dgx-h100-superpod", name="scen-dgx", supernodes=1)
+    return Cluster.objects.get(pk=result["cluster_id"])
+
+
 def post(client: Any, body: dict, callbacks_fixture: Any) -> tuple[Any, list]:
     """POST a scenario; returns the response and the on-commit callbacks it queued
     (captured, not run: no task leaves a test that has no worker)."""

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from simulation.collectives import ALGORITHMS, OPS, CollectiveSpec
 from simulation.topology import FailureSpec
+from simulation.training import Execution
 from twin.scenarios.kinds import (
     FIELD_TYPES,
     REGISTRY,
@@ -30,20 +31,25 @@ pytestmark = pytest.mark.django_db
 
 URL = "/api/scenarios/kinds/"
 FAMILY = {"family": "torus", "dims": [4, 4]}  # 16 cards, small enough to build per call
+HARDWARE = {"model": "llama3-8b", "accelerator": "h100-sxm5-80gb", "cards": 8,
+            "global_batch": 16}  # the training kinds: no topology, a catalogue accelerator
 BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
     "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
-    "scheduling": {"jobs": 50, "servers": 4},
+    "scheduling": {"jobs": 50, "servers": 4}, "training": HARDWARE, "training_search": HARDWARE,
 }
 #: Kinds whose inputs come from their own options (or a cluster), never a topology family:
-#: resilience prices a job, scheduling places jobs on nodes.
-NO_TOPOLOGY = {"resilience", "scheduling"}
+#: resilience prices a job, scheduling places jobs on nodes, training a parallel layout.
+NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search"}
 #: Options whose values name a row (tested with the database in tests/jobs).
 NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
-    "cards": 16, "params_b": 7.0, "spares": 2,
+    "cards": 16, "params_b": 7.0, "spares": 2, "pfs_gbps": 400.0, "model": "llama3-8b",
+    "accelerator": "a100-sxm-80gb", "dp": 8, "global_batch": 16,
+    "power_cap_w": 500.0, "limits": {"tp": [1, 2], "precision": ["bf16"]},
+    "jobs": 2000, "servers": 64, "gpus_per_server": 8,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}
@@ -55,6 +61,8 @@ def prepare(kind: str, extra: dict[str, Any], cluster: Any = None) -> dict[str, 
 
 
 def refused(kind: str, extra: dict[str, Any]) -> dict[str, list[str]]:
+    """The errors of ``prepare`` (the training kinds read the catalogue: tests using
+    them need the ``db`` fixture)."""
     with pytest.raises(ScenarioInputError) as exc:
         prepare(kind, extra)
     return exc.value.errors
@@ -76,7 +84,8 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     body = response.json()
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
                                                            "collective", "resilience",
-                                                           "scheduling"]
+                                                           "scheduling", "training",
+                                                           "training_search"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]
@@ -84,7 +93,8 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
                                                        REGISTRY[kind["name"]].fields]
         for field in kind["fields"]:
             assert set(field) == KEYS and field["type"] in FIELD_TYPES and field["label"]
-            assert (field["type"] == "choice") == (field["choices"] is not None)
+            assert (field["type"] in ("choice", "choice_list")) == \
+                (field["choices"] is not None)
 
 
 def test_the_collective_form_and_chart(reader_client, db):
@@ -104,7 +114,8 @@ def test_the_collective_form_and_chart(reader_client, db):
         "series": "sizes", "x": "size_bytes", "y": "busbw_gbps", "log_x": True,
         "x_label": "Message size (bytes)", "y_label": "Bus bandwidth (Gb/s)"}
     assert all(kinds[name]["chart"] is None for name in ("topology", "route", "failure",
-                                                         "scheduling"))
+                                                         "scheduling", "training",
+                                                         "training_search"))
 
 
 def test_the_chart_names_keys_of_the_real_result():
@@ -144,6 +155,7 @@ def test_described_options_are_the_simulation_inputs():
         set(CollectiveSpec.__dataclass_fields__)
     assert set(FailureSpec.__dataclass_fields__) <= {f.name for f in
                                                     get_kind("failure").fields}
+    assert set(Execution.__dataclass_fields__) <= {f.name for f in get_kind("training").fields}
     for kind in REGISTRY.values():
         assert kind.options == {f.name for f in kind.fields}
         assert not kind.options & TOPOLOGY_KEYS - {"nodes"}  # failure's nodes: a list
@@ -151,13 +163,17 @@ def test_described_options_are_the_simulation_inputs():
 
 @pytest.mark.parametrize(("kind", "field"), accepted_fields(),
                          ids=[f"{k}.{f.name}" for k, f in accepted_fields()])
-def test_every_described_option_is_accepted(kind, field):
+def test_every_described_option_is_accepted(kind, field, request):
+    if field.name == "cluster":  # a cluster of the inventory, by name
+        value = request.getfixturevalue("tiny_cluster")["cluster"].name
+        prepare(kind, {field.name: value, "accelerator": None})
+        return
     value = field.default if field.default is not None else SAMPLE[field.name]
     prepare(kind, {field.name: value})
 
 
 @pytest.mark.parametrize("kind", list(REGISTRY))
-def test_an_undescribed_option_is_refused(kind):
+def test_an_undescribed_option_is_refused(kind, db):
     assert set(refused(kind, {"colour": "blue"})) == {"params.colour"}
 
 
@@ -172,7 +188,7 @@ def test_cluster_only_options_are_accepted_with_a_cluster(tiny_cluster):
         assert "needs a cluster" in errors[f"params.{name}"][0]
 
 
-def test_described_defaults_are_the_ones_applied():
+def test_described_defaults_are_the_ones_applied(db):
     assert prepare("topology", {})["options"] == {f.name: f.default
                                                   for f in get_kind("topology").fields}
     assert prepare("route", {})["by"] == get_kind("route").field("by").default
@@ -184,6 +200,13 @@ def test_described_defaults_are_the_ones_applied():
     for f in get_kind("collective").fields:
         if not f.required:
             assert applied[f.name] == f.default, f.name
+    applied = prepare("training", {})["execution"]
+    for f in get_kind("training").fields:
+        if f.name in Execution.__dataclass_fields__ and f.default is not None:
+            assert applied[f.name] == f.default, f.name
+    assert applied["dp"] == 8  # described as empty: cards / (tp · pp)
+    applied = prepare("training_search", {})["search"]
+    assert (applied["objective"], applied["top"], applied["limits"]) == ("time", 10, None)
 
 
 def _below(field: FieldSpec) -> Any:
@@ -199,19 +222,22 @@ def _below(field: FieldSpec) -> Any:
 @pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()
                                              if f.min is not None],
                          ids=[f"{k}.{f.name}" for k, f in family_fields() if f.min is not None])
-def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field):
+def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field, db):
     errors = refused(kind, {field.name: _below(field)})
     assert list(errors)[0].startswith(f"params.{field.name}"), errors
 
 
 def test_a_value_above_the_maximum_is_refused_on_that_field():
     bounded = {f.name: f for k, f in family_fields() if f.max is not None}
+    training = [("training", name) for name in ("tp", "pp", "ep", "vpp", "zero", "compression",
+                                                 "clock")]
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
         ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
         *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None],
         ("scheduling", "jobs"), ("scheduling", "target_load"), ("scheduling", "servers"),
-        ("scheduling", "gpus_per_server")]
+        ("scheduling", "gpus_per_server"), *training, ("training_search", "global_batch"),
+        ("training_search", "top")]
     for f in get_kind("resilience").fields:
         if f.max is not None:
             over = int(f.max) + 1 if f.type == "integer" else f.max * 2
@@ -231,15 +257,29 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
         prepare("collective", {name: bounded[name].max})
 
 
+def test_a_value_above_a_training_maximum_is_refused_on_that_field(db):
+    for kind, name in [("training", n) for n in ("tp", "pp", "ep", "vpp", "zero",
+                                                   "compression", "clock")] + \
+            [("training_search", "global_batch"), ("training_search", "top")]:
+        spec = get_kind(kind).field(name)
+        above = spec.max + 1 if spec.type == "integer" else spec.max + 0.5
+        assert set(refused(kind, {name: above})) == {f"params.{name}"}, name
+
+
 @pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in family_fields()
                                              if f.choices],
                          ids=[f"{k}.{f.name}" for k, f in family_fields() if f.choices])
-def test_choices_are_exactly_what_prepare_knows(kind, field):
+def test_choices_are_exactly_what_prepare_knows(kind, field, db):
     """Outside the choices: refused on the field. Each choice: accepted, or refused
     only for a reason of this topology (hierarchical needs a cluster), never as unknown."""
-    assert set(refused(kind, {field.name: "no-such-choice"})) == {f"params.{field.name}"}
+    if field.type == "choice_list":  # per element, as a list or a comma-separated string
+        for value in (["no-such-choice"], "no-such-choice"):
+            assert set(refused(kind, {field.name: value})) == {f"params.{field.name}[0]"}
+        prepare(kind, {field.name: list(field.choices or ())})
+    else:
+        assert set(refused(kind, {field.name: "no-such-choice"})) == {f"params.{field.name}"}
     for choice in field.choices or ():
         try:
-            prepare(kind, {field.name: choice})
+            prepare(kind, {field.name: [choice] if field.type == "choice_list" else choice})
         except ScenarioInputError as exc:
             assert "unknown" not in str(exc) and "'hops' or" not in str(exc), (choice, exc)

@@ -6,7 +6,9 @@
  * a uPlot chart (a collective's busbw against message size, log x).
  *
  * The form's inputs are built by scenariofields.ts, the result drawn by
- * scenariorender.ts; this module wires them to the API and the run's socket.
+ * scenariorender.ts (the training kinds' bars, Pareto scatter and best table by
+ * trainingrender.ts, whose "open this configuration" fills the training form and
+ * runs it); this module wires them to the API and the run's socket.
  *
  * Who may start runs is asked once with OPTIONS /api/scenarios/ (DRF lists POST
  * under "actions" only for users allowed to); a 403 on submit says the same.
@@ -18,11 +20,15 @@ import { config } from "../config";
 import { button, chip, explain, h } from "./dom";
 import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
-import { renderFields, type FieldInput } from "./scenariofields";
+import { rawValue, renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
-import { renderChart, renderTable } from "./scenariorender";
+import { renderChart, renderKindResult, renderTable } from "./scenariorender";
+import { clusterOf, mountPlayback, type Playback } from "./playback";
 import { renderScheduling } from "./scheduling";
+import { renderJobTable } from "./schedulingjobs";
 import { chartData, resultTable } from "./scenarioresult";
+import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
+import { renderTrainingResult, type TrainingView } from "./trainingrender";
 import type { RunState, ScenarioMessage } from "./types";
 
 export interface ScenariosOptions {
@@ -119,6 +125,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   const cancel = button("Cancel", { class: "tw-btn", "data-testid": "scenario-cancel" }, () => void cancelRun());
   const chartBox = h("div", { class: "tw-chart", "data-testid": "scenario-chart" });
   const tableBox = h("div", { class: "tw-table-box" });
+  const trainingBox = h("div", { class: "tw-training", "data-testid": "training-result" });
   const runBox = h(
     "section",
     { class: "tw-run", "data-testid": "scenario-run-detail" },
@@ -126,9 +133,11 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     h("div", { class: "tw-run-status" }, status, progress, cancel),
     message,
     chartBox,
+    trainingBox,
     tableBox,
   );
   runBox.hidden = true;
+  trainingBox.hidden = true;
   chartBox.hidden = true;
 
   // --- runs ----------------------------------------------------------------
@@ -149,7 +158,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
-  let plot: uPlot | null = null;
+  let plot: Pick<uPlot, "destroy"> | null = null;
+  let training: TrainingView | null = null;
+  let playback: Playback | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
@@ -196,7 +207,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     form.dataset.allowed = allowed === null ? "unknown" : String(allowed);
   }
 
-  async function onSubmit(): Promise<void> {
+  /** `extra`: parameters the form cannot hold (a model given as a shape), sent as they are. */
+  async function onSubmit(extra: Record<string, unknown> = {}): Promise<void> {
     clearErrors();
     const kind = kindOf(kindSelect.value);
     if (!kind) {
@@ -205,10 +217,12 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     }
     const raw: Record<string, RawValue> = {};
     for (const [name, { input }] of inputs) {
-      raw[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
+      raw[name] = rawValue(input);
     }
     const built = buildParams(kind, raw);
-    if (!built.ok) {
+    Object.assign(built.params, extra);
+    for (const name of Object.keys(extra)) delete built.errors[name];
+    if (Object.keys(built.errors).length) {
       showErrors(built.errors, []);
       return;
     }
@@ -252,6 +266,34 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     ev.preventDefault();
     void onSubmit();
   });
+  /** "Open this configuration" of a search: the training form filled with it, then run. */
+  async function openConfiguration(search: ShownRun, config: Config): Promise<void> {
+    const kind = kindOf("training");
+    if (!kind) return;
+    const params = configurationParams(
+      search.params,
+      config,
+      kind.fields.map((f) => f.name),
+    );
+    kindSelect.value = kind.name;
+    clearErrors();
+    buildFields(kind);
+    const extra: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(params)) {
+      const entry = inputs.get(name);
+      const text = formValue(value);
+      if (!entry) continue;
+      if (entry.input instanceof HTMLInputElement && entry.input.type === "checkbox") {
+        entry.input.checked = text === true;
+        continue;
+      }
+      entry.input.value = String(text);
+      if (entry.input.value !== String(text)) extra[name] = value; // not one of the select's options
+    }
+    form.scrollIntoView?.({ block: "nearest" });
+    await onSubmit(extra);
+  }
+
   kindSelect.addEventListener("change", () => {
     clearErrors();
     buildFields(kindOf(kindSelect.value));
@@ -304,8 +346,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   }
 
   function clearResult(): void {
+    playback?.destroy();
+    playback = null;
     plot?.destroy();
     plot = null;
+    training?.destroy();
+    training = null;
+    trainingBox.hidden = true;
     for (const p of extraPlots.splice(0)) p.destroy();
     chartBox.replaceChildren();
     chartBox.hidden = true;
@@ -322,11 +369,24 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.kind === "scheduling") {
       chartBox.hidden = false;
       extraPlots.push(...renderScheduling(chartBox, run.result));
-    } else if (data) {
+    } else if ((plot = renderKindResult(run.kind, chartBox, run.result))) chartBox.hidden = false;
+    else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }
+    if (TRAINING_KINDS.has(run.kind)) {
+      trainingBox.hidden = false;
+      const onOpen = run.kind === "training_search" ? (c: Config) => void openConfiguration(run, c) : null;
+      training = renderTrainingResult(trainingBox, run.kind, run.result, onOpen);
+    }
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
+    if (run.kind === "scheduling") {
+      renderJobTable(tableBox, run.result);
+      // The floor is this cluster's: play the placements back on it (not another cluster's).
+      if (host.showPlayback && clusterOf(run.result) === host.clusterId()) {
+        playback = mountPlayback(tableBox, run.result, host.showPlayback.bind(host));
+      }
+    }
   }
 
   async function finish(runId: number, gen: number, fromSocket?: ShownRun): Promise<void> {

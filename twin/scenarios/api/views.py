@@ -128,7 +128,7 @@ class ScenarioRequestSerializer(serializers.Serializer):
     """What ``POST /api/scenarios/`` accepts (the kind validates ``params``)."""
 
     kind = serializers.CharField(max_length=32,
-                                 help_text="topology, route, failure or collective.")
+                                 help_text=f"One of: {', '.join(REGISTRY)}.")
     cluster = serializers.PrimaryKeyRelatedField(
         queryset=Cluster.objects.all(), required=False, allow_null=True,
         help_text="Run on this cluster's model instead of a family in params.")

@@ -50,6 +50,14 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 trace's id) or ``jobs`` (synthetic), ``target_load``, ``servers`` /
                 ``gpus_per_server`` (without a cluster or a trace node list),
                 ``allreduce_bytes``, ``seed``, ``from_live`` (with a cluster).
+    training    ``model`` (catalogue slug or shape), ``accelerator`` (catalogue
+                slug: hypothetical 8-card NVLink servers) or the cluster's own
+                hardware (the run's cluster or ``cluster`` by name), ``cards``,
+                and ``Execution``'s fields (``tp``, ``pp``, ``dp``,
+                ``micro_batch``, ``global_batch``, ``recompute``,
+                ``sequence_parallel``, ``precision``, ``zero`` …); no topology.
+    training_search  the same hardware, ``cards``, ``global_batch``,
+                ``objective`` (time/energy/cost), ``top``, ``limits``.
 
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
@@ -79,6 +87,7 @@ from twin.scenarios.kinds.failure import FailureKind
 from twin.scenarios.kinds.collective import CollectiveKind
 from twin.scenarios.kinds.resilience import ResilienceKind
 from twin.scenarios.kinds.scheduling import SchedulingKind
+from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
 # isort: on
 
 __all__ = [
@@ -97,6 +106,8 @@ __all__ = [
     "ScenarioKind",
     "SchedulingKind",
     "TopologyKind",
+    "TrainingKind",
+    "TrainingSearchKind",
     "card_lookup",
     "describe_kinds",
     "get_kind",

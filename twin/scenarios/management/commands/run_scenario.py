@@ -12,7 +12,15 @@ Examples::
     python manage.py run_scenario topology --params '{"family": "torus", "dims": [8, 8, 8]}'
     python manage.py run_scenario collective --cluster demo \\
         --params '{"op": "allreduce", "sizes": [1048576, 1073741824]}'
+    python manage.py run_scenario training --json --params '{"model": "gpt3-175b", \
+        "accelerator": "a100-sxm-80gb", "cards": 64, "tp": 8, "pp": 8, "global_batch": 64}'
+    python manage.py run_scenario training_search --cluster dgx-h100-superpod \
+        --params '{"model": "llama3-70b", "cards": 256, "global_batch": 1024}'
     python manage.py run_scenario --list
+
+``--json`` prints the run's result as the kind returns it (a training step's
+``step_time_s``, ``mfu``, ``breakdown`` …; a search's ``configs_evaluated``,
+``rejected``, ``best`` …); the table is the kind's ``rows``.
 """
 from __future__ import annotations
 
@@ -41,8 +49,8 @@ def format_table(rows: list[tuple[str, str]]) -> str:
 
 
 class Command(BaseCommand):
-    help = ("Run a scenario (topology, route, failure, collective) in this process and print "
-            "its result. --list shows the kinds.")
+    help = (f"Run a scenario ({', '.join(REGISTRY)}) in this process and print its result. "
+            "--list shows the kinds.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("kind", nargs="?", help=f"One of: {', '.join(sorted(REGISTRY))}.")
@@ -58,9 +66,10 @@ class Command(BaseCommand):
         from twin.scenarios.runner import execute, submit
 
         if options["list"]:
+            width = max(len(name) for name in REGISTRY)
             for name in sorted(REGISTRY):
                 kind = REGISTRY[name]
-                self.stdout.write(f"{name:<12} {kind.label}: {kind.description}")
+                self.stdout.write(f"{name:<{width}} {kind.label}: {kind.description}")
             return
         try:
             kind = get_kind(options["kind"])

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('hardware', '0006_server_vf_limit'),
+        ('hardware', '0007_storage'),
     ]
 
     operations = [

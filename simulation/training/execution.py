@@ -1,0 +1,205 @@
+"""How a run is laid out: :class:`Execution` and :func:`execution_from_params`.
+
+Ranks are ordered tensor-parallel fastest, then data-parallel, then pipeline
+(Megatron-LM's default ``tp-dp-pp`` order), so a TP group sits in one
+scale-up domain, a DP group strides over servers on one NIC rail, and
+consecutive pipeline stages sit tp·dp cards apart. Expert parallelism (EP)
+splits each DP group into ep-sized groups that hold different experts.
+
+Validation here is what a single configuration needs (divisibility, batch);
+whether it fits memory is an output (``fits``), because the search wants the
+reason as a count, not an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ._check import check_keys, choice, flag, integer, number
+from .errors import TrainingInputError
+from .models import ModelSpec
+
+__all__ = ["RECOMPUTE", "SCHEDULES", "Execution", "execution_from_params"]
+
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "gpipe")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One parallel configuration (every field plain JSON).
+
+    ``zero`` is the ZeRO stage (Rajbhandari et al. 2020): 1 shards optimizer
+    states (= Megatron's distributed optimizer), 2 also gradients, 3 also
+    weights. ``compression`` is the DP gradient compression ratio (4 = 4:1).
+    ``overlap_dp``: DP gradient reduction overlaps the last micro-batch's
+    backward; ``overlap_tp``: TP collectives overlap the neighbouring GEMMs
+    (comm/GEMM overlap); ``overlap_pp``: steady-state stage sends overlap
+    compute. ``clock`` is a fixed clock fraction; ``power_cap_w`` a per-card cap.
+    ``cp`` is context parallelism (Llama 3 §3.3.2: each sequence split over cp
+    cards, K/V all-gathered); ranks are ordered tp, cp, dp, pp.
+    ``grad_accum_fusion``: the weight-gradient GEMM accumulates into the FP32
+    gradient (Megatron-LM's ``--gradient-accumulation-fusion``); off, every
+    micro-batch pays an element-wise ``main_grad += grad`` pass (Megatron-LM
+    of 2021, the SC21 runs). ``fp32_grads``: gradients accumulated, held and
+    DP-reduced in FP32 (Megatron-LM's ``accumulate_allreduce_grads_in_fp32``).
+    ``overlap_tp_bwd``: the backward TP collectives of the column-parallel layers
+    (QKV, MLP up) run while their weight-gradient GEMMs compute (Megatron-LM's
+    ``--async-tensor-model-parallel-allreduce``, and with SP its overlapped
+    all-gather / reduce-scatter; Korthikanti et al. 2022 §5, Table 4); the
+    row-parallel layers' SP all-gathers stay exposed. ``overlap_tp`` (every TP
+    collective hidden) supersedes it.
+    ``pp_balance`` (Llama 3, Dubey et al. 2024 §3.3.2): the embedding and the
+    output layer each take one transformer layer's slot, so the first and last
+    stages hold one layer fewer (L + 2 slots over pp·vpp chunks; with one slot
+    per chunk the first chunk holds only the embedding, the last only the output
+    and loss). ``dp_every_microbatch``: gradients are accumulated in the DP
+    shard, so each micro-batch's gradients are reduce-scattered after its
+    backward (ZeRO-2 / FSDP sharding gradients, Rajbhandari et al. 2020 §5.2;
+    Llama 3's FSDP) instead of once per step.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    global_batch: int = 1
+    micro_batch: int = 1
+    ep: int = 1
+    vpp: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    zero: int = 0
+    precision: str = "bf16"
+    compression: float = 1.0
+    overlap_dp: bool = True
+    overlap_tp: bool = False
+    overlap_pp: bool = True
+    flash_attention: bool = True
+    schedule: str = "1f1b"
+    clock: float = 1.0
+    power_cap_w: float | None = None
+    cp: int = 1
+    grad_accum_fusion: bool = True
+    fp32_grads: bool = False
+    overlap_tp_bwd: bool = False
+    pp_balance: bool = False
+    dp_every_microbatch: bool = False
+
+    @property
+    def cards(self) -> int:
+        """tp × cp × pp × dp."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per step: global / (dp × micro)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (round-trips through :func:`execution_from_params`)."""
+        return asdict(self)
+
+
+_NAMES = {f.name for f in fields(Execution)} | {"distributed_optimizer"}
+
+
+def execution_from_params(
+    data: Mapping[str, Any], cards: int, model: ModelSpec | None = None, path: str = ""
+) -> Execution:
+    """Validate a layout for ``cards`` cards (dp derived as cards / (tp·pp) if absent).
+
+    With ``model`` the shape checks run too (tp divides heads, pp layers …).
+    Unknown keys are refused only among the execution's own names when
+    ``data`` also carries other scenario parameters: pass just the execution.
+
+    >>> e = execution_from_params({"tp": 8, "pp": 8, "global_batch": 64}, 64)
+    >>> e.dp, e.micro_batches
+    (1, 64)
+    >>> execution_from_params({"tp": 3, "global_batch": 8}, 8)
+    Traceback (most recent call last):
+    ...
+    simulation.training.errors.TrainingInputError: tp: tp × pp (3) must divide the 8 cards
+    """
+    if not isinstance(data, Mapping):
+        raise TrainingInputError(path.rstrip(".") or "params", "must be an object")
+    check_keys(data, _NAMES, path)
+    cards = integer(cards, f"{path}cards", high=1 << 24)
+    tp = integer(data.get("tp", 1), f"{path}tp", high=4096)
+    pp = integer(data.get("pp", 1), f"{path}pp", high=4096)
+    cp = integer(data.get("cp", 1), f"{path}cp", high=4096)
+    if cards % (tp * pp):
+        raise TrainingInputError(f"{path}tp", f"tp × pp ({tp * pp}) must divide the {cards} cards")
+    if cards % (tp * cp * pp):
+        raise TrainingInputError(
+            f"{path}cp", f"tp × cp × pp ({tp * cp * pp}) must divide the {cards} cards")
+    dp_default = cards // (tp * cp * pp)
+    dp_raw = data.get("dp")  # None or absent: derived; 0 is refused like any bad count
+    dp = integer(dp_default if dp_raw is None else dp_raw, f"{path}dp", high=1 << 24)
+    if tp * cp * pp * dp > cards:
+        raise TrainingInputError(
+            f"{path}dp", f"tp × cp × pp × dp = {tp * cp * pp * dp} > {cards} cards")
+    if "global_batch" not in data:
+        raise TrainingInputError(f"{path}global_batch", "required (sequences per step)")
+    gb = integer(data["global_batch"], f"{path}global_batch", high=1 << 30)
+    mb = integer(data.get("micro_batch", 1), f"{path}micro_batch", high=1 << 20)
+    if gb % (dp * mb):
+        raise TrainingInputError(
+            f"{path}global_batch",
+            f"must be a multiple of dp × micro_batch = {dp * mb} (got {gb})",
+        )
+    ep = integer(data.get("ep", 1), f"{path}ep", high=4096)
+    if dp % ep:
+        raise TrainingInputError(f"{path}ep", f"ep ({ep}) must divide dp ({dp})")
+    vpp = integer(data.get("vpp", 1), f"{path}vpp", high=1024)
+    if vpp > 1 and pp == 1:
+        raise TrainingInputError(f"{path}vpp", "virtual stages need pp > 1")
+    sp = flag(data.get("sequence_parallel", False), f"{path}sequence_parallel")
+    if sp and tp == 1:
+        sp = False  # nothing to split
+    recompute = choice(data.get("recompute", "none"), f"{path}recompute", RECOMPUTE)
+    zero = integer(data.get("zero", 0), f"{path}zero", low=0, high=3)
+    if flag(data.get("distributed_optimizer", False), f"{path}distributed_optimizer"):
+        zero = max(zero, 1)
+    from .system import PRECISIONS  # local: system imports nothing from here
+
+    precision = choice(data.get("precision", "bf16"), f"{path}precision", PRECISIONS)
+    compression = number(data.get("compression", 1.0), f"{path}compression", low=1.0, high=1e4)
+    flags = {
+        k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
+        for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
+                  "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
+                  "pp_balance", "dp_every_microbatch")
+    }
+    schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
+    clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)
+    cap = data.get("power_cap_w")
+    cap_w = None if cap is None else number(cap, f"{path}power_cap_w", open_low=True, high=1e5)
+    ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
+                   clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp, **flags)
+    if model is not None:
+        reason = shape_problem(model, ex)
+        if reason is not None:
+            raise TrainingInputError(f"{path}{reason[0]}", reason[1])
+    return ex
+
+
+def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
+    """The first reason ``ex`` cannot split ``model`` (field, reason), or None."""
+    if model.heads % ex.tp:
+        return "tp", f"tp ({ex.tp}) does not divide the {model.heads} heads"
+    if model.kv_heads % ex.tp and ex.tp % model.kv_heads:
+        return "tp", f"tp ({ex.tp}) and the {model.kv_heads} KV heads do not divide each other"
+    if ex.cp > 1 and model.seq_len % (2 * ex.cp):
+        return "cp", (f"cp ({ex.cp}) must split the {model.seq_len}-token sequence into "
+                      f"2·cp equal chunks (load-balanced causal attention)")
+    slots = model.layers + (2 if ex.pp_balance and ex.pp > 1 else 0)
+    if ex.pp * ex.vpp > slots:
+        return "pp", f"pp × vpp ({ex.pp * ex.vpp}) exceeds the {slots} layers" + (
+            " (+ embedding and output slots)" if slots > model.layers else "")
+    if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
+        return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
+    if ex.vpp > 1 and ex.micro_batches % ex.pp:
+        return "vpp", "interleaving needs micro-batches a multiple of pp (Megatron-LM)"
+    return None

@@ -1,0 +1,176 @@
+"""One transformer layer's kernels: its GEMMs by shape and its memory-bound traffic.
+
+Per card, per micro-batch of b sequences of s tokens (T = b·s), tensor
+parallel t (Megatron-LM's column/row split: Shoeybi et al. 2019 §3), head
+size d = h/a, kv = kv_heads·d, MLP width f (``n_up`` = 1 up matrix for GeLU,
+2 fused gate+up for SwiGLU). **Forward GEMMs** (m, n, k, batch):
+
+    QKV          (T, (h + 2kv)/t, h, 1)
+    scores QKᵀ   (s, s, d, b·a/t)          } not flash: materialised
+    context PV   (s, d, s, b·a/t)          }
+    projection   (T, h, h/t, 1)
+    MLP up       (T', n_up·f/t, h, E')     T' = tokens per expert, E' = experts
+    MLP down     (T', h, f/t, E')          per card (1, T for a dense MLP)
+    logits       (T, V/t, h, 1)            last stage only
+
+**Backward**: each GEMM (m, n, k) has a data-gradient GEMM (m, k, n) and a
+weight- (or second operand-) gradient GEMM (k, n, m) — 2× the FLOPs, shapes of
+their own. Each GEMM is timed by :func:`simulation.training.gemm.gemm_time`.
+**Flash attention** (Dao 2023, FlashAttention-2, §3.1–3.2): scores never
+reach HBM; with the causal mask the kernel skips the blocks above the
+diagonal, so it executes half of the 4·s²·d·(b·a/t) forward FLOPs; its
+backward runs 5 GEMMs to the forward's 2 (it recomputes S and P): 2.5×.
+
+**Memory-bound kernels** (bytes moved per element = 2, FP32 4; SP divides the
+h-wide ones by t, Korthikanti et al. 2022 §4.2.2), forward:
+
+    2 norms (LayerNorm/RMSNorm)   read x, write y             2 × 2·T·h
+    2 bias-dropout-residual adds  read x and the residual,    2 × (3·T·h + ½·T·h mask)
+      (Megatron's fused kernel)   write y (+ 1-byte mask)
+    activation (GeLU / SwiGLU)    read n_up·T'·f, write T'·f  (n_up + 1)·T'·f/t
+    rotary (no learned positions) read, write q and k         2·T·(h + kv)/t
+    softmax (not flash), fused    read, write the scores      2·b·(a/t)·s²
+      scale-mask-softmax; dropout read, write, 1-byte mask    2.5·b·(a/t)·s²
+    cross-entropy (last stage)    FP32 logits read, written   2 × 4 bytes·T·V/t
+
+at HBM bandwidth × ``memory_efficiency``. Backward kernels read the output
+gradient and the saved input and write the input gradient: 3 tensors for the
+forward's 2, so 1.5 × the forward bytes.
+
+GPT-3 175B under TP 8, one sequence: the four projection/MLP GEMMs do
+24·T·h²/t FLOPs, every one of them at 2.67 of 3 waves on 108 SMs (0.889); the
+element-wise kernels move 2 bytes × (4 + 2·3.5 + 2·4/8)·T·h without SP:
+
+>>> from simulation.training.models import MODELS
+>>> one, T, h = np.array([1.0]), 2048.0, 12288.0
+>>> k = layer_kernels(MODELS["gpt3-175b"], T * one, 8 * one, np.array([False]),
+...                   np.array([False]), 2.0, one * 268e12, one * 268e12, 1.835e12, 108)
+>>> round(float(k["fwd_gemm"][0]) / (24 * T * h**2 / 8 / (268e12 * 8 / 9)), 9)
+1.0
+>>> round(float(k["fwd_mem"][0]) / (2 * 12 * T * h / 1.835e12), 9)
+1.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from .gemm import gemm_time
+from .models import ModelSpec
+
+__all__ = ["layer_kernels", "logit_kernels"]
+
+F64 = npt.NDArray[np.float64]
+B8 = npt.NDArray[np.bool_]
+BWD_TRAFFIC = 1.5
+
+
+def _fwd_bwd(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64, hbm: float,
+             sms: int, store: bool = True) -> tuple[F64, F64]:
+    fwd, dgrad, wgrad = _fwd_dgrad_wgrad(m, n, k, batch, elem, flops, hbm, sms, store)
+    return fwd, dgrad + wgrad
+
+
+def _fwd_dgrad_wgrad(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64,
+                     hbm: float, sms: int, store: bool) -> tuple[F64, F64, F64]:
+    return (gemm_time(m, n, k, batch, elem, flops, hbm, sms, store_overlap=store),
+            gemm_time(m, k, n, batch, elem, flops, hbm, sms, store_overlap=store),
+            gemm_time(k, n, m, batch, elem, flops, hbm, sms, store_overlap=store))
+
+
+def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
+                  elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
+                  act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
+                  flops_flash: F64 | None = None, store_overlap: bool = True) -> dict[str, F64]:
+    """Seconds of one layer's kernels per micro-batch (arrays over configurations).
+
+    ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
+    GEMMs (FP8 where chosen), ``flops_core`` of the attention core (16-bit);
+    ``elem`` bytes per GEMM operand element, ``act_bytes`` per activation
+    element; ``hbm`` achievable B/s; ``sms`` the card's SM count (0 = no
+    quantization); ``cp`` context-parallel ranks (``tokens`` is then b·s/cp:
+    each card's queries meet all s keys, and the load-balanced causal split
+    gives every card 1/cp of the attention FLOPs); ``flops_flash`` the
+    flash-attention kernel's FLOP/s (``SystemSpec.flash_efficiency``;
+    default ``flops_core``); ``store_overlap`` whether a GEMM's C store hides
+    behind its MMAs (:func:`~simulation.training.gemm.gemm_time`). Keys: fwd_gemm,
+    fwd_core, fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
+    attention core, what selective recomputation repeats), and col_dgrad /
+    col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
+    the ones Megatron-LM overlaps its backward TP collectives with.
+    """
+    s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
+    d, kv, f = h / a, float(model.kv_heads * model.head_dim), float(model.ffn)
+    one = np.ones_like(tokens)
+    T = tokens
+    b = T * cp / s
+    sq = s / cp * one  # queries per sequence on this card
+    heads = b * a / tp
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    r = np.where(sp, 1.0 / tp, 1.0)
+
+    st = store_overlap
+    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (h + 2 * kv) / tp, h * one, one, elem, flops,
+                                           hbm, sms, st)
+    qkv_b = qkv_d + qkv_w
+    prj_f, prj_b = _fwd_bwd(T, h * one, h / tp, one, elem, flops, hbm, sms, st)
+
+    def mlp(tok: F64, experts: float) -> tuple[F64, F64, F64, F64]:
+        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
+                                            flops, hbm, sms, st)
+        dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
+        return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
+
+    mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0)
+    routed = 1.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        routed = model.top_k * model.capacity_factor
+        # every expert on a card (E/ep of them, ep folded into the token share):
+        # the card's T·k·c routed tokens spread over the E experts' GEMMs
+        e_f, e_b, e_d, e_w = mlp(T * routed / model.experts, float(model.experts))
+        router = 2 * T * h * model.experts / flops
+        mlp_f = (1 - share) * mlp_f + share * (e_f + router)
+        mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
+        up_d = (1 - share) * up_d + share * e_d
+        up_w = (1 - share) * up_w + share * e_w
+        routed = 1 + share * (routed - 1)
+
+    # attention core
+    sc_f, sc_b = _fwd_bwd(sq, s * one, d * one, heads, 2.0, flops_core, hbm, sms, st)
+    cx_f, cx_b = _fwd_bwd(sq, d * one, s * one, heads, 2.0, flops_core, hbm, sms, st)
+    rate = flops_core if flops_flash is None else flops_flash
+    flash_f = 2 * sq * s * d * heads / rate  # the causal half of 4·s²·d per head
+    core_f = np.where(flash, flash_f, sc_f + cx_f)
+    core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
+
+    # memory-bound kernels (elements, then bytes)
+    dropout = 0.5 if model.dropout else 0.0
+    per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
+    act = (n_up + 1) * T * routed * f / tp
+    rope = 0.0 if model.learned_positions else 2 * T * (h + kv) / tp
+    soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
+    fwd_mem = (per_h + act + rope) * act_bytes / hbm
+    core_mem = soft * act_bytes / hbm
+    return {
+        "fwd_gemm": qkv_f + prj_f + mlp_f,
+        "fwd_core": core_f,
+        "fwd_mem": fwd_mem,
+        "core_mem": core_mem,
+        "bwd_gemm": qkv_b + prj_b + mlp_b,
+        "bwd_core": core_b,
+        "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem),
+        "col_dgrad": qkv_d + up_d,
+        "col_wgrad": qkv_w + up_w,
+    }
+
+
+def logit_kernels(model: ModelSpec, tokens: F64, tp: F64, elem: float | F64, flops: F64,
+                  hbm: float, sms: int, store_overlap: bool = True) -> tuple[F64, F64]:
+    """(forward, backward) seconds of the output layer and its FP32 cross-entropy."""
+    one = np.ones_like(tokens)
+    h, V = float(model.hidden), float(model.vocab)
+    fwd, bwd = _fwd_bwd(tokens, V / tp, h * one, one, elem, flops, hbm, sms, store_overlap)
+    ce = 2 * 4.0 * tokens * V / tp / hbm
+    return fwd + ce, bwd + BWD_TRAFFIC * ce

@@ -1,0 +1,250 @@
+"""Transformer shapes: :class:`ModelSpec`, the catalogue :data:`MODELS`, parsing.
+
+A decoder-only transformer is l layers of attention + MLP on a hidden size h
+with a heads (GQA: kv_heads ≤ heads key/value heads of size h/a), an MLP of
+width ``ffn`` (GeLU: two matrices; SwiGLU: three — Shazeer 2020, "GLU
+Variants Improve Transformer"), a vocabulary V and a sequence length s.
+Mixture of experts (Fedus et al. 2022, Switch Transformers; Jiang et al. 2024,
+Mixtral): every ``moe_every``-th MLP is ``experts`` copies, each token routed
+to ``top_k`` of them, each expert taking at most capacity_factor × its even
+share of tokens.
+
+Parameters (weights only, biases and norms included as vectors):
+
+    per layer   = h·(h + 2·kv·h/a) + h·h          (Q, K, V, output)
+                + n_mat·h·ffn × (experts on an MoE layer) + h·experts (router)
+                + 4h (norm gains/biases) [+ biases 3h+2kv·h/a+ffn+h·… when ``bias``]
+    embeddings  = V·h (+ V·h untied output) (+ s·h learned positions)
+
+For GPT-style shapes (ffn = 4h, kv = a, biases, tied, learned positions) this
+is Narayanan et al. 2021 (SC21) eq. for P = 12lh²(1 + 13/12h + (V+s)/12lh):
+
+    >>> m = MODELS["gpt3-175b"]
+    >>> l, h = m.layers, m.hidden
+    >>> m.params == 12 * l * h**2 * (1 + 13 / (12 * h)) + (m.vocab + m.seq_len) * h
+    True
+    >>> round(m.params / 1e9, 1)
+    174.6
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ._check import check_keys, choice, flag, integer, number
+from .errors import TrainingInputError
+
+__all__ = ["ACTIVATIONS", "MODELS", "ModelSpec", "model_from_params"]
+
+ACTIVATIONS = ("gelu", "swiglu")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer's shape (see the module docstring)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    activation: str
+    seq_len: int
+    vocab: int
+    experts: int = 1
+    top_k: int = 1
+    capacity_factor: float = 1.0
+    moe_every: int = 1
+    bias: bool = True
+    tied_embeddings: bool = True
+    learned_positions: bool = True
+    source: str = ""
+    dropout: bool = True
+    """Dropout after attention and MLP (GPT-3/Megatron: 0.1; Llama 3, Mixtral: none)."""
+
+    @property
+    def head_dim(self) -> int:
+        """h / a."""
+        return self.hidden // self.heads
+
+    @property
+    def moe(self) -> bool:
+        """Whether some MLPs are mixtures of experts."""
+        return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.layers // self.moe_every if self.moe else 0
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP: 2 (GeLU), 3 (SwiGLU)."""
+        return 3 if self.activation == "swiglu" else 2
+
+    @property
+    def attention_params(self) -> int:
+        """Q, K, V and output projections of one layer (+ biases)."""
+        h, kv = self.hidden, self.kv_heads * self.head_dim
+        weights = h * (h + 2 * kv) + h * h
+        return weights + ((h + 2 * kv + h) if self.bias else 0)
+
+    @property
+    def mlp_params(self) -> int:
+        """One dense MLP (one expert) (+ biases)."""
+        n = self.mlp_matrices
+        biases = ((n - 1) * self.ffn + self.hidden) if self.bias else 0
+        return n * self.hidden * self.ffn + biases
+
+    @property
+    def layer_params(self) -> int:
+        """A dense layer: attention + MLP + two norms (gain and bias each)."""
+        return self.attention_params + self.mlp_params + 4 * self.hidden
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters held in experts over the whole model (0 if dense)."""
+        return self.moe_layers * self.experts * self.mlp_params
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding (+ untied output layer) (+ learned positions)."""
+        e = self.vocab * self.hidden
+        if not self.tied_embeddings:
+            e += self.vocab * self.hidden
+        if self.learned_positions:
+            e += self.seq_len * self.hidden
+        return e
+
+    @property
+    def params(self) -> int:
+        """Total parameters (every expert counted)."""
+        dense = self.layers * self.layer_params
+        per = (self.experts - 1) * self.mlp_params + self.hidden * self.experts
+        extra = self.moe_layers * per
+        return dense + extra + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters a token passes through (top_k experts of each MoE layer)."""
+        if not self.moe:
+            return self.params
+        return self.params - self.moe_layers * (self.experts - self.top_k) * self.mlp_params
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``params`` added for display; ignored on input)."""
+        out = asdict(self)
+        out["params"] = self.params
+        return out
+
+
+_FIELDS = {f for f in ModelSpec.__dataclass_fields__} | {"params"}
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, source: str) -> ModelSpec:
+    return ModelSpec(name, layers, hidden, heads, heads, 4 * hidden, "gelu", 2048, 51200,
+                     source=source)
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, ffn: int, source: str) -> ModelSpec:
+    return ModelSpec(name, layers, hidden, heads, 8, ffn, "swiglu", 8192, 128256, bias=False,
+                     tied_embeddings=False, learned_positions=False, source=source,
+                     dropout=False)
+
+
+_MEGATRON = ("Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
+             "Clusters (SC21), Table 1; seq 2048, vocab 51,200")
+_KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
+                "Transformer Models, Table 3")
+_LLAMA3 = "Dubey et al. 2024, The Llama 3 Herd of Models, Table 3"
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        _gpt("megatron-1.7b", 24, 2304, 24, _MEGATRON),
+        _gpt("megatron-3.6b", 30, 3072, 32, _MEGATRON),
+        _gpt("megatron-7.5b", 36, 4096, 32, _MEGATRON),
+        _gpt("megatron-18b", 40, 6144, 48, _MEGATRON),
+        _gpt("megatron-22b", 48, 6144, 64, _KORTHIKANTI),
+        _gpt("megatron-39b", 48, 8192, 64, _MEGATRON),
+        _gpt("megatron-76b", 60, 10240, 80, _MEGATRON),
+        _gpt("megatron-145b", 80, 12288, 96, _MEGATRON),
+        _gpt("gpt3-175b", 96, 12288, 96,
+             "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1 "
+             "(vocab padded to 51,200 as Megatron-LM does)"),
+        _gpt("megatron-310b", 96, 16384, 128, _MEGATRON),
+        _gpt("megatron-530b", 105, 20480, 128,
+             _MEGATRON + "; Smith et al. 2022 (MT-NLG 530B)"),
+        _gpt("megatron-1t", 128, 25600, 160, _MEGATRON),
+        _llama("llama3-8b", 32, 4096, 32, 14336, _LLAMA3),
+        _llama("llama3-70b", 80, 8192, 64, 28672, _LLAMA3),
+        _llama("llama3-405b", 126, 16384, 128, 53248, _LLAMA3),
+        ModelSpec("mixtral-8x7b", 32, 4096, 32, 8, 14336, "swiglu", 4096, 32000, experts=8,
+                  top_k=2, bias=False, tied_embeddings=False, learned_positions=False,
+                  dropout=False,
+                  source="Jiang et al. 2024, Mixtral of Experts, Table 1 (seq 4096 for training)"),
+    )
+}
+
+
+def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> ModelSpec:
+    """A catalogue slug, or a dict of fields (optionally ``"base": slug`` to edit one).
+
+    Errors name the field under ``path`` (``model.heads``).
+
+    >>> model_from_params("llama3-8b").kv_heads
+    8
+    >>> model_from_params({"layers": 2, "hidden": 64, "heads": 4, "seq_len": 16, "vocab": 100}).ffn
+    256
+    >>> model_from_params({"base": "gpt3-175b", "layers": 48}).layers
+    48
+    """
+    if isinstance(data, str):
+        if data not in MODELS:
+            raise TrainingInputError(
+                path.rstrip("."), f"unknown model {data!r} (choose from {', '.join(MODELS)})"
+            )
+        return MODELS[data]
+    if not isinstance(data, Mapping):
+        raise TrainingInputError(path.rstrip("."), "a catalogue slug or an object of fields")
+    check_keys(data, _FIELDS | {"base"}, path)
+    base: dict[str, Any] = {}
+    if "base" in data:
+        base = asdict(model_from_params(data["base"], f"{path}base."))
+    merged = {**base, **{k: v for k, v in data.items() if k not in ("base", "params")}}
+    for key in ("layers", "hidden", "heads", "seq_len", "vocab"):
+        if key not in merged:
+            raise TrainingInputError(f"{path}{key}", "required")
+    layers = integer(merged["layers"], f"{path}layers", high=10_000)
+    hidden = integer(merged["hidden"], f"{path}hidden", high=1 << 20)
+    heads = integer(merged["heads"], f"{path}heads", high=hidden)
+    if hidden % heads:
+        raise TrainingInputError(f"{path}heads", f"must divide hidden ({hidden})")
+    kv = integer(merged.get("kv_heads", heads), f"{path}kv_heads", high=heads)
+    if heads % kv:
+        raise TrainingInputError(f"{path}kv_heads", f"must divide heads ({heads})")
+    activation = choice(merged.get("activation", "gelu"), f"{path}activation", ACTIVATIONS)
+    default_ffn = 4 * hidden if activation == "gelu" else int(8 * hidden / 3)
+    ffn = integer(merged.get("ffn", default_ffn), f"{path}ffn", high=1 << 24)
+    seq = integer(merged["seq_len"], f"{path}seq_len", high=1 << 24)
+    vocab = integer(merged["vocab"], f"{path}vocab", high=1 << 24)
+    experts = integer(merged.get("experts", 1), f"{path}experts", high=4096)
+    top_k = integer(merged.get("top_k", 1), f"{path}top_k", high=experts)
+    cap = number(merged.get("capacity_factor", 1.0), f"{path}capacity_factor", low=1.0, high=64)
+    every = integer(merged.get("moe_every", 1), f"{path}moe_every", high=layers)
+    flags = {
+        k: flag(merged.get(k, getattr(ModelSpec, k)), f"{path}{k}")
+        for k in ("bias", "tied_embeddings", "learned_positions", "dropout")
+    }
+    name = merged.get("name", "custom")
+    if not isinstance(name, str) or len(name) > 100:
+        raise TrainingInputError(f"{path}name", "a string of at most 100 characters")
+    source = merged.get("source", "")
+    if not isinstance(source, str):
+        raise TrainingInputError(f"{path}source", "a string")
+    spec = ModelSpec(name, layers, hidden, heads, kv, ffn, activation, seq, vocab, experts,
+                     top_k, cap, every, source=source, **flags)
+    return replace(spec)

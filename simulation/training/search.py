@@ -1,0 +1,289 @@
+"""Best-configuration search: enumerate, reject with reasons, price, rank, Pareto.
+
+Every combination of tp (powers of two up to the scale-up domain), pp
+(divisors of the layers and powers of two), dp (divisors of the global batch,
+and the most the cards allow), ep (divisors of the experts), virtual stages,
+micro-batch, recomputation, ZeRO stage, precision, sequence parallelism and
+overlap is enumerated as numpy index arrays; structural rejections are counted
+by reason without pricing; the rest is priced by the vectorised model in
+chunks (:func:`simulation.training.core.step_arrays`), configurations that do
+not fit HBM are counted as ``memory``, and the fitting ones ranked by time,
+energy or cost. The Pareto front is over (step time, energy per step, cards).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._check import check_keys, integer, number
+from .comm import CommModel
+from .core import RECOMPUTE_CODES, Batch, step_arrays
+from .errors import TrainingInputError
+from .execution import Execution
+from .models import ModelSpec
+from .step import MEMORY_RESERVE_GIB, evaluate
+from .system import PRECISIONS, SystemSpec
+
+__all__ = ["OBJECTIVES", "SEARCH_LIMITS", "SearchResult", "enumerate_configs", "search"]
+
+OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
+"""Objective name → the result key it ranks by (iterate it for the names)."""
+SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
+                 "sequence_parallel", "overlap", "max_cards", "compression", "cp")
+"""The keys ``search(limits=...)`` accepts: lists of values to try for each
+dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
+``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
+Any other key is refused (``limits.<key>``)."""
+CHUNK = 131_072
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Counts, speed, the best configurations and the Pareto front."""
+
+    configs_enumerated: int
+    configs_evaluated: int
+    configs_per_s: float
+    wall_s: float
+    rejected: dict[str, int]
+    objective: str
+    best: list[dict[str, Any]]
+    pareto: list[dict[str, Any]]
+    fitting: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the contract's keys)."""
+        return {
+            "configs_enumerated": self.configs_enumerated,
+            "configs_evaluated": self.configs_evaluated,
+            "configs_per_s": self.configs_per_s,
+            "wall_s": self.wall_s,
+            "rejected": dict(self.rejected),
+            "fitting": self.fitting,
+            "objective": self.objective,
+            "best": list(self.best),
+            "pareto": list(self.pareto),
+            "notes": list(self.notes),
+        }
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pow2(limit: int) -> list[int]:
+    return [1 << i for i in range(limit.bit_length()) if (1 << i) <= limit]
+
+
+def _limit_list(limits: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
+    value = limits.get(key, default)
+    if not isinstance(value, list | tuple) or not value:
+        raise TrainingInputError(f"limits.{key}", "a non-empty list")
+    return list(value)
+
+
+def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
+                      limits: Mapping[str, Any]) -> tuple[Batch, dict[str, int], int]:
+    """All valid configurations as a :class:`Batch`, the rejected counts, the total."""
+    check_keys(limits, set(SEARCH_LIMITS), "limits.")
+    domain = system.scale_up_domain
+    tps = [int(t) for t in _limit_list(limits, "tp", _pow2(min(domain, 64, cards)))]
+    pps = [int(p) for p in _limit_list(
+        limits, "pp", sorted(set(_divisors(model.layers)) | set(_pow2(model.layers))))]
+    mbs = [int(m) for m in _limit_list(limits, "micro_batch", [1, 2, 4, 8])]
+    vpps = [int(v) for v in _limit_list(limits, "vpp", [1, 2, 4])]
+    eps = [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))]
+    cps = [integer(c, f"limits.cp[{i}]", high=4096)
+           for i, c in enumerate(_limit_list(limits, "cp", [1]))]
+    rcs = _limit_list(limits, "recompute", list(RECOMPUTE_CODES))
+    zeros = [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])]
+    default_prec = [p for p in ("bf16", "fp8") if system.peak(p) > 0]
+    precs = _limit_list(limits, "precision", default_prec)
+    sps = [bool(x) for x in _limit_list(limits, "sequence_parallel", [False, True])]
+    ovs = [bool(x) for x in _limit_list(limits, "overlap", [False, True])]
+    for i, r in enumerate(rcs):
+        if r not in RECOMPUTE_CODES:
+            raise TrainingInputError(f"limits.recompute[{i}]", f"unknown {r!r}")
+    for i, p in enumerate(precs):
+        if p not in PRECISIONS:
+            raise TrainingInputError(f"limits.precision[{i}]", f"unknown {p!r}")
+    max_cards = integer(limits.get("max_cards", cards), "limits.max_cards", high=system.cards)
+    ratio = number(limits.get("compression", 1.0), "limits.compression", low=1.0, high=1e4)
+    rejected: dict[str, int] = {}
+    inner = len(rcs) * len(zeros) * len(sps) * len(ovs)
+
+    def reject(reason: str, n: int) -> None:
+        rejected[reason] = rejected.get(reason, 0) + n
+
+    rows: list[tuple[int, ...]] = []
+    total = 0
+    for prec in precs:
+        if system.peak(prec) <= 0:
+            n = len(tps) * len(pps) * len(cps) * len(mbs) * len(vpps) * len(eps) * inner
+            reject(f"precision: {system.accelerator} has no {prec} peak", n)
+            total += n
+            continue
+        for tp, pp, cp in itertools.product(tps, pps, cps):
+            tcp = tp * pp * cp
+            dps = sorted({d for d in _divisors(global_batch) if tcp * d <= max_cards}
+                         | ({max_cards // tcp} if max_cards >= tcp else set()))
+            n_here = max(len(dps), 1) * len(mbs) * len(vpps) * len(eps) * inner
+            total += n_here
+            if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
+                reject("tp does not divide heads", n_here)
+                continue
+            if cp > 1 and model.seq_len % (2 * cp):
+                reject("cp does not split the sequence into 2·cp chunks", n_here)
+                continue
+            if not dps:
+                reject("cards: tp × pp exceeds the cards" if cp == 1
+                       else "cards: tp × cp × pp exceeds the cards", n_here)
+                continue
+            for dp, mb, vpp, ep in itertools.product(dps, mbs, vpps, eps):
+                if pp * vpp > model.layers:
+                    reject("pp × vpp exceeds layers", inner)
+                elif vpp > 1 and pp == 1:
+                    reject("vpp needs pp > 1", inner)
+                elif global_batch % (dp * mb):
+                    reject("batch: global batch not a multiple of dp × micro-batch", inner)
+                elif vpp > 1 and (global_batch // (dp * mb)) % pp:
+                    reject("vpp: micro-batches not a multiple of pp", inner)
+                elif dp % ep:
+                    reject("ep does not divide dp", inner)
+                else:
+                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp))
+    base = np.array(rows, dtype=np.int64).reshape(-1, 8)
+    combos = np.array(list(itertools.product(
+        [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
+    nb, nc = base.shape[0], combos.shape[0]
+    bi = np.repeat(np.arange(nb), nc)
+    ci = np.tile(np.arange(nc), nb)
+    b, c = base[bi], combos[ci]
+    sp = c[:, 2].astype(bool) & (b[:, 0] > 1)
+    keep = ~((c[:, 2] == 1) & (b[:, 0] == 1))  # SP on tp = 1 is the same configuration
+    dup = int((~keep).sum())
+    if dup:
+        reject("sequence parallel needs tp > 1 (duplicate)", dup)
+    b, c, sp = b[keep], c[keep], sp[keep]
+    n = b.shape[0]
+    ov = c[:, 3].astype(bool)
+    batch = Batch(
+        tp=b[:, 0], pp=b[:, 1], dp=b[:, 2], ep=b[:, 3], vpp=b[:, 4], mb=b[:, 5],
+        gb=np.full(n, global_batch, dtype=np.int64), recompute=c[:, 0], zero=c[:, 1],
+        precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
+        overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
+        gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
+        cp=b[:, 7],
+    )
+    return batch, rejected, total
+
+
+def execution_at(batch: Batch, i: int) -> Execution:
+    """Row ``i`` of a batch as an :class:`Execution`."""
+    cap = float(batch.cap_w[i])
+    return Execution(
+        tp=int(batch.tp[i]), pp=int(batch.pp[i]), dp=int(batch.dp[i]),
+        global_batch=int(batch.gb[i]), micro_batch=int(batch.mb[i]), ep=int(batch.ep[i]),
+        vpp=int(batch.vpp[i]), sequence_parallel=bool(batch.sp[i]),
+        recompute=RECOMPUTE_CODES[int(batch.recompute[i])], zero=int(batch.zero[i]),
+        precision=PRECISIONS[int(batch.precision[i])],
+        compression=float(batch.compression[i]), overlap_dp=bool(batch.overlap_dp[i]),
+        overlap_tp=bool(batch.overlap_tp[i]), overlap_pp=bool(batch.overlap_pp[i]),
+        flash_attention=bool(batch.flash[i]),
+        schedule="gpipe" if batch.gpipe[i] else "1f1b", clock=float(batch.clock[i]),
+        power_cap_w=None if not np.isfinite(cap) else cap, cp=int(batch.cp[i]),
+        grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
+        overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
+        dp_every_microbatch=bool(batch.dp_every_mb[i]),
+    )
+
+
+def pareto_front(time_s: npt.NDArray[np.float64], energy: npt.NDArray[np.float64],
+                 cards: npt.NDArray[np.float64]) -> I64:
+    """Indices not dominated in (time, energy, cards), all minimised.
+
+    >>> pareto_front(np.array([1., 2., 3., 1.]), np.array([3., 2., 1., 4.]),
+    ...              np.array([8., 8., 8., 8.])).tolist()
+    [0, 1, 2]
+    """
+    cand: list[int] = []
+    for c in np.unique(cards):  # 2-D front per card count first
+        idx = np.flatnonzero(cards == c)
+        order = idx[np.lexsort((energy[idx], time_s[idx]))]
+        best = np.minimum.accumulate(energy[order])
+        first = np.concatenate([[True], energy[order][1:] < best[:-1]])
+        cand.extend(order[first].tolist())
+    ci = np.array(cand, dtype=np.int64)
+    t, e, k = time_s[ci], energy[ci], cards[ci]
+    le = (t[None, :] <= t[:, None]) & (e[None, :] <= e[:, None]) & (k[None, :] <= k[:, None])
+    lt = (t[None, :] < t[:, None]) | (e[None, :] < e[:, None]) | (k[None, :] < k[:, None])
+    dominated = (le & lt).any(axis=1)
+    keep = ci[~dominated]
+    out: I64 = keep[np.argsort(time_s[keep], kind="stable")]
+    return out
+
+
+def search(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, *,
+           limits: Mapping[str, Any] | None = None, objective: str = "time", top: int = 10,
+           progress: Callable[[float], None] | None = None) -> SearchResult:
+    """Enumerate every configuration, keep those that fit, rank and return the front."""
+    if objective not in OBJECTIVES:
+        raise TrainingInputError("objective", f"unknown {objective!r} (choose from "
+                                 f"{', '.join(OBJECTIVES)})")
+    if cards > system.cards:
+        raise TrainingInputError("cards", f"{cards} cards but the system has {system.cards}")
+    if not isinstance(limits, Mapping | None):
+        raise TrainingInputError("limits", "an object")
+    t0 = time.perf_counter()
+    batch, rejected, total = enumerate_configs(model, system, cards, global_batch, limits or {})
+    comm = CommModel(system)
+    key = OBJECTIVES[objective]
+    n = len(batch)
+    keep_cols = ("step_time_s", "energy_j_per_step", "cost_per_step", "cards", "mem_total")
+    cols: dict[str, list[npt.NDArray[np.float64]]] = {k: [] for k in keep_cols}
+    for start in range(0, n, CHUNK):
+        idx = np.arange(start, min(n, start + CHUNK))
+        out = step_arrays(model, system, batch.take(idx), comm, MEMORY_RESERVE_GIB)
+        for k in keep_cols:
+            cols[k].append(out[k])
+        if progress is not None:
+            progress(min(n, start + CHUNK) / max(n, 1) * 0.95)
+    merged = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    fits = merged["mem_total"] <= system.hbm_gib
+    n_mem = int((~fits).sum())
+    if n_mem:
+        rejected["memory: does not fit HBM"] = n_mem
+    wall = time.perf_counter() - t0
+    ok = np.flatnonzero(fits)
+    notes: list[str] = []
+    best: list[dict[str, Any]] = []
+    front: list[dict[str, Any]] = []
+    if ok.size == 0:
+        notes.append("no configuration fits memory: more cards, ZeRO/recompute, or a larger card")
+    else:
+        score = merged[key][ok]
+        take = ok[np.argsort(score, kind="stable")[:top]]
+        front_idx = ok[pareto_front(merged["step_time_s"][ok], merged["energy_j_per_step"][ok],
+                                    merged["cards"][ok])]
+        tokens = 20.0 * model.params
+        for target, idxs in ((best, take), (front, front_idx[:50])):
+            for i in idxs:
+                ex = execution_at(batch, int(i))
+                res = evaluate(model, system, ex, train_tokens=tokens, comm=comm).to_dict()
+                target.append({"execution": ex.to_dict(), **res})
+    if progress is not None:
+        progress(1.0)
+    return SearchResult(
+        configs_enumerated=total, configs_evaluated=n, configs_per_s=n / wall if wall else 0.0,
+        wall_s=wall, rejected=rejected, objective=objective, best=best, pareto=front,
+        fitting=int(ok.size), notes=notes,
+    )

@@ -1,0 +1,333 @@
+"""The hardware a run lands on: :class:`SystemSpec` and :func:`system_for_accelerator`.
+
+Plain JSON in and out (``to_dict`` / ``from_dict``), so the twin builds one from
+a cluster's own rows. Fields and their sources:
+
+* per-precision dense peaks (TFLOP/s) from the accelerator's datasheet (the
+  twin's catalogue stores the dense figures); FP16 = BF16 on every catalogue
+  card; a precision without a peak (FP8 on an A100) is not offered;
+* ``matmul_efficiency`` — the fraction of peak the tensor cores reach in a wave
+  of GEMM tiles: H100 SXM 792.1 / 989.5 = 0.80 (S. Bekman, *ML Engineering*,
+  "Maximum Achievable Matmul FLOPS", mamf-finder); A100 0.75, calibrated on
+  Korthikanti et al.'s per-layer forward time (:data:`MATMUL_EFFICIENCY`); 0.80
+  where no measurement is known. This is the one compute constant.
+* ``memory_efficiency`` — achieved / nominal HBM bandwidth of a streaming kernel:
+  0.90 (STREAM-like copies reach ~1.8 of 2.0 TB/s on A100 80 GB and ~3.0 of
+  3.35 TB/s on H100 SXM; NVIDIA/cuda-samples bandwidthTest, Citadel's
+  "Dissecting the Ampere/Hopper" microbenchmarks);
+* scale-up per card per direction (Gb/s) = the datasheet's bidirectional GB/s
+  × 8 / 2 (H100: 900 GB/s → 3,600 Gb/s), its technology (``nvlink``,
+  ``hccs``…) and topology: ``switch`` (every card of the domain reaches every
+  other at full rate: an 8-card NVLink server) or ``torus`` (``scale_up_dims``,
+  e.g. the seeds' 8×8×8 = 512-card supernode);
+* scale-out: one NIC per card of ``scale_out_gbps`` (400 Gb/s NDR / 400G RoCE),
+  rail-aligned (card r of every server on rail r), ``scale_out_latency_us``;
+* power: ``tdp_w``, ``idle_w`` per card, ``server_static_w`` per server (CPUs,
+  memory, fans, NICs: DGX A100 6.5 kW max − 8 × 400 W ≈ 3.3 kW at full load,
+  about 1.5 kW of it constant; DGX H100 10.2 kW − 8 × 700 W = 4.6 kW), the network's
+  ``network_w_per_card`` (switch ports and optics: a 64-port 400G switch ≈ 1.5 kW +
+  optics ≈ 50 W per card on a 2-tier rail fabric), ``pue`` (the seeds: ≤ 1.05);
+* ``clock_power`` — points (clock fraction, dynamic-power fraction) of the
+  card's DVFS curve (see :mod:`simulation.training.energy`), overridable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ._check import check_keys, choice, integer, number
+from .errors import TrainingInputError
+
+__all__ = [
+    "FLASH_EFFICIENCY",
+    "GEMM_STORE_OVERLAP",
+    "MATMUL_EFFICIENCY",
+    "PRECISIONS",
+    "SM_COUNT",
+    "SystemSpec",
+    "default_clock_power",
+    "system_for_accelerator",
+]
+
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
+
+MATMUL_EFFICIENCY: dict[str, float] = {
+    "a100-sxm-80gb": 0.75,
+    "h100-sxm5-80gb": 792.1 / 989.5,
+    "h200-sxm-141gb": 792.1 / 989.5,
+}
+"""The tensor cores' achieved fraction of the dense BF16 peak inside a wave of
+GEMM tiles (wave quantization and the C store are priced on top, :mod:`.gemm`).
+
+H100 / H200: the measured maximum achievable matmul rate, 792.1 / 989.5
+(mamf-finder, S. Bekman, *ML Engineering*, compute/accelerator/README.md; H200
+shares the H100's compute die).
+
+A100: **0.75, calibrated on one published component measurement**, the forward
+pass of one layer of Korthikanti et al.'s 22B model (2022, Table 4: 7.7 ms, TP 8,
+micro-batch 4, no recomputation) — the way ``NVLS_EFFICIENCY`` is calibrated on
+one nccl-tests point. mamf-finder's 267.9 / 312 = 0.86 is the *fastest* of 100
+iterations of the best of thousands of shapes on one idle GPU with a 2023 cuBLAS;
+priced at it, the model is 7–12 % faster than *every* Table 4 figure — forward and
+backward, with and without sequence parallelism and recomputation — while the
+differences between the experiments (what SP saves, what full or selective
+recomputation adds) match within 0.3 ms: the memory-bound kernels and the TP
+collectives are right, the tensor-core rate of the runs' GEMMs is not. The check is
+the other nine Table 4 figures (within 2.2 %, ``tests/simulation/training``) and
+the whole-run table (docs/simulation.md, "Training fidelity"), whose 22B row is
+therefore not independent of this constant. Other cards: 0.80
+(``DEFAULT_MATMUL_EFFICIENCY``)."""
+DEFAULT_MATMUL_EFFICIENCY = 0.80
+
+FLASH_EFFICIENCY: dict[str, float] = {
+    "a100-sxm-80gb": 0.73,
+    "a100-sxm-40gb": 0.73,
+    "h100-sxm5-80gb": 335.0 / 989.5,
+    "h200-sxm-141gb": 335.0 / 989.5,
+}
+"""FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
+long sequences: H100 SXM 335 TFLOP/s forward at 16k tokens (Shah et al. 2024,
+FlashAttention-3, Fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)",
+the FlashAttention-2 bars; FLOPs counted on the causal half); A100 the "up to 73 %
+of the theoretical maximum" of Dao 2023 (FlashAttention-2, abstract). The
+attention kernel keeps softmax, masking and rescaling in the same loop as its
+two small-k GEMMs, so it runs well below a large GEMM — on Hopper FA-2 does not
+use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
+
+GEMM_STORE_OVERLAP: dict[str, bool] = {
+    "h100-sxm5-80gb": True,
+    "h200-sxm-141gb": True,
+}
+"""Cards whose GEMM kernels hide the C store behind the next tile's main loop
+(:mod:`simulation.training.gemm`, "Epilogue"): Hopper's warp-specialized persistent
+kernels (NVIDIA CUTLASS 3.x, ``media/docs/efficient_gemm.md``, ping-pong and
+cooperative kernels; cuBLAS 12 on sm90). Others (A100: CUTLASS 2.x-style
+one-tile-per-block kernels): False."""
+
+SM_COUNT: dict[str, int] = {
+    "a100-sxm-80gb": 108,
+    "a100-sxm-40gb": 108,
+    "h100-sxm5-80gb": 132,
+    "h200-sxm-141gb": 132,
+}
+"""Streaming multiprocessors (the GEMM wave size, :mod:`simulation.training.gemm`):
+NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs), NVIDIA H100
+Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part). Other
+cards: 0 (``SystemSpec.sm_count``: no wave quantization, overridable)."""
+
+
+def default_clock_power(points: int = 9) -> list[list[float]]:
+    """Dynamic power vs clock, both as fractions of the maximum.
+
+    CMOS dynamic power is P = C·V²·f (Weste & Harris, *CMOS VLSI Design*, §5.1);
+    along a GPU's DVFS table the voltage falls roughly linearly with the clock
+    down to a floor, V/V_max ≈ 0.6 + 0.4·f (the shape of the A100/H100 V–f
+    curves measured by Zeus, You et al., NSDI 2023, fig. 2, and the ~0.7 V at
+    minimum clock reported by nvidia-smi). So P_dyn/P_dyn,max = f·(0.6 + 0.4 f)².
+
+    >>> [round(p, 3) for _, p in default_clock_power(3)]
+    [0.32, 0.608, 1.0]
+    """
+    lo = 0.5
+    out = []
+    for i in range(points):
+        f = lo + (1 - lo) * i / (points - 1)
+        out.append([round(f, 6), f * (0.6 + 0.4 * f) ** 2])
+    return out
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """Accelerators, their fabrics and their power (see the module docstring)."""
+
+    accelerator: str
+    peak_tflops: dict[str, float]
+    hbm_gib: float
+    hbm_tbps: float
+    tdp_w: float
+    idle_w: float
+    cards: int
+    cards_per_server: int = 8
+    scale_up_domain: int = 8
+    scale_up_gbps: float = 2400.0
+    scale_up_technology: str = "nvlink"
+    scale_up_topology: str = "switch"
+    scale_up_dims: tuple[int, ...] = ()
+    scale_up_latency_us: float = 0.5
+    scale_out_gbps: float = 400.0
+    scale_out_technology: str = "infiniband"
+    scale_out_latency_us: float = 3.0
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
+    sm_count: int = 0
+    memory_efficiency: float = 0.90
+    flash_efficiency: float = 0.0
+    """Fraction of the BF16 peak a flash-attention kernel reaches (0: matmul_efficiency)."""
+    gemm_store_overlap: bool = False
+    """GEMM kernels hide their C store behind the next tile (Hopper); False: the
+    store follows the main loop (:data:`GEMM_STORE_OVERLAP`)."""
+    server_static_w: float = 1500.0
+    network_w_per_card: float = 50.0
+    pue: float = 1.1
+    price_per_card_hour: float = 2.0
+    clock_power: tuple[tuple[float, float], ...] = field(
+        default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
+    )
+    comm_sms: int = 20
+    """SMs a scale-out collective's kernels hold while it overlaps compute: the
+    overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
+    technical report §3.2.2 / §3.5.1: "only 20 SMs are sufficient to fully utilize
+    the bandwidths of IB and NVLink", "we allocate 20 out of the 132 SMs"; Dubey et
+    al. 2024 §3.3.3 list "using extra GPU cycles for communication" among NCCL's
+    costs for FSDP and PP). No effect when ``sm_count`` is 0."""
+
+    def peak(self, precision: str) -> float:
+        """Dense TFLOP/s at ``precision`` (fp16 falls back to bf16); 0 if absent."""
+        if precision == "fp16":
+            return self.peak_tflops.get("fp16", self.peak_tflops.get("bf16", 0.0))
+        return self.peak_tflops.get(precision, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (round-trips through :meth:`from_dict`)."""
+        out = asdict(self)
+        out["scale_up_dims"] = list(self.scale_up_dims)
+        out["clock_power"] = [list(p) for p in self.clock_power]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "system.") -> SystemSpec:
+        """Validate every field; errors name it (``system.hbm_gib``)."""
+        if not isinstance(data, Mapping):
+            raise TrainingInputError(path.rstrip("."), "must be an object")
+        names = {f.name for f in fields(cls)}
+        check_keys(data, names, path)
+        for key in ("accelerator", "peak_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
+                    "cards"):
+            if key not in data:
+                raise TrainingInputError(f"{path}{key}", "required")
+        acc = data["accelerator"]
+        if not isinstance(acc, str) or not acc:
+            raise TrainingInputError(f"{path}accelerator", "a non-empty slug")
+        peaks_raw = data["peak_tflops"]
+        if not isinstance(peaks_raw, Mapping) or not peaks_raw:
+            raise TrainingInputError(f"{path}peak_tflops", "an object {precision: TFLOP/s}")
+        peaks = {}
+        for k, v in peaks_raw.items():
+            choice(k, f"{path}peak_tflops", PRECISIONS)
+            if v is not None:
+                peaks[str(k)] = number(v, f"{path}peak_tflops.{k}", open_low=True, high=1e6)
+        kw: dict[str, Any] = {"accelerator": acc, "peak_tflops": peaks}
+        for f in fields(cls):
+            if f.name in kw or f.name not in data:
+                continue
+            v, where = data[f.name], f"{path}{f.name}"
+            if f.name in ("cards", "cards_per_server", "scale_up_domain"):
+                kw[f.name] = integer(v, where, high=1 << 24)
+            elif f.name in ("sm_count", "comm_sms"):
+                kw[f.name] = integer(v, where, low=0, high=1 << 16)
+            elif f.name == "scale_up_dims":
+                if not isinstance(v, list | tuple):
+                    raise TrainingInputError(where, "a list of torus dimensions")
+                kw[f.name] = tuple(integer(d, f"{where}[{i}]", low=2) for i, d in enumerate(v))
+            elif f.name == "gemm_store_overlap":
+                if not isinstance(v, bool):
+                    raise TrainingInputError(where, "true or false")
+                kw[f.name] = v
+            elif f.name == "scale_up_topology":
+                kw[f.name] = choice(v, where, ("switch", "torus"))
+            elif f.name in ("scale_up_technology", "scale_out_technology"):
+                if not isinstance(v, str):
+                    raise TrainingInputError(where, "a technology name")
+                kw[f.name] = v
+            elif f.name == "clock_power":
+                kw[f.name] = _curve(v, where)
+            elif f.name in ("matmul_efficiency", "memory_efficiency"):
+                kw[f.name] = number(v, where, open_low=True, high=1.0)
+            elif f.name == "flash_efficiency":
+                kw[f.name] = number(v, where, low=0.0, high=1.0)
+            elif f.name == "pue":
+                kw[f.name] = number(v, where, low=1.0, high=5.0)
+            else:
+                kw[f.name] = number(v, where, open_low=f.name.endswith(("gbps", "tbps", "gib")))
+        spec = cls(**kw)
+        if spec.idle_w > spec.tdp_w:
+            raise TrainingInputError(f"{path}idle_w", f"above the TDP ({spec.tdp_w} W)")
+        if spec.scale_up_topology == "torus":
+            if not spec.scale_up_dims or math.prod(spec.scale_up_dims) != spec.scale_up_domain:
+                raise TrainingInputError(
+                    f"{path}scale_up_dims", "a torus whose product is scale_up_domain"
+                )
+        if spec.scale_up_domain % spec.cards_per_server and spec.scale_up_domain > 1:
+            if spec.cards_per_server % spec.scale_up_domain:
+                raise TrainingInputError(
+                    f"{path}scale_up_domain", "a multiple or divisor of cards_per_server"
+                )
+        return spec
+
+
+def _curve(value: Any, where: str) -> tuple[tuple[float, float], ...]:
+    if not isinstance(value, list | tuple) or len(value) < 2:
+        raise TrainingInputError(where, "at least two [clock fraction, power fraction] points")
+    pts = []
+    for i, p in enumerate(value):
+        if not isinstance(p, list | tuple) or len(p) != 2:
+            raise TrainingInputError(f"{where}[{i}]", "a pair [clock, power]")
+        pts.append((number(p[0], f"{where}[{i}][0]", open_low=True, high=1.0),
+                    number(p[1], f"{where}[{i}][1]", open_low=True, high=1.0)))
+    pts.sort()
+    if pts[-1][0] != 1.0:
+        raise TrainingInputError(where, "the curve must end at clock 1.0 (the maximum)")
+    for a, b in zip(pts, pts[1:], strict=False):
+        if b[0] == a[0] or b[1] < a[1]:
+            raise TrainingInputError(where, "clocks distinct and power non-decreasing")
+    return tuple(pts)
+
+
+def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: Any) -> SystemSpec:
+    """A hypothetical system of 8-card NVLink servers, one 400G NIC per card.
+
+    ``figures`` is an accelerator row of the twin's catalogue
+    (``twin/hardware/fixtures/catalogue.json``: slug, bf16_tflops, fp8_tflops,
+    fp32_tflops, tf32_tflops, hbm_gib, hbm_tbps, tdp_w, idle_w, scaleup_gbps
+    bidirectional GB/s). ``overrides`` replace any field.
+
+    >>> a100 = {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp8_tflops": None,
+    ...         "fp32_tflops": 19.5, "tf32_tflops": 156, "hbm_gib": 80, "hbm_tbps": 2.039,
+    ...         "tdp_w": 400, "idle_w": 55, "scaleup_gbps": 600}
+    >>> s = system_for_accelerator(a100, 64)
+    >>> s.scale_up_gbps, s.peak("fp8"), s.peak("fp32"), round(s.matmul_efficiency, 3)
+    (2400.0, 0.0, 156.0, 0.75)
+    """
+    slug = str(figures.get("slug", "custom"))
+    peaks: dict[str, float] = {}
+    # FP32 training runs its matmuls on TF32 tensor cores where the card has them
+    fp32 = figures.get("tf32_tflops") or figures.get("fp32_tflops")
+    for key, val in (("fp32", fp32), ("bf16", figures.get("bf16_tflops")),
+                     ("fp8", figures.get("fp8_tflops"))):
+        if val:
+            peaks[key] = float(val)
+    if "bf16" not in peaks:
+        raise TrainingInputError("accelerator", f"{slug} has no BF16/FP16 peak in the catalogue")
+    vendor_tech = "hccs" if "ascend" in slug else "nvlink"
+    data: dict[str, Any] = {
+        "accelerator": slug,
+        "peak_tflops": peaks,
+        "hbm_gib": float(figures["hbm_gib"]),
+        "hbm_tbps": float(figures["hbm_tbps"]),
+        "tdp_w": float(figures["tdp_w"]),
+        "idle_w": float(figures.get("idle_w") or 0.1 * float(figures["tdp_w"])),
+        "cards": cards,
+        "scale_up_gbps": float(figures.get("scaleup_gbps") or 0) * 8 / 2 or 800.0,
+        "scale_up_technology": vendor_tech,
+        "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
+        "sm_count": SM_COUNT.get(slug, 0),
+        "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
+        "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
+        "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
+    }
+    data.update(overrides)
+    if "clock_power" in data:
+        data["clock_power"] = [list(p) for p in data["clock_power"]]
+    return SystemSpec.from_dict(data, path="")
