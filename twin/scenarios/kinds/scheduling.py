@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from simulation.scheduling import (
     MODES,
     POLICIES,
@@ -216,13 +218,35 @@ class SchedulingKind(ScenarioKind):
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
+        return self._replay(inputs, inputs["options"]["policies"], progress)
+
+    # A sweep: the policies replay independently (each simulate() is seeded by
+    # ``seed`` alone), so each part replays a contiguous run of them.
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        count = min(most, len(inputs["options"]["policies"]))
+        if count < 2:
+            return []
+        chunks = np.array_split(np.arange(len(inputs["options"]["policies"])), count)
+        return [{"policies": chunk.tolist()} for chunk in chunks]
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        policies = [inputs["options"]["policies"][i] for i in part["policies"]]
+        return self._replay(inputs, policies, progress)
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**partials[0], "policies": [r for p in partials for r in p["policies"]]}
+
+    def _replay(self, inputs: Mapping[str, Any], policies: list[str],
+                progress: Progress) -> dict[str, Any]:
+        """Replay the run's workload under ``policies``, in order."""
         progress(0.02, "reading the nodes and jobs")
         nodes, node_info = _load_nodes(inputs["nodes"])
         work, work_info = _load_workload(inputs, inputs["nodes"].get("live_jobs") or [])
         options = inputs["options"]
         price = default_allreduce(float(options["allreduce_bytes"]),
                                   **(inputs.get("allreduce") or {}))
-        policies = options["policies"]
         results = []
         share = 1.0 / len(policies)
         for i, policy in enumerate(policies):

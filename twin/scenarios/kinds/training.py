@@ -40,7 +40,14 @@ from simulation.training import (
 )
 from simulation.training.execution import RECOMPUTE, SCHEDULES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
-from simulation.training.search import SEARCH_LIMITS
+from simulation.training.search import (
+    SEARCH_LIMITS,
+    PartialSearch,
+    SearchResult,
+    merge_search,
+    search_blocks,
+    search_part,
+)
 from simulation.training.system import PRECISIONS
 from twin.scenarios.hardware import ClusterHardware, accelerator_figures, cluster_hardware
 from twin.scenarios.inputs import ConversionError
@@ -394,6 +401,45 @@ class TrainingSearchKind(ScenarioKind):
         found = search(model, system, system.cards, opts["global_batch"],
                        limits=opts["limits"], objective=opts["objective"], top=opts["top"],
                        progress=report)
+        return self._result(inputs, model, system, found)
+
+    # A sweep: the configuration space split by (tp, pp) blocks, dealt round-robin
+    # (neighbouring blocks differ most in cost); the library merges exactly.
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        blocks = search_blocks(model, system, system.cards, inputs["search"]["limits"])
+        count = min(most, blocks)
+        if count < 2:
+            return []
+        return [{"blocks": list(range(i, blocks, count))} for i in range(count)]
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        opts = inputs["search"]
+        blocks = part["blocks"]
+        found = search_part(model, system, system.cards, opts["global_batch"],
+                            limits=opts["limits"], objective=opts["objective"],
+                            top=opts["top"], blocks=blocks,
+                            progress=lambda f: progress(f, f"searching {len(blocks)} "
+                                                           f"(tp, pp) blocks"))
+        return jsonable(found.to_dict())
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        opts = inputs["search"]
+        found = merge_search([PartialSearch.from_dict(p) for p in partials], model, system,
+                             objective=opts["objective"], top=opts["top"])
+        return self._result(inputs, model, system, found)
+
+    @staticmethod
+    def _result(inputs: Mapping[str, Any], model: ModelSpec, system: SystemSpec,
+                found: SearchResult) -> dict[str, Any]:
+        opts = inputs["search"]
         return jsonable({**found.to_dict(), "model": model.to_dict(), "system": system.to_dict(),
                          "objective": opts["objective"], "global_batch": opts["global_batch"],
                          **{k: inputs[k] for k in ("cluster", "accelerator") if k in inputs}})
