@@ -35,6 +35,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
@@ -127,13 +128,13 @@ def cancel(run_id: int) -> bool:
     return changed
 
 
-def reap() -> list[int]:
+def reap(now: datetime | None = None) -> list[int]:
     """Fail the runs whose worker is gone, and the split runs whose part's
     worker is gone; returns the runs' ids."""
-    parts = SWEEPS.reap()
+    parts = SWEEPS.parts.reap(now)
     failed = set(SWEEPS.parts.model.objects.filter(pk__in=parts, run__status=S.FAILED)
                  .values_list("run_id", flat=True))
-    return sorted(failed | set(JOBS.reap()))
+    return sorted(failed | set(JOBS.reap(now)))
 
 
 def fail_orphans(hostname: str) -> list[int]:

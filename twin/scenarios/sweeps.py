@@ -35,13 +35,14 @@ guarantee of a run holds per part, and each part's fate reaches its run:
 * **cache**: nothing changes: the cache key is the run's ``params_hash``, and
   the merged result equals the whole run's (each kind's tests check it).
 
-``TWIN_SCENARIO_SPLIT_PARTS`` (default 8) caps the parts of one run; 0 or 1
-runs every kind whole. The ``run_scenario`` command and code that executes a
-run in-process without a task to send never split.
+``TWIN_SCENARIO_SPLIT_PARTS`` (setting or environment, default 8) caps the
+parts of one run; 0 or 1 runs every kind whole. The ``run_scenario`` command
+and code that executes a run in-process without a task to send never split.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,9 +63,12 @@ log = logging.getLogger(__name__)
 
 
 def max_parts() -> int:
-    """Most parts one run is split into (``TWIN_SCENARIO_SPLIT_PARTS``, default 8;
-    0 or 1: never split)."""
-    return int(getattr(settings, "TWIN_SCENARIO_SPLIT_PARTS", 8))
+    """Most parts one run is split into: the setting, else the environment variable
+    ``TWIN_SCENARIO_SPLIT_PARTS``, else 8; 0 or 1: never split."""
+    value = getattr(settings, "TWIN_SCENARIO_SPLIT_PARTS", None)
+    if value is None:
+        value = os.environ.get("TWIN_SCENARIO_SPLIT_PARTS") or 8
+    return int(value)
 
 
 def active_parts() -> Q:
@@ -216,10 +220,6 @@ class Sweeps:
             if self.parts.cancel(part_id)]
 
     # ------------------------------------------------------------ recovery
-    def reap(self) -> list[int]:
-        """Fail the parts whose worker is gone (and so their runs)."""
-        return self.parts.reap()
-
     def on_worker_ready(self, sender: Any = None) -> list[int]:
         """A starting worker fails the parts an earlier life of it ran."""
         return self.parts.on_worker_ready(sender)
