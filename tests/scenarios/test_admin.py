@@ -32,7 +32,7 @@ def test_admin_lists_shows_and_cancels_runs(admin_user, db):
 def test_admin_shows_a_split_runs_parts_and_cancels_them_with_it(admin_user, db):
     from twin.scenarios.models import ScenarioPart
 
-    run = submit("scheduling", {"policies": "fgd,best-fit", "jobs": 20, "servers": 4},
+    run = submit("scheduling", {"policies": "fgd,best-fit", "jobs": 2000, "servers": 128},
                  None, admin_user, enqueue=False)
     sent: list[int] = []
     execute(run.pk, worker="here@host", enqueue_part=sent.append)

@@ -25,13 +25,12 @@ from twin.scenarios.kinds import REGISTRY
 from twin.scenarios.models import ScenarioPart, ScenarioRun
 from twin.scenarios.runner import submit
 
-SEARCH = {"model": "llama3-8b", "accelerator": "a100-sxm-80gb", "cards": 64,
-          "global_batch": 128, "top": 20}
-"""~100k configurations in 4 tp × 8 pp blocks: a second or two whole."""
-BIG_SEARCH = {"model": "gpt3-175b", "accelerator": "a100-sxm-80gb", "cards": 256,
-              "global_batch": 256, "top": 10}
-SCHEDULING = {"policies": "fgd,best-fit,random,gpu-packing", "jobs": 400, "servers": 16,
+SEARCH = {"model": "mixtral-8x7b", "accelerator": "h100-sxm5-80gb", "cards": 4096,
+          "global_batch": 4096, "top": 20, "limits": {"micro_batch": [1, 2, 4, 8, 16]}}
+"""~600k configurations: five parts of at least ``PART_CONFIGS``; a few seconds whole."""
+SCHEDULING = {"policies": "fgd,best-fit,random,gpu-packing", "jobs": 4000, "servers": 128,
               "gpus_per_server": 8, "seed": 3}
+"""Past ``SPLIT_MIN_JOBS`` and ``SPLIT_MIN_NODES``: one part per policy."""
 TIMINGS = ("wall_s", "configs_per_s")
 
 
@@ -179,7 +178,7 @@ def test_cancel_mid_sweep_stops_the_pending_parts(celery_worker, admin_user,
                                                   admin_client_api) -> None:
     from twin.scenarios.tasks import enqueue_run
 
-    run = submit("training_search", BIG_SEARCH, None, admin_user, enqueue=False)
+    run = submit("training_search", SEARCH, None, admin_user, enqueue=False, refresh=True)
     enqueue_run(run.pk)
     wait_until(lambda: ScenarioPart.objects.filter(run_id=run.pk, status=S.SUCCEEDED).exists(),
                timeout=120, what="a first part done")
@@ -206,11 +205,14 @@ def test_cancel_mid_sweep_stops_the_pending_parts(celery_worker, admin_user,
 def test_a_failing_part_in_the_worker_fails_the_run_with_its_error(
         celery_worker, admin_user, admin_client_api) -> None:
     """A trace changed after the run was queued: its parts refuse to replay it."""
-    from tests.jobs.test_traces import upload
+    from tests.jobs.test_traces import NODES, PODS_HEADER, upload
     from twin.jobs.models import Trace
     from twin.scenarios.tasks import enqueue_run
 
-    trace = upload(admin_client_api).json()
+    nodes = NODES + "".join(f"big-{i},96000,786432,8,V100M32\n" for i in range(128))
+    pods = PODS_HEADER + "".join(f"pod-{i},4000,32768,1,1000,,LS,Running,{100 + i},"
+                                 f"{5000 + 7 * i},{101 + i}\n" for i in range(2000))
+    trace = upload(admin_client_api, pods=pods, nodes=nodes).json()
     run = submit("scheduling", {"trace": trace["id"], "policies": "fgd,best-fit,random"},
                  None, admin_user, enqueue=False)
     Trace.objects.filter(pk=trace["id"]).update(sha256="0" * 64)
@@ -223,3 +225,18 @@ def test_a_failing_part_in_the_worker_fails_the_run_with_its_error(
                                                        status__in=S.ACTIVE).exists(),
                timeout=30, what="the other parts ended")
     assert not ScenarioPart.objects.filter(run_id=run.pk, status=S.SUCCEEDED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_small_sweeps_run_whole(admin_user) -> None:
+    """Below a part's worth of work (``PART_CONFIGS``, ``SPLIT_MIN_JOBS`` and
+    ``SPLIT_MIN_NODES``) a run is not split: its parts would cost more than they save."""
+    small = [("training_search", {"model": "llama3-8b", "accelerator": "a100-sxm-80gb",
+                                  "cards": 64, "global_batch": 128}),
+             ("scheduling", {**SCHEDULING, "jobs": 500}),
+             ("scheduling", {**SCHEDULING, "servers": 64})]
+    for kind, params in small:
+        run = submit(kind, params, None, admin_user, enqueue=False)
+        sent: list[int] = []
+        done = runner.execute(run.pk, worker="here", enqueue_part=sent.append)
+        assert done.status == S.SUCCEEDED and sent == [], (kind, params)

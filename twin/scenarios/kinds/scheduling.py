@@ -49,13 +49,18 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["MAX_JOBS", "MAX_POLICIES", "SchedulingKind"]
+__all__ = ["MAX_JOBS", "MAX_POLICIES", "SPLIT_MIN_JOBS", "SPLIT_MIN_NODES", "SchedulingKind"]
 
 MAX_JOBS = 100_000
 """Jobs of one run (synthetic, or a trace's): the issue's largest replay."""
 MAX_POLICIES = len(POLICIES)
 MAX_SERVERS = 131_072
 """A million cards in 8-card servers."""
+SPLIT_MIN_JOBS = 2_000
+SPLIT_MIN_NODES = 128
+"""A run with several policies is split (one part per policy) from this many jobs
+and nodes: smaller replays take less than a part's fixed cost (a task, a row,
+the nodes and workload loaded again), ~0.1-0.3 s (``docs/benchmarks.md`` "sweeps")."""
 
 
 def _policies(value: Any) -> list[str]:
@@ -221,8 +226,15 @@ class SchedulingKind(ScenarioKind):
         return self._replay(inputs, inputs["options"]["policies"], progress)
 
     # A sweep: the policies replay independently (each simulate() is seeded by
-    # ``seed`` alone), so each part replays a contiguous run of them.
+    # ``seed`` alone), so each part replays a contiguous run of them — when a
+    # replay is long enough to be worth a part (SPLIT_MIN_JOBS, SPLIT_MIN_NODES).
     def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        work, nodes = inputs["workload"], inputs["nodes"]
+        jobs = work["jobs"] if work["source"] == "synthetic" else work["trace"]["job_count"]
+        servers = {"uniform": lambda: nodes["servers"], "cluster": lambda: len(nodes["records"]),
+                   "trace": lambda: nodes["trace"]["node_count"]}[nodes["source"]]()
+        if jobs < SPLIT_MIN_JOBS or servers < SPLIT_MIN_NODES:
+            return []
         count = min(most, len(inputs["options"]["policies"]))
         if count < 2:
             return []

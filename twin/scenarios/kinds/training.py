@@ -44,6 +44,7 @@ from simulation.training.search import (
     SEARCH_LIMITS,
     PartialSearch,
     SearchResult,
+    enumerate_configs,
     merge_search,
     search_blocks,
     search_part,
@@ -62,7 +63,8 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["LIMITS", "OBJECTIVES", "TrainingKind", "TrainingSearchKind", "execution_fields"]
+__all__ = ["LIMITS", "OBJECTIVES", "PART_CONFIGS", "TrainingKind", "TrainingSearchKind",
+           "execution_fields"]
 
 OBJECTIVES = tuple(OBJECTIVE_KEYS)
 LIMITS: dict[str, tuple[str, Any]] = {
@@ -80,6 +82,11 @@ MAX_TOP = 100
 MAX_SEARCH_BATCH = 1 << 20
 """Largest global batch a search takes: it enumerates the batch's divisors one by one
 (a billion-sequence batch would hold a worker for minutes)."""
+PART_CONFIGS = 100_000
+"""Fewest configurations a part of a split search prices: ~0.5 s at the search's
+~200k configurations/s, against a part's fixed cost of ~0.1 s (a task, a row, the
+enumeration of its blocks, its candidates priced again in the merge); a smaller
+search runs whole (``docs/benchmarks.md`` "sweeps")."""
 
 # ------------------------------------------------------------------ the form
 HARDWARE_FIELDS = (
@@ -404,12 +411,16 @@ class TrainingSearchKind(ScenarioKind):
         return self._result(inputs, model, system, found)
 
     # A sweep: the configuration space split by (tp, pp) blocks, dealt round-robin
-    # (neighbouring blocks differ most in cost); the library merges exactly.
+    # (neighbouring blocks differ most in cost); the library merges exactly. A part
+    # gets PART_CONFIGS configurations at least, so its fixed cost stays small.
     def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
         model = model_from_params(inputs["model"])
         system = SystemSpec.from_dict(inputs["system"])
-        blocks = search_blocks(model, system, system.cards, inputs["search"]["limits"])
-        count = min(most, blocks)
+        limits = inputs["search"]["limits"] or {}
+        blocks = search_blocks(model, system, system.cards, limits)
+        configs = len(enumerate_configs(model, system, system.cards,
+                                        inputs["search"]["global_batch"], limits)[0])
+        count = min(most, blocks, configs // PART_CONFIGS)
         if count < 2:
             return []
         return [{"blocks": list(range(i, blocks, count))} for i in range(count)]
