@@ -31,6 +31,9 @@ SEARCH = {"model": "mixtral-8x7b", "accelerator": "h100-sxm5-80gb", "cards": 409
 SCHEDULING = {"policies": "fgd,best-fit,random,gpu-packing", "jobs": 4000, "servers": 128,
               "gpus_per_server": 8, "seed": 3}
 """Past ``SPLIT_MIN_JOBS`` and ``SPLIT_MIN_NODES``: one part per policy."""
+RESILIENCE = {"accelerator": "h100-sxm5-80gb", "cards": 16384, "days": 30,
+              "checkpoint_interval_min": 30, "sweep_runs": 3, "seed": 5}
+"""17 intervals × 3 histories: past ``SPLIT_MIN_RUNS`` twice, so two parts."""
 TIMINGS = ("wall_s", "configs_per_s")
 
 
@@ -51,7 +54,8 @@ def whole(run: ScenarioRun) -> dict:
 # ------------------------------------------------------------ in process
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind, params", [("training_search", SEARCH),
-                                          ("scheduling", SCHEDULING)])
+                                          ("scheduling", SCHEDULING),
+                                          ("resilience", RESILIENCE)])
 def test_parts_run_by_hand_merge_to_the_whole_result(kind, params, admin_user) -> None:
     run = submit(kind, params, None, admin_user, enqueue=False)
     sent: list[int] = []
@@ -234,7 +238,8 @@ def test_small_sweeps_run_whole(admin_user) -> None:
     small = [("training_search", {"model": "llama3-8b", "accelerator": "a100-sxm-80gb",
                                   "cards": 64, "global_batch": 128}),
              ("scheduling", {**SCHEDULING, "jobs": 500}),
-             ("scheduling", {**SCHEDULING, "servers": 64})]
+             ("scheduling", {**SCHEDULING, "servers": 64}),
+             ("resilience", {**RESILIENCE, "sweep_runs": 1})]
     for kind, params in small:
         run = submit(kind, params, None, admin_user, enqueue=False)
         sent: list[int] = []

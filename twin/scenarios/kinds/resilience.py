@@ -17,6 +17,7 @@ from typing import Any
 
 from simulation.resilience import CLASSES, DGX_H100_TIERS, simulate_resilience
 from simulation.resilience import ResilienceInputError as TopologyErrorAlias
+from simulation.resilience.study import ettr_curve, sweep_intervals
 from twin.scenarios.inputs import ConversionError, resilience_cluster
 from twin.scenarios.kinds.base import (
     FieldSpec,
@@ -28,7 +29,7 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["MODELS", "ResilienceKind"]
+__all__ = ["MODELS", "SPLIT_MIN_RUNS", "ResilienceKind"]
 
 MODELS: dict[str, float] = {
     "llama3-8b": 8e9,  # counts, not billions  # Dubey et al. 2024
@@ -43,6 +44,9 @@ MODELS: dict[str, float] = {
 
 TIER_NAMES = tuple(t.name for t in DGX_H100_TIERS)
 MAX_CARDS = 10_000_000
+SPLIT_MIN_RUNS = 24
+"""Simulated windows (curve points × histories) a part computes at least: below
+that a part's fixed cost (a task, a row, the histories drawn again) outweighs it."""
 
 
 def _fields() -> tuple[FieldSpec, ...]:
@@ -217,6 +221,37 @@ class ResilienceKind(ScenarioKind):
             inputs["resilience"],
             progress=lambda share: progress(0.05 + 0.9 * share, "sweeping checkpoint intervals"),
         ).to_dict()
+        return self._result(inputs, result)
+
+    # A sweep: the ETTR-vs-interval curve, its points independent (every part draws
+    # the same failure histories from the seed), dealt round-robin to the parts;
+    # the merge runs the study at the requested interval with the curve handed in.
+    # Worth a part from SPLIT_MIN_RUNS simulated windows (points × histories).
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        points = sweep_intervals(inputs["resilience"])
+        runs = points * int(inputs["resilience"].get("sweep_runs") or 3)
+        count = min(most, points, runs // SPLIT_MIN_RUNS)
+        if count < 2:
+            return []
+        return [{"points": list(range(i, points, count))} for i in range(count)]
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        rows = ettr_curve(inputs["resilience"], list(part["points"]),
+                          progress=lambda share: progress(share, "sweeping checkpoint "
+                                                                 "intervals"))
+        return {"points": list(part["points"]), "rows": rows}
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        by_point = {i: row for p in partials for i, row in zip(p["points"], p["rows"],
+                                                                 strict=True)}
+        curve = [by_point[i] for i in range(len(by_point))]
+        return self._result(inputs, simulate_resilience(inputs["resilience"],
+                                                        curve=curve).to_dict())
+
+    @staticmethod
+    def _result(inputs: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         result["accelerator"] = inputs.get("accelerator")
         result["model"] = inputs.get("model")
         if "cluster" in inputs:
