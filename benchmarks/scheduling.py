@@ -1,17 +1,24 @@
 """Scheduling simulation speed: the FGD-paper-sized replay and 100,000 jobs on a million cards.
 
 1. ~8,000 tasks (an openb-shaped synthetic trace, 8,152 tasks as the Alibaba default
-   pod list) on 1,213 openb-shaped nodes (the trace's GPU node count): arrival-only
-   to 130 % of capacity, per policy, end to end (state setup, types, SimPy, metrics).
-   Target ≤ 5 s. The FGD simulator of the paper takes ~10 minutes per experiment.
+   pod list) on the trace's real GPU node list (1,213 nodes, 6,212 GPUs, shipped in
+   tests/simulation/scheduling/fixtures): arrival-only to 130 % of capacity, per
+   policy, end to end (state setup, types, SimPy, metrics). Target ≤ 5 s. The FGD
+   simulator of the paper takes ~10 minutes per experiment. Then the same on the
+   real pod sample (902 pods of openb_pod_list_default.csv, resampled): the FGD table.
 2. 100,000 jobs on 131,072 8-card servers (1,048,576 cards), full mode (jobs arrive,
-   run and leave), best-fit. Target ≤ 120 s.
+   run and leave), best-fit. Target ≤ 120 s. (100,000 jobs of the openb mix ask for
+   ~80,000 cards at most at once: the cluster stays mostly idle, which is the case the
+   state table is for — most nodes share the idle state.)
 3. Baseline in the same run: the same best-fit and FGD choices made by a plain
    Python loop over the nodes (one score per node per task), on a prefix of the
-   tasks (the loop is too slow for all of them): seconds per task, and the ratio.
+   tasks (the loop is too slow for all of them): seconds per task, and the ratio;
+   at the million scale, best-fit's loop on a few tasks against the run's s/job.
 
 Usage: ``python benchmarks/scheduling.py [--quick] [--json out.json]``; exits 1 if a
-target is missed.
+target is missed. Targets are checked on the process's CPU seconds (the simulation is
+one thread, so CPU seconds are the wall time on an idle core); wall time is printed
+too — on the shared development VM it is several times the CPU time.
 """
 from __future__ import annotations
 
@@ -25,8 +32,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulation.scheduling import Nodes, simulate, synthetic_workload  # noqa: E402
-from simulation.scheduling.cluster import openb_like_nodes  # noqa: E402
+from simulation.scheduling import (  # noqa: E402
+    Nodes,
+    read_alibaba_nodes,
+    read_alibaba_pods,
+    simulate,
+    synthetic_workload,
+)
 from simulation.scheduling.fragmentation import TaskTypes  # noqa: E402
 from simulation.scheduling.policies import JobRequest, place_job  # noqa: E402
 from simulation.scheduling.state import ClusterState  # noqa: E402
@@ -76,13 +88,13 @@ def loop_place(st: ClusterState, job: JobRequest, policy: str) -> int | None:
 
 
 def baseline(nodes: Nodes, work, policy: str, count: int) -> tuple[float, float]:
-    """(loop s/task, vector s/task) on the first ``count`` tasks, both allocating."""
+    """(loop s/task, vector s/task) on the first ``count`` tasks, both allocating (CPU s)."""
     types = TaskTypes.from_workload(work.num_gpu, work.gpu_milli, work.cpu_milli, work.memory_mib)
     out = []
     for how in ("loop", "vector"):
         st = ClusterState(nodes, types)
         rng = np.random.default_rng(0)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for j in range(count):
             req = JobRequest(int(work.num_gpu[j]), int(work.gpu_milli[j]), int(work.cpu_milli[j]),
                              int(work.memory_mib[j]))
@@ -91,7 +103,7 @@ def baseline(nodes: Nodes, work, policy: str, count: int) -> tuple[float, float]
                 loop_place(st, req, policy)
             if pl is not None:
                 st.allocate(pl, req.cpu_milli, req.memory_mib)
-        out.append((time.perf_counter() - t0) / count)
+        out.append((time.process_time() - t0) / count)
     loop_s, vec_s = out
     return loop_s - vec_s, vec_s  # the loop run also made the vector choice: subtract it
 
@@ -103,22 +115,41 @@ def main() -> int:
     args = ap.parse_args()
     report: dict[str, object] = {}
     ok = True
-    nodes = openb_like_nodes(1213, seed=0)
+    fix = Path(__file__).resolve().parents[1] / "tests/simulation/scheduling/fixtures"
+    with open(fix / "openb_node_list_gpu_node.csv") as fh:
+        nodes = read_alibaba_nodes(fh)
+    with open(fix / "openb_pod_list_default_sample.csv") as fh:
+        real_pods = read_alibaba_pods(fh)
     work = synthetic_workload(8152, seed=0)
     print(f"1) {len(nodes)} nodes, {nodes.total_gpus} GPUs, {len(work)} tasks, "
           "arrival-only to 130 %")
     fgd_paper = {}
     for policy in ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random",
                    "fifo-first-fit", "topology-aware"):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = simulate(nodes, work, policy)
-        wall = time.perf_counter() - t0
-        fgd_paper[policy] = {"wall_s": wall, "gpu_allocation_rate": r.gpu_allocation_rate,
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        fgd_paper[policy] = {"wall_s": wall, "cpu_s": cpu,
+                             "gpu_allocation_rate": r.gpu_allocation_rate,
                              "unallocated_gpus": r.unallocated_gpus, "arrived": r.jobs["arrived"]}
-        print(f"   {policy:15s} {wall:6.2f} s  alloc {r.gpu_allocation_rate:.4f}  "
-              f"unallocated {r.unallocated_gpus:6.1f} GPUs  ({r.jobs['arrived']} arrivals)")
-        ok &= wall <= 5.0
+        print(f"   {policy:15s} wall {wall:6.2f} s  cpu {cpu:5.2f} s  alloc "
+              f"{r.gpu_allocation_rate:.4f}  unallocated {r.unallocated_gpus:6.1f} GPUs  "
+              f"({r.jobs['arrived']} arrivals)")
+        ok &= cpu <= 5.0
     report["openb"] = fgd_paper
+    print(f"1b) real pod sample ({len(real_pods)} pods of openb_pod_list_default.csv), same nodes")
+    real: dict[str, dict[str, float]] = {}
+    for policy in ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random",
+                   "fifo-first-fit", "topology-aware"):
+        c0 = time.process_time()
+        r = simulate(nodes, real_pods, policy)
+        cpu = time.process_time() - c0
+        real[policy] = {"cpu_s": cpu, "gpu_allocation_rate": r.gpu_allocation_rate,
+                        "unallocated_gpus": r.unallocated_gpus, "arrived": r.jobs["arrived"],
+                        "frag_share": r.fragmentation["final_share"]}
+        print(f"   {policy:15s} cpu {cpu:5.2f} s  alloc {r.gpu_allocation_rate:.4f}  "
+              f"unallocated {r.unallocated_gpus:6.1f} GPUs  ({r.jobs['arrived']} arrivals)")
+    report["openb_real_pods"] = real
     print("3) baseline: per-node Python loop, same choices, first 300 tasks")
     for policy in ("best-fit", "fgd"):
         loop_s, vec_s = baseline(nodes, work, policy, 300)
@@ -128,16 +159,22 @@ def main() -> int:
                                         "ratio": loop_s / vec_s}
     n_jobs = 10_000 if args.quick else 100_000
     big = Nodes.uniform(131_072, 8)
-    # arrivals sized so that the cluster is busy (≈ 80 % of cards in use on average)
+    # arrivals every second, jobs of ~9 days: nearly all of them run at once at the end
     wl = synthetic_workload(n_jobs, seed=1, mean_interarrival_s=1.0, mean_duration_s=800_000)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = simulate(big, wl, "best-fit", mode="full")
-    wall = time.perf_counter() - t0
-    print(f"2) {n_jobs} jobs on {big.total_gpus} cards, full mode, best-fit: {wall:.1f} s "
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    per_job = cpu / n_jobs
+    loop_s, _ = baseline(big, wl, "best-fit", 3)
+    print(f"2) {n_jobs} jobs on {big.total_gpus} cards, full mode, best-fit: wall {wall:.1f} s, "
+          f"cpu {cpu:.1f} s "
           f"(peak allocation {max(r.timeline['allocation_rate']):.3f}, "
-          f"{wall / n_jobs * 1e3:.2f} ms/job)")
-    report["million"] = {"jobs": n_jobs, "wall_s": wall, "jobs_done": r.jobs}
-    ok &= wall <= 120.0 * n_jobs / 100_000
+          f"{per_job * 1e3:.2f} ms/job incl. completions)")
+    print(f"   per-node Python loop: {loop_s:.2f} s/job (3 jobs)  ratio {loop_s / per_job:,.0f}x"
+          f"  -> the loop would take ~{loop_s * n_jobs / 3600:.0f} h")
+    report["million"] = {"jobs": n_jobs, "wall_s": wall, "cpu_s": cpu, "jobs_done": r.jobs,
+                         "loop_s_per_job": loop_s, "ratio": loop_s / per_job}
+    ok &= cpu <= 120.0 * n_jobs / 100_000
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0 if ok else 1

@@ -8,7 +8,8 @@ Usage::
 temporary directory.) The script migrates that database, then for each sweep —
 a ``training_search`` (Mixtral 8x7B on 8,192 H100s, micro-batches to 32 and up
 to 8 virtual stages: 919,104 configurations in 24 (tp, pp) blocks) and a ``scheduling``
-replay of 30,000 synthetic jobs on 2,048 8-card servers under six policies — it measures
+replay of 20,000 synthetic jobs on 1,024 8-card servers under six policies — it
+measures
 the wall time from sending the run to seeing it finished, through the real
 path (``runner.submit`` → broker → ``run_scenario`` → parts → merge), with:
 
@@ -50,7 +51,7 @@ SWEEPS: dict[str, tuple[str, dict[str, Any]]] = {
         "limits": {"micro_batch": [1, 2, 4, 8, 16, 32], "vpp": [1, 2, 4, 8]}}),
     "scheduling": ("scheduling", {
         "policies": "fgd,best-fit,random,gpu-packing,dot-product,gpu-clustering",
-        "jobs": 30000, "servers": 2048, "gpus_per_server": 8, "seed": 1}),
+        "jobs": 20000, "servers": 1024, "gpus_per_server": 8, "seed": 1}),
 }
 TIMINGS = ("wall_s", "configs_per_s")
 

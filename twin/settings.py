@@ -7,6 +7,7 @@ CI point the same code at PostgreSQL and a real Redis.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -191,6 +192,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
     # Cluster builds: the same for builds (twin.hardware.runner.reap).
     "builds-reap": {"task": "twin.hardware.reap_builds", "schedule": 30.0},
+    # Jobs on the twin: complete the ones past their expected duration, place the queue.
+    "jobs-finish": {"task": "twin.jobs.finish_due", "schedule": 10.0},
 }
 
 CHANNEL_LAYERS = {
@@ -314,6 +317,35 @@ TWIN_JOBS_POLICY = os.environ.get("TWIN_JOBS_POLICY", "topology-aware")
 TWIN_JOBS_ALLREDUCE_BYTES = int(os.environ.get("TWIN_JOBS_ALLREDUCE_BYTES", 1 << 30))
 # Largest trace upload (the whole multipart body, bytes): refused with 413 before it is read.
 TWIN_TRACE_MAX_BYTES = int(os.environ.get("TWIN_TRACE_MAX_BYTES", 64 * 1024 * 1024))
+
+# --- the twin's own /metrics (twin.web.metrics) and alerts out (twin.telemetry.notify) ---
+# Who may scrape /metrics: a bearer token, or an address in these networks (loopback).
+TWIN_METRICS_TOKEN = os.environ.get("TWIN_METRICS_TOKEN", "")
+TWIN_METRICS_ALLOW = env_list("TWIN_METRICS_ALLOW", "127.0.0.1/8,::1/128")
+for _network in TWIN_METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"TWIN_METRICS_ALLOW: {_network!r} is no network; give "
+                                   f"addresses or CIDR networks, comma-separated") from None
+# Per-rack power series only for clusters up to this many racks.
+TWIN_METRICS_MAX_RACKS = int(os.environ.get("TWIN_METRICS_MAX_RACKS", 5000))
+
+# Alerts out: Alertmanager base URLs (their v2 API) and webhook URLs, comma-separated.
+TWIN_ALERTMANAGER_URLS = env_list("TWIN_ALERTMANAGER_URLS", "")
+TWIN_ALERT_WEBHOOK_URLS = env_list("TWIN_ALERT_WEBHOOK_URLS", "")
+# The dashboard's address as receivers should link to it (generatorURL).
+TWIN_ALERTS_EXTERNAL_URL = os.environ.get("TWIN_ALERTS_EXTERNAL_URL", "http://localhost:8000")
+# Firing alerts are re-sent to Alertmanagers this often (they expire after 4 times it).
+TWIN_ALERTS_RESEND_S = float(os.environ.get("TWIN_ALERTS_RESEND_S", 60))
+# Resolved alerts older than this are not sent (a receiver added later gets no history).
+TWIN_ALERTS_LOOKBACK_S = float(os.environ.get("TWIN_ALERTS_LOOKBACK_S", 86400))
+TWIN_ALERTS_TIMEOUT_S = float(os.environ.get("TWIN_ALERTS_TIMEOUT_S", 5))
+TWIN_ALERTS_BEAT_S = float(os.environ.get("TWIN_ALERTS_BEAT_S", 30))
+CELERY_BEAT_SCHEDULE["telemetry-notify"] = {"task": "twin.telemetry.notify_alerts",
+                                            "schedule": TWIN_ALERTS_BEAT_S}
 
 # --- static, frontend -----------------------------------------------------
 STATIC_URL = "/static/"

@@ -15,20 +15,25 @@ system), an aggregate one; ``S`` servers writing ``b`` bytes each take
 
     t = max(b / bw_server, S·b / bw_aggregate)
 
-(whichever saturates first). Restoring reads the deduplicated share back and sends
-each shard to its data-parallel peers over the network (``state / bw_network``);
-the first tier (local DRAM) holds each server's whole state and is read as is.
-A checkpoint travels HBM → host DRAM → local NVMe →
-PFS, one hop after the other. Synchronous checkpointing blocks training until the
-last tier of its chain holds the data (Σ of the hops); asynchronous checkpointing
-(CheckFreq, Mohan et al., FAST'21: snapshot, then persist in the background)
-blocks only for the copy into the first tier — but one persist at a time: if the
-previous one is still running when the next snapshot is due, training waits for
-it (CheckFreq's pipelining rule), so the stall per checkpoint is
-``δ_first + max(0, durable − δ_first − τ)``. In-memory replication to peers
-(Gemini, Wang et al., SOSP'23) sends each server's shard to ``r − 1`` other
-servers' DRAM over the training network: ``(r−1)·b / bw_network``; a single
-failed server is restored from a peer's memory at network speed.
+(whichever saturates first). A file system reads faster than it writes (a DDN
+AI400X2: ~90 GB/s read, ~65 GB/s write), so a tier may give its aggregate read
+bandwidth apart (``aggregate_read_gbps``; 0 = the same as for writes). Restoring
+reads the deduplicated share back and sends each shard to its data-parallel peers
+over the network (``state / bw_network``); the first tier (local DRAM) holds each
+server's whole state and is read as is. A checkpoint travels HBM → host DRAM → local
+NVMe → PFS, one hop after the other. Synchronous checkpointing blocks training until
+the last tier of its chain holds the data (Σ of the hops); asynchronous
+checkpointing (CheckFreq, Mohan et al., FAST'21: snapshot, then persist in the
+background) blocks only for the copy into the first tier — but one persist at a
+time: if the previous one is still running when the next snapshot is due, training
+waits for it (CheckFreq's pipelining rule), so the stall per checkpoint is
+
+    δ_first + max(0, durable − δ_first − τ).
+
+In-memory replication to peers (Gemini, Wang et al., SOSP'23) sends each server's
+shard to ``r − 1`` other servers' DRAM over the training network:
+``(r−1)·b / bw_network``; a single failed server is restored from a peer's memory
+at network speed.
 
 Example (Llama 3 405B on 16,384 cards, tp 8 pp 16 dp 128, ZeRO-1):
 
@@ -69,6 +74,7 @@ class StorageTier:
     capacity_gb: float = 0.0  #: per server (local tiers) or total (shared), 0 = not checked
     survives_host_loss: bool = False  #: still readable when the server that wrote it is gone
     source: str = ""
+    aggregate_read_gbps: float = 0.0  #: GB/s shared when reading back (0: aggregate_gbps)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,8 +127,10 @@ def tier_time_s(bytes_per_server: float, servers: int, tier: StorageTier, *,
     """``max(b / bw_server, S·b / bw_aggregate)`` in seconds (module docstring)."""
     bw = (tier.read_gbps if read else tier.write_gbps) * 1e9
     t = bytes_per_server / bw
-    if tier.aggregate_gbps > 0:
-        t = max(t, servers * bytes_per_server / (tier.aggregate_gbps * 1e9))
+    shared = tier.aggregate_read_gbps if read and tier.aggregate_read_gbps > 0 \
+        else tier.aggregate_gbps
+    if shared > 0:
+        t = max(t, servers * bytes_per_server / (shared * 1e9))
     return t
 
 

@@ -149,6 +149,7 @@ def _tier(data: Any, path: str) -> StorageTier:
         _number(data, "capacity_gb", f"{path}.", base.capacity_gb, hi=1e12),
         bool(data.get("survives_host_loss", base.survives_host_loss)),
         str(data.get("source", base.source)),
+        _number(data, "aggregate_read_gbps", f"{path}.", base.aggregate_read_gbps, hi=1e8),
     )
 
 

@@ -13,7 +13,7 @@ See docs/simulation.md ("Scheduling") for the policies, the fragmentation measur
 the FGD comparison and the AllReduce check.
 """
 
-from .allreduce import AllReducePrice, default_allreduce
+from .allreduce import AllReducePrice, default_allreduce, torus_allreduce
 from .cluster import DEFAULT_VF_LIMIT, Nodes
 from .engine import MODES, SimResult, place, simulate
 from .errors import SchedulingInputError, TraceError
@@ -43,4 +43,5 @@ __all__ = [
     "read_philly",
     "simulate",
     "synthetic_workload",
+    "torus_allreduce",
 ]

@@ -14,12 +14,34 @@ Two modes:
     that does not fit waits in a queue ordered by priority then arrival.
     ``fifo`` queues block at the head; ``easy-backfill`` lets a later task
     start if it does not delay the head's reservation (EASY: Lifka, "The ANL/
-    IBM SP scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 2001),
-    the head's reservation computed from the running tasks' expected ends and
-    the cluster's free cards.
+    IBM SP scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 2001).
+    The reservation is per node: the running tasks' releases are replayed in
+    order of expected end until a node the head can use holds it (its cards,
+    CPU, memory, a virtual function) — the shadow time — and that node is
+    reserved; a later task may start now if it ends by the shadow time or
+    takes no more of the reserved node's cards than the head leaves spare
+    (:func:`.backfill.reservation`).
+
+Gang or not (``Workload.gang``): a gang job starts with all its cards at once
+(a job wider than a node across nodes, all or nothing). A **non-gang** job of
+several cards is elastic: its cards are independent one-card pieces (CPU and
+memory split evenly) that start one by one, wherever the policy puts each, as
+cards free up; each piece runs the job's duration. The job's queueing delay
+is to its first piece, its completion time to its last piece's end; it is
+counted once in ``jobs``. In arrival-only mode it takes the cards that fit now
+(it fails only if none does) and gets no AllReduce price (its pieces do not
+all-reduce together). :func:`place` (one placement for the live twin) always
+places a job whole.
 
 SimPy (``simpy.Environment``) drives the clock: one process replays arrivals,
 each start schedules its completion as a timeout event.
+
+``initial`` pins allocations that exist before the first arrival (a live
+cluster's running jobs): they hold their cards, CPU, memory and a virtual
+function from time 0 — forever in ``arrival-only`` mode, for their
+``remaining_s`` in ``full`` mode — and the policy places only the workload.
+They count in the allocation rate, not in the arrived demand nor in the job
+counts (``jobs["pinned"]``). EASY's reservation does not see their ends.
 
 Example:
     >>> from simulation.scheduling.cluster import Nodes
@@ -36,7 +58,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +67,11 @@ import numpy.typing as npt
 import simpy
 
 from .allreduce import AllReducePrice
+from .backfill import reservation
 from .cluster import Nodes
 from .errors import SchedulingInputError
 from .fragmentation import TaskTypes
+from .initial import pin_initial
 from .policies import POLICIES, JobRequest, place_job
 from .state import ClusterState, Placement
 from .workload import Workload
@@ -92,6 +116,9 @@ class SimResult:
     jct_s: dict[str, float | None]
     allreduce: dict[str, Any]
     placements: dict[int, Placement] = field(default_factory=dict, repr=False)
+    #: with ``keep_placements``: seq -> (job index, arrival s, start s, end s or NaN)
+    job_log: dict[int, tuple[int, float, float, float]] = field(default_factory=dict,
+                                                                repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (placements omitted: they can be large)."""
@@ -135,8 +162,16 @@ class _Run:
         self.keep = keep_placements
         self.env = simpy.Environment()
         self.queue: list[tuple[int, int, int]] = []  # (-priority, seq, job)
-        self.running: dict[int, tuple[float, int, Placement]] = {}  # seq -> (end, milli, pl)
+        # seq -> (end, milli, placement, request)
+        self.running: dict[int, tuple[float, int, Placement, JobRequest]] = {}
+        # non-gang jobs: queued unit seq -> the job's first seq; job -> [cards left, started]
+        self.unit: dict[int, int] = {}
+        self.tracks: dict[int, list[Any]] = {}
+        self.pieces: dict[int, JobRequest] = {}
+        self.one_card_type = lookup.get(1 * 2048 + 1000, -1)
         self.placements: dict[int, Placement] = {}
+        self.job_log: dict[int, tuple[int, float, float, float]] = {}
+        self.pinned = 0
         self.arrived_milli = 0
         self.arrived = 0
         self.placed = 0
@@ -172,20 +207,44 @@ class _Run:
         self.tl["running"].append(float(len(self.running)))
         self.tl["queued"].append(float(len(self.queue)))
 
+    def piece(self, j: int) -> JobRequest:
+        """One card of a non-gang job (its CPU and memory split evenly)."""
+        req = self.pieces.get(j)
+        if req is None:
+            whole = self.request(j)
+            k = whole.num_gpu
+            req = self.pieces[j] = JobRequest(1, 1000, whole.cpu_milli // k,
+                                              whole.memory_mib // k, whole.gpu_model,
+                                              self.one_card_type)
+        return req
+
+    def req_of(self, seq: int, j: int) -> JobRequest:
+        """What the queued unit ``seq`` asks for: job ``j`` or one card of it."""
+        return self.piece(j) if seq in self.unit else self.request(j)
+
+    def elastic(self, j: int) -> bool:
+        """A non-gang job of several cards: its cards start one by one as they free up."""
+        return not bool(self.work.gang[j]) and int(self.work.num_gpu[j]) > 1
+
     def start(self, seq: int, j: int, pl: Placement, arrival: float) -> None:
-        req = self.request(j)
+        req = self.req_of(seq, j)
         self.st.allocate(pl, req.cpu_milli, req.memory_mib, req.type_id)
-        self.placed += 1
-        self.delays.append(float(self.env.now) - arrival)
+        job = self.unit.get(seq)
+        if job is None or not self.tracks[job][1]:
+            self.placed += 1
+            self.delays.append(float(self.env.now) - arrival)
+            if job is not None:
+                self.tracks[job][1] = True
         if self.keep:
             self.placements[seq] = pl
+            self.job_log[seq] = (j, arrival, float(self.env.now), float("nan"))
         cards = sum(1 for _, c, m in pl if c >= 0 and m >= 1000)
         if self.allreduce is not None and cards >= 2:
             self.ar_times.append(float(self.allreduce(self.nodes, pl)))
             self.ar_multi += len({n for n, _, _ in pl}) > 1
         if self.mode == "full":
             end = float(self.env.now) + float(self.work.duration_s[j])
-            self.running[seq] = (end, req.demand_milli if req.num_gpu else 0, pl)
+            self.running[seq] = (end, req.demand_milli if req.num_gpu else 0, pl, req)
             ev = self.env.timeout(float(self.work.duration_s[j]))
 
             def done(_event: simpy.Event, s: int = seq, jj: int = j, a: float = arrival) -> None:
@@ -194,11 +253,20 @@ class _Run:
             ev.callbacks.append(done)
 
     def finish(self, seq: int, j: int, arrival: float) -> None:
-        _, _, pl = self.running.pop(seq)
-        req = self.request(j)
+        _, _, pl, req = self.running.pop(seq)
         self.st.release(pl, req.cpu_milli, req.memory_mib, req.type_id)
-        self.completed += 1
-        self.jcts.append(float(self.env.now) - arrival)
+        job = self.unit.pop(seq, None)
+        last = True
+        if job is not None:
+            self.tracks[job][0] -= 1
+            last = self.tracks[job][0] == 0
+            if last:
+                del self.tracks[job]
+        if last:
+            self.completed += 1
+            self.jcts.append(float(self.env.now) - arrival)
+        if self.keep and seq in self.job_log:
+            self.job_log[seq] = (*self.job_log[seq][:3], float(self.env.now))
         self.dispatch()
         self.record()
 
@@ -214,13 +282,19 @@ class _Run:
             return req.num_gpu * 1000 <= free_milli
         return req.num_gpu <= max_full
 
+    def too_big(self, req: JobRequest) -> bool:
+        """Memory no node holds even when empty (a multi-node task: one card's share)."""
+        if req.num_gpu > self.nodes.max_gpus:
+            return req.memory_mib / req.num_gpu > self.max_mem
+        return req.memory_mib > self.max_mem
+
     def maxima(self) -> tuple[int, int, int, int]:
         return self.st.maxima()
 
     def try_start(self, entry: tuple[int, int, int],
                   maxima: tuple[int, int, int, int] | None) -> bool:
         _, seq, j = entry
-        req = self.request(j)
+        req = self.req_of(seq, j)
         if maxima is not None and not self.fits_quickly(req, maxima):
             return False
         pl = place_job(self.st, req, self.policy, self.pick_rng)
@@ -238,28 +312,25 @@ class _Run:
         if self.policy != "easy-backfill" or len(self.queue) < 2:
             return
         # EASY: reservation for the head, then backfill what does not delay it
-        head = self.request(self.queue[0][2])
-        need = head.demand_milli
-        free = self.st.total_milli - self.st.allocated_milli
-        ends = sorted((end, milli) for end, milli, _ in self.running.values())
-        shadow, extra = float("inf"), 0
-        for end, milli in ends:
-            free += milli
-            if free >= need:
-                shadow, extra = end, free - need
-                break
+        _, head_seq, head_j = self.queue[0]
+        shadow, reserved, spare = reservation(self.st, self.running.values(),
+                                              self.req_of(head_seq, head_j))
         now = float(self.env.now)
         i = 1
         while i < len(self.queue) and i <= 200:
             _, seq, j = self.queue[i]
-            req = self.request(j)
-            short = now + float(self.work.duration_s[j]) <= shadow
-            small = req.demand_milli <= extra
-            if (short or small) and self.try_start(self.queue[i], self.maxima()):
-                self.queue.pop(i)
-                if not short:
-                    extra -= req.demand_milli
-                continue
+            req = self.req_of(seq, j)
+            pl = (place_job(self.st, req, self.policy, self.pick_rng)
+                  if self.fits_quickly(req, self.maxima()) else None)
+            if pl is not None:
+                short = now + float(self.work.duration_s[j]) <= shadow
+                cost = sum(1 for n, _, _ in pl if n in reserved)
+                if short or cost <= spare:
+                    self.queue.pop(i)
+                    self.start(seq, j, pl, float(self.work.arrival_s[j]))
+                    if not short:
+                        spare -= cost
+                    continue
             i += 1
 
     # ------------------------------------------------------------ arrivals
@@ -288,24 +359,45 @@ class _Run:
         req = self.request(j)
         self.arrived += 1
         self.arrived_milli += req.demand_milli if req.num_gpu else 0
-        seq = self.seq
-        self.seq += 1
-        if self.mode == "arrival-only":
-            pl = place_job(self.st, req, self.policy, self.pick_rng)
-            if pl is None:
-                self.failed += 1
-            else:
-                self.start(seq, j, pl, float(self.env.now))
-        elif not self.fits_quickly(req, self.empty_maxima) or req.memory_mib > self.max_mem:
-            self.failed += 1  # larger than any node even when empty: it would wait forever
+        units: list[int] = []
+        if self.elastic(j):
+            job = self.seq
+            self.tracks[job] = [req.num_gpu, False]
+            for _ in range(req.num_gpu):
+                self.unit[self.seq] = job
+                units.append(self.seq)
+                self.seq += 1
         else:
-            entry = (-int(self.work.priority[j]), seq, j)
-            if not self.queue and self.try_start(entry, None):
-                pass
-            else:
+            units.append(self.seq)
+            self.seq += 1
+        if self.mode == "arrival-only":
+            started = 0
+            for seq in units:
+                pl = place_job(self.st, self.req_of(seq, j), self.policy, self.pick_rng)
+                if pl is not None:
+                    self.start(seq, j, pl, float(self.env.now))
+                    started += 1
+            if started == 0:
+                self.failed += 1
+            for seq in units:  # arrival-only tasks never end: forget the pieces
+                self.unit.pop(seq, None)
+            self.tracks.pop(units[0], None)
+        elif not self.fits_quickly(self.req_of(units[0], j), self.empty_maxima) \
+                or self.too_big(self.req_of(units[0], j)):
+            self.failed += 1  # larger than any node even when empty: it would wait forever
+            for seq in units:
+                self.unit.pop(seq, None)
+            self.tracks.pop(units[0], None)
+        else:
+            queued = False
+            for seq in units:
+                entry = (-int(self.work.priority[j]), seq, j)
+                if not self.queue and self.try_start(entry, None):
+                    continue
                 bisect.insort(self.queue, entry)
-                if len(self.queue) == 1 or self.policy == "easy-backfill":
-                    self.dispatch()
+                queued = True
+            if queued and (len(self.queue) == 1 or self.policy == "easy-backfill"):
+                self.dispatch()
         tm = self.st.total_milli
         self.curve_x.append(self.arrived_milli / tm if tm else 0.0)
         self.curve_y.append(self.st.allocation_rate)
@@ -348,6 +440,9 @@ def simulate(
     target_load: float | None = 1.3,
     max_types: int = 16,
     keep_placements: bool = False,
+    used: Mapping[tuple[int, int], float] | None = None,
+    tenants: Mapping[int, int] | None = None,
+    initial: Sequence[Mapping[str, Any]] | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes`` under ``policy``; see the module doc for the modes.
 
@@ -355,6 +450,15 @@ def simulate(
     share of the cluster's GPUs (``None``: play the workload once). In ``full`` mode it
     is ignored. ``allreduce``: a pricing function (e.g. :func:`default_allreduce`) for
     each multi-card task's placement. ``progress`` gets the share of arrivals done.
+    ``used`` / ``tenants`` (as :func:`place` takes them: (node, card) → share 0..1 already
+    allocated, node → tasks already there) start the run from a live cluster; those
+    allocations stay for the whole run and count in the allocation rate.
+    ``keep_placements``: also return each started task's placement and its
+    ``job_log`` entry (job index, arrival, start, end).
+    ``initial``: allocations in place before the first arrival, each
+    ``{"placement": [[node, card, share 0..1], ...], "cpu_milli": 0, "memory_mib": 0,
+    "remaining_s": None}`` (``None``: held for the whole run; ``arrival-only`` holds
+    them all for the whole run); see the module doc.
     """
     if policy not in POLICIES:
         raise SchedulingInputError(
@@ -378,6 +482,9 @@ def simulate(
         specs.append(_mode_of([workload.gpu_model[i] for i in sel[:1000]]))
     if any(specs):
         run.st.set_type_models(specs)
+    _take_used(run.st, used, tenants)
+    if initial:
+        pin_initial(run, initial)
     run.record()
     run.env.process(run.arrivals(order))
     run.env.run()
@@ -405,7 +512,8 @@ def simulate(
         curve=curve,
         unallocated_gpus=total_gpus * (1.0 - run.alloc_at_end),
         jobs={"arrived": run.arrived, "placed": run.placed, "failed": run.failed,
-              "completed": run.completed, "waiting": len(run.queue)},
+              "completed": run.completed, "waiting": len(run.queue),
+              **({"pinned": run.pinned} if initial else {})},
         wall_s=time.perf_counter() - t0,
         timeline=timeline,
         fragmentation={
@@ -419,7 +527,28 @@ def simulate(
         jct_s=_percentiles(run.jcts),
         allreduce=ar,
         placements=run.placements,
+        job_log=run.job_log,
     )
+
+
+def _take_used(st: ClusterState, used: Mapping[tuple[int, int], float] | None,
+               tenants: Mapping[int, int] | None) -> None:
+    """Start ``st`` with cards already partly or fully taken (``used``: (node, card) → share
+    0..1) and tasks already on nodes (``tenants``: node → count)."""
+    nodes = st.nodes
+    if used:
+        for (n, c), share in used.items():
+            if not (0 <= n < len(nodes) and 0 <= c < nodes.max_gpus):
+                raise SchedulingInputError("used", f"no card ({n}, {c}) in this cluster")
+            st.free[n, c] = max(0, int(st.free[n, c]) - int(round(float(share) * 1000)))
+        st.allocated_milli = st.total_milli - int(st.free.sum())
+    if tenants:
+        for n, count in tenants.items():
+            if not 0 <= n < len(nodes):
+                raise SchedulingInputError("tenants", f"no node {n} in this cluster")
+            st.tenants[n] = int(count)
+    if used or tenants:
+        st.refresh_all()
 
 
 def _mode_of(values: list[str]) -> str:
@@ -451,19 +580,11 @@ def place(
             "policy", f"unknown policy {policy!r}; one of {sorted(POLICIES)}")
     work = Workload.from_records([dict(job)])
     st = ClusterState(nodes, TaskTypes.from_arrays([1], [1000], [0], [0], [1.0]))
-    if used:
-        for (n, c), share in used.items():
-            if not (0 <= n < len(nodes) and 0 <= c < nodes.max_gpus):
-                raise SchedulingInputError("used", f"no card ({n}, {c}) in this cluster")
-            st.free[n, c] = max(0, int(st.free[n, c]) - int(round(float(share) * 1000)))
-        st.allocated_milli = st.total_milli - int(st.free.sum())
-    if tenants:
-        for n, count in tenants.items():
-            st.tenants[n] = int(count)
-    st.refresh_all()
+    _take_used(st, used, tenants)
     req = JobRequest(int(work.num_gpu[0]), int(work.gpu_milli[0]), int(work.cpu_milli[0]),
                      int(work.memory_mib[0]), work.gpu_model[0])
     pl = place_job(st, req, policy, np.random.default_rng(seed))
     if pl is None:
         return None
     return [(n, c, m / 1000.0) for n, c, m in pl]
+

@@ -33,10 +33,10 @@ on a vector up to ~50× shorter on a large, mostly idle cluster:
     least (Weng et al., ATC'23, Alg. 1); see :mod:`.fragmentation`.
 ``topology-aware``
     single-node tasks best-fit on cards, ties to the fullest supernode; a
-    multi-node task goes into one supernode if any can hold it (the smallest
-    that can), whole servers first and consecutive (a compact sub-block),
-    the same local card indices on every server (rail-aligned); otherwise
-    across the fewest supernodes.
+    multi-node task goes onto whole free servers (every rail, the same local
+    card indices on each: rail-aligned) of one supernode if any has enough of
+    them (the smallest that has, in id order: a compact sub-block); otherwise
+    whole free servers across the fewest supernodes, then partly free servers.
 ``easy-backfill``
     first-fit placement; the simulator's queue then backfills (EASY, Lifka 1995).
 
@@ -356,25 +356,25 @@ def _multi_node(
 def _topology_order(st: ClusterState, usable: I64, k: int) -> I64:
     """Nodes in the order topology-aware placement takes them.
 
-    The smallest supernode that holds all ``k`` cards, else supernodes by free cards
-    (fewest supernodes); inside, whole free servers first in id order (a compact
-    block), then partly free servers by free cards.
+    Whole free servers give a rail-aligned ring of ``min_i c_i = 8`` channels; a partly
+    free server in the ring caps every channel at its free cards (see
+    :mod:`.allreduce`). So: if some supernode has enough whole free servers, the
+    smallest such supernode's whole servers in id order (a compact block, one spine
+    block); else whole free servers anywhere, supernodes with the most of them first
+    (fewest supernodes), then partly free servers by free cards.
     """
     sn = st.nodes.supernode
-    sn_free = np.bincount(sn, weights=usable, minlength=int(sn.max()) + 1)
-    holds = np.flatnonzero(sn_free >= k)
-    if holds.size:
-        sn_rank = np.full(len(sn_free), np.inf)
-        best = holds[np.argmin(sn_free[holds])]
-        sn_rank[best] = 0.0
-    else:
-        sn_rank = -sn_free.astype(np.float64)
     cand = np.flatnonzero(usable)
     whole = usable[cand] == st.capacity_gpus[cand]
-    key_sn = sn_rank[sn[cand]]
-    keep = np.isfinite(key_sn)
-    cand, whole, key_sn = cand[keep], whole[keep], key_sn[keep]
-    order = np.lexsort((cand, -usable[cand], ~whole, key_sn))
+    sn_whole = np.bincount(sn[cand], weights=np.where(whole, usable[cand], 0),
+                           minlength=int(sn.max()) + 1)
+    holds = np.flatnonzero(sn_whole >= k)
+    if holds.size:
+        best = holds[np.argmin(sn_whole[holds])]
+        block: I64 = cand[whole & (sn[cand] == best)]
+        return block
+    sn_key = np.where(whole, -sn_whole[sn[cand]], 0.0)
+    order = np.lexsort((cand, -usable[cand], sn_key, ~whole))
     result: I64 = cand[order]
     return result
 

@@ -19,23 +19,57 @@ hundreds of thousands. Formulas (each in its module's docstring):
 * EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
   capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed;
 * PP: step = m × (critical stage time per micro-batch) + bubble
-  (p − 1)/v × stage time (:mod:`.pipeline`); stage sends of b·s·h/t values
+  (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
+  fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
   (Megatron's scatter/gather), the fill and drain exposed, the steady state
-  too unless ``overlap_pp``;
+  too unless ``overlap_pp``; balanced stages (``pp_balance``, Llama 3 §3.3.2):
+  L + 2 slots, S = ⌈(L + 2)/p⌉, the last stage S − 1 layers + the output layer,
+  a middle one S layers, the slower of the two critical, the bubble priced by S;
 * DP: gradients AllReduced (ZeRO 0) or ReduceScattered + parameters
   AllGathered (ZeRO ≥ 1, same volume), ZeRO-3 also gathers weights for the
   forward and backward of every micro-batch; bytes ÷ compression; overlap
   with the last micro-batch's backward (gradients of a stage are final only
   then) and the parameter gather with the first forward; compression costs a
-  memory-bound pass (2 + 2/r)·bytes / HBM;
-* optimizer: Adam is memory-bound, 30 bytes moved per parameter of the
-  card's shard (read w, m, v, g in FP32; write w, m, v and the 16-bit copy);
+  memory-bound pass (2 + 2/r)·bytes / HBM; with ``dp_every_microbatch``
+  (sharded gradients, ZeRO-2 / Llama 3's FSDP) m reductions a step, which can
+  run from the first backward's end (after half the bubble) to the step's end,
+  the last only under the last backward: exposed = max(t − bwd, m·t − ((m − 1)·
+  stage + bubble/2 + bwd)); the hidden part of the DP collectives holds
+  ``SystemSpec.comm_sms`` SMs, so the compute under it takes sm/(sm − c) as long
+  (hidden·c/(sm − c) added to the DP cost; DeepSeek-V3 §3.5.1);
+* CP (context parallelism, Llama 3 §3.3.2): a card holds s/cp of every
+  sequence; K and V are all-gathered over the cp group before attention
+  (forward) and their gradients reduce-scattered (backward), 2·kv/t values
+  per token each, exposed; attention FLOPs ÷ cp (the load-balanced causal
+  split), queries s/cp against s keys;
+* gradient accumulation: without ``grad_accum_fusion`` (Megatron-LM
+  before its fused weight-gradient GEMM, e.g. the SC21 runs) every
+  micro-batch's backward ends with an element-wise ``main_grad += grad``
+  over the card's parameters: read the 16-bit gradient (2 B), read and write
+  the accumulator (2 + 2 B, or 4 + 4 B with ``fp32_grads``) at HBM speed;
+  with the fusion the weight-gradient GEMM accumulates in its epilogue.
+  ``fp32_grads`` (Megatron-LM's ``accumulate_allreduce_grads_in_fp32``,
+  which its ``arguments.py`` forces on for BF16) also keeps the gradient
+  buffer and the DP reduction in FP32 (4 bytes per parameter, not 2);
+* optimizer: memory-bound passes over the card's shard, per parameter
+  (Megatron-LM's ``MixedPrecisionOptimizer.step``): grad-norm read 4 B; Adam
+  (apex FusedAdam) reads g, w, m, v and writes w, m, v in FP32 = 28 B;
+  master-to-16-bit copy 4 + 2 B; FP16 loss scaling adds the unscale and
+  inf check (read + write 4 + 4 B) — 38 B (BF16), 46 B (FP16), 32 B (FP32
+  with no copy); then the gradient buffer is zeroed (4 B per parameter of
+  the card's gradient buffer);
+* kernel gaps: a GPU runs a stream's kernels back to back with ~1 µs between
+  them even when the host has queued them ahead (NVIDIA Technical Blog,
+  A. Gray 2019, "Getting Started with CUDA Graphs": 2.9 µs kernels take
+  3.8 µs each launched asynchronously back to back), × the kernels a layer
+  launches (:data:`KERNELS_FWD`; backward twice as many, + one
+  ``main_grad`` add per parameter tensor when the accumulation is unfused);
 * energy: :mod:`.energy`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +78,7 @@ from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
 from .layer import layer_kernels, logit_kernels
-from .memory import STATE_BYTES, layer_activation_bytes
+from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
 from .system import PRECISIONS, SystemSpec
 
@@ -54,7 +88,27 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B8 = npt.NDArray[np.bool_]
 RECOMPUTE_CODES = ("none", "selective", "full")
-ADAM_BYTES = 30.0
+ADAM_BYTES = 28.0
+"""FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
+OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0)
+"""Per precision code (fp32, bf16, fp16, fp8): grad-norm read 4 B + master → 16-bit
+copy 6 B (not fp32) + FP16's unscale and inf check 8 B (core docstring)."""
+ZERO_GRAD_BYTES = 4.0
+ACCUM_BYTES = 2.0
+"""Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
+accumulator (2 × its bytes: 4 FP32, or the gradient's own width)."""
+KERNEL_GAP_S = 1e-6
+"""Back-to-back kernel gap on one stream (Gray 2019, NVIDIA blog: 3.8 − 2.9 µs ≈ 1 µs)."""
+KERNELS_FWD = 16.0
+"""Kernels of one Megatron-LM GPT layer's forward (``ParallelTransformerLayer``):
+LayerNorm, QKV GEMM, scores ``baddbmm``, fused scale-mask-softmax, attention
+dropout, context ``bmm``, the context's permute copy, projection GEMM, TP
+AllReduce, fused bias-dropout-add, LayerNorm, fc1 GEMM, fused bias-GeLU, fc2
+GEMM, TP AllReduce, bias-dropout-add = 16; one flash kernel replaces the
+4 of the core and the copy (12). Backward: twice the forward."""
+PARAM_TENSORS = 12.0
+"""Parameter tensors of a GPT layer (QKV, projection, fc1, fc2 weight and bias;
+two LayerNorms' gain and bias): one unfused ``main_grad`` add each."""
 GIB = float(1 << 30)
 
 
@@ -81,6 +135,24 @@ class Batch:
     gpipe: B8
     clock: F64
     cap_w: F64  # inf: no cap
+    cp: I64 = field(default_factory=lambda: np.ones(0, dtype=np.int64))
+    grad_fusion: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
+    fp32_grads: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+
+    def __post_init__(self) -> None:
+        """cp 1, fused gradient accumulation, the other flags off where not given."""
+        if self.cp.size != self.tp.size:
+            self.cp = np.ones_like(self.tp)
+        if self.grad_fusion.size != self.tp.size:
+            self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
+        if self.fp32_grads.size != self.tp.size:
+            self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb"):
+            if getattr(self, name).size != self.tp.size:
+                setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -96,10 +168,11 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
+    cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
-    cards = tp * pp * dp
+    cards = tp * cp * pp * dp
 
     # ---- clocks and peaks
     f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
@@ -108,14 +181,17 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     peak_gemm = peaks[b.precision] * clock
     peak_core = np.where(b.precision == PRECISIONS.index("fp8"), peaks[1], peaks[b.precision])
     peak_core = peak_core * clock
+    flash_eff = system.flash_efficiency or system.matmul_efficiency
+    peak_flash = peak_core / system.matmul_efficiency * flash_eff
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
 
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
-    tokens = mb * s
+    tokens = mb * s / cp
     elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
-                      system.sm_count, 2.0 * act_scale)
+                      system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
+                      store_overlap=system.gemm_store_overlap)
     t_gemm = k["fwd_gemm"]
     fwd_comp = k["fwd_gemm"] + k["fwd_core"]
     fwd_fixed = k["fwd_mem"] + k["core_mem"]
@@ -128,19 +204,38 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
     t_rc = rc_comp + rc_fixed
 
+    # ---- kernel gaps per layer and micro-batch
+    k_fwd = np.where(b.flash, KERNELS_FWD - 4.0, KERNELS_FWD)
+    gap_f = k_fwd * KERNEL_GAP_S
+    gap_b = (2.0 * k_fwd + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
+    gap_rc = np.where(rc == 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
+                                               * KERNEL_GAP_S, 0.0))
+    fwd = fwd + gap_f
+    bwd = bwd + gap_b
+    t_rc = t_rc + gap_rc
+
     # ---- TP / SP collectives per layer (16-bit b·s·h)
-    act_msg = mb * s * h * 2.0 * act_scale
+    act_msg = tokens * h * 2.0 * act_scale
     one = np.ones_like(b.tp)
     ar = comm.time("allreduce", b.tp, one, act_msg)
-    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + comm.time(
-        "allgather", b.tp, one, act_msg)
+    t_ag = comm.time("allgather", b.tp, one, act_msg)
+    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + t_ag
     per_coll = np.where(b.sp, rsag, ar)
     n_coll_f = 2.0
     tp_f = n_coll_f * per_coll
     tp_b = 2.0 * per_coll
     tp_rc = np.where(rc == 2, tp_f, 0.0)
     ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
-    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0), tp_b)
+    # Megatron's async backward (overlap_tp_bwd): without SP the column-parallel
+    # layers' input-gradient AllReduces run under their weight-gradient GEMMs;
+    # with SP their ReduceScatters do, and the input AllGathers they redo for the
+    # weight gradient run under the data-gradient GEMMs, while the row-parallel
+    # layers' output-gradient AllGathers stay exposed (Execution docstring)
+    async_b = np.where(
+        b.sp, 2.0 * t_ag + np.maximum(2.0 * rsag - k["col_dgrad"] - k["col_wgrad"], 0.0),
+        np.maximum(2.0 * ar - k["col_wgrad"], 0.0))
+    ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0),
+                    np.where(b.overlap_tp_bwd, async_b, tp_b))
     ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
     tp_layer = ex_f + ex_b + ex_rc
 
@@ -153,14 +248,48 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     else:
         ep_layer = np.zeros_like(fwd)
 
+    # ---- CP: K and V all-gathered forward, their gradients reduce-scattered backward
+    cp_layer = np.zeros_like(fwd)
+    if np.any(b.cp > 1):  # (the search holds cp at 1: no table look-ups then)
+        kv_w = float(model.kv_heads * model.head_dim)
+        kv_bytes = cp * tokens * 2.0 * kv_w / tp * 2.0 * act_scale  # the gathered K and V
+        k_cp, n_cp = group_split(b.cp, b.tp, system.scale_up_domain)
+        cp_ag = comm.time("allgather", k_cp, n_cp, kv_bytes)
+        cp_layer = np.where(b.cp > 1, cp_ag * np.where(rc == 2, 2.0, 1.0)
+                            + comm.time("reduce_scatter", k_cp, n_cp, kv_bytes), 0.0)
+
+    # ---- parameters and memory on a card
+    wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
+    mem = memory_arrays(model, system, b, reserve_gib)
+    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
+    p_card = p_dense + p_expert
+
     # ---- the critical (last) stage per micro-batch
-    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count)
-    stage_f = L_stage * fwd + logit_f
-    stage_b = L_stage * bwd + logit_b
+    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count,
+                                     system.gemm_store_overlap)
+    acc_w = np.where(b.fp32_grads, 4.0, wb)
+    accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
+    # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the
+    # last holds S − 1 layers + the output layer, the middle ones S layers; the
+    # slower of the two is the critical stage
+    L_mid = L_stage
+    w_logit = np.ones_like(tp)
+    if np.any(b.balance):
+        per_layer = fwd + bwd + t_rc + tp_layer + ep_layer + cp_layer
+        S = np.ceil((L + 2.0) / pp)
+        mid_critical = S * per_layer > (S - 1) * per_layer + logit_f + logit_b
+        L_mid = np.where(b.balance, S, L_stage)
+        L_stage = np.where(b.balance, np.where(mid_critical, S, S - 1), L_stage)
+        w_logit = np.where(b.balance & mid_critical, 0.0, 1.0)
+    stage_f = L_stage * fwd + w_logit * logit_f
+    stage_b = L_stage * bwd + w_logit * logit_b + accum
     stage_rc = L_stage * t_rc
-    stage_comm = L_stage * (tp_layer + ep_layer)
+    stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
-    bubble = (pp - 1) / b.vpp * stage_mb
+    # the fill and drain run through the other stages, which do not hold the output
+    # layer (the last, critical stage does): their time per micro-batch prices the bubble
+    bubble = (pp - 1) / b.vpp * (L_mid * (fwd + bwd + t_rc + tp_layer + ep_layer + cp_layer)
+                                 + accum)
 
     # ---- PP sends
     across = (b.tp * b.dp) >= system.scale_up_domain
@@ -169,16 +298,12 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
                       + np.where(b.overlap_pp, 0.0, 2 * b.vpp * m * p2p), 0.0)
 
-    # ---- parameters and memory on a card
-    mem = memory_arrays(model, system, b, reserve_gib)
-    p_dense, p_expert = mem["p_dense"], mem["p_expert"]
-
-    # ---- DP
-    wb = np.array([STATE_BYTES[p][0] for p in PRECISIONS])[b.precision]
-    grad_bytes = p_dense * wb / b.compression
-    egrad_bytes = p_expert * wb / b.compression
-    k_dp, n_dp = group_split(b.dp, b.tp, system.scale_up_domain)
-    edp = np.maximum(b.dp // np.maximum(b.ep, 1), 1)
+    # ---- DP (gradients reduced over dp × cp: the cp ranks hold the same weights)
+    gw = np.where(b.fp32_grads, 4.0, wb)  # Megatron reduces its FP32 main_grad
+    grad_bytes = p_dense * gw / b.compression
+    egrad_bytes = p_expert * gw / b.compression
+    k_dp, n_dp = group_split(b.dp * b.cp, b.tp, system.scale_up_domain)
+    edp = np.maximum(b.dp * b.cp // np.maximum(b.ep, 1), 1)
     k_edp, n_edp = group_split(edp, b.tp * b.ep, system.scale_up_domain)
     z = b.zero
     grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
@@ -194,13 +319,37 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     mb_fwd = L_stage * fwd
     dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
         gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
+    dp_total = grad_t + gather
     z3 = np.where(z >= 3, np.maximum(2 * m * gather - (stage_f + stage_b) * m, 0.0), 0.0)
     dp_exposed = dp_exposed + z3
+    if np.any(b.dp_every_mb):
+        # gradients reduced after every micro-batch's backward (``dp_every_microbatch``):
+        # m reductions on the DP stream, which can run from the first backward's end
+        # (after the fill, half the bubble) to the step's end; the last one can hide
+        # only under the last backward
+        every = m * grad_t
+        window = np.where(b.overlap_dp, (m - 1) * stage_mb + bubble / 2 + mb_bwd, 0.0)
+        dp_every = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0),
+                              every - window)
+        dp_exposed = np.where(
+            b.dp_every_mb, np.maximum(dp_every, 0.0) + np.maximum(
+                gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0) + z3, dp_exposed)
+        dp_total = np.where(b.dp_every_mb, every + gather, dp_total)
+    # the hidden part of the DP collectives holds ``comm_sms`` SMs: the compute it
+    # overlaps runs on the rest (SystemSpec.comm_sms), i.e. takes sm/(sm − c) as long
+    if 0 < system.comm_sms < system.sm_count:
+        busy_c = m * (stage_f + stage_b + stage_rc)
+        hidden = np.clip(dp_total - (dp_exposed - z3), 0.0, busy_c)
+        dp_exposed = dp_exposed + np.where(
+            b.overlap_dp, hidden * system.comm_sms / (system.sm_count - system.comm_sms), 0.0)
     comp = np.where(b.compression > 1, (2 + 2 / b.compression) * p_dense * wb / hbm, 0.0)
 
-    # ---- optimizer (memory-bound Adam over the card's shard)
-    shard = p_dense / np.where(z >= 1, dp, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
-    optim = shard * ADAM_BYTES / hbm
+    # ---- optimizer (memory-bound passes over the card's shard, core docstring)
+    dpc = dp * cp
+    shard = p_dense / np.where(z >= 1, dpc, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
+    grad_buf = p_card / np.where(z >= 2, dpc, 1.0)
+    optim = (shard * (ADAM_BYTES + np.array(OPTIM_EXTRA_BYTES)[b.precision])
+             + grad_buf * ZERO_GRAD_BYTES) / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
@@ -243,6 +392,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "backward": m * stage_b,
         "recompute": m * stage_rc,
         "tp_comm": m * L_stage * tp_layer,
+        "cp_comm": m * L_stage * cp_layer,
         "ep_exposed": m * L_stage * ep_layer,
         "pp_bubble": bubble,
         "pp_p2p": pp_p2p,
@@ -255,6 +405,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "mem_optimizer": mem["mem_optimizer"],
         "mem_activations": mem["mem_activations"],
         "mem_total": mem["mem_total"],
+        "layer_forward_s": fwd + ex_f,
+        "layer_backward_s": bwd + ex_b,
+        "layer_recompute_s": t_rc + ex_rc,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
@@ -266,13 +419,15 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     """Memory per card of the critical (first/last) stage, GiB (:mod:`.memory`).
 
     Also returns ``p_dense`` / ``p_expert``: the parameters a card holds
-    (its stage's layers + the output layer, split by tp; experts also by ep).
+    (its stage's layers + the output layer, split by tp; experts also by ep;
+    balanced stages: the stage with the most, S layers or S − 1 + V·h).
     Separate from :func:`step_arrays` so a memory-only question (does this
     model fit anywhere?) needs no collective tables.
     """
-    s, h, a, V, L = model.seq_len, model.hidden, model.heads, model.vocab, model.layers
+    s, h, V, L = model.seq_len, model.hidden, model.vocab, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
     mb = b.mb.astype(np.float64)
+    cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
@@ -284,23 +439,39 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp
     p_expert = L_stage * expert_layer / (tp * ep)
-    p_card = p_dense + p_expert
+    p_mem_dense, p_mem_expert = p_dense, p_expert  # the first stage (the activation peak)
+    if np.any(b.balance):
+        # Llama 3's balanced stages: the first holds S − 1 layers + the embedding,
+        # a middle one S layers (the most parameters when a layer outweighs V·h)
+        S = np.ceil((L + 2.0) / pp)
+        p_mem_dense = np.where(b.balance, ((S - 1) * dense_layer + V * h) / tp, p_dense)
+        p_dense = np.where(b.balance, np.maximum(S * dense_layer, (S - 1) * dense_layer
+                                                 + V * h) / tp, p_dense)
+        p_mem_expert = np.where(b.balance, (S - 1) * expert_layer / (tp * ep), p_expert)
+        p_expert = np.where(b.balance, S * expert_layer / (tp * ep), p_expert)
+    p_mem = p_mem_dense + p_mem_expert
 
     wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
-    dpz = np.maximum(dp, 1.0)
+    dpz = np.maximum(dp * cp, 1.0)  # ZeRO / distributed optimizer shard over dp × cp
     shard_w = np.where(z >= 3, 1 / dpz, 1.0)
     shard_g = np.where(z >= 2, 1 / dpz, 1.0)
     shard_o = np.where(z >= 1, 1 / dpz, 1.0)
-    weights = p_card * wgo[:, 0] * shard_w
-    grads = p_card * wgo[:, 1] * shard_g
-    optimizer = p_card * wgo[:, 2] * shard_o
-    per_layer = act_scale * layer_activation_bytes(
-        float(s), mb, float(h), float(a), tp=tp, sp=b.sp,
-        recompute=np.asarray(RECOMPUTE_CODES)[b.recompute], flash=b.flash)
-    in_flight = np.where(b.gpipe, m, np.minimum(m, pp))
-    interleave = np.where(b.vpp > 1, 1 + (pp - 1) / (pp * b.vpp), 1.0)
-    acts = L_stage * per_layer * in_flight * interleave + np.where(
-        pp == 1, 4.0 * s * mb * V / tp, 0.0)
+    weights = p_mem * wgo[:, 0] * shard_w
+    grads = p_mem * np.where(b.fp32_grads, 4.0, wgo[:, 1]) * shard_g
+    optimizer = p_mem * wgo[:, 2] * shard_o
+    per_layer = act_scale * saved_activation_bytes(
+        model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp)
+    v = b.vpp.astype(np.float64)
+    in_flight = chunks_in_flight(pp, m, v)
+    layers_held = np.where(b.gpipe, m * L_stage, in_flight * L_stage / v)
+    if np.any(b.balance):
+        # balanced: the first stage's S slots hold S − 1 layers, its first chunk one
+        # layer short (:func:`.memory.first_chunk_share`)
+        S = np.ceil((L + 2.0) / pp)
+        short = np.where(b.gpipe, m, first_chunk_share(pp, m, v, in_flight))
+        layers_held = np.where(b.balance, np.where(b.gpipe, m * (S - 1),
+                                                   in_flight * S / v - short), layers_held)
+    acts = layers_held * per_layer + np.where(pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
     total = weights + grads + optimizer + acts + reserve_gib * GIB
     return {
         "p_dense": p_dense, "p_expert": p_expert,

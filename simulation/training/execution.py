@@ -38,6 +38,27 @@ class Execution:
     backward; ``overlap_tp``: TP collectives overlap the neighbouring GEMMs
     (comm/GEMM overlap); ``overlap_pp``: steady-state stage sends overlap
     compute. ``clock`` is a fixed clock fraction; ``power_cap_w`` a per-card cap.
+    ``cp`` is context parallelism (Llama 3 §3.3.2: each sequence split over cp
+    cards, K/V all-gathered); ranks are ordered tp, cp, dp, pp.
+    ``grad_accum_fusion``: the weight-gradient GEMM accumulates into the FP32
+    gradient (Megatron-LM's ``--gradient-accumulation-fusion``); off, every
+    micro-batch pays an element-wise ``main_grad += grad`` pass (Megatron-LM
+    of 2021, the SC21 runs). ``fp32_grads``: gradients accumulated, held and
+    DP-reduced in FP32 (Megatron-LM's ``accumulate_allreduce_grads_in_fp32``).
+    ``overlap_tp_bwd``: the backward TP collectives of the column-parallel layers
+    (QKV, MLP up) run while their weight-gradient GEMMs compute (Megatron-LM's
+    ``--async-tensor-model-parallel-allreduce``, and with SP its overlapped
+    all-gather / reduce-scatter; Korthikanti et al. 2022 §5, Table 4); the
+    row-parallel layers' SP all-gathers stay exposed. ``overlap_tp`` (every TP
+    collective hidden) supersedes it.
+    ``pp_balance`` (Llama 3, Dubey et al. 2024 §3.3.2): the embedding and the
+    output layer each take one transformer layer's slot, so the first and last
+    stages hold one layer fewer (L + 2 slots over pp·vpp chunks; with one slot
+    per chunk the first chunk holds only the embedding, the last only the output
+    and loss). ``dp_every_microbatch``: gradients are accumulated in the DP
+    shard, so each micro-batch's gradients are reduce-scattered after its
+    backward (ZeRO-2 / FSDP sharding gradients, Rajbhandari et al. 2020 §5.2;
+    Llama 3's FSDP) instead of once per step.
     """
 
     tp: int = 1
@@ -59,11 +80,17 @@ class Execution:
     schedule: str = "1f1b"
     clock: float = 1.0
     power_cap_w: float | None = None
+    cp: int = 1
+    grad_accum_fusion: bool = True
+    fp32_grads: bool = False
+    overlap_tp_bwd: bool = False
+    pp_balance: bool = False
+    dp_every_microbatch: bool = False
 
     @property
     def cards(self) -> int:
-        """tp × pp × dp."""
-        return self.tp * self.pp * self.dp
+        """tp × cp × pp × dp."""
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def micro_batches(self) -> int:
@@ -101,13 +128,18 @@ def execution_from_params(
     cards = integer(cards, f"{path}cards", high=1 << 24)
     tp = integer(data.get("tp", 1), f"{path}tp", high=4096)
     pp = integer(data.get("pp", 1), f"{path}pp", high=4096)
+    cp = integer(data.get("cp", 1), f"{path}cp", high=4096)
     if cards % (tp * pp):
         raise TrainingInputError(f"{path}tp", f"tp × pp ({tp * pp}) must divide the {cards} cards")
-    dp_default = cards // (tp * pp)
+    if cards % (tp * cp * pp):
+        raise TrainingInputError(
+            f"{path}cp", f"tp × cp × pp ({tp * cp * pp}) must divide the {cards} cards")
+    dp_default = cards // (tp * cp * pp)
     dp_raw = data.get("dp")  # None or absent: derived; 0 is refused like any bad count
     dp = integer(dp_default if dp_raw is None else dp_raw, f"{path}dp", high=1 << 24)
-    if tp * pp * dp > cards:
-        raise TrainingInputError(f"{path}dp", f"tp × pp × dp = {tp * pp * dp} > {cards} cards")
+    if tp * cp * pp * dp > cards:
+        raise TrainingInputError(
+            f"{path}dp", f"tp × cp × pp × dp = {tp * cp * pp * dp} > {cards} cards")
     if "global_batch" not in data:
         raise TrainingInputError(f"{path}global_batch", "required (sequences per step)")
     gb = integer(data["global_batch"], f"{path}global_batch", high=1 << 30)
@@ -136,14 +168,16 @@ def execution_from_params(
     compression = number(data.get("compression", 1.0), f"{path}compression", low=1.0, high=1e4)
     flags = {
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
-        for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention")
+        for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
+                  "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
+                  "pp_balance", "dp_every_microbatch")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)
     cap = data.get("power_cap_w")
     cap_w = None if cap is None else number(cap, f"{path}power_cap_w", open_low=True, high=1e5)
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
-                   clock=clock, power_cap_w=cap_w, schedule=schedule, **flags)
+                   clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:
@@ -157,8 +191,13 @@ def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
         return "tp", f"tp ({ex.tp}) does not divide the {model.heads} heads"
     if model.kv_heads % ex.tp and ex.tp % model.kv_heads:
         return "tp", f"tp ({ex.tp}) and the {model.kv_heads} KV heads do not divide each other"
-    if ex.pp * ex.vpp > model.layers:
-        return "pp", f"pp × vpp ({ex.pp * ex.vpp}) exceeds the {model.layers} layers"
+    if ex.cp > 1 and model.seq_len % (2 * ex.cp):
+        return "cp", (f"cp ({ex.cp}) must split the {model.seq_len}-token sequence into "
+                      f"2·cp equal chunks (load-balanced causal attention)")
+    slots = model.layers + (2 if ex.pp_balance and ex.pp > 1 else 0)
+    if ex.pp * ex.vpp > slots:
+        return "pp", f"pp × vpp ({ex.pp * ex.vpp}) exceeds the {slots} layers" + (
+            " (+ embedding and output slots)" if slots > model.layers else "")
     if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
         return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
     if ex.vpp > 1 and ex.micro_batches % ex.pp:

@@ -12,9 +12,11 @@ docs, §"Dimension quantization effects"):
   132 on an H100 SXM); a partial last wave costs a full one.
 
 So the tensor cores do ``waves × sms × tile_m × tile_n × k × 2`` FLOPs of work
-for the 2·m·n·k·batch useful ones, at the card's achievable MMA rate (peak ×
-``SystemSpec.matmul_efficiency``: the best large GEMM measured by mamf-finder,
-whose shapes fill their waves, so the two factors do not double count).
+for the 2·m·n·k·batch useful ones, at the card's MMA rate inside a wave (peak ×
+``SystemSpec.matmul_efficiency``: H100 the best large GEMM measured by
+mamf-finder, whose shapes fill their waves, so the two factors do not double
+count; A100 calibrated on Korthikanti et al.'s per-layer times, see
+:data:`simulation.training.system.MATMUL_EFFICIENCY`).
 A GEMM of exactly one wave of tiles, one tile more, and GPT-3's QKV
 projection under TP 8 (m = 2,048 tokens, n = 3·12,288/8, 288 tiles = 2.67 waves):
 
@@ -34,6 +36,26 @@ achievable HBM B/s). Small-k batched GEMMs (attention scores with k = h/a =
 62
 >>> round(2 * 2048**2 * 128 * 12 / (312e12 * 0.86) * 1e6)   # the FLOPs alone
 48
+
+**Epilogue** (NVIDIA CUTLASS, ``media/docs/efficient_gemm.md``): an Ampere
+GEMM kernel (CUTLASS 2.x / cuBLAS 11 ``ampere_*gemm`` kernels: one output tile
+per thread block, not persistent) streams A and B through shared memory while
+the tensor cores work (the reads overlap the MMAs), but writes its C tile only
+after its main loop, and with one 256×128 block per SM nothing else runs on
+the SM meanwhile: every wave ends with all SMs storing their tiles at once, so
+the C store adds m·n·elem / HBM to the time instead of hiding behind it. For k
+≪ peak/HBM that is a large share: the store costs peak/(k·HBM) of the main
+loop, 146/k on an A100 (16 % for the 22B model's projection GEMM, k = 768
+under TP 8). Hopper's warp-specialized persistent kernels (CUTLASS 3.x
+``KernelTmaWarpSpecializedPingpong``/``Cooperative``, cuBLAS 12 on sm90) run
+one tile's epilogue while the next tile's main loop proceeds
+(``SystemSpec.gemm_store_overlap``):
+
+>>> t = gemm_time(np.array([2048.0]), np.array([2048.0]), np.array([128.0]),
+...               np.array([12.0]), 2.0, 312e12 * 0.86, 2.039e12 * 0.9, 108,
+...               store_overlap=False)
+>>> round(float(t[0]) * 1e6)     # 51 µs of MMAs (15 waves), then 101 MB of scores stored
+106
 """
 
 from __future__ import annotations
@@ -74,10 +96,18 @@ def wave_efficiency(m: F64, n: F64, batch: F64, sms: int) -> F64:
 
 
 def gemm_time(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops_s: F64 | float,
-              bytes_s: float, sms: int) -> F64:
-    """Seconds for ``batch`` GEMMs of m×n×k: max(quantized compute, HBM traffic)."""
+              bytes_s: float, sms: int, *, store_overlap: bool = True) -> F64:
+    """Seconds for ``batch`` GEMMs of m×n×k: max(quantized compute, HBM traffic).
+
+    ``store_overlap=False``: the C store is not hidden (module docstring,
+    "Epilogue"): max(compute, A + B reads) + C bytes / HBM.
+    """
     useful = 2.0 * m * n * k * batch
     compute = useful / (wave_efficiency(m, n, batch, sms) * flops_s)
-    traffic = elem * batch * (m * k + k * n + m * n) / bytes_s
-    out: F64 = np.maximum(compute, traffic)
-    return out
+    if store_overlap:
+        traffic = elem * batch * (m * k + k * n + m * n) / bytes_s
+        out: F64 = np.maximum(compute, traffic)
+        return out
+    reads = elem * batch * (m * k + k * n) / bytes_s
+    stored: F64 = np.maximum(compute, reads) + elem * batch * m * n / bytes_s
+    return stored

@@ -67,60 +67,81 @@ BWD_TRAFFIC = 1.5
 
 
 def _fwd_bwd(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64, hbm: float,
-             sms: int) -> tuple[F64, F64]:
-    fwd = gemm_time(m, n, k, batch, elem, flops, hbm, sms)
-    bwd = (gemm_time(m, k, n, batch, elem, flops, hbm, sms)
-           + gemm_time(k, n, m, batch, elem, flops, hbm, sms))
-    return fwd, bwd
+             sms: int, store: bool = True) -> tuple[F64, F64]:
+    fwd, dgrad, wgrad = _fwd_dgrad_wgrad(m, n, k, batch, elem, flops, hbm, sms, store)
+    return fwd, dgrad + wgrad
+
+
+def _fwd_dgrad_wgrad(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64,
+                     hbm: float, sms: int, store: bool) -> tuple[F64, F64, F64]:
+    return (gemm_time(m, n, k, batch, elem, flops, hbm, sms, store_overlap=store),
+            gemm_time(m, k, n, batch, elem, flops, hbm, sms, store_overlap=store),
+            gemm_time(k, n, m, batch, elem, flops, hbm, sms, store_overlap=store))
 
 
 def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
-                  act_bytes: float | F64 = 2.0) -> dict[str, F64]:
+                  act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
+                  flops_flash: F64 | None = None, store_overlap: bool = True) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
     GEMMs (FP8 where chosen), ``flops_core`` of the attention core (16-bit);
     ``elem`` bytes per GEMM operand element, ``act_bytes`` per activation
     element; ``hbm`` achievable B/s; ``sms`` the card's SM count (0 = no
-    quantization). Keys: fwd_gemm, fwd_core, fwd_mem, core_mem, bwd_gemm,
-    bwd_core, bwd_mem (``*_core``: the attention core, what selective
-    recomputation repeats).
+    quantization); ``cp`` context-parallel ranks (``tokens`` is then b·s/cp:
+    each card's queries meet all s keys, and the load-balanced causal split
+    gives every card 1/cp of the attention FLOPs); ``flops_flash`` the
+    flash-attention kernel's FLOP/s (``SystemSpec.flash_efficiency``;
+    default ``flops_core``); ``store_overlap`` whether a GEMM's C store hides
+    behind its MMAs (:func:`~simulation.training.gemm.gemm_time`). Keys: fwd_gemm,
+    fwd_core, fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
+    attention core, what selective recomputation repeats), and col_dgrad /
+    col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
+    the ones Megatron-LM overlaps its backward TP collectives with.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     d, kv, f = h / a, float(model.kv_heads * model.head_dim), float(model.ffn)
     one = np.ones_like(tokens)
     T = tokens
-    b = T / s
+    b = T * cp / s
+    sq = s / cp * one  # queries per sequence on this card
     heads = b * a / tp
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     r = np.where(sp, 1.0 / tp, 1.0)
 
-    qkv_f, qkv_b = _fwd_bwd(T, (h + 2 * kv) / tp, h * one, one, elem, flops, hbm, sms)
-    prj_f, prj_b = _fwd_bwd(T, h * one, h / tp, one, elem, flops, hbm, sms)
+    st = store_overlap
+    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (h + 2 * kv) / tp, h * one, one, elem, flops,
+                                           hbm, sms, st)
+    qkv_b = qkv_d + qkv_w
+    prj_f, prj_b = _fwd_bwd(T, h * one, h / tp, one, elem, flops, hbm, sms, st)
 
-    def mlp(tok: F64, experts: float) -> tuple[F64, F64]:
-        up_f, up_b = _fwd_bwd(tok, n_up * f / tp, h * one, experts * one, elem, flops, hbm, sms)
-        dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms)
-        return up_f + dn_f, up_b + dn_b
+    def mlp(tok: F64, experts: float) -> tuple[F64, F64, F64, F64]:
+        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
+                                            flops, hbm, sms, st)
+        dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
+        return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
-    mlp_f, mlp_b = mlp(T, 1.0)
+    mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0)
     routed = 1.0
     if model.moe:
         share = model.moe_layers / model.layers
         routed = model.top_k * model.capacity_factor
         # every expert on a card (E/ep of them, ep folded into the token share):
         # the card's T·k·c routed tokens spread over the E experts' GEMMs
-        e_f, e_b = mlp(T * routed / model.experts, float(model.experts))
+        e_f, e_b, e_d, e_w = mlp(T * routed / model.experts, float(model.experts))
         router = 2 * T * h * model.experts / flops
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
+        up_d = (1 - share) * up_d + share * e_d
+        up_w = (1 - share) * up_w + share * e_w
         routed = 1 + share * (routed - 1)
 
     # attention core
-    sc_f, sc_b = _fwd_bwd(s * one, s * one, d * one, heads, 2.0, flops_core, hbm, sms)
-    cx_f, cx_b = _fwd_bwd(s * one, d * one, s * one, heads, 2.0, flops_core, hbm, sms)
-    flash_f = 2 * s * s * d * heads / flops_core  # the causal half of 4·s²·d per head
+    sc_f, sc_b = _fwd_bwd(sq, s * one, d * one, heads, 2.0, flops_core, hbm, sms, st)
+    cx_f, cx_b = _fwd_bwd(sq, d * one, s * one, heads, 2.0, flops_core, hbm, sms, st)
+    rate = flops_core if flops_flash is None else flops_flash
+    flash_f = 2 * sq * s * d * heads / rate  # the causal half of 4·s²·d per head
     core_f = np.where(flash, flash_f, sc_f + cx_f)
     core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
 
@@ -129,7 +150,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
     act = (n_up + 1) * T * routed * f / tp
     rope = 0.0 if model.learned_positions else 2 * T * (h + kv) / tp
-    soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * s * s)
+    soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     fwd_mem = (per_h + act + rope) * act_bytes / hbm
     core_mem = soft * act_bytes / hbm
     return {
@@ -140,14 +161,16 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         "bwd_gemm": qkv_b + prj_b + mlp_b,
         "bwd_core": core_b,
         "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem),
+        "col_dgrad": qkv_d + up_d,
+        "col_wgrad": qkv_w + up_w,
     }
 
 
 def logit_kernels(model: ModelSpec, tokens: F64, tp: F64, elem: float | F64, flops: F64,
-                  hbm: float, sms: int) -> tuple[F64, F64]:
+                  hbm: float, sms: int, store_overlap: bool = True) -> tuple[F64, F64]:
     """(forward, backward) seconds of the output layer and its FP32 cross-entropy."""
     one = np.ones_like(tokens)
     h, V = float(model.hidden), float(model.vocab)
-    fwd, bwd = _fwd_bwd(tokens, V / tp, h * one, one, elem, flops, hbm, sms)
+    fwd, bwd = _fwd_bwd(tokens, V / tp, h * one, one, elem, flops, hbm, sms, store_overlap)
     ce = 2 * 4.0 * tokens * V / tp / hbm
     return fwd + ce, bwd + BWD_TRAFFIC * ce

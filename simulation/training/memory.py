@@ -26,20 +26,86 @@ stage 2 also gradients, stage 3 also weights.
 >>> layer_activation_bytes(2048, 1, 12288, 96, tp=8, sp=True, recompute="selective") / sbh
 4.25
 
+**Per architecture** (:func:`saved_activation_bytes`): the same count, tensor
+by tensor, from what each kernel of a layer keeps for its backward pass
+(Korthikanti §4.1 lists them for GPT), per token on a card, 16-bit:
+
+    norm inputs (2 norms)                 2·2h      } h-wide, at the layer's
+    norm outputs = QKV and MLP-up inputs  2·2h      } boundary: ÷t only with SP
+    dropout masks after attention / MLP   2·1·h     } (only with dropout)
+    Q, K, V (GQA: K and V are kv wide)    2h + 2·2kv               } split by
+    attention output = projection input   2h                       } tensor
+    activation input (GeLU: f; SwiGLU: gate and up, 2f)   2·n_up·f } parallelism
+    MLP-down input                        2f                       } (÷t)
+    attention core, per head and query (not flash): softmax output 2s,
+      + dropout mask s + dropout output 2s when the model has dropout
+    flash attention: the FP32 log-sum-exp, 4 bytes per head and query
+
+For GPT (GeLU, f = 4h, kv = h, dropout) this is exactly Korthikanti's 34·sbh +
+5·a·s²·b; for Llama 3 (SwiGLU f = 3.25h, GQA, RMSNorm, no dropout, flash) it
+is (12h + 4kv + 6f)/t per token with TP + SP: 31.75·sbh/t for 405B:
+
+>>> from simulation.training.models import MODELS
+>>> one = np.array([1.0])
+>>> gpt = MODELS["gpt3-175b"]
+>>> s, h, a = 2048, 12288, 96
+>>> float(saved_activation_bytes(gpt, one, tp=one, sp=np.array([False]),
+...       recompute=np.array([0]), flash=np.array([False]))[0]) == s*h*(34 + 5*a*s/h)
+True
+>>> ll = MODELS["llama3-405b"]
+>>> t = 8 * one
+>>> x = saved_activation_bytes(ll, one, tp=t, sp=np.array([True]), recompute=np.array([0]),
+...                            flash=np.array([True]))
+>>> round(float(x[0]) * 8 / (8192 * 16384), 3)   # 31.75 + the log-sum-exp 4·a/h
+31.781
+
 Pipeline (Narayanan 2021 §2.2; Korthikanti §4.2.3): with 1F1B the first stage
 holds p micro-batches in flight, so a card stores L/p layers × p micro-batches
-= L layers' activations for one micro-batch; interleaving adds the factor
-(1 + (p−1)/(p·v)); GPipe holds all m micro-batches.
+= L layers' activations for one micro-batch; GPipe holds all m micro-batches.
+Interleaving (:func:`chunks_in_flight`): Megatron-LM's interleaved schedule
+(``forward_backward_pipelining_with_interleaving``) runs (p − r − 1)·2 +
+(v − 1)·p warm-up forwards on rank r, capped at the m·v chunk-micro-batches
+of the step, then one more before its first backward; each chunk holds L/(p·v)
+layers. Uncapped, rank 0 holds (2(p−1) + (v−1)p + 1)·L/(p·v) = L·(1 + (p−1)/(p·v))
+layers — Korthikanti's interleaving factor; with m = p micro-batches the cap
+m·v makes it L, as without interleaving:
+
+>>> chunks_in_flight(16.0, 32.0, 2.0), chunks_in_flight(16.0, 16.0, 2.0)
+(47.0, 32.0)
+
+Balanced stages (Llama 3, Dubey et al. 2024 §3.3.2: "we reduce one Transformer
+layer each from the first and the last stages ... the first model chunk on the
+first stage has only the embedding"): L + 2 slots, S = (L + 2)/p per stage, the
+first stage's first chunk one layer short. Rank 0 runs its warm-up forwards
+chunk by chunk in groups of p micro-batches (chunk (k // p) mod v), so of the W
+chunk-micro-batches it holds, :func:`first_chunk_share` are of the short chunk;
+it keeps W·S/v − that many layers' activations. Llama 3 405B (126 layers, p
+16, v 8: one slot per chunk), 32 micro-batches: W = 143, 31 of them
+embedding-only, 112 layers held (Megatron's unbalanced count: 143):
+
+>>> w = chunks_in_flight(16.0, 32.0, 8.0)
+>>> w, first_chunk_share(16.0, 32.0, 8.0, w), w * 8 / 8 - first_chunk_share(16.0, 32.0, 8.0, w)
+(143.0, 31.0, 112.0)
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["STATE_BYTES", "layer_activation_bytes", "state_bytes"]
+if TYPE_CHECKING:
+    from .models import ModelSpec
+
+__all__ = [
+    "STATE_BYTES",
+    "chunks_in_flight",
+    "first_chunk_share",
+    "layer_activation_bytes",
+    "saved_activation_bytes",
+    "state_bytes",
+]
 
 STATE_BYTES = {  # (weights, gradients, optimizer) bytes per parameter
     "fp32": (4.0, 4.0, 8.0),
@@ -70,4 +136,56 @@ def layer_activation_bytes(s: float, b: A, h: float, a: float, *, tp: A,
     per = base + np.where(sel, 0.0, core)
     full = np.where(sp, 2 / tp, 2.0)
     out = sbh * np.where(np.asarray(recompute) == "full", full, per)
+    return out if isinstance(out, np.ndarray) and out.ndim else float(out)  # type: ignore[return-value]
+
+
+F64 = npt.NDArray[np.float64]
+
+
+def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArray[np.bool_],
+                           recompute: npt.NDArray[np.int64], flash: npt.NDArray[np.bool_],
+                           cp: F64 | float = 1.0) -> F64:
+    """Bytes one layer keeps for backward, one micro-batch of ``mb`` sequences, per card.
+
+    Tensor by tensor (module docstring); ``recompute`` codes 0 none, 1
+    selective (drops the attention core), 2 full (keeps the layer input, 2h
+    per token, ÷t with SP). Context parallelism ``cp`` splits the sequence:
+    a card holds s/cp queries (and their rows of the scores) of every tensor.
+    MoE layers keep top_k × capacity copies of the MLP tensors (the routed
+    tokens). 16-bit elements; the caller doubles them for FP32.
+    """
+    s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
+    kv, f = float(model.kv_heads * model.head_dim), float(model.ffn)
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    drop = 1.0 if model.dropout else 0.0
+    routed = 1.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        routed = 1 + share * (model.top_k * model.capacity_factor - 1)
+    tokens = mb * s / cp
+    boundary = (8.0 + 2.0 * drop) * h / np.where(sp, tp, 1.0)
+    split = (4.0 * h + 4.0 * kv + routed * (2.0 * n_up * f + 2.0 * f)) / tp
+    core = np.where(flash, 4.0 * a / tp, (2.0 + 3.0 * drop) * a * s / tp)
+    per_token = boundary + split + np.where(recompute == 1, 0.0, core)
+    full = 2.0 * h / np.where(sp, tp, 1.0)
+    out: F64 = tokens * np.where(recompute == 2, full, per_token)
+    return out
+
+
+def chunks_in_flight(p: A, m: A, v: A) -> A:
+    """Chunk-micro-batches rank 0 holds under Megatron's (interleaved) 1F1B (docstring)."""
+    uncapped = np.where(v > 1, 2 * (p - 1) + (v - 1) * p + 1, p)
+    out = np.minimum(m * v, uncapped)
+    return out if isinstance(out, np.ndarray) and out.ndim else float(out)  # type: ignore[return-value]
+
+
+def first_chunk_share(p: A, m: A, v: A, in_flight: A) -> A:
+    """Of rank 0's ``in_flight`` warm-up chunk-micro-batches, those of its first chunk.
+
+    Megatron's (and Llama 3's, N = p) interleaved order runs chunk (k // p) mod v
+    for the k-th forward (module docstring); without interleaving all are.
+    """
+    cycle = p * v
+    out = np.where(v > 1, np.floor(in_flight / cycle) * np.minimum(p, m)
+                   + np.minimum(np.mod(in_flight, cycle), np.minimum(p, m)), in_flight)
     return out if isinstance(out, np.ndarray) and out.ndim else float(out)  # type: ignore[return-value]

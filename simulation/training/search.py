@@ -46,9 +46,10 @@ __all__ = [
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
 """Objective name → the result key it ranks by (iterate it for the names)."""
 SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
-                 "sequence_parallel", "overlap", "max_cards", "compression")
+                 "sequence_parallel", "overlap", "max_cards", "compression", "cp")
 """The keys ``search(limits=...)`` accepts: lists of values to try for each
 dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
+``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
 Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
@@ -112,6 +113,8 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
         "mb": [int(m) for m in _limit_list(limits, "micro_batch", [1, 2, 4, 8])],
         "vpp": [int(v) for v in _limit_list(limits, "vpp", [1, 2, 4])],
         "ep": [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))],
+        "cp": [integer(c, f"limits.cp[{i}]", high=4096)
+               for i, c in enumerate(_limit_list(limits, "cp", [1]))],
         "recompute": _limit_list(limits, "recompute", list(RECOMPUTE_CODES)),
         "zero": [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])],
         "precision": _limit_list(limits, "precision",
@@ -130,9 +133,9 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
 
 def search_blocks(model: ModelSpec, system: SystemSpec, cards: int,
                   limits: Mapping[str, Any] | None = None) -> int:
-    """How many (tp, pp) blocks the search's space has: the unit :func:`search_part`
-    partitions it by (block ``j`` is the ``j``-th pair of ``itertools.product(tp
-    values, pp values)``).
+    """How many (tp, pp, cp) blocks the search's space has: the unit
+    :func:`search_part` partitions it by (block ``j`` is the ``j``-th triple of
+    ``itertools.product(tp values, pp values, cp values)``).
 
     >>> from simulation.training import MODELS
     >>> a100 = {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp32_tflops": 19.5,
@@ -144,7 +147,7 @@ def search_blocks(model: ModelSpec, system: SystemSpec, cards: int,
     12
     """
     dims = _dimensions(model, system, cards, limits or {})
-    return len(dims["tp"]) * len(dims["pp"])
+    return len(dims["tp"]) * len(dims["pp"]) * len(dims["cp"])
 
 
 def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
@@ -157,20 +160,21 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
 def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
                limits: Mapping[str, Any], blocks: Collection[int] | None
                ) -> tuple[Batch, dict[str, int], int, I64]:
-    """:func:`enumerate_configs` over the (tp, pp) blocks ``blocks`` only (all
+    """:func:`enumerate_configs` over the (tp, pp, cp) blocks ``blocks`` only (all
     when None), and each configuration's *group* (precision position × blocks +
     block position): configurations in a lower group, or earlier in one group,
     come first in the whole space's order, which is what makes parts mergeable
     exactly (:func:`merge_search`)."""
     dims = _dimensions(model, system, cards, limits)
-    tps, pps, mbs, vpps, eps = dims["tp"], dims["pp"], dims["mb"], dims["vpp"], dims["ep"]
+    tps, pps, cps = dims["tp"], dims["pp"], dims["cp"]
+    mbs, vpps, eps = dims["mb"], dims["vpp"], dims["ep"]
     rcs, zeros, precs, sps, ovs = (dims["recompute"], dims["zero"], dims["precision"],
                                    dims["sp"], dims["overlap"])
     max_cards = integer(limits.get("max_cards", cards), "limits.max_cards", high=system.cards)
     ratio = number(limits.get("compression", 1.0), "limits.compression", low=1.0, high=1e4)
     rejected: dict[str, int] = {}
     inner = len(rcs) * len(zeros) * len(sps) * len(ovs)
-    n_blocks = len(tps) * len(pps)
+    n_blocks = len(tps) * len(pps) * len(cps)
     mine = set(range(n_blocks)) if blocks is None else set(blocks)
 
     def reject(reason: str, n: int) -> None:
@@ -185,19 +189,24 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
             reject(f"precision: {system.accelerator} has no {prec} peak", n)
             total += n
             continue
-        for block, (tp, pp) in enumerate(itertools.product(tps, pps)):
+        for block, (tp, pp, cp) in enumerate(itertools.product(tps, pps, cps)):
             if block not in mine:
                 continue
             at = p_at * n_blocks + block
-            dps = sorted({d for d in _divisors(global_batch) if tp * pp * d <= max_cards}
-                         | ({max_cards // (tp * pp)} if max_cards >= tp * pp else set()))
+            tcp = tp * pp * cp
+            dps = sorted({d for d in _divisors(global_batch) if tcp * d <= max_cards}
+                         | ({max_cards // tcp} if max_cards >= tcp else set()))
             n_here = max(len(dps), 1) * len(mbs) * len(vpps) * len(eps) * inner
             total += n_here
             if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
                 reject("tp does not divide heads", n_here)
                 continue
+            if cp > 1 and model.seq_len % (2 * cp):
+                reject("cp does not split the sequence into 2·cp chunks", n_here)
+                continue
             if not dps:
-                reject("cards: tp × pp exceeds the cards", n_here)
+                reject("cards: tp × pp exceeds the cards" if cp == 1
+                       else "cards: tp × cp × pp exceeds the cards", n_here)
                 continue
             for dp, mb, vpp, ep in itertools.product(dps, mbs, vpps, eps):
                 if pp * vpp > model.layers:
@@ -211,9 +220,9 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
                 elif dp % ep:
                     reject("ep does not divide dp", inner)
                 else:
-                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec)))
+                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp))
                     groups.append(at)
-    base = np.array(rows, dtype=np.int64).reshape(-1, 7)
+    base = np.array(rows, dtype=np.int64).reshape(-1, 8)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
     nb, nc = base.shape[0], combos.shape[0]
@@ -235,6 +244,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
         precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
+        cp=b[:, 7],
     )
     return batch, rejected, total, group
 
@@ -252,7 +262,10 @@ def execution_at(batch: Batch, i: int) -> Execution:
         overlap_tp=bool(batch.overlap_tp[i]), overlap_pp=bool(batch.overlap_pp[i]),
         flash_attention=bool(batch.flash[i]),
         schedule="gpipe" if batch.gpipe[i] else "1f1b", clock=float(batch.clock[i]),
-        power_cap_w=None if not np.isfinite(cap) else cap,
+        power_cap_w=None if not np.isfinite(cap) else cap, cp=int(batch.cp[i]),
+        grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
+        overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
+        dp_every_microbatch=bool(batch.dp_every_mb[i]),
     )
 
 
@@ -316,7 +329,7 @@ def search_part(model: ModelSpec, system: SystemSpec, cards: int, global_batch: 
                 limits: Mapping[str, Any] | None = None, objective: str = "time",
                 top: int = 10, blocks: Collection[int] | None = None,
                 progress: Callable[[float], None] | None = None) -> PartialSearch:
-    """Price the configurations of the (tp, pp) blocks ``blocks`` (positions below
+    """Price the configurations of the (tp, pp, cp) blocks ``blocks`` (positions below
     :func:`search_blocks`; all when None) and keep what the merge needs.
 
     The best ``top`` of the whole space are among the union of every part's best

@@ -23,7 +23,7 @@ from .system import PRECISIONS, SystemSpec
 
 __all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "StepResult", "batch_of", "evaluate"]
 
-BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "ep_exposed", "pp_bubble",
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_exposed", "pp_bubble",
              "pp_p2p", "dp_exposed", "compression", "optimizer")
 MEMORY_RESERVE_GIB = 3.0
 """Held back on every card: CUDA context (~0.5–1 GiB), NCCL buffers and the
@@ -68,6 +68,11 @@ def batch_of(executions: list[Execution]) -> Batch:
         clock=col("clock", np.float64),
         cap_w=np.array([np.inf if e.power_cap_w is None else e.power_cap_w
                         for e in executions]),
+        cp=col("cp", np.int64), grad_fusion=col("grad_accum_fusion", np.bool_),
+        fp32_grads=col("fp32_grads", np.bool_),
+        overlap_tp_bwd=col("overlap_tp_bwd", np.bool_),
+        balance=col("pp_balance", np.bool_) & (col("pp", np.int64) > 1),
+        dp_every_mb=col("dp_every_microbatch", np.bool_),
     )
 
 
@@ -98,6 +103,8 @@ def result_from_arrays(out: dict[str, Any], i: int, ex: Execution, system: Syste
         "power": {"card_w": v("card_power_w"), "facility_w": v("facility_power_w"),
                   "utilisation": v("utilisation"), "clock": v("clock")},
         "breakdown": {k: v(k) for k in BREAKDOWN},
+        "layer": {"forward": v("layer_forward_s"), "backward": v("layer_backward_s"),
+                  "recompute": v("layer_recompute_s")},
         "bubble": {
             "fraction": v("bubble_fraction"),
             "utilisation": 1.0 / (1.0 + v("bubble_fraction")),

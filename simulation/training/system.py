@@ -6,10 +6,11 @@ a cluster's own rows. Fields and their sources:
 * per-precision dense peaks (TFLOP/s) from the accelerator's datasheet (the
   twin's catalogue stores the dense figures); FP16 = BF16 on every catalogue
   card; a precision without a peak (FP8 on an A100) is not offered;
-* ``matmul_efficiency`` — the fraction of peak a large BF16 GEMM actually
-  reaches, measured: A100 SXM 267.9 / 312 = 0.86, H100 SXM 792.1 / 989.5 = 0.80
-  (S. Bekman, *ML Engineering*, "Maximum Achievable Matmul FLOPS", mamf-finder);
-  0.80 where no measurement is known. This is the one compute constant.
+* ``matmul_efficiency`` — the fraction of peak the tensor cores reach in a wave
+  of GEMM tiles: H100 SXM 792.1 / 989.5 = 0.80 (S. Bekman, *ML Engineering*,
+  "Maximum Achievable Matmul FLOPS", mamf-finder); A100 0.75, calibrated on
+  Korthikanti et al.'s per-layer forward time (:data:`MATMUL_EFFICIENCY`); 0.80
+  where no measurement is known. This is the one compute constant.
 * ``memory_efficiency`` — achieved / nominal HBM bandwidth of a streaming kernel:
   0.90 (STREAM-like copies reach ~1.8 of 2.0 TB/s on A100 80 GB and ~3.0 of
   3.35 TB/s on H100 SXM; NVIDIA/cuda-samples bandwidthTest, Citadel's
@@ -41,6 +42,8 @@ from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
 
 __all__ = [
+    "FLASH_EFFICIENCY",
+    "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
     "PRECISIONS",
     "SM_COUNT",
@@ -52,14 +55,57 @@ __all__ = [
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 
 MATMUL_EFFICIENCY: dict[str, float] = {
-    "a100-sxm-80gb": 267.9 / 312.0,
+    "a100-sxm-80gb": 0.75,
     "h100-sxm5-80gb": 792.1 / 989.5,
     "h200-sxm-141gb": 792.1 / 989.5,
 }
-"""Measured max achievable BF16 matmul TFLOP/s ÷ dense peak (mamf-finder,
-S. Bekman, *ML Engineering*, compute/accelerator/README.md). H200 shares the
-H100's compute die. Other cards: 0.80 (``DEFAULT_MATMUL_EFFICIENCY``)."""
+"""The tensor cores' achieved fraction of the dense BF16 peak inside a wave of
+GEMM tiles (wave quantization and the C store are priced on top, :mod:`.gemm`).
+
+H100 / H200: the measured maximum achievable matmul rate, 792.1 / 989.5
+(mamf-finder, S. Bekman, *ML Engineering*, compute/accelerator/README.md; H200
+shares the H100's compute die).
+
+A100: **0.75, calibrated on one published component measurement**, the forward
+pass of one layer of Korthikanti et al.'s 22B model (2022, Table 4: 7.7 ms, TP 8,
+micro-batch 4, no recomputation) — the way ``NVLS_EFFICIENCY`` is calibrated on
+one nccl-tests point. mamf-finder's 267.9 / 312 = 0.86 is the *fastest* of 100
+iterations of the best of thousands of shapes on one idle GPU with a 2023 cuBLAS;
+priced at it, the model is 7–12 % faster than *every* Table 4 figure — forward and
+backward, with and without sequence parallelism and recomputation — while the
+differences between the experiments (what SP saves, what full or selective
+recomputation adds) match within 0.3 ms: the memory-bound kernels and the TP
+collectives are right, the tensor-core rate of the runs' GEMMs is not. The check is
+the other nine Table 4 figures (within 2.2 %, ``tests/simulation/training``) and
+the whole-run table (docs/simulation.md, "Training fidelity"), whose 22B row is
+therefore not independent of this constant. Other cards: 0.80
+(``DEFAULT_MATMUL_EFFICIENCY``)."""
 DEFAULT_MATMUL_EFFICIENCY = 0.80
+
+FLASH_EFFICIENCY: dict[str, float] = {
+    "a100-sxm-80gb": 0.73,
+    "a100-sxm-40gb": 0.73,
+    "h100-sxm5-80gb": 335.0 / 989.5,
+    "h200-sxm-141gb": 335.0 / 989.5,
+}
+"""FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
+long sequences: H100 SXM 335 TFLOP/s forward at 16k tokens (Shah et al. 2024,
+FlashAttention-3, Fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)",
+the FlashAttention-2 bars; FLOPs counted on the causal half); A100 the "up to 73 %
+of the theoretical maximum" of Dao 2023 (FlashAttention-2, abstract). The
+attention kernel keeps softmax, masking and rescaling in the same loop as its
+two small-k GEMMs, so it runs well below a large GEMM — on Hopper FA-2 does not
+use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
+
+GEMM_STORE_OVERLAP: dict[str, bool] = {
+    "h100-sxm5-80gb": True,
+    "h200-sxm-141gb": True,
+}
+"""Cards whose GEMM kernels hide the C store behind the next tile's main loop
+(:mod:`simulation.training.gemm`, "Epilogue"): Hopper's warp-specialized persistent
+kernels (NVIDIA CUTLASS 3.x, ``media/docs/efficient_gemm.md``, ping-pong and
+cooperative kernels; cuBLAS 12 on sm90). Others (A100: CUTLASS 2.x-style
+one-tile-per-block kernels): False."""
 
 SM_COUNT: dict[str, int] = {
     "a100-sxm-80gb": 108,
@@ -117,6 +163,11 @@ class SystemSpec:
     matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
     sm_count: int = 0
     memory_efficiency: float = 0.90
+    flash_efficiency: float = 0.0
+    """Fraction of the BF16 peak a flash-attention kernel reaches (0: matmul_efficiency)."""
+    gemm_store_overlap: bool = False
+    """GEMM kernels hide their C store behind the next tile (Hopper); False: the
+    store follows the main loop (:data:`GEMM_STORE_OVERLAP`)."""
     server_static_w: float = 1500.0
     network_w_per_card: float = 50.0
     pue: float = 1.1
@@ -124,6 +175,13 @@ class SystemSpec:
     clock_power: tuple[tuple[float, float], ...] = field(
         default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
     )
+    comm_sms: int = 20
+    """SMs a scale-out collective's kernels hold while it overlaps compute: the
+    overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
+    technical report §3.2.2 / §3.5.1: "only 20 SMs are sufficient to fully utilize
+    the bandwidths of IB and NVLink", "we allocate 20 out of the 132 SMs"; Dubey et
+    al. 2024 §3.3.3 list "using extra GPU cycles for communication" among NCCL's
+    costs for FSDP and PP). No effect when ``sm_count`` is 0."""
 
     def peak(self, precision: str) -> float:
         """Dense TFLOP/s at ``precision`` (fp16 falls back to bf16); 0 if absent."""
@@ -167,12 +225,16 @@ class SystemSpec:
             v, where = data[f.name], f"{path}{f.name}"
             if f.name in ("cards", "cards_per_server", "scale_up_domain"):
                 kw[f.name] = integer(v, where, high=1 << 24)
-            elif f.name == "sm_count":
+            elif f.name in ("sm_count", "comm_sms"):
                 kw[f.name] = integer(v, where, low=0, high=1 << 16)
             elif f.name == "scale_up_dims":
                 if not isinstance(v, list | tuple):
                     raise TrainingInputError(where, "a list of torus dimensions")
                 kw[f.name] = tuple(integer(d, f"{where}[{i}]", low=2) for i, d in enumerate(v))
+            elif f.name == "gemm_store_overlap":
+                if not isinstance(v, bool):
+                    raise TrainingInputError(where, "true or false")
+                kw[f.name] = v
             elif f.name == "scale_up_topology":
                 kw[f.name] = choice(v, where, ("switch", "torus"))
             elif f.name in ("scale_up_technology", "scale_out_technology"):
@@ -183,6 +245,8 @@ class SystemSpec:
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
                 kw[f.name] = number(v, where, open_low=True, high=1.0)
+            elif f.name == "flash_efficiency":
+                kw[f.name] = number(v, where, low=0.0, high=1.0)
             elif f.name == "pue":
                 kw[f.name] = number(v, where, low=1.0, high=5.0)
             else:
@@ -234,7 +298,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
     ...         "tdp_w": 400, "idle_w": 55, "scaleup_gbps": 600}
     >>> s = system_for_accelerator(a100, 64)
     >>> s.scale_up_gbps, s.peak("fp8"), s.peak("fp32"), round(s.matmul_efficiency, 3)
-    (2400.0, 0.0, 156.0, 0.859)
+    (2400.0, 0.0, 156.0, 0.75)
     """
     slug = str(figures.get("slug", "custom"))
     peaks: dict[str, float] = {}
@@ -259,6 +323,8 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "scale_up_technology": vendor_tech,
         "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
         "sm_count": SM_COUNT.get(slug, 0),
+        "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
+        "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
     }
     data.update(overrides)

@@ -91,8 +91,10 @@ def test_floor_of_a_built_cluster(reader_client, seed):
     # the nameplate draw is the rack list's (Rack.objects.with_power)
     draw = dict(Rack.objects.filter(cluster=seed).with_power().values_list("id", "power_w"))
     assert dict(zip(racks["id"], racks["power_w"], strict=True)) == draw
-    # network tiers from the cards upward, each in the racks that hold them
-    assert [t["kind"] for t in body["tiers"]] == ["pcie_switch", "smart_nic", "leaf", "spine"]
+    # network tiers from the cards upward, each in the racks that hold them, then the
+    # file system's appliances in their storage rack
+    assert [t["kind"] for t in body["tiers"]] == ["pcie_switch", "smart_nic", "leaf", "spine",
+                                                  "storage"]
     network = {pk for pk, sn in zip(racks["id"], racks["supernode"], strict=True) if sn is None}
     assert set(body["tiers"][2]["racks"]) <= network
     assert set(body["tiers"][0]["racks"]).isdisjoint(network)

@@ -30,7 +30,7 @@ def test_counts_of_the_tiny_cluster(reader_client, tiny_cluster):
         "supernodes": 1, "racks": 2, "servers": 1, "cards": 8, "devices": 3, "links": 4,
         "cards_by_status": {"ok": 8, "degraded": 0, "failed": 0, "maintenance": 0},
         "devices_by_kind": {"pcie_switch": 1, "smart_nic": 1, "leaf": 1, "spine": 0,
-                            "core": 0},
+                            "core": 0, "storage": 0},
         "links_by_kind": {"scale_up": 1, "pcie": 2, "infiniband": 0, "roce": 1},
         "links_by_status": {"up": 4, "degraded": 0, "down": 0},
     }

@@ -69,19 +69,21 @@ def seed(db):
 def test_seed_512_counts(seed):
     assert seed["name"] == "seed-512"
     assert (seed["supernodes"], seed["cards"], seed["servers"]) == (1, 512, 64)
-    # 64 servers of 7,800 W, 5 per 40 kW rack → 13 racks; 4 switches → 1 network rack
-    assert (seed["racks_per_supernode"], seed["network_racks"], seed["racks"]) == (13, 1, 14)
-    # per server 2 PCIe switches + 2 NICs; 2 leaves + 2 spines
-    assert seed["devices"] == 64 * 4 + 4 == 260
+    # 64 servers of 7,800 W, 5 per 40 kW rack → 13 racks; 4 switches → 1 network rack;
+    # 2 file-system appliances → 1 storage rack
+    assert (seed["racks_per_supernode"], seed["network_racks"], seed["storage_racks"],
+            seed["racks"]) == (13, 1, 1, 15)
+    # per server 2 PCIe switches + 2 NICs; 2 leaves + 2 spines; 2 appliances
+    assert seed["devices"] == 64 * 4 + 4 + 2 == 262
     torus, card_switch, switch_nic, nic_leaf, leaf_spine = 1536, 512, 128, 128, 2 * 64
     assert seed["links"] == torus + card_switch + switch_nic + nic_leaf + leaf_spine == 2432
     cluster = Cluster.objects.get(pk=seed["cluster_id"])
     assert cluster.preset == "seed-512"
     assert Card.objects.filter(supernode__cluster=cluster).count() == 512
     assert Server.objects.filter(rack__cluster=cluster).count() == 64
-    assert Rack.objects.filter(cluster=cluster).count() == 14
+    assert Rack.objects.filter(cluster=cluster).count() == 15
     assert Rack.objects.filter(cluster=cluster, supernode__isnull=False).count() == 13
-    assert NetworkDevice.objects.filter(cluster=cluster).count() == 260
+    assert NetworkDevice.objects.filter(cluster=cluster).count() == 262
     assert Link.objects.filter(cluster=cluster).count() == 2432
     kinds = Counter(Link.objects.filter(cluster=cluster).values_list("kind", flat=True))
     assert kinds == {"scale_up": 1536, "pcie": 640, "roce": 256}
@@ -141,7 +143,8 @@ def test_seed_512_access_and_network_tiers(seed):
         assert len(names) == 1
     assert links.filter(a_device__kind="leaf", b_device__kind="spine").count() == 128
     switches = NetworkDevice.objects.filter(cluster_id=cluster_id, server__isnull=True)
-    assert switches.filter(rack__supernode__isnull=True).count() == 4   # network racks only
+    assert switches.exclude(kind="storage").filter(
+        rack__supernode__isnull=True).count() == 4   # network racks only
     assert_link_ends_compatible(Cluster.objects.get(pk=cluster_id))
 
 
@@ -216,10 +219,12 @@ def test_million_plan_without_writing(db):
     assert f.leaf_spine_links == f.spine_core_links == f.endpoints   # no oversubscription
     assert f.cores * 128 == f.spine_core_links                # every core port used
     assert plan.network_racks == 10_240 // 16 == 640
-    assert plan.racks == 2_048 * 13 + 640
-    assert plan.devices == 131_072 * 4 + 10_240 == 534_528
+    # the seeds' file system (100–200 GB/s) is 2 appliances whatever the card count
+    assert (plan.pfs_appliances, plan.storage_racks) == (2, 1)
+    assert plan.racks == 2_048 * 13 + 640 + 1
+    assert plan.devices == 131_072 * 4 + 10_240 + 2 == 534_530
     assert plan.links == 2_048 * (1_536 + 512 + 128) + 3 * 262_144 == 5_242_880
-    assert plan.it_power_w == 131_072 * 7_800 + 10_240 * 2_200
+    assert plan.it_power_w == 131_072 * 7_800 + 10_240 * 2_200 + 2 * 2_400
     assert row_counts() == before
 
 
@@ -227,7 +232,8 @@ def test_demo_preset_is_eight_seed_supernodes(db):
     plan = plan_build("demo")
     assert (plan.supernodes, plan.cards, plan.preset.default_name) == (8, 4_096, "demo")
     r = build_cluster("seed-512", supernodes=8, name="demo-like")
-    assert r["cards"] == 4_096 and r["racks"] == 8 * 13 + r["network_racks"]
+    assert r["cards"] == 4_096
+    assert r["racks"] == 8 * 13 + r["network_racks"] + r["storage_racks"]
     assert Rack.objects.filter(cluster_id=r["cluster_id"]).over_budget().count() == 0
 
 

@@ -127,23 +127,56 @@ def test_scheduling_with_a_cluster_refuses_shape_options(admin_client_api, tiny_
     assert response.status_code == 400 and "params.servers" in response.json()
 
 
+def test_the_forms_described_defaults_are_accepted_on_a_cluster(tiny_cluster) -> None:
+    """The dashboard's form sends every described default: on a cluster they must not
+    include the uniform-node shape (refused there)."""
+    from twin.scenarios.kinds import get_kind
+
+    kind = get_kind("scheduling")
+    params = {f.name: f.default for f in kind.fields if f.default is not None}
+    inputs = kind.prepare(params, tiny_cluster["cluster"])
+    assert inputs["nodes"]["source"] == "cluster"
+    assert inputs["workload"] == {"source": "synthetic", "jobs": 2000}
+    assert inputs["options"]["policies"] == ["fgd", "best-fit", "topology-aware"]
+
+
 def test_from_live_starts_from_the_twins_jobs_and_failed_cards(admin_client_api,
                                                                tiny_cluster) -> None:
     from twin.hardware.models import Card
+    from twin.jobs.models import Allocation
     from twin.scenarios.kinds import get_kind
 
     Card.objects.filter(pk=tiny_cluster["cards"][7].pk).update(status="failed")
-    admin_client_api.post("/api/jobs/", {"cluster": tiny_cluster["cluster"].pk, "name": "live",
-                                         "tenant": "t", "cards": 4}, format="json")
+    live = admin_client_api.post("/api/jobs/", {
+        "cluster": tiny_cluster["cluster"].pk, "name": "live", "tenant": "t", "cards": 4,
+        "duration_s": 3600}, format="json").json()
+    slots = sorted(Allocation.objects.filter(job_id=live["id"]).values_list("card__slot",
+                                                                            flat=True))
     kind = get_kind("scheduling")
     inputs = kind.prepare({"policies": "best-fit", "from_live": True, "jobs": 30},
                           tiny_cluster["cluster"])
     assert inputs["nodes"]["failed_cards"] == 1
-    assert inputs["nodes"]["live_jobs"][0]["num_gpu"] == 4
+    pinned = inputs["nodes"]["live_jobs"]
+    # pinned to the very cards it holds live (node 0 = the one server), all of each card
+    assert sorted(c for _, c, _ in pinned[0]["placement"]) == slots
+    assert {(n, share) for n, _, share in pinned[0]["placement"]} == {(0, 1.0)}
+    assert 3590 < pinned[0]["remaining_s"] <= 3600
     assert inputs["allreduce"]["nvlink_gbps"] == tiny_cluster["h100"].scaleup_gbps * 4
     result = kind.run(inputs, lambda *_: None)
     assert result["nodes"]["gpus"] == 7 and result["workload"]["live_jobs"] == 1
-    assert result["policies"][0]["jobs"]["placed"] >= 1
+    policy = result["policies"][0]
+    assert policy["jobs"]["pinned"] == 1 and policy["jobs"]["placed"] >= 1
+    # the playback starts with the pinned cards in the one rack; arrivals only fill the rest
+    rack = tiny_cluster["cluster"].racks.filter(servers__isnull=False).first().pk
+    assert result["racks"] == {"ids": [rack], "cards": [7]}
+    timeline = policy["rack_timeline"]
+    assert timeline["axis"] == "arrivals" and timeline["allocated"][0] == [4.0]
+    assert 4.0 <= timeline["allocated"][-1][0] <= 7.0
+    assert policy["gpu_allocation_rate"] >= 4 / 7
+    # the table lists the workload's placed tasks (the pinned job is not one of them)
+    table = policy["job_table"]
+    assert table["total"] == policy["jobs"]["placed"] and table["rows"]
+    assert "pinned" in result["workload"]["note"]
 
 
 @pytest.mark.worker

@@ -41,8 +41,10 @@ def db_topology(cluster_id: int) -> tuple[Topology, dict[int, int]]:
     """
     cards = list(Card.objects.filter(supernode__cluster_id=cluster_id)
                  .order_by("supernode__index", "index").values_list("pk", flat=True))
-    devices = list(NetworkDevice.objects.filter(cluster_id=cluster_id).order_by("pk")
-                   .values_list("pk", "kind", "latency_ns"))
+    # File-system appliances carry no links yet (no storage fabric is modelled), so
+    # they are not part of the card-to-card graph either side of the comparison.
+    devices = list(NetworkDevice.objects.filter(cluster_id=cluster_id).exclude(kind="storage")
+                   .order_by("pk").values_list("pk", "kind", "latency_ns"))
     node = {("c", pk): i for i, pk in enumerate(cards)}
     node.update({("d", pk): len(cards) + i for i, (pk, _, _) in enumerate(devices)})
     links: dict[tuple[int, int], list[float]] = {}

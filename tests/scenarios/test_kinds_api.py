@@ -46,9 +46,10 @@ NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
     "src": 1, "dst": 2, "op": "allgather", "ranks": 16, "reduce_gbps": 100.0,
     "scale_up_efficiency": 0.9, "scale_out_efficiency": 0.95,
-    "cards": 16, "params_b": 7.0, "spares": 2, "model": "llama3-8b",
+    "cards": 16, "params_b": 7.0, "spares": 2, "pfs_gbps": 400.0, "model": "llama3-8b",
     "accelerator": "a100-sxm-80gb", "dp": 8, "global_batch": 16,
     "power_cap_w": 500.0, "limits": {"tp": [1, 2], "precision": ["bf16"]},
+    "jobs": 2000, "servers": 64, "gpus_per_server": 8,
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}
@@ -92,7 +93,8 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
                                                        REGISTRY[kind["name"]].fields]
         for field in kind["fields"]:
             assert set(field) == KEYS and field["type"] in FIELD_TYPES and field["label"]
-            assert (field["type"] == "choice") == (field["choices"] is not None)
+            assert (field["type"] in ("choice", "choice_list")) == \
+                (field["choices"] is not None)
 
 
 def test_the_collective_form_and_chart(reader_client, db):
@@ -270,9 +272,14 @@ def test_a_value_above_a_training_maximum_is_refused_on_that_field(db):
 def test_choices_are_exactly_what_prepare_knows(kind, field, db):
     """Outside the choices: refused on the field. Each choice: accepted, or refused
     only for a reason of this topology (hierarchical needs a cluster), never as unknown."""
-    assert set(refused(kind, {field.name: "no-such-choice"})) == {f"params.{field.name}"}
+    if field.type == "choice_list":  # per element, as a list or a comma-separated string
+        for value in (["no-such-choice"], "no-such-choice"):
+            assert set(refused(kind, {field.name: value})) == {f"params.{field.name}[0]"}
+        prepare(kind, {field.name: list(field.choices or ())})
+    else:
+        assert set(refused(kind, {field.name: "no-such-choice"})) == {f"params.{field.name}"}
     for choice in field.choices or ():
         try:
-            prepare(kind, {field.name: choice})
+            prepare(kind, {field.name: [choice] if field.type == "choice_list" else choice})
         except ScenarioInputError as exc:
             assert "unknown" not in str(exc) and "'hops' or" not in str(exc), (choice, exc)

@@ -103,3 +103,67 @@ def test_runs_end_to_end_in_the_worker(celery_worker, admin_client_api):
     assert chart is not None
     assert all(row[chart["y"]] > 0 for row in result[chart["series"]])
     assert len(result["timeline"]) == result["interruptions"]["total"]
+
+
+# -- the cluster's own storage tiers ---------------------------------------------------------
+def test_on_a_built_preset_the_tiers_are_the_clusters_storage(db):
+    """seed-512: 2 TB host memory and 2 × 15.36 TB PM1743 per server (26 GB/s read,
+    13.2 GB/s write), a file system of 2 DDN AI400X2 (130 GB/s write, 180 GB/s read,
+    1,000 TB): the checkpoint's times follow from those, not from the DGX defaults."""
+    from simulation.resilience import StorageTier, tier_time_s
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+
+    cluster = Cluster.objects.get(pk=build_cluster("seed-512")["cluster_id"])
+    kind = get_kind("resilience")
+    inputs = kind.prepare({"days": 1, "sweep_runs": 1, "model": "llama3-70b"}, cluster)
+    tiers = {t["name"]: t for t in inputs["resilience"]["checkpoint"]["tiers"]}
+    assert tiers["host_dram"]["capacity_gb"] == pytest.approx(2048 * 2**30 / 1e9)
+    assert (tiers["local_nvme"]["write_gbps"], tiers["local_nvme"]["read_gbps"],
+            tiers["local_nvme"]["capacity_gb"]) == (13.2, 26.0, pytest.approx(30_720.0))
+    assert (tiers["pfs"]["aggregate_gbps"], tiers["pfs"]["aggregate_read_gbps"],
+            tiers["pfs"]["capacity_gb"]) == (130.0, 180.0, 1_000_000.0)
+    assert all("seed-512" in where for where in inputs["storage"].values())
+
+    result = kind.run(inputs, lambda share, message: None)
+    times = result["checkpoint"]
+    per_server = times["per_server_bytes"]
+    pfs = StorageTier(**tiers["pfs"])
+    # 512 cards on 64 servers, each writing its deduplicated share to 130 GB/s shared
+    assert times["save_s"]["pfs"] == pytest.approx(tier_time_s(per_server, 64, pfs))
+    assert times["save_s"]["pfs"] == pytest.approx(max(per_server / 50e9,
+                                                       64 * per_server / 130e9))
+    assert times["save_s"]["local_nvme"] == pytest.approx(per_server / 13.2e9)
+    # restores read at the file system's 180 GB/s, not its write figure
+    spread = times["restore_s"]["pfs"] - tier_time_s(per_server, 64, pfs, read=True)
+    assert tier_time_s(per_server, 64, pfs, read=True) == pytest.approx(
+        max(per_server / 50e9, 64 * per_server / 180e9))
+    assert spread > 0
+    assert "storage tiers" in dict(kind.rows(result))
+
+    # an explicit pfs_gbps is a what-if over the cluster's file system
+    what_if = kind.prepare({"days": 1, "pfs_gbps": 20}, cluster)
+    pfs_tier = what_if["resilience"]["checkpoint"]["tiers"][-1]
+    assert (pfs_tier["aggregate_gbps"], pfs_tier["aggregate_read_gbps"]) == (20.0, 0.0)
+    assert what_if["storage"]["pfs"] == "params.pfs_gbps"
+
+
+def test_a_cluster_without_a_file_system_takes_the_default_and_says_so(tiny_cluster):
+    inputs = get_kind("resilience").prepare({"days": 1}, tiny_cluster["cluster"])
+    pfs = inputs["resilience"]["checkpoint"]["tiers"][-1]
+    assert pfs["name"] == "pfs" and pfs["aggregate_gbps"] == 200.0
+    assert "no file-system appliances" in inputs["storage"]["pfs"]
+    assert "tiny" in inputs["storage"]["local_nvme"]
+
+
+def test_servers_without_nvme_refuse_the_nvme_tier(admin_client_api, tiny_cluster):
+    from twin.hardware.models import Server
+
+    Server.objects.filter(pk=tiny_cluster["server"].pk).update(
+        nvme_tb=0, nvme_read_gb_per_s=0, nvme_write_gb_per_s=0)
+    body = {"kind": "resilience", "cluster": tiny_cluster["cluster"].pk, "params": {"days": 1}}
+    response = admin_client_api.post(SCENARIOS, body, format="json")
+    assert response.status_code == 400, response.content
+    assert "no local NVMe" in response.json()["params.storage_tiers"][0]
+    body["params"]["storage_tiers"] = "host_dram,pfs"
+    assert admin_client_api.post(SCENARIOS, body, format="json").status_code == 202

@@ -260,6 +260,26 @@ def test_bad_input_names_the_field(params, field):
     assert err.value.field == field and err.value.reason
 
 
+def test_a_shared_tier_reads_at_its_own_aggregate():
+    """A file system reads faster than it writes (two DDN AI400X2: 180 GB/s read, 130 GB/s
+    write): 64 servers × 10 GB take 64·10/130 s to save and 64·10/180 s to read back."""
+    from simulation.resilience import StorageTier, resilience_from_params, tier_time_s
+
+    pfs = StorageTier("pfs", 50.0, 50.0, aggregate_gbps=130.0, survives_host_loss=True,
+                      aggregate_read_gbps=180.0)
+    assert tier_time_s(10e9, 64, pfs) == pytest.approx(64 * 10 / 130)
+    assert tier_time_s(10e9, 64, pfs, read=True) == pytest.approx(64 * 10 / 180)
+    # 0 reads at the write aggregate, as before the field existed
+    same = StorageTier("pfs", 50.0, 50.0, aggregate_gbps=130.0, survives_host_loss=True)
+    assert tier_time_s(10e9, 64, same, read=True) == pytest.approx(64 * 10 / 130)
+    parsed = resilience_from_params({"cards": 512, "checkpoint": {"tiers": [
+        {"name": "pfs", "aggregate_gbps": 130, "aggregate_read_gbps": 180}]}})
+    assert parsed.checkpoint.tiers[0].aggregate_read_gbps == 180.0
+    with pytest.raises(Exception, match=r"checkpoint\.tiers\[0\]\.aggregate_read_gbps"):
+        resilience_from_params({"cards": 512, "checkpoint": {"tiers": [
+            {"name": "pfs", "aggregate_read_gbps": -1}]}})
+
+
 def test_the_ettr_curve_in_parts_equals_the_whole_study() -> None:
     """Each point of the curve redrawn in another process (same seed, same
     histories) equals the study's own; the study handed the curve equals it whole."""

@@ -401,7 +401,7 @@ class DashboardData:
 @pytest.fixture
 def dashboard_data(transactional_db, live_stack: LiveStack) -> DashboardData:
     """The demo cluster (``build_cluster --preset seed-512 --supernodes 8``: 4,096
-    cards in 106 racks), a viewer who may run scenarios, an agent token, committed
+    cards in 107 racks), a viewer who may run scenarios, an agent token, committed
     where the stack sees them."""
     from django.contrib.auth.models import Permission, User
     from rest_framework.authtoken.models import Token

@@ -398,6 +398,37 @@ def test_a_scenario_started_from_the_panel_completes_and_draws_its_chart(
     assert_no_problems(page)
 
 
+def test_a_resilience_run_draws_its_panel(dashboard: Page, dashboard_data: DashboardData):
+    """A small resilience run on the demo cluster (its own storage tiers): the ETTR curve
+    with Young/Daly marks, the failure timeline and the interruptions by cause."""
+    page = dashboard
+    expect(page.get_by_test_id("scenarios-panel")).to_be_visible()
+    page.get_by_test_id("scenario-kind").select_option("resilience")
+    fill_field(page, "days", "5")
+    page.get_by_test_id("scenario-submit").click()
+    expect(page.get_by_test_id("scenario-status")).to_have_text("succeeded", timeout=90_000)
+    run_item = page.locator("[data-testid=scenario-runs] li[data-testid=scenario-run]"
+                            "[data-status=succeeded]").first
+    run = api_from_page(page, f"/api/scenarios/{run_item.get_attribute('data-run-id')}/")
+    result = run["result"]
+    assert run["kind"] == "resilience" and "demo" in result["storage_source"]["pfs"]
+    ettr = page.get_by_test_id("resilience-ettr")
+    expect(ettr.locator("canvas").first).to_be_visible()
+    assert int(ettr.get_attribute("data-points") or 0) == len(result["ettr_curve"])
+    assert {"Young", "Daly"} <= set((ettr.get_attribute("data-marks") or "").split(","))
+    stats = canvas_stats(page, "[data-testid=resilience-ettr] canvas", "resilience-ettr.png")
+    assert_not_blank(stats, min_colours=16, min_foreground=0.01)
+    causes = page.locator("[data-testid=resilience-causes] tbody tr")
+    total = result["interruptions"]["total"]
+    expect(causes).to_have_count(len(result["interruptions"]["by_cause"]) + 1)
+    expect(causes.last).to_contain_text(str(total))
+    if total:
+        timeline = page.get_by_test_id("resilience-timeline")
+        expect(timeline.locator("canvas").first).to_be_visible()
+        assert int(timeline.get_attribute("data-events") or 0) == len(result["timeline"])
+    assert_no_problems(page)
+
+
 def test_after_a_server_restart_the_page_reconnects(simulated_agent: str, dashboard: Page,
                                                    server_back_up: RestartableServer):
     page = dashboard
@@ -450,4 +481,39 @@ def test_an_alert_opened_by_telemetry_appears_live_and_selects_its_card(
     expect(page.locator("[data-testid=panel-alerts] li")).not_to_have_count(0)
     expect(page.get_by_test_id("panel-value-xid_errors")).to_have_attribute("data-value", "79")
     wait_twin(page, "t.keys().includes(arg)", card["id"])  # flew to its supernode
+    assert_no_problems(page)
+
+
+def test_alerts_of_one_rack_are_one_line_with_a_count(
+        dashboard: Page, dashboard_data: DashboardData, telemetry_probe: TelemetryProbe):
+    """Issue 15: cards of one rack raising the same alert are one line "× n" that
+    expands to its alerts (each still flies to its card), not n lines."""
+    page, data = dashboard, dashboard_data
+    server = data.cards[80]["server"]
+    same = [c for c in data.cards if c["server"] == server][:6]
+    assert len(same) >= 4
+    expect(page.get_by_test_id("alerts-list")).to_be_attached()
+    telemetry_probe.send({c["id"]: {**READING, "xid_errors": 79} for c in same})
+    group = page.locator("[data-testid=alerts-list] > li[data-testid=alert-group][data-rule=xid]")
+    expect(group).to_have_count(1)
+    expect(group).to_have_attribute("data-count", str(len(same)))
+    expect(group.get_by_test_id("alert-group-count")).to_have_text(f"× {len(same)}")
+    single = page.locator("[data-testid=alerts-list] > li[data-testid=alert-item][data-rule=xid]")
+    expect(single).to_have_count(0)
+    # The server groups them the same way: the list the page loads agrees.
+    groups = api_from_page(page, f"/api/telemetry/alerts/groups/?cluster={data.cluster}"
+                                 f"&active=true&rule=xid")["results"]
+    assert [(g["scope"], g["count"]) for g in groups] == [("rack", len(same))]
+    assert group.get_attribute("data-rack") == str(groups[0]["rack"])
+
+    group.get_by_test_id("alert-group-toggle").click()
+    members = group.locator("[data-testid=alert-group-members] li[data-testid=alert-item]")
+    expect(members).to_have_count(len(same))
+    card = same[0]
+    group.locator(f"li[data-testid=alert-item][data-card='{card['id']}']").click()
+    expect(page.get_by_test_id("panel-kind")).to_have_text("card")
+    expect(page.get_by_test_id("panel-title")).to_contain_text(card["serial"])
+    # A reload (the page's ↻) shows the same one line.
+    page.get_by_role("button", name="Reload alerts").click()
+    expect(group).to_have_attribute("data-count", str(len(same)))
     assert_no_problems(page)

@@ -53,12 +53,14 @@ class DeviceKindChoices(ChoiceSet):
     LEAF = "leaf"
     SPINE = "spine"
     CORE = "core"
+    STORAGE = "storage"
     CHOICES = [
         (PCIE_SWITCH, "PCIe switch", "orange"),
         (SMART_NIC, "Smart NIC", "purple"),
         (LEAF, "Leaf switch", "teal"),
         (SPINE, "Spine switch", "blue"),
         (CORE, "Core switch", "indigo"),
+        (STORAGE, "File system appliance", "gray"),
     ]
 
 

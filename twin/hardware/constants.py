@@ -25,12 +25,17 @@ __all__ = [
     "MAX_HBM_TBPS",
     "MAX_LINK_GBPS",
     "MAX_LINK_LATENCY_NS",
+    "MAX_NVME_GB_PER_S",
+    "MAX_NVME_TB",
     "MAX_NICS_PER_SERVER",
     "MAX_PUE",
     "MAX_RACK_BUDGET_W",
     "MAX_SCALEUP_GBYTES",
     "MAX_SCALEUP_LINKS",
+    "MAX_SERVER_MEMORY_GIB",
     "MAX_SERVER_OVERHEAD_W",
+    "MAX_STORAGE_GB_PER_S",
+    "MAX_STORAGE_TB",
     "MAX_SUPERNODE_CARDS",
     "MAX_TFLOPS",
     "MAX_VFS_PER_SERVER",
@@ -81,6 +86,17 @@ MAX_HBM_TBPS = 100_000
 MAX_SCALEUP_LINKS = 1_024
 MAX_SCALEUP_GBYTES = 1_000_000
 """Aggregate scale-up bandwidth in GB/s (NVLink 5: 1,800)."""
+MAX_SERVER_MEMORY_GIB = 65_536
+"""Host memory of one server: 64 TiB (the largest shipping 8-socket servers hold 32 TB;
+a DGX H100 has 2 TB)."""
+MAX_NVME_TB = 10_000
+"""Local NVMe of one server, TB: 10 PB (24 × 122.88 TB drives is about 3 PB)."""
+MAX_NVME_GB_PER_S = 1_000
+"""Local NVMe bandwidth of one server, GB/s (32 PCIe Gen6 drives at 28 GB/s: ~900)."""
+MAX_STORAGE_TB = 1_000_000
+"""Capacity of one file-system appliance, TB: 1 EB (a 2U all-flash box holds ~1 PB)."""
+MAX_STORAGE_GB_PER_S = 10_000
+"""Bandwidth of one file-system appliance, GB/s (an AI400X2: ~90)."""
 
 _NETWORK = frozenset({L.INFINIBAND, L.ROCE})
 
@@ -95,6 +111,10 @@ COMPATIBLE_ENDPOINTS: dict[frozenset[str], frozenset[str]] = {
     frozenset({D.LEAF, D.SPINE}): _NETWORK,
     frozenset({D.SPINE, D.CORE}): _NETWORK,
     frozenset({D.LEAF, D.CORE}): _NETWORK,
+    # A parallel file system's appliances sit on the (storage) switches.
+    frozenset({D.STORAGE, D.LEAF}): _NETWORK,
+    frozenset({D.STORAGE, D.SPINE}): _NETWORK,
+    frozenset({D.STORAGE, D.CORE}): _NETWORK,
 }
 
 # The seeds' three-tier hybrid network: access = PCIe switches, aggregation =
@@ -105,6 +125,7 @@ DEVICE_TIER = {
     D.LEAF: "core",
     D.SPINE: "core",
     D.CORE: "core",
+    D.STORAGE: "storage",
 }
 
 

@@ -25,6 +25,8 @@ __all__ = [
     "DeviceSpec",
     "FabricPlan",
     "NetworkSpec",
+    "NvmeSpec",
+    "PfsSpec",
     "Preset",
     "SupernodeSpec",
     "design_fabric",
@@ -43,6 +45,66 @@ class DeviceSpec:
     power_w: int
     latency_ns: float
     source: str = ""
+
+
+@dataclass(frozen=True)
+class NvmeSpec:
+    """A server's local data drives: ``drives`` identical drives striped (RAID 0), so
+    capacity and sequential bandwidth add up (the DGX H100's data cache is such a
+    RAID 0; NVIDIA DGX H100 user guide)."""
+
+    model: str
+    drives: int
+    drive_tb: float
+    drive_read_gb_per_s: float
+    drive_write_gb_per_s: float
+    source: str = ""
+
+    @property
+    def tb(self) -> float:
+        return round(self.drives * self.drive_tb, 3)
+
+    @property
+    def read_gb_per_s(self) -> float:
+        return round(self.drives * self.drive_read_gb_per_s, 3)
+
+    @property
+    def write_gb_per_s(self) -> float:
+        return round(self.drives * self.drive_write_gb_per_s, 3)
+
+
+@dataclass(frozen=True)
+class PfsSpec:
+    """The cluster's parallel file system: ``appliances`` identical appliances, each a
+    rack-mounted device with its capacity, bandwidth and draw. Lustre-class systems
+    stripe files over their appliances, so the aggregate is the sum."""
+
+    model: str
+    appliances: int
+    capacity_tb: float
+    read_gb_per_s: float
+    write_gb_per_s: float
+    power_w: int
+    ports: int
+    port_gbps: int
+    max_per_rack: int
+    """Physical slots (rack units / appliance height, room left for switches)."""
+    latency_ns: float = 0.0
+    source: str = ""
+
+    @property
+    def device(self) -> DeviceSpec:
+        return DeviceSpec(kind=DeviceKindChoices.STORAGE, model=self.model, ports=self.ports,
+                          port_gbps=self.port_gbps, power_w=self.power_w,
+                          latency_ns=self.latency_ns, source=self.source)
+
+    @property
+    def aggregate(self) -> dict[str, float]:
+        """Capacity (TB) and read/write bandwidth (GB/s) of the whole file system."""
+        n = self.appliances
+        return {"capacity_tb": round(n * self.capacity_tb, 3),
+                "read_gb_per_s": round(n * self.read_gb_per_s, 3),
+                "write_gb_per_s": round(n * self.write_gb_per_s, 3)}
 
 
 @dataclass(frozen=True)
@@ -76,6 +138,10 @@ class SupernodeSpec:
     """Physical slots (rack units / server height)."""
     in_switch_reduction: bool = False
     """The scale-up switches reduce in flight (NVLink SHARP, NVSwitch gen 3+)."""
+    memory_gib: int = 2048
+    """Host memory per server."""
+    nvme: NvmeSpec | None = None
+    """Local data drives per server (None: none)."""
 
     @property
     def servers(self) -> int:
@@ -250,6 +316,8 @@ class ClusterPlan:
     network: RackPacking
     """Leaf/spine/core switches into separate network racks."""
     fabric: FabricPlan
+    storage: RackPacking | None = None
+    """File-system appliances into storage racks (None: the preset has no file system)."""
 
     @property
     def sn(self) -> SupernodeSpec:
@@ -272,8 +340,17 @@ class ClusterPlan:
         return self.network.racks
 
     @property
+    def pfs_appliances(self) -> int:
+        return self.storage.items if self.storage else 0
+
+    @property
+    def storage_racks(self) -> int:
+        return self.storage.racks if self.storage else 0
+
+    @property
     def racks(self) -> int:
-        return self.supernodes * self.racks_per_supernode + self.network_racks
+        return self.supernodes * self.racks_per_supernode + self.network_racks + \
+            self.storage_racks
 
     @property
     def server_devices(self) -> int:
@@ -281,7 +358,7 @@ class ClusterPlan:
 
     @property
     def devices(self) -> int:
-        return self.server_devices + self.fabric.switches
+        return self.server_devices + self.fabric.switches + self.pfs_appliances
 
     @property
     def links(self) -> int:
@@ -294,8 +371,11 @@ class ClusterPlan:
 
     @property
     def it_power_w(self) -> int:
-        """Σ nameplate draw: every server (cards + overhead + devices) and switch."""
-        return self.servers * self.server_w + self.fabric.switches * self.network.item_w
+        """Σ nameplate draw: every server (cards + overhead + devices), switch and
+        file-system appliance."""
+        storage_w = self.pfs_appliances * self.storage.item_w if self.storage else 0
+        return self.servers * self.server_w + self.fabric.switches * self.network.item_w + \
+            storage_w
 
     @property
     def facility_power_w(self) -> float:
@@ -304,7 +384,22 @@ class ClusterPlan:
 
     @property
     def max_rack_w(self) -> int:
-        return max(self.compute.fullest_rack_w, self.network.fullest_rack_w)
+        return max(self.compute.fullest_rack_w, self.network.fullest_rack_w,
+                   self.storage.fullest_rack_w if self.storage else 0)
+
+    def storage_summary(self) -> dict[str, object]:
+        """The storage tiers as built: per server (host memory, NVMe) and the file system."""
+        nvme = self.sn.nvme
+        pfs = self.preset.pfs
+        return {
+            "memory_gib_per_server": self.sn.memory_gib,
+            "nvme_tb_per_server": nvme.tb if nvme else 0.0,
+            "nvme_read_gb_per_s_per_server": nvme.read_gb_per_s if nvme else 0.0,
+            "nvme_write_gb_per_s_per_server": nvme.write_gb_per_s if nvme else 0.0,
+            "pfs_appliances": self.pfs_appliances,
+            "pfs_model": pfs.model if pfs else "",
+            **({f"pfs_{k}": v for k, v in pfs.aggregate.items()} if pfs else {}),
+        }
 
     @property
     def rows(self) -> int:
@@ -322,6 +417,7 @@ class ClusterPlan:
             "racks_per_supernode": self.racks_per_supernode,
             "servers_per_rack": self.compute.per_rack,
             "network_racks": self.network_racks,
+            "storage_racks": self.storage_racks,
             "devices": self.devices,
             "switches": self.fabric.switches,
             "links": self.links,
@@ -330,6 +426,7 @@ class ClusterPlan:
             "facility_power_w": round(self.facility_power_w),
             "max_rack_w": self.max_rack_w,
             "rack_budget_w": self.rack_budget_w,
+            "storage": self.storage_summary(),
         }
 
 
@@ -347,6 +444,8 @@ class Preset:
     cooling: str = CoolingChoices.LIQUID
     pue: float = DEFAULT_PUE[CoolingChoices.LIQUID]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    pfs: PfsSpec | None = None
+    """The parallel file system, in storage racks of its own."""
 
     def plan(self, supernodes: int | None = None, rack_budget_w: int | None = None,
              card_tdp_w: int | None = None) -> ClusterPlan:
@@ -365,7 +464,10 @@ class Preset:
                        self.network.core.power_w)
         network = pack(fabric.switches, switch_w, budget,
                        max_per_rack=self.network.max_switches_per_rack, what="switch")
-        return ClusterPlan(self, n, tdp, budget, compute, network, fabric)
+        storage = pack(self.pfs.appliances, self.pfs.power_w, budget,
+                       max_per_rack=self.pfs.max_per_rack,
+                       what="file-system appliance") if self.pfs else None
+        return ClusterPlan(self, n, tdp, budget, compute, network, fabric, storage)
 
 
 # --------------------------------------------------------------------------
@@ -389,6 +491,22 @@ class Preset:
 # * Server overhead of an 8×H100 HGX server besides GPUs and modelled NICs:
 #   2 CPUs (~350 W each), 2 TB DDR5, fans/pumps, NVMe: ~1.8 kW.
 # * PCIe Gen5 x16: 32 GT/s × 16 lanes × 128/130 ≈ 504 Gb/s per direction.
+#
+# Storage (docs/simulation.md, "Storage tiers of the presets", has the table):
+# * DGX H100: 2 TB DDR5 system memory; 8 × 3.84 TB U.2 NVMe data drives
+#   ("storage/cache"), 30.72 TB (NVIDIA DGX BasePOD reference architecture,
+#   core components; DGX H100 user guide). The drives are Samsung PM1733-class
+#   PCIe Gen4 U.2: 6.4 GB/s sequential read, 3.8 GB/s write each (Samsung's
+#   PM1733 figures, as reported at its launch).
+# * The seeds' server: "NVMe arrays of 15.36 TB drives", 32 TB near compute:
+#   2 × 15.36 TB PCIe Gen5 drives (Samsung PM1743: 13 GB/s read, 6.6 GB/s
+#   write each), and the DGX H100's 2 TB of host memory.
+# * Parallel file system: DDN AI400X2 appliances (2U all-NVMe EXAScaler/Lustre,
+#   the DGX SuperPOD's reference storage): ~90 GB/s read, ~65 GB/s write,
+#   ~2.4 kW and 8 × 200 Gb/s ports each (DDN's published appliance figures,
+#   not found in our search corpus, so to be checked against DDN's datasheet);
+#   ~500 TB usable each (an estimate: 24 × 30.72 TB drives less RAID and
+#   spares). Two make 180 GB/s read / 130 GB/s write: the seeds' 100–200 GB/s.
 # --------------------------------------------------------------------------
 
 PCIE5_X16_GBPS = 504.0
@@ -403,6 +521,25 @@ CX7_NIC_400G = DeviceSpec(
     power_w=25, latency_ns=300.0,
     source="https://www.nvidia.com/en-us/networking/ethernet/connectx-7/",
 )
+SEED_NVME = NvmeSpec(
+    model="Samsung PM1743 15.36 TB (PCIe Gen5 U.2)", drives=2, drive_tb=15.36,
+    drive_read_gb_per_s=13.0, drive_write_gb_per_s=6.6,
+    source="https://semiconductor.samsung.com/ssd/datacenter-ssd/pm1743/",
+)
+DGX_H100_NVME = NvmeSpec(
+    model="3.84 TB U.2 NVMe (Samsung PM1733 class, PCIe Gen4)", drives=8, drive_tb=3.84,
+    drive_read_gb_per_s=6.4, drive_write_gb_per_s=3.8,
+    source="https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-"
+           "foundation-enterprise-ai/latest/core-components.html",
+)
+AI400X2_PFS = PfsSpec(
+    model="DDN AI400X2 (EXAScaler/Lustre)", appliances=2, capacity_tb=500.0,
+    read_gb_per_s=90.0, write_gb_per_s=65.0, power_w=2_400, ports=8, port_gbps=200,
+    # 2U each; 16 per 42U rack leaves room for the storage leaf switches.
+    max_per_rack=16,
+    source="https://www.ddn.com/resources/reference-architectures/nvidia-dgx-pod-h100",
+)
+
 PCIE_GEN5_SWITCH_48P = DeviceSpec(
     kind=DeviceKindChoices.PCIE_SWITCH, model="PCIe Gen5 48-port switch", ports=48,
     port_gbps=int(PCIE5_X16_GBPS), power_w=50, latency_ns=105.0,
@@ -456,6 +593,7 @@ SEED_SUPERNODE = SupernodeSpec(
     # A liquid-cooled 8-GPU server is 4–6U: 8 fit a 48U rack physically;
     # power (5 per 40 kW) is the binding limit.
     max_servers_per_rack=8,
+    memory_gib=2048, nvme=SEED_NVME,
 )
 
 DGX_H100_SU = SupernodeSpec(
@@ -479,6 +617,7 @@ DGX_H100_SU = SupernodeSpec(
     max_servers_per_rack=4,
     # Third-generation NVSwitch reduces in flight (NVLink SHARP): NCCL's NVLS.
     in_switch_reduction=True,
+    memory_gib=2048, nvme=DGX_H100_NVME,
 )
 
 SEED_512 = Preset(
@@ -487,7 +626,10 @@ SEED_512 = Preset(
                 "2 PCIe Gen5 switches and 2 × 400G smart NICs per server, 400G RoCE "
                 "leaf/spine, 40 kW liquid-cooled racks at PUE 1.05.",
     supernode=SEED_SUPERNODE, network=ROCE_400G, default_supernodes=1, default_name="seed-512",
-    notes=("512 × 700 W ≈ 358 kW of cards alone: a supernode spans several 40 kW racks.",),
+    notes=("512 × 700 W ≈ 358 kW of cards alone: a supernode spans several 40 kW racks.",
+           "Storage: 2 TB host memory and 2 × 15.36 TB NVMe per server; a parallel file "
+           "system of 2 DDN AI400X2 (180 GB/s read, 130 GB/s write), the seeds' 100–200 GB/s.",),
+    pfs=AI400X2_PFS,
 )
 
 DGX_H100_SUPERPOD = Preset(
@@ -499,7 +641,10 @@ DGX_H100_SUPERPOD = Preset(
     default_name="dgx-h100-superpod",
     cooling=CoolingChoices.AIR, pue=DEFAULT_PUE[CoolingChoices.AIR],
     notes=("NVIDIA racks 4 DGX H100 (40.8 kW max); a 40 kW budget holds 3, so an SU needs "
-           "11 racks, not 8.",),
+           "11 racks, not 8.",
+           "Storage: 2 TB DDR5 and 8 × 3.84 TB U.2 NVMe per DGX; 2 DDN AI400X2 appliances "
+           "for the SU's file system.",),
+    pfs=AI400X2_PFS,
 )
 
 MILLION = replace(

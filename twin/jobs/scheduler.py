@@ -15,11 +15,15 @@ for one card never both get it, and the loser is placed elsewhere or queued.
 
 ``cancel`` releases a job's allocations and then tries the cluster's queued jobs
 (highest priority first, then oldest), so freed cards are used at once.
+``finish_due`` (Celery beat, ``CELERY_BEAT_SCHEDULE["jobs-finish"]``) does the same
+for running jobs whose expected duration has passed: they complete, their cards
+are released and the queue is tried. A job without a duration runs until cancelled.
 """
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -33,8 +37,8 @@ from twin.jobs.constants import FULL_CARD
 from twin.jobs.models import Allocation, Job
 from twin.jobs.quality import CardPlace, placement_quality
 
-__all__ = ["ATTEMPTS", "DEFAULT_POLICY", "cancel", "choose", "place_job", "retry_queued",
-           "submit"]
+__all__ = ["ATTEMPTS", "DEFAULT_POLICY", "cancel", "choose", "finish_due", "place_job",
+           "retry_queued", "submit"]
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +215,41 @@ def cancel(job: Job) -> bool:
             retry_queued(row.cluster_id)
     job.refresh_from_db()
     return True
+
+
+def finish_due(now: Any = None) -> list[int]:
+    """Complete the running jobs past their expected duration (``started + duration_s``
+    ≤ ``now``), release their cards, then place the queued jobs that now fit on each
+    cluster that freed cards. Returns the completed jobs' ids.
+
+    Each job is completed under its row lock and only if still running, so a cancel
+    or a second beat tick racing with this one never completes a job twice.
+    """
+    now = now or timezone.now()
+    running = (Job.objects.filter(state=JobStateChoices.RUNNING, duration_s__isnull=False,
+                                  started__lte=now).order_by("id")
+               .values_list("id", "started", "duration_s"))
+    due = [pk for pk, started, seconds in running
+           if started + timedelta(seconds=seconds) <= now]
+    done: list[int] = []
+    clusters: set[int] = set()
+    for job_id in due:
+        with transaction.atomic():
+            row = Job.objects.select_for_update().filter(
+                pk=job_id, state=JobStateChoices.RUNNING).first()
+            if row is None:
+                continue
+            held = Allocation.objects.filter(job=row).delete()[0]
+            row.state = JobStateChoices.COMPLETED
+            row.finished = now
+            row.message = (f"completed after its expected {row.duration_s} s; "
+                           f"{held} card allocation(s) released")
+            row.save()
+            done.append(row.pk)
+            clusters.add(row.cluster_id)
+    for cluster_id in sorted(clusters):
+        retry_queued(cluster_id)
+    return done
 
 
 def retry_queued(cluster_id: int, limit: int = 50) -> list[int]:

@@ -79,7 +79,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from twin.core.consumers import CloseWhenUnavailable
-from twin.live import frames
+from twin.live import clients, frames
 from twin.live.protocol import (
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
@@ -147,6 +147,9 @@ class ClusterConsumer(CloseWhenUnavailable, AsyncWebsocketConsumer):
         try:
             await super().__call__(scope, receive, send)
         finally:
+            if getattr(self, "counted", False):  # ended without a disconnect message
+                self.counted = False
+                await clients.disconnected()
             await self._stop_pump()
             self._forget_subscriptions()
             if getattr(self, "group", None):  # ended without a disconnect message
@@ -177,10 +180,15 @@ class ClusterConsumer(CloseWhenUnavailable, AsyncWebsocketConsumer):
             return
         self.group = state.group_name(self.cluster_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.counted = True
+        await clients.connected()
         self.pump = asyncio.create_task(self._run_pump(), name=f"live-pump-{self.channel_name}")
         await self._send(frames.hello_message(self.cluster_id, MAX_FRAME_HZ))
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            self.counted = False
+            await clients.disconnected()
         await self._stop_pump()
         self._forget_subscriptions()
         if getattr(self, "group", None):

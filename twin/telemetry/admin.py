@@ -25,7 +25,14 @@ from twin.telemetry.filtersets import (
     ScrapeTargetFilterSet,
     TelemetryAgentFilterSet,
 )
-from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
+from twin.telemetry.models import (
+    Alert,
+    AlertDelivery,
+    CardHealth,
+    ScrapeTarget,
+    TelemetryAgent,
+    TelemetryMinute,
+)
 
 __all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgentAdmin",
            "TelemetryMinuteAdmin"]
@@ -78,6 +85,18 @@ class ScrapeTargetAdmin(TwinModelAdmin):
         return badge(ScrapeStatusChoices, obj.last_status)
 
 
+class AlertDeliveryInline(admin.TabularInline):
+    """What each receiver (Alertmanager, webhook) was told, read-only."""
+
+    model = AlertDelivery
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("receiver", "state", "sent_at", "attempts", "last_error")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Alert)
 class AlertAdmin(TwinModelAdmin):
     list_display = ("started", "severity_badge", "rule", "subject", "message", "ended",
@@ -90,6 +109,7 @@ class AlertAdmin(TwinModelAdmin):
     list_select_related = ("acknowledged_by",)
     date_hierarchy = "started"
     actions = ["acknowledge"]
+    inlines = [AlertDeliveryInline]
 
     @admin.display(description="Severity", ordering="severity")
     def severity_badge(self, obj: Alert) -> str:

@@ -3,6 +3,7 @@ from twin.core.choices import ChoiceSet
 
 __all__ = [
     "AlertRuleChoices",
+    "AlertStateChoices",
     "HealthChoices",
     "ScrapeStatusChoices",
     "SeverityChoices",
@@ -83,3 +84,11 @@ class ScrapeStatusChoices(ChoiceSet):
     ERROR = "error"
     CHOICES = [(NEVER, "Never scraped", "gray"), (OK, "OK", "green"),
                (PARTIAL, "Partial (lines rejected)", "orange"), (ERROR, "Error", "red")]
+
+
+class AlertStateChoices(ChoiceSet):
+    """An alert as a receiver sees it (Alertmanager's words)."""
+
+    FIRING = "firing"
+    RESOLVED = "resolved"
+    CHOICES = [(FIRING, "Firing", "red"), (RESOLVED, "Resolved", "green")]

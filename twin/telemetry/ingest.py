@@ -169,8 +169,11 @@ def parse_timestamp(value: Any, *, field: str = "ts") -> float:
     raise BadBatch(f"{field} must be Unix seconds or an ISO 8601 time", field=field)
 
 
-def timestamp_problem(ts: float, now: float) -> str | None:
-    max_age, max_lead = time_window()
+def timestamp_problem(ts: float, now: float,
+                      window: tuple[float, float] | None = None) -> str | None:
+    """Why ``ts`` is outside the accepted window around ``now`` (None: inside).
+    ``window`` is :func:`time_window` when a loop has read it once already."""
+    max_age, max_lead = window or time_window()
     if ts > now + max_lead:
         return f"timestamp {ts - now:.0f} s in the future (limit {max_lead:.0f} s)"
     if ts < now - max_age:

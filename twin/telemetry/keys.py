@@ -28,7 +28,8 @@ What the tick keeps between runs:
 
 * ``tw:c<c>:tickgate`` (at most ``MAX_TICK_HZ`` ticks a second),
   ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
-  the last tick) and ``tw:c<c>:trailing`` (a trailing tick is queued);
+  the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last) and
+  ``tw:c<c>:trailing`` (a trailing tick is queued);
 * ``tw:c<c>:<v>:alerts`` (the rules' damping state), ``:ewma`` / ``:ewma_ts``
   (utilisation average for the sudden-drop rule), ``:health_db`` (the health
   the ``CardHealth`` table reflects);
@@ -39,6 +40,9 @@ What the tick keeps between runs:
 Ingestion: ``tw:ingest`` (the stream), ``tw:ingest:bytes`` (bytes queued),
 ``tw:ingest:errors`` (entries that could not be applied), ``tw:drain:<slot>``
 (a drain slot held) and ``tw:agent:<id>:seq`` (an agent's last sequence number).
+
+Alerts out: ``tw:notify:lock:<receiver>`` (one run sends to a receiver at a
+time) and ``tw:notify:queued`` (a delivery run was just queued).
 """
 from __future__ import annotations
 
@@ -59,6 +63,8 @@ __all__ = [
     "history",
     "history_buckets",
     "ingest_errors",
+    "notify_lock",
+    "notify_queued",
     "last_tick",
     "layout",
     "layout_gen",
@@ -73,6 +79,7 @@ __all__ = [
     "stream_bytes",
     "tick_gate",
     "tick_lock",
+    "tick_stats",
     "trailing",
 ]
 
@@ -112,6 +119,12 @@ def tick_lock(cluster_id: int) -> str:
 
 def last_tick(cluster_id: int) -> str:
     return f"{base(cluster_id)}:lasttick"
+
+
+def tick_stats(cluster_id: int) -> str:
+    """Hash of the cluster's tick durations (``count``, ``sum`` seconds, ``last``),
+    written by every worker's tick and read by the twin's own ``/metrics``."""
+    return f"{base(cluster_id)}:tickstats"
 
 
 def trailing(cluster_id: int) -> str:
@@ -197,6 +210,16 @@ def ingest_errors() -> str:
 
 def drain_kick(slot: int) -> str:
     return f"{conf().prefix}:drain:{slot}"
+
+
+def notify_lock(receiver: str) -> str:
+    """Held while one run sends alerts to ``receiver`` (``twin.telemetry.notify``)."""
+    return f"{conf().prefix}:notify:lock:{receiver}"
+
+
+def notify_queued() -> str:
+    """Set for a second when a delivery run is queued (a burst queues one)."""
+    return f"{conf().prefix}:notify:queued"
 
 
 def agent_seq(agent_id: int) -> str:

@@ -21,6 +21,7 @@ from django.db.models import Q
 from twin.core.models import TimestampedModel
 from twin.telemetry.choices import (
     AlertRuleChoices,
+    AlertStateChoices,
     HealthChoices,
     ScrapeStatusChoices,
     SeverityChoices,
@@ -31,6 +32,7 @@ from twin.telemetry.metrics import METRIC_KEYS
 __all__ = [
     "TOKEN_PREFIX",
     "Alert",
+    "AlertDelivery",
     "CardHealth",
     "ScrapeTarget",
     "TelemetryAgent",
@@ -231,6 +233,34 @@ class Alert(models.Model):
             "acknowledged_by": (self.acknowledged_by.get_username()
                                 if self.acknowledged_by_id else None),
         }
+
+
+class AlertDelivery(models.Model):
+    """What one receiver (an Alertmanager or a webhook) was told about one alert.
+
+    One row per alert, receiver and state (firing, resolved): ``sent_at`` is set
+    once the receiver answered 2xx, and a state with ``sent_at`` is not sent to
+    that receiver again (Alertmanager excepted: it forgets a firing alert that
+    is not re-sent, so firing alerts are refreshed every ``TWIN_ALERTS_RESEND_S``;
+    see ``twin.telemetry.notify``). Failed attempts count up with their error.
+    """
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    receiver = models.CharField(max_length=40, help_text="e.g. alertmanager:3f2a…, webhook:…")
+    state = models.CharField(max_length=10, choices=AlertStateChoices.choices())
+    sent_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["alert", "receiver", "state"]
+        constraints = [
+            models.UniqueConstraint(fields=["alert", "receiver", "state"],
+                                    name="alert_delivery_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.alert_id} {self.state} → {self.receiver}"
 
 
 class CardHealth(models.Model):

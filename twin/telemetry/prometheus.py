@@ -19,8 +19,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from twin.telemetry import state
 from twin.telemetry.ingest import (
     MAX_LISTED,
     Batch,
+    time_window,
     timestamp_problem,
 )
 from twin.telemetry.metrics import DCGM_FIELDS, is_dcgm_blank, validate_value
@@ -40,8 +40,9 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 MAX_BROKEN_LISTED = 200
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
+    """One sample line (a tuple: the remote-write path makes one per sample)."""
+
     name: str
     labels: dict[str, str]
     value: float
@@ -189,14 +190,19 @@ def _card_of(labels: dict[str, str], lay: state.Layout) -> tuple[int, str]:
 
 
 def batch_from_exposition(samples: list[Sample], lay: state.Layout,
-                          now: float | None = None) -> Batch:
-    """Map DCGM samples to cards and metrics; reject what is not a reading."""
+                          now: float | None = None, *, where: str = "line") -> Batch:
+    """Map DCGM samples to cards and metrics; reject what is not a reading.
+
+    A rejected sample is reported with its ``Sample.line`` under the key ``where``
+    (``line`` of an exposition; ``series``, the index of a remote-write series).
+    """
     now = time.time() if now is None else now
     batch = Batch(cluster_id=lay.cluster_id, version=lay.version, ts=now,
                   metric_idx=np.zeros(0, np.uint8), values=np.zeros((0, 0), np.float32))
     cells: dict[int, dict[int, float]] = {}
     card_ts: dict[int, float] = {}
     dropped = {"not_supported": 0, "unmapped_metric": 0, "mig_instance": 0}
+    window = time_window()
 
     def reject(item: dict[str, Any]) -> None:
         batch.reject(item)
@@ -215,28 +221,28 @@ def batch_from_exposition(samples: list[Sample], lay: state.Layout,
             continue
         ordinal, ref = _card_of(s.labels, lay)
         if ordinal == -2:
-            reject({"line": s.line, "metric": s.name,
+            reject({where: s.line, "metric": s.name,
                     "reason": "no UUID label and no Hostname/hostname + gpu labels"})
             continue
         if ordinal < 0:
-            reject({"line": s.line, "card": ref, "metric": s.name,
+            reject({where: s.line, "card": ref, "metric": s.name,
                     "reason": "unknown card: not in this cluster"})
             continue
         if math.isnan(s.value):
-            reject({"line": s.line, "card": ref, "metric": s.name, "value": "NaN",
+            reject({where: s.line, "card": ref, "metric": s.name, "value": "NaN",
                     "reason": "NaN is not a reading"})
             continue
         value = s.value * scale
         problem = validate_value(j, value)
         if problem:
-            reject({"line": s.line, "card": ref, "metric": s.name,
+            reject({where: s.line, "card": ref, "metric": s.name,
                     "value": s.value if math.isfinite(s.value) else str(s.value),
                     "reason": problem})
             continue
         ts = s.timestamp_ms / 1000.0 if s.timestamp_ms is not None else now
-        problem = timestamp_problem(ts, now)
+        problem = timestamp_problem(ts, now, window)
         if problem:
-            reject({"line": s.line, "card": ref, "metric": s.name, "reason": problem})
+            reject({where: s.line, "card": ref, "metric": s.name, "reason": problem})
             continue
         cells.setdefault(ordinal, {})[j] = value
         card_ts[ordinal] = max(card_ts.get(ordinal, ts), ts)

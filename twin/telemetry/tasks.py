@@ -1,11 +1,13 @@
-"""Celery tasks of telemetry: thin shims around ``processing``, ``scrape`` and ``retention``.
+"""Celery tasks of telemetry: thin shims around ``processing``, ``scrape``, ``notify``
+and ``retention``.
 
 The beat schedule (``CELERY_BEAT_SCHEDULE`` in settings) runs ``tick_all``
 every second (stale cards are noticed even when nothing arrives, and a stream
-whose kick was lost is drained), ``scrape_due`` every 5 s and ``cleanup``
-hourly. The work is done by the functions these call; what they queue next
-reaches them as ``FOLLOW_UPS`` (processing) or a callable (scrape), so nothing
-imports this module but Celery, the ingest views and callers of the tasks.
+whose kick was lost is drained), ``scrape_due`` every 5 s, ``notify_alerts``
+every ``TWIN_ALERTS_BEAT_S`` and ``cleanup`` hourly. The work is done by the
+functions these call; what they queue next reaches them as ``FOLLOW_UPS``
+(processing) or a callable (scrape), so nothing imports this module but Celery,
+the ingest views and callers of the tasks.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any
 from celery import current_task, shared_task
 from django.conf import settings
 
+from twin.core.unavailable import OUTAGE_ERRORS
+from twin.telemetry.notify import DeliveryFailed
 from twin.telemetry.processing.follow_ups import FollowUps
 
 __all__ = [
@@ -21,6 +25,7 @@ __all__ = [
     "cleanup",
     "dispatch",
     "drain",
+    "notify_alerts",
     "persist_minute",
     "scrape_due",
     "scrape_target",
@@ -51,6 +56,7 @@ FOLLOW_UPS = FollowUps(
     tick=lambda cluster_id, countdown: dispatch(tick_cluster, cluster_id, countdown=countdown),
     persist_minute=lambda cluster_id, version, minute: dispatch(
         persist_minute, cluster_id, version, minute),
+    notify=lambda: _request_notify(),
 )
 """The processing follow-ups as Celery tasks (see ``processing.follow_ups``)."""
 
@@ -104,6 +110,25 @@ def scrape_target(target_id: int) -> dict[str, Any]:
     from twin.telemetry import scrape
 
     return scrape.scrape(target_id, lambda slot: dispatch(drain, slot))
+
+
+def _request_notify() -> bool:
+    from twin.telemetry import notify
+
+    return notify.request_delivery(lambda: dispatch(notify_alerts))
+
+
+@shared_task(name="twin.telemetry.notify_alerts", ignore_result=True, acks_late=False,
+             autoretry_for=(DeliveryFailed, *OUTAGE_ERRORS), retry_backoff=2,
+             retry_backoff_max=120, retry_jitter=False, max_retries=8)
+def notify_alerts() -> dict[str, int]:
+    """Push firing and resolved alerts to the configured Alertmanagers and webhooks
+    (``notify.deliver``); a receiver that fails is retried with exponential
+    backoff (2, 4, 8 … s, at most 2 min), and beat runs this every
+    ``TWIN_ALERTS_BEAT_S`` for whatever is still undelivered."""
+    from twin.telemetry import notify
+
+    return notify.deliver()
 
 
 @shared_task(name="twin.telemetry.cleanup")

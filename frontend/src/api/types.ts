@@ -36,6 +36,8 @@ export type Route = Schemas["Route"];
 export type Metric = Schemas["Metric"];
 export type Alert = Schemas["Alert"];
 export type PaginatedAlertList = Schemas["PaginatedAlertList"];
+export type AlertGroup = Schemas["AlertGroup"];
+export type PaginatedAlertGroupList = Schemas["PaginatedAlertGroupList"];
 
 // Jobs on the twin (twin/jobs)
 export type Job = Schemas["Job"];

@@ -65,3 +65,183 @@ export function severityCounts(list: ReadonlyArray<AlertPayload>): Record<string
   for (const a of list) out[a.severity] = (out[a.severity] ?? 0) + 1;
   return out;
 }
+
+/**
+ * Alerts grouped by rule, severity and place (a rack, or a supernode): a rack of
+ * 40 cards dropping utilisation is one group of 40. The server's groups
+ * (GET /api/telemetry/alerts/groups/, twin/telemetry/grouping.py) give the counts of
+ * every open alert; the alerts held locally (the newest `cap`) are each group's
+ * members, shown when it is expanded; ws events keep both current.
+ */
+export type GroupBy = "rack" | "supernode";
+
+export interface ServerAlertGroup {
+  rule: string;
+  severity: string;
+  scope: string;
+  rack: number | null;
+  rack_name: string | null;
+  supernode: number | null;
+  supernode_name: string | null;
+  count: number;
+  newest: string;
+  message: string;
+}
+
+export interface AlertGroup {
+  key: string;
+  rule: string;
+  severity: string;
+  scope: "rack" | "supernode" | "cluster";
+  /** The rack or supernode id (null: cluster-wide). */
+  place: number | null;
+  placeName: string | null;
+  /** Open alerts in the group (may exceed `members`). */
+  count: number;
+  /** Start of its newest alert (ISO 8601). */
+  newest: string | null;
+  message: string;
+  /** The group's alerts held locally, newest first. */
+  members: AlertPayload[];
+}
+
+function placeOf(a: Pick<AlertPayload, "rack" | "supernode">, by: GroupBy): number | null {
+  const place = by === "rack" ? a.rack : a.supernode;
+  return typeof place === "number" ? place : null;
+}
+
+export function groupKey(
+  a: Pick<AlertPayload, "rule" | "severity" | "rack" | "supernode">,
+  by: GroupBy = "rack",
+): string {
+  return `${a.rule}|${a.severity}|${placeOf(a, by) ?? ""}`;
+}
+
+function newer(a: string | null, b: string | null): string | null {
+  if (!a) return b;
+  if (!b) return a;
+  return Date.parse(a) >= Date.parse(b) ? a : b;
+}
+
+function groupOf(a: AlertPayload, by: GroupBy): AlertGroup {
+  const place = placeOf(a, by);
+  return {
+    key: groupKey(a, by),
+    rule: a.rule,
+    severity: a.severity,
+    scope: place === null ? "cluster" : by,
+    place,
+    placeName: null,
+    count: 0,
+    newest: null,
+    message: "",
+    members: [],
+  };
+}
+
+function addMember(g: AlertGroup, a: AlertPayload): boolean {
+  const i = g.members.findIndex((m) => m.id === a.id);
+  if (i >= 0) {
+    g.members[i] = { ...g.members[i], ...a };
+    return false;
+  }
+  g.members.push(a);
+  g.members.sort(compareAlerts);
+  g.newest = newer(g.newest, a.started);
+  if (g.newest === a.started || !g.message) g.message = a.message ?? g.message;
+  return true;
+}
+
+/** Most severe first, then the largest, then the newest. */
+export function compareGroups(a: AlertGroup, b: AlertGroup): number {
+  const rank = (s: string) => SEVERITY_RANK[s] ?? 9;
+  return (
+    rank(a.severity) - rank(b.severity) ||
+    b.count - a.count ||
+    (b.newest ? Date.parse(b.newest) : 0) - (a.newest ? Date.parse(a.newest) : 0) ||
+    a.key.localeCompare(b.key)
+  );
+}
+
+/** The groups of a fresh load: the server's counts, the local alerts as members. */
+export function buildGroups(
+  server: ReadonlyArray<ServerAlertGroup>,
+  alerts: ReadonlyArray<AlertPayload>,
+  by: GroupBy = "rack",
+): AlertGroup[] {
+  const groups = new Map<string, AlertGroup>();
+  for (const s of server) {
+    const place = by === "rack" ? s.rack : s.supernode;
+    const key = `${s.rule}|${s.severity}|${place ?? ""}`;
+    groups.set(key, {
+      key,
+      rule: s.rule,
+      severity: s.severity,
+      scope: place === null ? "cluster" : by,
+      place,
+      placeName: (by === "rack" ? s.rack_name : s.supernode_name) ?? null,
+      count: s.count,
+      newest: s.newest,
+      message: s.message,
+      members: [],
+    });
+  }
+  for (const a of alerts) {
+    if (a.ended) continue;
+    const key = groupKey(a, by);
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = groupOf(a, by)));
+    addMember(g, a);
+    g.count = Math.max(g.count, g.members.length);
+  }
+  return [...groups.values()].sort(compareGroups);
+}
+
+/**
+ * Apply ws events in order: "opened" adds a member and counts it, "acknowledged"
+ * updates a member, "closed" (or an ended alert) removes it and uncounts it; a
+ * group whose count reaches 0 goes. Returns new groups; `groups` is not modified.
+ * `memberCap` bounds the members held per group (the count still counts all).
+ */
+export function applyGroupEvents(
+  groups: ReadonlyArray<AlertGroup>,
+  events: ReadonlyArray<AlertEvent>,
+  by: GroupBy = "rack",
+  memberCap = DEFAULT_ALERT_CAP,
+): AlertGroup[] {
+  const map = new Map(groups.map((g) => [g.key, { ...g, members: [...g.members] }]));
+  for (const { event, alert } of events) {
+    if (!alert || typeof alert.id !== "number") continue;
+    const key = groupKey(alert, by);
+    let g = map.get(key);
+    if (event === "closed" || alert.ended) {
+      if (!g) continue;
+      g.members = g.members.filter((m) => m.id !== alert.id);
+      g.count -= 1;
+      if (g.count <= 0) map.delete(key);
+    } else if (event === "opened" || event === "acknowledged") {
+      if (!g) {
+        if (event === "acknowledged") continue; // an alert of a group not held: nothing to update
+        map.set(key, (g = groupOf(alert, by)));
+      }
+      const added = addMember(g, alert);
+      if (added && event === "opened") g.count += 1;
+      else if (added) g.count = Math.max(g.count, g.members.length);
+      if (g.members.length > memberCap) g.members.length = memberCap;
+    }
+  }
+  return [...map.values()].sort(compareGroups);
+}
+
+/** "rack r12", "supernode sn3" or "cluster" (an id when the name is not known). */
+export function groupPlace(g: AlertGroup): string {
+  if (g.scope === "cluster" || g.place === null) return "cluster";
+  return `${g.scope} ${g.placeName ?? `#${g.place}`}`;
+}
+
+/** Open alerts per severity over all groups (for the list's header). */
+export function groupSeverityCounts(groups: ReadonlyArray<AlertGroup>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const g of groups) out[g.severity] = (out[g.severity] ?? 0) + g.count;
+  return out;
+}

@@ -55,4 +55,7 @@ export interface PanelHost {
   /** Optional: the metric selected in the page (the card panel's sparkline follows it);
    *  without it the panels read `window.twin.view.metric`, else use gpu_util. */
   metric?(): string;
+  /** Optional: colour the floor's racks by these shares (rack id → 0..1, a scheduling run's
+   *  playback) with `label` as the legend's title; null gives the live colours back. */
+  showPlayback?(shares: ReadonlyMap<number, number> | null, label: string): void;
 }

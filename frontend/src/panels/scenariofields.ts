@@ -1,6 +1,7 @@
 /**
  * The scenario form's inputs, built from a kind's description (GET
- * /api/scenarios/kinds/): a select for a choice, a checkbox for a boolean, a
+ * /api/scenarios/kinds/): a select for a choice (a multiple select for a
+ * choice_list), a checkbox for a boolean, a
  * text input for the rest (numbers and lists are parsed by scenarioform.ts).
  */
 import { h } from "./dom";
@@ -13,6 +14,16 @@ export interface FieldInput {
   field: KindField;
   input: Input;
   error: HTMLElement;
+}
+
+/** An input's raw value for `parseField`: a checkbox's state, a multiple select's
+ *  chosen options comma-separated, else its text. */
+export function rawValue(input: Input): string | boolean {
+  if (input instanceof HTMLInputElement && input.type === "checkbox") return input.checked;
+  if (input instanceof HTMLSelectElement && input.multiple) {
+    return Array.from(input.selectedOptions, (o) => o.value).join(",");
+  }
+  return input.value;
 }
 
 /** Hints in the empty text inputs of the list and card types. */
@@ -54,6 +65,20 @@ export function renderFields(
       select.value = defaultText(field);
       // A required choice without a default starts on its first choice.
       if (select.selectedIndex < 0 && select.options.length) select.selectedIndex = 0;
+      input = select;
+    } else if (field.type === "choice_list") {
+      const options = choiceOptions(field);
+      const chosen = new Set(
+        defaultText(field)
+          .split(",")
+          .map((t) => t.trim()),
+      );
+      const select = h("select", { id, name: field.name, multiple: "", size: String(Math.min(options.length, 6)) });
+      for (const o of options) {
+        const option = h("option", { value: o.text }, o.label);
+        option.selected = chosen.has(o.text);
+        select.append(option);
+      }
       input = select;
     } else if (field.type === "boolean") {
       input = h("input", { id, name: field.name, type: "checkbox" });

@@ -130,6 +130,16 @@ describe("parsing inputs", () => {
     expect(parseField(op, "")).toEqual({ ok: false, error: "this field is required" });
     expect(parseField(field("failure", "live"), true)).toEqual({ ok: true, value: true, omit: false });
   });
+  it("reads several choices (the scheduling policies), comma-separated, once each", () => {
+    const policies = field("scheduling", "policies");
+    expect(policies.type).toBe("choice_list");
+    expect(defaultText(policies)).toBe("fgd, best-fit, topology-aware");
+    expect(parseField(policies, "fgd,random, fgd")).toEqual({ ok: true, value: ["fgd", "random"], omit: false });
+    const bad = parseField(policies, "fgd,magic");
+    expect(bad.ok).toBe(false);
+    expect(!bad.ok && bad.error).toContain('"magic" is not one of');
+    expect(parseField(policies, " , ")).toEqual({ ok: true, value: undefined, omit: true });
+  });
 });
 
 describe("buildParams", () => {

@@ -17,9 +17,9 @@ export type RawChoice = string | number | boolean | null | [unknown, unknown] | 
  * A field as the form reads it: the server's KindField (GET /api/scenarios/kinds/,
  * types generated from the schema), of which only `name` and `type` are needed;
  * choices may also come as [value, label] pairs or {value, label} objects.
- * `type` is choice, integer, number, boolean, string, integer_list, card,
- * card_list, integer_pairs or object (JSON text); a type this form does not know is
- * read as JSON if it parses, else as text.
+ * `type` is choice, choice_list (several of the choices), integer, number, boolean,
+ * string, integer_list, card, card_list, integer_pairs or object (JSON text); a type this
+ * form does not know is read as JSON if it parses, else as text.
  */
 export type KindField = Pick<ApiKindField, "name" | "type"> &
   Partial<Omit<ApiKindField, "name" | "type" | "choices">> & { choices?: ReadonlyArray<RawChoice> | null };
@@ -212,6 +212,28 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
         return { ok: false, error: `one of ${options.map((o) => o.text).join(", ")}` };
       }
       return { ok: true, value: hit ? hit.value : text, omit: false };
+    }
+    case "choice_list": {
+      const options = choiceOptions(field);
+      const items = text
+        .split(",")
+        .map((t) => t.trim())
+        .filter((t) => t !== "");
+      if (items.length === 0) {
+        return field.required
+          ? { ok: false, error: "this field is required" }
+          : { ok: true, value: undefined, omit: true };
+      }
+      const values: unknown[] = [];
+      for (const item of items) {
+        const hit = options.find((o) => o.text === item);
+        if (options.length && !hit) {
+          return { ok: false, error: `${JSON.stringify(item)} is not one of ${options.map((o) => o.text).join(", ")}` };
+        }
+        const value = hit ? hit.value : item;
+        if (!values.includes(value)) values.push(value);
+      }
+      return { ok: true, value: values, omit: false };
     }
     case "string":
       return { ok: true, value: text, omit: false };

@@ -7,7 +7,19 @@ import uPlot from "uplot";
 
 import { h } from "./dom";
 import { formatBytes, formatNumber } from "./format";
+import { renderResilience } from "./resilience";
 import type { ChartData, Table } from "./scenarioresult";
+
+/** Kinds whose result has a panel of its own (drawn instead of the generic chart). */
+const KIND_PANELS: Record<string, (container: HTMLElement, result: unknown) => { destroy(): void } | null> = {
+  resilience: renderResilience,
+};
+
+/** The kind's own result panel in `container`, or null when it has none (or nothing to show). */
+export function renderKindResult(kind: string, container: HTMLElement, result: unknown): { destroy(): void } | null {
+  const panel = KIND_PANELS[kind];
+  return panel ? panel(container, result) : null;
+}
 
 const SERIES_COLOURS = ["#4c8dff", "#2ea043", "#d29922", "#da3633", "#a371f7", "#39c5cf", "#db61a2", "#8b949e"];
 

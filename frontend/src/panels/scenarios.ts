@@ -20,10 +20,12 @@ import { config } from "../config";
 import { button, chip, explain, h } from "./dom";
 import { formatAgo, formatSeconds } from "./format";
 import type { PanelHost } from "./host";
-import { renderFields, type FieldInput } from "./scenariofields";
+import { rawValue, renderFields, type FieldInput } from "./scenariofields";
 import { buildParams, mapErrors, type KindInfo, type RawValue } from "./scenarioform";
-import { renderChart, renderTable } from "./scenariorender";
+import { renderChart, renderKindResult, renderTable } from "./scenariorender";
+import { clusterOf, mountPlayback, type Playback } from "./playback";
 import { renderScheduling } from "./scheduling";
+import { renderJobTable } from "./schedulingjobs";
 import { chartData, resultTable } from "./scenarioresult";
 import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
 import { renderTrainingResult, type TrainingView } from "./trainingrender";
@@ -156,8 +158,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let followGen = 0;
   let socket: WebSocket | null = null;
   let pollTimer: number | null = null;
-  let plot: uPlot | null = null;
+  let plot: Pick<uPlot, "destroy"> | null = null;
   let training: TrainingView | null = null;
+  let playback: Playback | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
@@ -214,7 +217,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     }
     const raw: Record<string, RawValue> = {};
     for (const [name, { input }] of inputs) {
-      raw[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
+      raw[name] = rawValue(input);
     }
     const built = buildParams(kind, raw);
     Object.assign(built.params, extra);
@@ -343,6 +346,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   }
 
   function clearResult(): void {
+    playback?.destroy();
+    playback = null;
     plot?.destroy();
     plot = null;
     training?.destroy();
@@ -364,7 +369,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     if (run.kind === "scheduling") {
       chartBox.hidden = false;
       extraPlots.push(...renderScheduling(chartBox, run.result));
-    } else if (data) {
+    } else if ((plot = renderKindResult(run.kind, chartBox, run.result))) chartBox.hidden = false;
+    else if (data) {
       chartBox.hidden = false;
       plot = renderChart(chartBox, data);
     }
@@ -374,6 +380,13 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       training = renderTrainingResult(trainingBox, run.kind, run.result, onOpen);
     }
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
+    if (run.kind === "scheduling") {
+      renderJobTable(tableBox, run.result);
+      // The floor is this cluster's: play the placements back on it (not another cluster's).
+      if (host.showPlayback && clusterOf(run.result) === host.clusterId()) {
+        playback = mountPlayback(tableBox, run.result, host.showPlayback.bind(host));
+      }
+    }
   }
 
   async function finish(runId: number, gen: number, fromSocket?: ShownRun): Promise<void> {

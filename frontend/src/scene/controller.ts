@@ -59,6 +59,9 @@ export class Controller implements PanelHost {
   /** The cluster's allocations and the highlighted job (the jobs panel's), for "Job" / "Tenant". */
   private allocations: ClusterAllocations | null = null;
   private jobHighlight: number | null = null;
+  /** A scheduling run's playback frame (rack id → allocated share) and its title; it
+   *  overrides the metric's colours on the floor while it is shown. */
+  private playback: { shares: ReadonlyMap<number, number>; label: string } | null = null;
   private selection: Selection | null = null;
   private routeShown: Route | null = null;
   private openToken = 0;
@@ -370,6 +373,10 @@ export class Controller implements PanelHost {
   /** Recolour the view from the live values. */
   private paint(rescale: boolean): void {
     if (!this.view || !this.frames) return;
+    if (this.playback && this.view.kind === "cluster") {
+      this.painter.paintShares(this.view, this.playback.shares, this.playback.label);
+      return;
+    }
     if (isJobColouring(this.metricKey)) {
       this.painter.paintJobs(this.view, this.menu.info(this.metricKey), this.allocations, this.jobHighlight);
       return;
@@ -385,6 +392,15 @@ export class Controller implements PanelHost {
       this.paint(true);
       this.engine?.invalidate();
     }
+  }
+
+  /** A scheduling run's playback frame on the floor (null: back to the live metric). */
+  showPlayback(shares: ReadonlyMap<number, number> | null, label: string): void {
+    const was = this.playback !== null;
+    this.playback = shares ? { shares, label } : null;
+    if (this.view?.kind !== "cluster" || (!was && !shares)) return;
+    this.paint(true);
+    this.engine?.invalidate();
   }
 
   /** Draw the shown route in the current view. */

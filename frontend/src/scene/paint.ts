@@ -5,6 +5,7 @@
  */
 import type { ClusterAllocations } from "../api";
 import {
+  LOAD,
   autoDomain,
   categoriesScale,
   compile,
@@ -80,6 +81,26 @@ export class Painter {
     view.recolour(palette, categoryValues(view.keys, cats));
   }
 
+  /** Colour each instance by a share (0..1, e.g. a rack's allocated cards in a scheduling
+   *  playback): 0–100 % on the load gradient, instances without a share in the no-data grey. */
+  paintShares(view: AnyView, shares: ReadonlyMap<number, number>, label: string): void {
+    this.view = view;
+    this.metricKey = "playback";
+    const palette = compile({
+      kind: "sequential",
+      metric: "playback",
+      label,
+      unit: "%",
+      domain: [0, 100],
+      stops: LOAD,
+      ratio: false,
+      auto: false,
+    });
+    this.palette = palette;
+    this.renderLegend();
+    view.recolour(palette, shareValues(view.keys, shares));
+  }
+
   /** The colour instance `key` of `view` is painted, "#rrggbb" (the test hook's colourOf). */
   colourOf(view: AnyView | null, key: number): string | null {
     const i = view?.instanceOf.get(key);
@@ -126,4 +147,12 @@ export class Painter {
     legendEl.replaceChildren(...parts);
     legendEl.dataset.metric = this.metricKey;
   }
+}
+
+/** Percent per instance of `keys` from `shares` (key → 0..1); NaN (no data) where absent. */
+export function shareValues(keys: readonly number[], shares: ReadonlyMap<number, number>): Float64Array {
+  return Float64Array.from(keys, (k) => {
+    const v = shares.get(k);
+    return v === undefined ? Number.NaN : v * 100;
+  });
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import numpy as np
@@ -20,11 +21,13 @@ from simulation.training import (
 )
 from simulation.training.fidelity import ACCELERATORS, PUBLISHED_RUNS, fidelity_table
 from simulation.training.flops import step_flops
-from simulation.training.memory import layer_activation_bytes, state_bytes
+from simulation.training.memory import layer_activation_bytes, saved_activation_bytes, state_bytes
 from simulation.training.pipeline import articles_utilisation, bubble_fraction, utilisation
 from simulation.training.search import enumerate_configs, execution_at
 
 A100 = ACCELERATORS["a100-sxm-80gb"]
+BOUND_MAE = 0.048
+"""Mean absolute error over the fidelity table really reached (docs/simulation.md)."""
 H100 = ACCELERATORS["h100-sxm5-80gb"]
 
 
@@ -198,17 +201,89 @@ def test_search_ranks_rejects_and_returns_a_front() -> None:
 
 
 def test_fidelity_against_published_runs() -> None:
-    """16 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
+    """17 published runs (Narayanan 2021 Table 1, Korthikanti 2022, Llama 3 Table 4).
 
-    The issue's target is a mean absolute error ≤ 5 %; the model is NOT there:
-    it reaches 11.9 % (docs/simulation.md, "Training fidelity", says why each row
-    misses). The bound is the error really reached, so it cannot drift.
+    Layouts are the papers' own (Narayanan's launch script, Korthikanti's Table 3);
+    only Llama 3's micro-batch and virtual stages are unpublished and chosen by the
+    rule (the fastest that fits HBM). The issue's target is a mean absolute error
+    ≤ 5 %; the bound is the error really reached, so it cannot drift
+    (docs/simulation.md, "Training fidelity", says why each row misses).
     """
     table = fidelity_table()
     assert len(table) == len(PUBLISHED_RUNS) >= 8
     assert all(row["source"] for row in table)
+    assert all(row["fits"] for row in table)
+    assert all(not row["chosen"] for row in table if "A100" in row["run"])  # all published
     mae = statistics.mean(abs(row["error"]) for row in table)
-    assert mae <= 0.12
+    assert mae <= BOUND_MAE
+
+
+def test_korthikanti_per_layer_times_diagnose_the_compute_rate() -> None:
+    """Korthikanti et al. 2022 Table 4: one 22B layer (TP 8, micro-batch 4) per experiment.
+
+    At mamf-finder's best-case rate (0.86 of peak) every forward and backward figure
+    is 7–12 % faster than measured, while what SP saves and what recomputation adds
+    match: the structure (memory-bound kernels, TP collectives and their backward
+    overlap) is right and the tensor-core rate is not. The A100 rate (0.75) is
+    calibrated on the baseline forward alone; the other nine figures check it.
+    """
+    from simulation.training.fidelity import layer_time_table
+
+    best_case = layer_time_table(matmul_efficiency=267.9 / 312.0)
+    for row in best_case:
+        assert -0.125 < row["forward_error"] < -0.07
+        assert -0.125 < row["backward_error"] < -0.07
+    by = {row["experiment"]: row for row in best_case}
+    base = by["baseline, no recompute"]
+
+    def delta(name: str, key: str) -> float:
+        return float(by[name][key] - base[key])
+
+    # SP's saving, full and selective recomputation's cost: published vs model (ms)
+    assert delta("sequence parallelism", "model_forward_ms") == pytest.approx(-0.5, abs=0.1)
+    assert delta("full recompute", "model_backward_ms") == pytest.approx(7.6, abs=0.6)
+    assert delta("selective recompute", "model_backward_ms") == pytest.approx(1.3, abs=0.35)
+
+    table = layer_time_table()
+    assert abs(table[0]["forward_error"]) < 0.005  # the calibration point
+    checks = [r["backward_error"] for r in table] + [r["forward_error"] for r in table[1:]]
+    assert max(abs(e) for e in checks) < 0.025
+
+
+def test_tp_backward_overlap_hides_the_column_parallel_all_reduces() -> None:
+    """Megatron's async backward: the QKV / MLP-up input-gradient AllReduces run under
+    their weight-gradient GEMMs; with SP the row-parallel AllGathers stay exposed."""
+    m = MODELS["megatron-22b"]
+    system = system_for_accelerator(A100, 8)
+    base = {"tp": 8, "global_batch": 4, "micro_batch": 4, "flash_attention": False}
+    for sp in (False, True):
+        off = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp}, 8, m)).values
+        on = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp, "overlap_tp_bwd": True}, 8, m)).values
+        full = evaluate(m, system, execution_from_params(
+            {**base, "sequence_parallel": sp, "overlap_tp": True}, 8, m)).values
+        assert on["layer"]["forward"] == off["layer"]["forward"]
+        assert full["layer"]["backward"] <= on["layer"]["backward"] < off["layer"]["backward"]
+        hidden = off["layer"]["backward"] - on["layer"]["backward"]
+        tp_b = off["layer"]["backward"] - full["layer"]["backward"]
+        # no SP: both AllReduces hidden (the weight-gradient GEMMs are longer);
+        # SP: the two exposed AllGathers are what is left of the backward TP time
+        assert hidden == pytest.approx(tp_b if not sp else tp_b / 2, rel=0.02)
+
+
+def test_gemm_store_follows_the_main_loop_on_ampere_not_on_hopper() -> None:
+    """C store after the main loop: + m·n·elem / HBM; with store_overlap the max roofline."""
+    from simulation.training.gemm import gemm_time
+
+    one = np.array([1.0])
+    args = (8192 * one, 768 * one, 6144 * one, one, 2.0, 234e12, 1.835e12, 0)
+    hidden = gemm_time(*args)[0]
+    stored = gemm_time(*args, store_overlap=False)[0]
+    assert stored - hidden == pytest.approx(8192 * 768 * 2 / 1.835e12)
+    assert system_for_accelerator(A100, 8).gemm_store_overlap is False
+    h100 = dict(ACCELERATORS["h100-sxm5-80gb"])
+    assert system_for_accelerator(h100, 8).gemm_store_overlap is True
 
 
 def test_comm_tables_reproduce_the_collective_model() -> None:
@@ -301,3 +376,228 @@ def test_flash_attention_is_faster_and_backward_costs_more_than_forward() -> Non
     assert flash["core_mem"][0] == 0.0 < plain["core_mem"][0]
     assert flash["fwd_core"][0] < plain["fwd_core"][0]
     assert plain["fwd_gemm"][0] == flash["fwd_gemm"][0]
+
+
+# ---- mechanisms of the fidelity step (activations per architecture, interleaving,
+# ---- gradient accumulation, optimizer traffic, kernel gaps, context parallelism)
+
+def _saved(model_name: str, tp: float, sp: bool, rc: int, flash: bool, cp: float = 1.0,
+           mb: float = 1.0) -> float:
+    from simulation.training.memory import saved_activation_bytes
+
+    one = np.array([1.0])
+    return float(saved_activation_bytes(
+        MODELS[model_name], mb * one, tp=tp * one, sp=np.array([sp]), recompute=np.array([rc]),
+        flash=np.array([flash]), cp=cp)[0])
+
+
+def test_saved_activations_reproduce_korthikanti_for_gpt() -> None:
+    """Tensor-by-tensor count = Korthikanti eqs. 1–5 for GPT-3 (GeLU, dropout, MHA)."""
+    s, h, a, t = 2048, 12288, 96, 8
+    sbh = s * h
+    assert _saved("gpt3-175b", 1, False, 0, False) == pytest.approx(sbh * (34 + 5 * a * s / h))
+    assert _saved("gpt3-175b", t, False, 0, False) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert _saved("gpt3-175b", t, True, 0, False) == pytest.approx(
+        sbh * (34 / t + 5 * a * s / (h * t)))
+    assert _saved("gpt3-175b", t, True, 1, False) == pytest.approx(sbh * 34 / t)
+    assert _saved("gpt3-175b", t, True, 2, False) == pytest.approx(2 * sbh / t)
+    # micro-batch scales linearly
+    assert _saved("gpt3-175b", t, True, 1, False, mb=4) == pytest.approx(4 * sbh * 34 / t)
+
+
+def test_saved_activations_for_llama_swiglu_gqa_no_dropout_flash() -> None:
+    """Llama 3 405B: per token (12h + 4kv + 6f)/t + the FP32 log-sum-exp 4·a/t, TP+SP;
+    smaller than Korthikanti's 34h/t would say for the boundary and attention, larger
+    for the 3.25h-wide SwiGLU; context parallelism divides it."""
+    m = MODELS["llama3-405b"]
+    s, h, kv, f, a, t = 8192, 16384, 8 * 128, 53248, 128, 8
+    per_token = (12 * h + 4 * kv + 6 * f) / t + 4 * a / t
+    assert _saved("llama3-405b", t, True, 0, True) == pytest.approx(s * per_token)
+    assert _saved("llama3-405b", t, True, 0, True, cp=16) == pytest.approx(s * per_token / 16)
+    # no flash: the s² scores (softmax output only, no dropout mask or output)
+    plain = _saved("llama3-405b", t, True, 0, False)
+    assert plain - s * (per_token - 4 * a / t) == pytest.approx(2 * a / t * s * s)
+    assert m.dropout is False
+
+
+def test_interleaved_chunks_in_flight_megatron_schedule() -> None:
+    """Rank 0 of Megatron's interleaved 1F1B: min(m·v, 2(p−1) + (v−1)p + 1) chunks of
+    L/(pv) layers; uncapped that is Korthikanti's L(1 + (p−1)/(pv))."""
+    from simulation.training.memory import chunks_in_flight
+
+    p, v, L = 16.0, 2.0, 128.0
+    assert chunks_in_flight(p, 1000.0, v) * L / (p * v) == pytest.approx(
+        L * (1 + (p - 1) / (p * v)))
+    assert chunks_in_flight(p, 1000.0, 1.0) == p          # 1F1B: p micro-batches
+    assert chunks_in_flight(p, 4.0, 1.0) == 4.0           # fewer micro-batches than stages
+    assert chunks_in_flight(p, p, v) == p * v             # m = p: every chunk in flight
+    system = system_for_accelerator(H100, 16384, scale_out_technology="roce")
+    m = MODELS["llama3-405b"]
+    base = {"tp": 8, "pp": 16, "global_batch": 2048, "sequence_parallel": True, "zero": 2}
+    one = evaluate(m, system, execution_from_params(base, 16384, m)).to_dict()
+    two = evaluate(m, system, execution_from_params({**base, "vpp": 2}, 16384, m)).to_dict()
+    # m = 16 = p: interleaving holds the same layers, so the same activation memory
+    assert two["memory"]["activations"] == pytest.approx(one["memory"]["activations"])
+
+
+def test_unfused_gradient_accumulation_and_optimizer_traffic() -> None:
+    """Unfused main_grad += grad: (2 + 2·4) B per parameter per micro-batch at HBM speed
+    with FP32 gradients (+ one add kernel per parameter tensor); optimizer (28 + 10) B
+    per parameter of the shard (BF16) + 4 B to zero the gradient buffer."""
+    from simulation.training.core import KERNEL_GAP_S, PARAM_TENSORS
+
+    m = MODELS["megatron-1.7b"]
+    system = system_for_accelerator(A100, 8)
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    base = {"tp": 1, "pp": 1, "dp": 1, "global_batch": 4, "fp32_grads": True}
+    fused = evaluate(m, system, execution_from_params(base, 8, m)).to_dict()
+    unf = evaluate(m, system, execution_from_params({**base, "grad_accum_fusion": False},
+                                                    8, m)).to_dict()
+    p_card = m.layers * m.layer_params + m.vocab * m.hidden
+    assert unf["breakdown"]["backward"] - fused["breakdown"]["backward"] == pytest.approx(
+        4 * ((2 + 2 * 4) * p_card / hbm + PARAM_TENSORS * m.layers * KERNEL_GAP_S))
+    assert fused["breakdown"]["optimizer"] == pytest.approx(p_card * (28 + 10 + 4) / hbm)
+    assert fused["memory"]["gradients"] == pytest.approx(4 * p_card / 2**30)
+
+
+def test_kernel_gaps_dominate_a_tiny_layer() -> None:
+    """A layer too small to compute still pays ~1 µs per kernel: 12 (flash) forward."""
+    from simulation.training.core import KERNEL_GAP_S, KERNELS_FWD
+
+    m = model_from_params({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 16, "vocab": 64,
+                           "dropout": False})
+    system = system_for_accelerator(A100, 1)
+    r = evaluate(m, system, execution_from_params({"global_batch": 1}, 1, m)).to_dict()
+    from simulation.training.layer import layer_kernels, logit_kernels
+
+    one = np.array([1.0])
+    peak = one * 312e12 * system.matmul_efficiency
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    k = layer_kernels(m, 16 * one, one, np.array([False]), np.array([True]), 2.0, peak, peak,
+                      hbm, 108, flops_flash=one * 312e12 * system.flash_efficiency,
+                      store_overlap=system.gemm_store_overlap)
+    logit_f, _ = logit_kernels(m, 16 * one, one, 2.0, peak, hbm, 108, system.gemm_store_overlap)
+    kernels = sum(float(k[x][0]) for x in ("fwd_gemm", "fwd_core", "fwd_mem", "core_mem"))
+    gaps = (KERNELS_FWD - 4) * KERNEL_GAP_S  # one flash kernel for the core and its copy
+    assert r["breakdown"]["forward"] == pytest.approx(4 * (kernels + gaps) + float(logit_f[0]))
+    # 12 µs of gaps against ~14 µs of kernels (seven one-tile GEMMs, ~2 µs each)
+    assert gaps > 0.8 * kernels
+
+
+def test_context_parallel_splits_tokens_and_prices_kv_all_gather() -> None:
+    """cp splits each sequence: cards = tp·cp·pp·dp, activations ÷ cp, a K/V all-gather
+    (+ gradient reduce-scatter) per layer; cp must cut the sequence into 2·cp chunks."""
+    m = model_from_params({"base": "llama3-8b", "seq_len": 32768})
+    system = system_for_accelerator(H100, 64)
+    base = {"tp": 8, "global_batch": 8, "sequence_parallel": True, "recompute": "none"}
+    one = evaluate(m, system, execution_from_params(base, 64, m)).to_dict()
+    ex2 = execution_from_params({**base, "cp": 2}, 64, m)
+    two = evaluate(m, system, ex2).to_dict()
+    assert ex2.dp == 4 and ex2.cards == 64 and one["cards"] == two["cards"] == 64
+    assert two["breakdown"]["cp_comm"] > 0 == one["breakdown"]["cp_comm"]
+    assert sum(two["breakdown"].values()) == pytest.approx(two["step_time_s"], rel=1e-9)
+    assert two["memory"]["activations"] < one["memory"]["activations"]
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "cp": 3}, 64, m)
+    assert err.value.field == "cp"
+
+
+def test_flash_attention_runs_at_its_measured_rate() -> None:
+    """H100: FlashAttention-2's 335 TFLOP/s (FA-3 paper) on the causal half of 4·s²·d."""
+    from simulation.training.layer import layer_kernels
+
+    system = system_for_accelerator(H100, 8)
+    assert system.flash_efficiency == pytest.approx(335 / 989.5)
+    m, one = MODELS["llama3-8b"], np.array([1.0])
+    rate = 989.5e12 * system.flash_efficiency
+    k = layer_kernels(m, 8192 * one, one, np.array([False]), np.array([True]), 2.0,
+                      one * 792e12, one * 792e12, 3e12, 132, flops_flash=one * rate)
+    assert k["fwd_core"][0] == pytest.approx(2 * 8192**2 * 128 * 32 / rate)
+
+
+def test_search_takes_context_parallel_sizes_when_asked() -> None:
+    """limits.cp opts a long-sequence search into context parallelism; the search's
+    figures for a cp row equal evaluate's; cp not splitting the sequence is a reason."""
+    from simulation.training import SEARCH_LIMITS
+
+    assert "cp" in SEARCH_LIMITS
+    m = model_from_params({"base": "llama3-8b", "seq_len": 32768})
+    system = system_for_accelerator(H100, 64)
+    limits = {"tp": [8], "pp": [1, 2], "cp": [1, 2, 3], "micro_batch": [1], "vpp": [1],
+              "zero": [1], "recompute": ["none", "selective"], "overlap": [True]}
+    res = search(m, system, 64, 16, limits=limits).to_dict()
+    assert res["rejected"]["cp does not split the sequence into 2·cp chunks"] > 0
+    rows = res["best"] + res["pareto"]
+    assert {r["execution"]["cp"] for r in rows} >= {2}
+    row = next(r for r in rows if r["execution"]["cp"] == 2)
+    ex = execution_from_params(row["execution"], 64, m)
+    assert evaluate(m, system, ex).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
+
+
+def test_llama3_balanced_stages_closed_form() -> None:
+    """Llama 3 §3.3.2: one layer fewer on the first and last stage (L + 2 slots).
+
+    405B, pp 16: S = 128/16 = 8 slots a stage; the last stage (7 layers + output)
+    is lighter than a middle one (8 layers), so the critical stage is a middle one:
+    forward + backward + recompute + TP = m·S·(one layer), and the bubble is
+    (p − 1)/v of the same S layers. vpp 8 (one slot per chunk) needs the balance.
+    """
+    model = MODELS["llama3-405b"]
+    system = system_for_accelerator(H100, 8192, scale_out_technology="roce")
+    base = {"tp": 8, "pp": 16, "global_batch": 2048, "sequence_parallel": True,
+            "zero": 2, "vpp": 4, "recompute": "none"}
+    with pytest.raises(TrainingInputError, match="pp × vpp"):
+        execution_from_params({**base, "vpp": 8}, 8192, model)
+    execution_from_params({**base, "vpp": 8, "pp_balance": True}, 8192, model)
+    ex = execution_from_params({**base, "pp_balance": True}, 8192, model)
+    r = evaluate(model, system, ex).to_dict()
+    br, layer, m = r["breakdown"], r["layer"], ex.micro_batches
+    per_layer = layer["forward"] + layer["backward"] + layer["recompute"]
+    work = br["forward"] + br["backward"] + br["recompute"] + br["tp_comm"]
+    assert work == pytest.approx(m * 8 * per_layer, rel=1e-9)
+    assert br["pp_bubble"] == pytest.approx(15 / 4 * 8 * per_layer, rel=1e-9)
+    plain = evaluate(model, system, execution_from_params(base, 8192, model)).to_dict()
+    assert plain["breakdown"]["forward"] > br["forward"]  # 8 layers + the output layer
+
+
+def test_llama3_balanced_first_stage_memory() -> None:
+    """The first stage holds W·S/v − (its short chunk's share) layers' activations
+    (memory docstring): 405B, p 16, v 4, 32 micro-batches: W = 79, 31 short → 127."""
+    from simulation.training.memory import chunks_in_flight, first_chunk_share
+
+    model = MODELS["llama3-405b"]
+    system = system_for_accelerator(H100, 8192, scale_out_technology="roce")
+    ex = execution_from_params({"tp": 8, "pp": 16, "global_batch": 2048,
+                                "sequence_parallel": True, "zero": 2, "vpp": 4,
+                                "pp_balance": True}, 8192, model)
+    w = chunks_in_flight(16.0, 32.0, 4.0)
+    held = w * 8 / 4 - first_chunk_share(16.0, 32.0, 4.0, w)
+    assert (w, held) == (79.0, 127.0)
+    one = np.array([1.0])
+    per = float(saved_activation_bytes(model, one, tp=8 * one, sp=np.array([True]),
+                                       recompute=np.array([0]), flash=np.array([True]))[0])
+    acts = evaluate(model, system, ex).to_dict()["memory"]["activations"]
+    assert acts == pytest.approx(held * per / 2**30, rel=1e-9)
+
+
+def test_dp_every_microbatch_and_comm_sm_contention() -> None:
+    """Sharded gradients reduced after every micro-batch: m reductions, not one
+    (no overlap, no ZeRO gather: exposed DP = m × one AllReduce). Overlapped, the
+    hidden collective holds comm_sms of the card's SMs: the compute under it takes
+    sm/(sm − c) as long, so a fully hidden reduction costs t·c/(sm − c)."""
+    model = MODELS["megatron-1.7b"]
+    system = system_for_accelerator(H100, 64)
+    base = {"tp": 1, "global_batch": 512, "micro_batch": 4, "zero": 0}
+    once = evaluate(model, system, execution_from_params(
+        {**base, "overlap_dp": False}, 64, model)).to_dict()["breakdown"]["dp_exposed"]
+    every = evaluate(model, system, execution_from_params(
+        {**base, "overlap_dp": False, "dp_every_microbatch": True}, 64, model)).to_dict()
+    assert every["breakdown"]["dp_exposed"] == pytest.approx(
+        every["micro_batches"] * once, rel=1e-9)
+    hid = evaluate(model, system, execution_from_params(base, 64, model)).to_dict()
+    assert hid["breakdown"]["dp_exposed"] == pytest.approx(
+        once * system.comm_sms / (system.sm_count - system.comm_sms), rel=1e-9)
+    free = evaluate(model, dataclasses.replace(system, comm_sms=0),
+                    execution_from_params(base, 64, model)).to_dict()
+    assert free["breakdown"]["dp_exposed"] == 0.0

@@ -46,6 +46,8 @@ class NetworkDeviceAdmin(BudgetedAdminMixin, TwinModelAdmin):
         ("Place", {"fields": ("rack", "server"),
                    "description": "A device inside a server sits in that server's rack."}),
         ("Ports and power", {"fields": ("ports", "port_gbps", "latency_ns", "power_w")}),
+        ("File system (appliances only)", {"fields": ("capacity_tb", ("read_gb_per_s",
+                                                                      "write_gb_per_s"))}),
         ("Computed", {"fields": ("tier", "rack_power", "link_count")}),
     )
 

@@ -87,7 +87,8 @@ class RackDeviceInline(TwinInlineMixin, admin.TabularInline):
     formset = DevicesInRackFormSet
     verbose_name = "rack-mounted network device"
     verbose_name_plural = "rack-mounted network devices"
-    fields = ("kind", "name", "model", "ports", "port_gbps", "latency_ns", "power_w")
+    fields = ("kind", "name", "model", "ports", "port_gbps", "latency_ns", "power_w",
+              "capacity_tb", "read_gb_per_s", "write_gb_per_s")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).filter(server__isnull=True)
@@ -206,6 +207,8 @@ class ServerAdmin(BudgetedAdminMixin, TwinModelAdmin):
         (None, {"fields": ("rack", "supernode", "name", "position", "hostname")}),
         ("Hardware", {"fields": ("cards_per_server", "overhead_w", ("nic_count", "nic_gbps"),
                                   "vf_limit")}),
+        ("Storage", {"fields": ("memory_gib", "nvme_tb",
+                                ("nvme_read_gb_per_s", "nvme_write_gb_per_s"))}),
         ("Power (computed in SQL)", {"fields": ("draw", "card_count", "rack_power")}),
     )
 

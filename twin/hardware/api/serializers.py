@@ -180,7 +180,8 @@ class ServerSerializer(BudgetedSerializer):
         model = Server
         fields = [
             "id", "url", "display", "rack", "supernode", "name", "position", "hostname",
-            "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "vf_limit", "created",
+            "cards_per_server", "overhead_w", "nic_count", "nic_gbps", "vf_limit", "memory_gib",
+            "nvme_tb", "nvme_read_gb_per_s", "nvme_write_gb_per_s", "created",
             "last_updated", "allow_over_budget", "racks_over_budget",
         ]
 
@@ -205,13 +206,15 @@ class CardSerializer(BudgetedSerializer):
 
 class NetworkDeviceSerializer(BudgetedSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:networkdevice-detail")
-    tier = serializers.CharField(read_only=True, help_text="access / aggregation / core.")
+    tier = serializers.CharField(read_only=True,
+                                 help_text="access / aggregation / core / storage.")
 
     class Meta:
         model = NetworkDevice
         fields = [
             "id", "url", "display", "cluster", "rack", "server", "kind", "tier", "name",
-            "model", "ports", "port_gbps", "latency_ns", "power_w", "created", "last_updated",
+            "model", "ports", "port_gbps", "latency_ns", "power_w", "capacity_tb",
+            "read_gb_per_s", "write_gb_per_s", "created", "last_updated",
             "allow_over_budget", "racks_over_budget",
         ]
 

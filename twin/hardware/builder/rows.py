@@ -156,14 +156,25 @@ class Generator:
                 "row": n, "slot": r,
             })
         m = self.plan.network_racks
+        row_len = 32
         if m:
             j = np.arange(m, dtype=np.int64)
-            row_len = 32
             yield Block("rack", m, {
                 **common, "id": self.ids.rack + self.N * self.R + j, "supernode_id": None,
                 "name": compose(m, b"net", (j, digits(m - 1, 4))),
                 "row": self.N + j // row_len, "slot": j % row_len,
             })
+        k = self.plan.storage_racks
+        if k:  # the file system's racks, in the rows after the network's
+            j = np.arange(k, dtype=np.int64)
+            yield Block("rack", k, {
+                **common, "id": self.storage_rack0() + j, "supernode_id": None,
+                "name": compose(k, b"stor", (j, digits(k - 1, 4))),
+                "row": self.N + -(-m // row_len) + j // row_len, "slot": j % row_len,
+            })
+
+    def storage_rack0(self) -> int:
+        return self.ids.rack + self.N * self.R + self.plan.network_racks
 
     def servers(self) -> Iterator[Block]:
         sn = self.sn
@@ -181,7 +192,15 @@ class Generator:
                 "position": ss % self.per_rack, "hostname": host,
                 "cards_per_server": sn.cards_per_server, "overhead_w": sn.server_overhead_w,
                 "nic_count": sn.nics_per_server, "nic_gbps": sn.nic.port_gbps,
+                **self._server_storage(),
             })
+
+    def _server_storage(self) -> Values:
+        """Host memory and local NVMe: one constant per column, whatever the batch size."""
+        nvme = self.sn.nvme
+        return {"memory_gib": self.sn.memory_gib, "nvme_tb": nvme.tb if nvme else 0.0,
+                "nvme_read_gb_per_s": nvme.read_gb_per_s if nvme else 0.0,
+                "nvme_write_gb_per_s": nvme.write_gb_per_s if nvme else 0.0}
 
     def cards(self) -> Iterator[Block]:
         C = self.C
@@ -211,7 +230,8 @@ class Generator:
     def _device_common(self, spec: Any) -> Values:
         return {**self._stamp(), "cluster_id": self.cluster_id, "kind": spec.kind,
                 "model": spec.model, "ports": spec.ports, "port_gbps": spec.port_gbps,
-                "latency_ns": spec.latency_ns, "power_w": spec.power_w}
+                "latency_ns": spec.latency_ns, "power_w": spec.power_w,
+                "capacity_tb": None, "read_gb_per_s": None, "write_gb_per_s": None}
 
     def devices(self) -> Iterator[Block]:
         sn = self.sn
@@ -252,6 +272,22 @@ class Generator:
                 "name": compose(count, label, (i, digits(count - 1, 5))),
             })
             offset += count
+        yield from self._appliances(base + offset)
+
+    def _appliances(self, first_id: int) -> Iterator[Block]:
+        """The parallel file system's appliances, after the switches, in storage racks."""
+        pfs, count = self.plan.preset.pfs, self.plan.pfs_appliances
+        if pfs is None or not count:
+            return
+        i = np.arange(count, dtype=np.int64)
+        per_rack = self.plan.storage.per_rack if self.plan.storage else count
+        yield Block("device", count, {
+            **self._device_common(pfs.device), "id": first_id + i,
+            "rack_id": self.storage_rack0() + i // per_rack, "server_id": None,
+            "name": compose(count, b"pfs", (i, digits(count - 1, 3))),
+            "capacity_tb": pfs.capacity_tb, "read_gb_per_s": pfs.read_gb_per_s,
+            "write_gb_per_s": pfs.write_gb_per_s,
+        })
 
     def _link(self, n: int, kind: str, gbps: float, latency: float,
               a_card: Any = None, a_device: Any = None, b_card: Any = None,

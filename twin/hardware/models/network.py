@@ -1,4 +1,5 @@
-"""Network devices of the seeds' three-tier hybrid network (PCIe switch → smart NIC → RoCE)."""
+"""Devices of the seeds' three-tier hybrid network (PCIe switch → smart NIC → RoCE), and the
+appliances of the parallel file system that sit on it."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
@@ -15,6 +16,8 @@ from twin.hardware.constants import (
     MAX_DEVICE_PORTS,
     MAX_DEVICE_POWER_W,
     MAX_LINK_GBPS,
+    MAX_STORAGE_GB_PER_S,
+    MAX_STORAGE_TB,
 )
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 
@@ -22,8 +25,13 @@ __all__ = ["NetworkDevice"]
 
 
 class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
-    """A switch or NIC. Inside a server (PCIe switch, NIC) it sets ``server``;
-    either way its ``power_w`` counts against its rack."""
+    """A switch, a NIC or a file-system appliance. Inside a server (PCIe switch, NIC)
+    it sets ``server``; either way its ``power_w`` counts against its rack.
+
+    A ``storage`` device is one appliance of the cluster's parallel file system
+    (e.g. a DDN AI400X2): it carries the capacity and sequential bandwidth it adds
+    to the file system (the file system's aggregate is the sum over its
+    appliances, as Lustre stripes over them); other kinds leave these empty."""
 
     cluster = models.ForeignKey(
         "hardware.Cluster", on_delete=models.CASCADE, related_name="devices"
@@ -44,6 +52,15 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
                                    validators=bounded(0, MAX_DEVICE_LATENCY_NS, "ns"))
     power_w = models.PositiveIntegerField("Power (W)",
                                           validators=bounded(0, MAX_DEVICE_POWER_W, "W"))
+    capacity_tb = models.FloatField(
+        "Capacity (TB)", null=True, blank=True, help_text="File-system appliances only: "
+        "usable capacity, decimal TB.", validators=bounded(0, MAX_STORAGE_TB, "TB"))
+    read_gb_per_s = models.FloatField(
+        "Read (GB/s)", null=True, blank=True, help_text="File-system appliances only: "
+        "sequential read it serves.", validators=bounded(0, MAX_STORAGE_GB_PER_S, "GB/s"))
+    write_gb_per_s = models.FloatField(
+        "Write (GB/s)", null=True, blank=True, help_text="File-system appliances only: "
+        "sequential write it absorbs.", validators=bounded(0, MAX_STORAGE_GB_PER_S, "GB/s"))
 
     class Meta:
         ordering = ["cluster", "kind", "name"]
@@ -56,6 +73,19 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 condition=Q(ports__lte=MAX_DEVICE_PORTS) & Q(port_gbps__lte=MAX_LINK_GBPS)
                 & Q(latency_ns__lte=MAX_DEVICE_LATENCY_NS) & Q(power_w__lte=MAX_DEVICE_POWER_W),
                 name="device_figures_bounded",
+            ),
+            models.CheckConstraint(
+                # IS NOT NULL spelled out: a comparison with NULL would pass a CHECK
+                condition=(Q(kind=DeviceKindChoices.STORAGE, capacity_tb__isnull=False,
+                             read_gb_per_s__isnull=False, write_gb_per_s__isnull=False)
+                           & Q(capacity_tb__gt=0, read_gb_per_s__gt=0, write_gb_per_s__gt=0)
+                           & Q(capacity_tb__lte=MAX_STORAGE_TB)
+                           & Q(read_gb_per_s__lte=MAX_STORAGE_GB_PER_S)
+                           & Q(write_gb_per_s__lte=MAX_STORAGE_GB_PER_S))
+                | (~Q(kind=DeviceKindChoices.STORAGE) & Q(capacity_tb__isnull=True,
+                                                         read_gb_per_s__isnull=True,
+                                                         write_gb_per_s__isnull=True)),
+                name="device_storage_figures",
             ),
         ]
 
@@ -82,6 +112,7 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        self._clean_storage(errors)
         if self.server_id:
             if self.rack_id and self.server.rack_id != self.rack_id:
                 errors["rack"] = "A device inside a server sits in that server's rack."
@@ -98,3 +129,20 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
             ))
         if errors:
             raise ValidationError(errors)
+
+    STORAGE_FIELDS = ("capacity_tb", "read_gb_per_s", "write_gb_per_s")
+
+    def _clean_storage(self, errors: dict[str, str]) -> None:
+        """A file-system appliance has capacity and bandwidth, in a rack of its own
+        (not inside a server); no other device has them."""
+        if self.kind == DeviceKindChoices.STORAGE:
+            for field in self.STORAGE_FIELDS:
+                if getattr(self, field) in (None, 0):
+                    errors[field] = "A file-system appliance needs this figure (above 0)."
+            if self.server_id:
+                errors["server"] = "A file-system appliance stands in a rack, not in a server."
+        else:
+            for field in self.STORAGE_FIELDS:
+                if getattr(self, field) is not None:
+                    errors[field] = (f"Only file-system appliances have this; leave it empty "
+                                     f"for a {DeviceKindChoices.label(self.kind)}.")

@@ -16,6 +16,9 @@ from twin.hardware.constants import (
     MAX_CARDS_PER_SERVER,
     MAX_LINK_GBPS,
     MAX_NICS_PER_SERVER,
+    MAX_NVME_GB_PER_S,
+    MAX_NVME_TB,
+    MAX_SERVER_MEMORY_GIB,
     MAX_SERVER_OVERHEAD_W,
     MAX_VFS_PER_SERVER,
 )
@@ -27,7 +30,13 @@ __all__ = ["Server"]
 class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """A host in a rack. ``overhead_w`` is everything but the cards: CPUs, memory,
     fans, drives and on-board NICs. NICs and PCIe switches modelled as network
-    devices add their own ``power_w``."""
+    devices add their own ``power_w``.
+
+    Its storage tiers (what a checkpoint is written to before the shared file
+    system): host memory and local NVMe with their sequential bandwidth, the sum
+    over its data drives (a RAID 0 of them, as DGX systems ship). Their draw is in
+    ``overhead_w``. The defaults are a DGX H100's: 2 TB DDR5, 8 × 3.84 TB U.2 NVMe
+    (sources: ``docs/simulation.md``, "Storage tiers of the presets")."""
 
     rack = models.ForeignKey("hardware.Rack", on_delete=models.PROTECT, related_name="servers")
     supernode = models.ForeignKey(
@@ -56,6 +65,18 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
         help_text="Jobs that may share this server at once: each gets one SR-IOV virtual "
                   "function of its NICs (twin.jobs).",
         validators=bounded(1, MAX_VFS_PER_SERVER, "VFs"))
+    memory_gib = models.PositiveIntegerField(
+        "Host memory (GiB)", default=2048, help_text="System DRAM (DGX H100: 2 TB DDR5).",
+        validators=bounded(0, MAX_SERVER_MEMORY_GIB, "GiB"))
+    nvme_tb = models.FloatField(
+        "Local NVMe (TB)", default=30.72, help_text="Data drives, decimal TB (DGX H100: "
+        "8 × 3.84 TB); 0 for none.", validators=bounded(0, MAX_NVME_TB, "TB"))
+    nvme_read_gb_per_s = models.FloatField(
+        "NVMe read (GB/s)", default=51.2, help_text="Sequential, all data drives together.",
+        validators=bounded(0, MAX_NVME_GB_PER_S, "GB/s"))
+    nvme_write_gb_per_s = models.FloatField(
+        "NVMe write (GB/s)", default=30.4, help_text="Sequential, all data drives together.",
+        validators=bounded(0, MAX_NVME_GB_PER_S, "GB/s"))
 
     class Meta:
         ordering = ["rack", "position"]
@@ -69,6 +90,18 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 & Q(nic_gbps__lte=MAX_LINK_GBPS) & Q(vf_limit__gte=1)
                 & Q(vf_limit__lte=MAX_VFS_PER_SERVER),
                 name="server_figures_bounded",
+            ),
+            models.CheckConstraint(
+                condition=Q(memory_gib__lte=MAX_SERVER_MEMORY_GIB) & Q(nvme_tb__gte=0)
+                & Q(nvme_tb__lte=MAX_NVME_TB) & Q(nvme_read_gb_per_s__gte=0)
+                & Q(nvme_read_gb_per_s__lte=MAX_NVME_GB_PER_S) & Q(nvme_write_gb_per_s__gte=0)
+                & Q(nvme_write_gb_per_s__lte=MAX_NVME_GB_PER_S),
+                name="server_storage_bounded",
+            ),
+            models.CheckConstraint(
+                condition=Q(nvme_tb__gt=0, nvme_read_gb_per_s__gt=0, nvme_write_gb_per_s__gt=0)
+                | Q(nvme_tb=0, nvme_read_gb_per_s=0, nvme_write_gb_per_s=0),
+                name="server_nvme_consistent",
             ),
         ]
 
@@ -114,6 +147,7 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 errors["cards_per_server"] = (
                     f"{installed} cards are installed; remove cards before lowering this."
                 )
+        self._clean_nvme(errors)
         if self.rack_id and self.overhead_w is not None:
             moved = not self.pk or type(self).objects.filter(pk=self.pk).exclude(
                 rack_id=self.rack_id).exists()
@@ -124,3 +158,17 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
             ))
         if errors:
             raise ValidationError(errors)
+
+    def _clean_nvme(self, errors: dict[str, str]) -> None:
+        """Drives have both capacity and bandwidth, or the server has none."""
+        figures = (self.nvme_tb, self.nvme_read_gb_per_s, self.nvme_write_gb_per_s)
+        if any(v is None for v in figures):
+            return  # clean_fields() names the missing one
+        if self.nvme_tb > 0:
+            for field in ("nvme_read_gb_per_s", "nvme_write_gb_per_s"):
+                if getattr(self, field) == 0:
+                    errors[field] = ("Drives of some capacity have some bandwidth: give their "
+                                     "sequential figure, or set the capacity to 0.")
+        elif self.nvme_read_gb_per_s > 0 or self.nvme_write_gb_per_s > 0:
+            errors["nvme_tb"] = ("Bandwidth without capacity: give the drives' capacity, or "
+                                 "set both bandwidths to 0 for a server without NVMe.")

@@ -47,17 +47,19 @@ __all__ = [
     "split_params",
 ]
 
-ENGINE_VERSION = "2"
+ENGINE_VERSION = "3"
 """Bump when a kind's results change for the same inputs: it is part of the
 cache key, so older cached results stop matching."""
 
 Progress = Callable[[float, str], None]
 
 FIELD_TYPES = ("choice", "integer", "number", "boolean", "string", "integer_list", "card",
-               "card_list", "integer_pairs", "object")
+               "card_list", "integer_pairs", "object", "choice_list")
 """Input types a form needs: ``card`` is a card id or serial of the cluster (a
 card number with a topology family instead), ``integer_pairs`` ``[[a, b], …]``,
-``object`` a JSON object (a form takes it as JSON text)."""
+``object`` a JSON object (a form takes it as JSON text), ``choice_list`` several of
+``choices`` (a list; a kind may also take them as one comma-separated string, for the
+API and the command line)."""
 
 TOPOLOGY_KEYS = frozenset({
     "family", "nodes", "dims", "k", "tiers", "link_gbps", "link_ns", "switch_ns",
@@ -144,8 +146,9 @@ class FieldSpec:
     def __post_init__(self) -> None:
         if self.type not in FIELD_TYPES:
             raise ValueError(f"field {self.name}: unknown type {self.type!r}")
-        if (self.type == "choice") != (self.choices is not None):
-            raise ValueError(f"field {self.name}: choices go with type 'choice' only")
+        if (self.type in ("choice", "choice_list")) != (self.choices is not None):
+            raise ValueError(f"field {self.name}: choices go with type 'choice' or "
+                             f"'choice_list' only")
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))

@@ -7,7 +7,12 @@ checkpoint interval (Young, Daly, simulated) with the ETTR-vs-interval curve, a
 failure timeline, availability and the spares a target needs.
 
 The job's hardware comes from the run's cluster (its cards, cards per server and
-accelerator) or from ``accelerator`` (a catalogue slug) and ``cards``. The model
+accelerator) or from ``accelerator`` (a catalogue slug) and ``cards``. On a cluster the
+storage tiers are the cluster's own (:func:`cluster_tiers`): its servers' host memory
+and local NVMe, its parallel file system's aggregate bandwidth and capacity (Σ over
+its file-system appliances); an explicit ``pfs_gbps`` overrides the file system's
+bandwidth (a what-if), and a cluster without appliances takes the default. The
+result's ``storage`` says where each tier's figures came from. The model
 is ``params_b`` (billions of parameters) or ``model``, a slug of :data:`MODELS`.
 """
 from __future__ import annotations
@@ -29,7 +34,7 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["MODELS", "SPLIT_MIN_RUNS", "ResilienceKind"]
+__all__ = ["MODELS", "SPLIT_MIN_RUNS", "ResilienceKind", "cluster_tiers"]
 
 MODELS: dict[str, float] = {
     "llama3-8b": 8e9,  # counts, not billions  # Dubey et al. 2024
@@ -43,6 +48,8 @@ MODELS: dict[str, float] = {
 """Parameter counts of known models (billions as published)."""
 
 TIER_NAMES = tuple(t.name for t in DGX_H100_TIERS)
+DEFAULT_PFS_GBPS = next(t.aggregate_gbps for t in DGX_H100_TIERS if t.name == "pfs")
+"""The file system's aggregate without a cluster (or a cluster without appliances)."""
 MAX_CARDS = 10_000_000
 SPLIT_MIN_RUNS = 24
 """Simulated windows (curve points × histories) a part computes at least: a window
@@ -75,7 +82,8 @@ def _fields() -> tuple[FieldSpec, ...]:
         FieldSpec("storage_tiers", "string", "Storage tiers", f"Comma-separated, in order, of "
                   f"{', '.join(TIER_NAMES)}.", default=",".join(TIER_NAMES)),
         FieldSpec("pfs_gbps", "number", "File system bandwidth (GB/s)", "Aggregate of the "
-                  "parallel file system.", default=200.0, min=0.1, max=1e6),
+                  "parallel file system; empty: the cluster's appliances, else "
+                  f"{DEFAULT_PFS_GBPS:g} GB/s.", min=0.1, max=1e6),
         FieldSpec("replicas", "integer", "In-memory replicas", "Copies in servers' DRAM "
                   "(Gemini); 1 = none beyond the local one.", default=1, min=1, max=8),
         FieldSpec("spares", "integer", "Spare servers", "Empty: the cluster always has a "
@@ -123,7 +131,8 @@ class ResilienceKind(ScenarioKind):
         hw = self._hardware(opt, cluster)
         count = (opt["params_b"] * 1e9 if opt["params_b"] is not None
                  else MODELS[opt["model"]])
-        tiers = self._tiers(opt)
+        tiers, storage = self._tiers(opt, hw, pfs_given=opt["pfs_gbps"] is not None,
+                                     cluster_name=cluster.name if cluster is not None else "")
         lib = {
             "cards": hw["cards"], "days": opt["days"],
             "cards_per_server": hw["cards_per_server"],
@@ -147,7 +156,8 @@ class ResilienceKind(ScenarioKind):
             raise ScenarioInputError.one(f"params.{_kind_field(exc.field)}",
                                          exc.reason) from exc
         inputs: dict[str, Any] = {"resilience": lib, "accelerator": hw["accelerator"],
-                                  "model": None if opt["params_b"] is not None else opt["model"]}
+                                  "model": None if opt["params_b"] is not None else opt["model"],
+                                  "storage": storage}
         if cluster is not None:
             inputs["cluster"] = {"id": cluster.pk, "name": cluster.name}
         return jsonable(inputs)
@@ -174,20 +184,37 @@ class ResilienceKind(ScenarioKind):
             raise ScenarioInputError.one(where, f"at most {f.max:g}, got {value!r}")
 
     @staticmethod
-    def _tiers(opt: Mapping[str, Any]) -> list[Any]:
+    def _tiers(opt: Mapping[str, Any], hw: Mapping[str, Any], *, pfs_given: bool,
+               cluster_name: str) -> tuple[list[Any], dict[str, str]]:
+        """The tiers named in ``storage_tiers``, in order, priced on the cluster's storage
+        when there is one; with where each tier's figures come from."""
         names = [n.strip() for n in str(opt["storage_tiers"]).split(",") if n.strip()]
         if not names:
             raise ScenarioInputError.one("params.storage_tiers", "name at least one tier")
+        on_cluster = cluster_tiers(hw.get("server_storage"), hw.get("pfs"))
         tiers: list[Any] = []
+        source: dict[str, str] = {}
         for i, name in enumerate(names):
             if name not in TIER_NAMES:
                 raise ScenarioInputError.one("params.storage_tiers", (
                     f"tier {i + 1} {name!r} is unknown; known: {', '.join(TIER_NAMES)}"))
-            tier = next(t for t in DGX_H100_TIERS if t.name == name).to_dict()
-            if name == "pfs":
-                tier["aggregate_gbps"] = float(opt["pfs_gbps"])
+            tier = on_cluster.get(name) or next(
+                t for t in DGX_H100_TIERS if t.name == name).to_dict()
+            source[name] = f"cluster {cluster_name!r}" if name in on_cluster else "DGX H100 default"
+            if name == "local_nvme" and tier["write_gbps"] <= 0:
+                raise ScenarioInputError.one("params.storage_tiers", (
+                    f"the servers of cluster {cluster_name!r} have no local NVMe; drop "
+                    f"local_nvme from the tiers or give the servers drives"))
+            if name == "pfs" and (pfs_given or name not in on_cluster):
+                tier["aggregate_gbps"] = float(opt["pfs_gbps"] if pfs_given
+                                               else DEFAULT_PFS_GBPS)
+                tier["aggregate_read_gbps"] = 0.0
+                source[name] = "params.pfs_gbps" if pfs_given else (
+                    f"default {DEFAULT_PFS_GBPS:g} GB/s" + (
+                        f" (cluster {cluster_name!r} has no file-system appliances)"
+                        if cluster_name else ""))
             tiers.append(tier)
-        return tiers
+        return tiers, source
 
     @staticmethod
     def _hardware(opt: Mapping[str, Any], cluster: Any | None) -> dict[str, Any]:
@@ -203,6 +230,7 @@ class ResilienceKind(ScenarioKind):
                 raise ScenarioInputError.one("params.cards", (
                     f"{cards:,} cards but cluster {cluster.name!r} has {hw['cards']:,}"))
             hbm, slug, per_server = hw["hbm_gib"], hw["accelerator"], hw["cards_per_server"]
+            storage = {"server_storage": hw["server_storage"], "pfs": hw["pfs"]}
         else:
             if opt["cards"] is None:
                 raise ScenarioInputError.one("params.cards", "required without a cluster")
@@ -214,8 +242,9 @@ class ResilienceKind(ScenarioKind):
                 raise ScenarioInputError.one("params.accelerator", (
                     f"no accelerator {opt['accelerator']!r} in the catalogue (known: {known})"))
             cards, hbm, slug, per_server = opt["cards"], float(row["hbm_gib"]), row["slug"], 8
+            storage = {"server_storage": None, "pfs": None}
         return {"cards": cards, "accelerator": slug, "cards_per_server": per_server,
-                "hbm_stacks": hbm_stacks(hbm)}
+                "hbm_stacks": hbm_stacks(hbm), **storage}
 
     def run(self, inputs: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
         progress(0.05, "drawing failure histories")
@@ -256,6 +285,7 @@ class ResilienceKind(ScenarioKind):
     def _result(inputs: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         result["accelerator"] = inputs.get("accelerator")
         result["model"] = inputs.get("model")
+        result["storage_source"] = inputs.get("storage") or {}
         if "cluster" in inputs:
             result["cluster"] = inputs["cluster"]
         return jsonable(result)
@@ -283,6 +313,8 @@ class ResilienceKind(ScenarioKind):
                                  f"{fmt(opt.get('daly'))} min, simulated "
                                  f"{fmt(opt.get('simulated'))} min (ETTR "
                                  f"{fmt(opt.get('simulated_ettr'))})"),
+            ("storage tiers", "; ".join(f"{tier}: {where}" for tier, where in
+                                        (result.get("storage_source") or {}).items())),
             ("checkpoint ≤ 15 s", f"stall {'yes' if claim.get('holds_for_blocking') else 'no'}"
                                   f", durable {'yes' if claim.get('holds_for_durable') else 'no'}"
                                   f": {claim.get('why', '')}"),
@@ -290,6 +322,47 @@ class ResilienceKind(ScenarioKind):
                              f"{fmt(avail.get('full_size_simulated'))}; spares for 99.9 %: "
                              f"{fmt((avail.get('spares_needed') or {}).get('0.999'))}"),
         ]
+
+
+GIB = 2**30 / 1e9
+"""GB per GiB: host memory is sold in binary units, tiers count decimal GB."""
+
+
+def cluster_tiers(server: Mapping[str, Any] | None,
+                  pfs: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The storage tiers of a cluster, from its model (``resilience_cluster``).
+
+    * ``host_dram``: the servers' memory as capacity; the copy rate out of HBM stays
+      the DGX default (a PCIe bound of the cards, not a property of the DRAM).
+    * ``local_nvme``: the servers' drives (capacity, sequential read and write).
+    * ``pfs``: Σ of the file-system appliances as the shared aggregate (write for
+      saves, read for restores) and capacity; each server's own share stays the
+      default client bandwidth (its storage NICs).
+    A tier the cluster does not model is absent (the caller keeps the default).
+    """
+    base = {t.name: t.to_dict() for t in DGX_H100_TIERS}
+    tiers: dict[str, dict[str, Any]] = {}
+    if server is not None:
+        tiers["host_dram"] = base["host_dram"] | {
+            "capacity_gb": round(server["memory_gib"] * GIB, 3),
+            "source": f"the cluster's servers: {server['memory_gib']:,} GiB; copy rate: "
+                      f"{base['host_dram']['source']}"}
+        tiers["local_nvme"] = base["local_nvme"] | {
+            "write_gbps": server["nvme_write_gb_per_s"],
+            "read_gbps": server["nvme_read_gb_per_s"],
+            "capacity_gb": server["nvme_tb"] * 1000.0,
+            "source": f"the cluster's servers: {server['nvme_tb']:g} TB NVMe, "
+                      f"{server['nvme_read_gb_per_s']:g} GB/s read, "
+                      f"{server['nvme_write_gb_per_s']:g} GB/s write"}
+    if pfs is not None:
+        tiers["pfs"] = base["pfs"] | {
+            "aggregate_gbps": pfs["write_gb_per_s"],
+            "aggregate_read_gbps": pfs["read_gb_per_s"],
+            "capacity_gb": pfs["capacity_tb"] * 1000.0,
+            "source": f"the cluster's file system: {pfs['appliances']} appliances, "
+                      f"{pfs['write_gb_per_s']:g} GB/s write, {pfs['read_gb_per_s']:g} GB/s "
+                      f"read, {pfs['capacity_tb']:g} TB"}
+    return tiers
 
 
 def hbm_stacks(hbm_gib: float) -> int:

@@ -13,10 +13,15 @@ scale-up (its accelerator's NVLink/HCCS Gb/s) and NIC figures. The parameters ar
 ``replay_trace``'s.
 
 ``from_live`` (with a cluster): the live twin's failed cards are already out of
-the nodes; its running jobs are put first in the workload, arriving at time 0
-and running to the end, so the simulation starts with the live load. They are
-placed by the policy under test, not pinned to the cards they hold live
-(``simulate`` has no initial allocations yet), which the result says.
+the nodes, and its running jobs are pinned to the cards they hold
+(``simulate(initial=...)``) — for their remaining expected duration (as of the
+submit) in ``full`` mode, for the whole run in ``arrival-only`` mode or when a
+job has no expected duration. The policy under test places only the workload.
+A piece on a card that failed under its job is dropped.
+
+Each policy's result also carries a bounded per-job table and a per-rack
+playback of its placements (:mod:`.schedulingdetail`); the racks and their
+cards are in ``racks``.
 
 A trace is named by id and checked by hash: ``inputs`` hold its id and SHA-256,
 and the worker refuses to replay a trace whose stored rows no longer match.
@@ -38,6 +43,7 @@ from simulation.scheduling import (
     simulate,
     synthetic_workload,
 )
+from twin.scenarios.kinds import schedulingdetail as detail
 from twin.scenarios.kinds.base import (
     FieldSpec,
     Progress,
@@ -56,6 +62,10 @@ MAX_JOBS = 100_000
 MAX_POLICIES = len(POLICIES)
 MAX_SERVERS = 131_072
 """A million cards in 8-card servers."""
+DEFAULT_JOBS, DEFAULT_SERVERS, DEFAULT_GPUS = 2000, 64, 8
+"""Synthetic jobs and uniform nodes when not given. They are not the fields' described
+defaults, so that a form (which sends every described default) can run on a cluster or
+a trace, where giving them is refused."""
 SPLIT_MIN_JOBS = 2_000
 SPLIT_MIN_NODES = 128
 """A run with several policies is split (one part per policy) from this many jobs
@@ -71,13 +81,18 @@ def _policies(value: Any) -> list[str]:
     out: list[str] = []
     for i, item in enumerate(items):
         name = item.strip() if isinstance(item, str) else item
-        if name not in POLICIES:
+        if not isinstance(name, str) or name not in POLICIES:
             raise ScenarioInputError.one(
                 f"params.policies[{i}]",
                 f"unknown policy {name!r} (choose from {', '.join(sorted(POLICIES))})")
         if name not in out:
             out.append(name)
     return out
+
+
+def _int_or(mine: Mapping[str, Any], spec: FieldSpec, fallback: int) -> int:
+    """The integer option ``spec`` (checked against its bounds), ``fallback`` if absent."""
+    return int_option({spec.name: mine.get(spec.name, fallback)}, spec)
 
 
 def _number(mine: Mapping[str, Any], spec: FieldSpec) -> float:
@@ -98,22 +113,25 @@ class SchedulingKind(ScenarioKind):
                    "placement policies: GPU allocation rate, utilisation, fragmentation, "
                    "queueing and AllReduce times.")
     fields = (
-        FieldSpec("policies", "string", "Policies", "One or several, comma-separated: "
-                  + ", ".join(POLICIES) + ".", default="fgd,best-fit,topology-aware"),
+        FieldSpec("policies", "choice_list", "Policies", "One or several, replayed side by "
+                  "side (a list, or one comma-separated string: fgd,best-fit,random).",
+                  default=["fgd", "best-fit", "topology-aware"], choices=tuple(POLICIES)),
         FieldSpec("mode", "choice", "Mode", "arrival-only: jobs never leave, arrivals go on "
                   "past capacity (the FGD paper); full: jobs run for their duration and queue.",
                   default="arrival-only", choices=MODES),
         FieldSpec("trace", "integer", "Trace", "An uploaded trace (/api/jobs/traces/): its jobs, "
                   "and its node list when there is no cluster. Empty: synthetic jobs.", min=1),
         FieldSpec("jobs", "integer", "Synthetic jobs", "Jobs drawn from the documented "
-                  "distributions when there is no trace.", default=2000, min=1, max=MAX_JOBS),
+                  f"distributions when there is no trace (empty: {DEFAULT_JOBS:,}).", min=1,
+                  max=MAX_JOBS),
         FieldSpec("target_load", "number", "Arrived load", "arrival-only: stop when the arrived "
                   "GPU demand is this share of the cluster's cards.", default=1.3, min=0.01,
                   max=100),
         FieldSpec("servers", "integer", "Servers", "Without a cluster or a trace node list: "
-                  "this many identical servers.", default=64, min=1, max=MAX_SERVERS),
-        FieldSpec("gpus_per_server", "integer", "Cards per server", "Of those servers.",
-                  default=8, min=1, max=64),
+                  f"this many identical servers (empty: {DEFAULT_SERVERS}).", min=1,
+                  max=MAX_SERVERS),
+        FieldSpec("gpus_per_server", "integer", "Cards per server", "Of those servers "
+                  f"(empty: {DEFAULT_GPUS}).", min=1, max=64),
         FieldSpec("allreduce_bytes", "integer", "AllReduce size (bytes)", "The collective each "
                   "multi-card placement is priced for.", default=1 << 30, min=1),
         FieldSpec("seed", "integer", "Seed", "Synthetic jobs, random policy, resampling.",
@@ -149,8 +167,8 @@ class SchedulingKind(ScenarioKind):
         trace = self._trace(mine)
         inputs: dict[str, Any] = {"options": options}
         inputs["workload"] = ({"source": "trace", "trace": trace} if trace else
-                              {"source": "synthetic", "jobs": int_option(mine,
-                                                                         self.field("jobs"))})
+                              {"source": "synthetic", "jobs": _int_or(mine, self.field("jobs"),
+                                                                      DEFAULT_JOBS)})
         if trace and "jobs" in mine:
             raise ScenarioInputError.one("params.jobs", "the jobs come from the trace; give "
                                                         "either trace or jobs")
@@ -186,8 +204,9 @@ class SchedulingKind(ScenarioKind):
                 raise ScenarioInputError.one(f"params.{shaped[0]}", "the nodes come from the "
                                                                     "trace's node list")
             return {"source": "trace", "trace": trace}
-        return {"source": "uniform", "servers": int_option(mine, self.field("servers")),
-                "gpus_per_server": int_option(mine, self.field("gpus_per_server"))}
+        return {"source": "uniform",
+                "servers": _int_or(mine, self.field("servers"), DEFAULT_SERVERS),
+                "gpus_per_server": _int_or(mine, self.field("gpus_per_server"), DEFAULT_GPUS)}
 
     def _cluster_nodes(self, cluster: Any, from_live: bool,
                        inputs: dict[str, Any]) -> dict[str, Any]:
@@ -213,11 +232,7 @@ class SchedulingKind(ScenarioKind):
         if from_live:
             running = list(Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING)
                            .select_related("accelerator").order_by("id"))
-            out["live_jobs"] = [{
-                "name": j.name, "tenant": j.tenant, "num_gpu": int(j.cards),
-                "gpu_milli": int(j.share_milli), "gang": j.gang, "priority": int(j.priority),
-                "gpu_model": j.accelerator.slug if j.accelerator_id else "",
-            } for j in running]
+            out["live_jobs"] = _pinned(running, live)
             out["failed_cards"] = sum(len(r["failed_gpus"]) for r in live.records)
         return out
 
@@ -255,7 +270,8 @@ class SchedulingKind(ScenarioKind):
         """Replay the run's workload under ``policies``, in order."""
         progress(0.02, "reading the nodes and jobs")
         nodes, node_info = _load_nodes(inputs["nodes"])
-        work, work_info = _load_workload(inputs, inputs["nodes"].get("live_jobs") or [])
+        pinned = inputs["nodes"].get("live_jobs") or []
+        work, work_info = _load_workload(inputs, pinned)
         options = inputs["options"]
         price = default_allreduce(float(options["allreduce_bytes"]),
                                   **(inputs.get("allreduce") or {}))
@@ -269,12 +285,17 @@ class SchedulingKind(ScenarioKind):
             try:
                 result = simulate(nodes, work, policy, mode=options["mode"], seed=options["seed"],
                                   allreduce=price, progress=tick,
-                                  target_load=options["target_load"])
+                                  target_load=options["target_load"], keep_placements=True,
+                                  initial=[{"placement": p["placement"],
+                                            "remaining_s": p["remaining_s"]} for p in pinned])
             except SchedulingInputError as exc:
                 raise ScenarioInputError.one(f"params.{exc.field}", exc.reason) from exc
-            results.append(result.to_dict())
+            results.append({**result.to_dict(),
+                            "job_table": detail.job_table(result, work, nodes, price),
+                            "rack_timeline": detail.rack_timeline(result, nodes, pinned)})
         out = {"policies": results, "nodes": node_info, "workload": work_info,
-               "mode": options["mode"], "allreduce_bytes": options["allreduce_bytes"]}
+               "mode": options["mode"], "allreduce_bytes": options["allreduce_bytes"],
+               "racks": detail.rack_capacity(nodes)}
         return jsonable(out)
 
     def rows(self, result: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -285,6 +306,8 @@ class SchedulingKind(ScenarioKind):
                             f"mode {result.get('mode')}")]
         if work.get("note"):
             out.append(("from live", str(work["note"])))
+        for r in result.get("policies") or []:
+            out.extend(_slowest_row(r))
         for r in result.get("policies") or []:
             jobs = r.get("jobs") or {}
             ar = r.get("allreduce") or {}
@@ -297,6 +320,45 @@ class SchedulingKind(ScenarioKind):
                         f"AllReduce p50 {'—' if p50 is None else f'{p50 * 1e3:.2f} ms'}, "
                         f"{r.get('wall_s', 0):.2f} s"))
         return out
+
+
+def _slowest_row(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The job table's three slowest rows of a policy, as one line."""
+    table = r.get("job_table") or {}
+    rows = sorted((x for x in table.get("rows") or [] if x.get("slowest")),
+                  key=lambda x: -(x.get("jct_s") or x.get("allreduce_s") or 0))[:3]
+    if not rows:
+        return []
+
+    def one(x: Mapping[str, Any]) -> str:
+        what = (f"JCT {x['jct_s']:,.0f} s" if x.get("jct_s") is not None else
+                f"AllReduce {x['allreduce_s'] * 1e3:.2f} ms"
+                if x.get("allreduce_s") is not None else "running")
+        return f"{x['job']} ({x['size']:g} cards, {what}, {x['nodes']} node(s))"
+
+    return [(f"{r.get('policy', '?')} slowest", "; ".join(one(x) for x in rows)
+             + f" — table: {table.get('shown')}")]
+
+
+def _pinned(running: list[Any], live: Any) -> list[dict[str, Any]]:
+    """The running jobs as ``simulate(initial=...)`` pins them: their live pieces (not
+    on a card that failed under them), and their remaining expected seconds."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    failed = {(i, g) for i, rec in enumerate(live.records) for g in rec["failed_gpus"]}
+    out = []
+    for job in running:
+        pieces = [[n, c, m / 1000.0] for n, c, m in live.allocations.get(job.pk, [])
+                  if (n, c) not in failed]
+        if not pieces:
+            continue
+        remaining = None
+        if job.duration_s and job.started:
+            remaining = max(0.0, job.duration_s - (now - job.started).total_seconds())
+        out.append({"name": job.name, "tenant": job.tenant, "placement": pieces,
+                    "remaining_s": remaining})
+    return out
 
 
 def _trace_row(ref: Mapping[str, Any]) -> Any:
@@ -336,13 +398,11 @@ def _load_workload(inputs: Mapping[str, Any],
         work = synthetic_workload(int(spec["jobs"]), seed=int(options["seed"]))
     info: dict[str, Any] = {"source": spec["source"], "jobs": len(work)}
     if live_jobs:
-        forever = max(float(work.arrival_s.max(initial=0) + work.duration_s.max(initial=0)),
-                      1.0) * 10
-        first = [{**job, "arrival_s": 0.0, "duration_s": forever} for job in live_jobs]
-        work = Workload.from_records([*first, *work.to_records()])
+        cards = sum(p[2] for job in live_jobs for p in job["placement"])
         info["live_jobs"] = len(live_jobs)
-        info["note"] = (f"{len(live_jobs)} running job(s) of the twin start first and never "
-                        f"leave; the policy places them (they are not pinned to their live "
-                        f"cards)")
+        info["note"] = (f"{len(live_jobs)} running job(s) of the twin hold their {cards:g} "
+                        f"card(s) from the start (pinned: "
+                        + ("for their remaining expected time" if options["mode"] == "full"
+                           else "for the whole run") + "); the policy places only the workload")
     info["gpu_demand"] = float(work.gpu_demand.sum())
     return work, info

@@ -41,11 +41,11 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from twin.telemetry import enqueue, ingest, prometheus, state
+from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
-           "layout_view", "whoami"]
+           "ingest_remote_write", "layout_view", "whoami"]
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
 
 
 def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
-            extra: dict[str, Any] | None = None) -> JsonResponse:
+            extra: dict[str, Any] | None = None, *, queued_status: int = 202) -> JsonResponse:
     """Enqueue the batch and record it on the agent row.
 
     Redis and the row move together: Redis decides (the script checks the
@@ -249,7 +249,7 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
         **({"dropped": batch.dropped} if batch.dropped and not duplicate else {}),
         **(extra or {}),
     }
-    return JsonResponse(body, status=200 if duplicate else 202)
+    return JsonResponse(body, status=200 if duplicate else queued_status)
 
 
 def _kick(result: enqueue.EnqueueResult) -> None:
@@ -320,6 +320,63 @@ def ingest_prometheus(request: HttpRequest, cluster_id: int) -> HttpResponse:
     batch = prometheus.batch_from_exposition(samples, lay)
     return _finish(auth, seq, batch, {"broken_lines": broken, "broken_total": n_broken,
                                       "samples": len(samples)})
+
+
+REMOTE_WRITE_TYPES = ("application/x-protobuf", "")
+REMOTE_WRITE_INFLATION = 8
+"""How much larger than the body limit a remote-write body may be once decompressed
+(snappy shrinks label-heavy protobuf 5–10 times)."""
+
+
+@csrf_exempt
+@require_POST
+def ingest_remote_write(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Prometheus remote write 1.0 (``twin.telemetry.remote_write``), from Prometheus,
+    vmagent or any compatible sender configured with the agent's token.
+
+    Answers as the specification asks senders to read them: **200** stored (with
+    the usual counts; a sender only looks at the class), **4xx** for what a
+    resend cannot fix — 400 a body that is no snappy-compressed ``WriteRequest``
+    (the reason in ``detail``), 401/403 the token, 404/410 the cluster, 413 too
+    large, 415 a content type or encoding other than ``application/x-protobuf`` +
+    ``snappy`` (remote write 2.0 senders fall back to 1.0 on a 415) — and **503**
+    + ``Retry-After`` only for what a resend can fix (workers behind; Redis or the
+    database away). Series of other metric families are ignored (``dropped``).
+    """
+    auth = _authorize(request, cluster_id)
+    if isinstance(auth, JsonResponse):
+        return auth
+    ctype = (request.content_type or "").lower()
+    if ctype not in REMOTE_WRITE_TYPES or "proto=io.prometheus.write.v2" in (
+            request.headers.get("Content-Type") or ""):
+        return _error(415, f"unsupported content type {request.headers.get('Content-Type')!r}: "
+                           "remote write 1.0 sends application/x-protobuf "
+                           "(prometheus.WriteRequest)")
+    encoding = (request.headers.get("Content-Encoding") or "").strip().lower()
+    if encoding != "snappy":
+        return _error(415, f"unsupported content encoding {encoding or 'none'!r}: remote "
+                           "write bodies are snappy-compressed (Content-Encoding: snappy)")
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        limit = _max_body() * REMOTE_WRITE_INFLATION
+        size = remote_write.uncompressed_length(body)
+        if size > limit:
+            return _error(413, f"the request decompresses to {size:,} bytes; the limit is "
+                               f"{limit:,}: lower queue_config.max_samples_per_send",
+                          limit=limit)
+        samples, stale, counts = remote_write.decode_samples(remote_write.decompress(body))
+    except remote_write.BadWriteRequest as exc:
+        return _error(400, str(exc))
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError:  # deleted since the check above
+        return _missing_cluster(cluster_id)
+    batch = prometheus.batch_from_exposition(samples, lay, where="series")
+    if stale:
+        batch.dropped["stale_marker"] = stale
+    return _finish(auth, None, batch, counts, queued_status=200)
 
 
 @require_GET

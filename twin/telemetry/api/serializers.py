@@ -6,11 +6,12 @@ from typing import Any
 from rest_framework import serializers
 
 from twin.core.api.serializers import ValidatedModelSerializer
-from twin.telemetry.choices import HealthChoices
+from twin.telemetry.choices import AlertRuleChoices, HealthChoices, SeverityChoices
 from twin.telemetry.metrics import METRICS
 from twin.telemetry.models import Alert, CardHealth, ScrapeTarget, TelemetryAgent, TelemetryMinute
 
 __all__ = [
+    "AlertGroupSerializer",
     "AlertSerializer",
     "CardHealthSerializer",
     "MetricSerializer",
@@ -84,6 +85,26 @@ class AlertSerializer(serializers.ModelSerializer):
                   "rack", "supernode", "value", "peak", "threshold", "message", "started",
                   "ended", "active", "acknowledged_by", "acknowledged_at"]
         read_only_fields = fields
+
+
+class AlertGroupSerializer(serializers.Serializer):
+    """Alerts of one rule and severity in one rack or supernode (``twin.telemetry.grouping``)."""
+
+    rule = serializers.ChoiceField(choices=AlertRuleChoices.choices())
+    severity = serializers.ChoiceField(choices=SeverityChoices.choices())
+    scope = serializers.ChoiceField(choices=["rack", "supernode", "cluster"],
+                                    help_text="What the group shares: a rack, a supernode, "
+                                              "or only the cluster (cluster-wide alerts).")
+    rack = serializers.IntegerField(allow_null=True)
+    rack_name = serializers.CharField(allow_null=True)
+    supernode = serializers.IntegerField(allow_null=True)
+    supernode_name = serializers.CharField(allow_null=True)
+    count = serializers.IntegerField(min_value=1, help_text="Alerts in the group.")
+    cards = serializers.IntegerField(min_value=0, help_text="Distinct cards among them.")
+    oldest = serializers.DateTimeField()
+    newest = serializers.DateTimeField()
+    latest_alert = serializers.IntegerField(help_text="Id of the newest alert of the group.")
+    message = serializers.CharField(help_text="The newest alert's message.")
 
 
 class CardHealthSerializer(serializers.ModelSerializer):

@@ -1,7 +1,8 @@
 """URLs of telemetry under ``/api/telemetry/`` (namespace ``telemetry``).
 
 Agents post to ``clusters/<id>/batches/`` (native JSON/msgpack) and
-``clusters/<id>/metrics/`` (Prometheus text); ``clusters/<id>/layout/`` gives
+``clusters/<id>/metrics/`` (Prometheus text) and ``clusters/<id>/write``
+(Prometheus remote write); ``clusters/<id>/layout/`` gives
 the card order for columnar batches and ``whoami/`` tells an agent its cluster.
 """
 from __future__ import annotations
@@ -25,6 +26,9 @@ router.register("history", views.MinuteViewSet, basename="minute")
 urlpatterns = [
     path("clusters/<int:cluster_id>/batches/", ingest_views.ingest_batch, name="batches"),
     path("clusters/<int:cluster_id>/metrics/", ingest_views.ingest_prometheus, name="prometheus"),
+    path("clusters/<int:cluster_id>/write", ingest_views.ingest_remote_write,
+         name="remote_write"),
+    path("clusters/<int:cluster_id>/write/", ingest_views.ingest_remote_write),
     path("clusters/<int:cluster_id>/layout/", ingest_views.layout_view, name="layout"),
     path("clusters/<int:cluster_id>/rollup/", views.cluster_rollup, name="rollup"),
     path("clusters/<int:cluster_id>/", views.cluster_live, name="cluster"),

@@ -6,7 +6,8 @@
   read-only on each agent.
 * ``targets/``: Prometheus scrape targets (e.g. DCGM exporters).
 * ``alerts/``: list and filter (cluster, rule, severity, level, active,
-  acknowledged, card, rack, supernode), ``acknowledge``.
+  acknowledged, card, rack, supernode), ``acknowledge``; ``alerts/groups/`` the
+  same filters, grouped by rule, severity and rack or supernode (``?by=``).
 * ``health/``: cards whose derived health is not OK.
 * ``history/``: the 1-minute downsampled history.
 * ``clusters/<id>/``: the live headline; ``clusters/<id>/rollup/?level=&metric=``;
@@ -31,8 +32,9 @@ from rest_framework.response import Response
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Card, Cluster
-from twin.telemetry import bridge, state
+from twin.telemetry import bridge, grouping, state
 from twin.telemetry.api.serializers import (
+    AlertGroupSerializer,
     AlertSerializer,
     CardHealthSerializer,
     MetricSerializer,
@@ -104,6 +106,22 @@ class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     filterset_class = AlertFilterSet
     permission_classes = [TwinModelPermissions]
     ordering_fields = ["id", "started", "ended", "severity"]
+
+    @extend_schema(parameters=[OpenApiParameter("by", str, enum=list(grouping.BY),
+                                                description="Group card alerts by their "
+                                                            "rack (default) or supernode.")],
+                   responses=AlertGroupSerializer(many=True))
+    @action(detail=False, methods=["get"], url_path="groups")
+    def groups(self, request: Request) -> Response:
+        """The filtered alerts grouped by rule, severity and rack (or supernode), most
+        severe and largest first: ``?cluster=1&active=true`` is the dashboard's list,
+        one line per group with its count, however many alerts are open."""
+        by = request.query_params.get("by", "rack")
+        if by not in grouping.BY:
+            raise ValidationError({"by": f"one of {', '.join(grouping.BY)}"})
+        groups = grouping.group_alerts(self.filter_queryset(self.get_queryset()), by)
+        page = self.paginate_queryset(groups)
+        return self.get_paginated_response(AlertGroupSerializer(page, many=True).data)
 
     @extend_schema(request=None, responses=AlertSerializer)
     @action(detail=True, methods=["post"], permission_classes=[IsAuthenticated])

@@ -2,7 +2,8 @@
 
 Draining, ticking and the minute history each start follow-up work: a fresh
 drain when one runs out of time, a trailing tick after the last batch, the
-database write of a finished minute. Which queue that goes to (Celery, in
+database write of a finished minute, the delivery of alerts a tick opened or
+closed. Which queue that goes to (Celery, in
 ``twin.telemetry.tasks``) is the caller's business, so this package never
 imports the tasks: the tasks pass ``FollowUps`` that queue Celery tasks;
 everyone else (tests, benchmarks, a shell) gets ``NO_FOLLOW_UPS``, which
@@ -32,6 +33,8 @@ class FollowUps:
     """Tick ``cluster_id`` after ``countdown`` seconds (a trailing tick)."""
     persist_minute: Callable[[int, str, int], bool] = _nothing
     """Write minute ``minute`` of ``(cluster_id, layout version)`` to the database."""
+    notify: Callable[[], bool] = _nothing
+    """Deliver opened and closed alerts to the receivers (``twin.telemetry.notify``)."""
 
 
 NO_FOLLOW_UPS = FollowUps()

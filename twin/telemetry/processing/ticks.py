@@ -80,8 +80,15 @@ def tick(cluster_id: int, *, force: bool = False,
     try:
         return _tick(r, cluster_id, follow_ups)
     finally:
-        r.delete(lock)
-        _tick_cost[cluster_id] = time.monotonic() - started
+        cost = _tick_cost[cluster_id] = time.monotonic() - started
+        pipe = r.pipeline(transaction=False)
+        pipe.delete(lock)
+        # For the twin's own /metrics, whichever worker ticked (twin.telemetry.monitoring).
+        stats = keys.tick_stats(cluster_id)
+        pipe.hincrby(stats, "count", 1)
+        pipe.hincrbyfloat(stats, "sum", cost)
+        pipe.hset(stats, "last", repr(cost))
+        pipe.execute()
 
 
 def retry_wait_s(cluster_id: int) -> float:
@@ -178,6 +185,7 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
                               "ts": now, "layout": ver})
     if transitions:
         _publish_alerts(cluster_id, transitions)
+        follow_ups.notify()
     return seq
 
 

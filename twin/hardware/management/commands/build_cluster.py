@@ -70,10 +70,12 @@ class Command(BaseCommand):
             ("servers", f"{r['servers']:,} ({r['servers_per_rack']} per rack, "
                         f"{r['server_w']:,} W each)"),
             ("racks", f"{r['racks']:,} = {r['supernodes']:,} × {r['racks_per_supernode']} per "
-                      f"supernode + {r['network_racks']:,} network"),
+                      f"supernode + {r['network_racks']:,} network + "
+                      f"{r.get('storage_racks', 0):,} storage"),
             ("racks per supernode", f"{r['racks_per_supernode']}"),
             ("network devices", f"{r['devices']:,} ({r['switches']:,} switches)"),
             ("links", f"{r['links']:,}"),
+            ("storage", _storage_line(r.get("storage") or {})),
             ("IT power", f"{r['it_power_w'] / 1e3:,.1f} kW"),
             ("facility power", f"{r['facility_power_w'] / 1e3:,.1f} kW (IT × PUE)"),
             ("fullest rack", f"{r['max_rack_w']:,} W of {r['rack_budget_w']:,} W budget"),
@@ -90,3 +92,14 @@ class Command(BaseCommand):
                 f"{preset.name:<18} {plan.cards:>9,} cards, {plan.supernodes:,} × "
                 f"{preset.supernode.cards} per supernode, {plan.racks_per_supernode} racks per "
                 f"supernode  — {preset.description}")
+
+
+def _storage_line(s: dict[str, Any]) -> str:
+    """Host memory and NVMe per server, and the parallel file system's aggregate."""
+    line = (f"{s.get('memory_gib_per_server', 0):,} GiB memory and "
+            f"{s.get('nvme_tb_per_server', 0):g} TB NVMe per server")
+    if s.get("pfs_appliances"):
+        line += (f"; file system {s['pfs_appliances']} × {s['pfs_model']}: "
+                 f"{s['pfs_read_gb_per_s']:g} GB/s read, {s['pfs_write_gb_per_s']:g} GB/s "
+                 f"write, {s['pfs_capacity_tb']:g} TB")
+    return line

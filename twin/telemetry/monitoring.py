@@ -1,0 +1,202 @@
+"""What telemetry tells the twin's own ``/metrics`` (``twin.web.metrics`` serves it).
+
+Every figure is read at scrape time from where all processes write it — the
+agents' rows and the open alerts in the database, the stream, the tick
+statistics and the rollups in Redis — never from counters in the process that
+happens to answer the scrape: the web servers and the workers are separate
+processes (and machines), so an in-process counter would show one process's
+share. ``families()`` yields prometheus_client metric families; a source that
+is away (Redis, the database) is reported as ``twin_source_up{source=…} 0`` and
+its families left out, so the scrape still answers.
+
+=========================================== ====== ==========================================
+family                                      type   what
+=========================================== ====== ==========================================
+twin_ingest_batches_total{cluster}          ctr    batches the cluster's agents sent
+twin_ingest_card_samples_total{cluster}     ctr    card-samples accepted (rate: ingest rate)
+twin_ingest_rejected_total{cluster}         ctr    values rejected (unknown card, range, …)
+twin_ingest_duplicates_total{cluster}       ctr    batches ignored as repeats
+twin_ingest_missed_batches_total{cluster}   ctr    sequence numbers never received
+twin_ingest_stream_length                   gauge  batches waiting on the ingest stream
+twin_ingest_stream_bytes                    gauge  their bytes (backpressure at the limit)
+twin_ingest_stream_oldest_age_seconds       gauge  ingest lag: age of the oldest waiting batch
+twin_ingest_apply_errors_total              ctr    stream entries that could not be applied
+twin_telemetry_tick_seconds{cluster}        summ.  tick durations (count, sum) of all workers
+twin_telemetry_tick_last_seconds{cluster}   gauge  the last tick's duration
+twin_telemetry_tick_age_seconds{cluster}    gauge  since the last tick (stale state if large)
+twin_cluster_cards{cluster}                 gauge  cards in the layout
+twin_cluster_cards_reporting{cluster}       gauge  fresh cards at the last tick
+twin_cluster_power_draw_watts{cluster}      gauge  measured draw (cards + static), last tick
+twin_cluster_power_budget_watts{cluster}    gauge  sum of the racks' budgets
+twin_racks_over_budget{cluster}             gauge  racks drawing more than their budget
+twin_rack_power_draw_watts{cluster,rack}    gauge  per rack (clusters of ≤ TWIN_METRICS_MAX_RACKS)
+twin_rack_power_budget_watts{cluster,rack}  gauge  per rack, the same
+twin_alerts_open{cluster,rule,severity}     gauge  open alerts
+=========================================== ====== ==========================================
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import numpy as np
+from django.conf import settings
+from django.db.models import Count, Sum
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+
+from twin.telemetry import keys, state
+from twin.telemetry.processing.stream import GROUP
+
+__all__ = ["families"]
+
+log = logging.getLogger(__name__)
+
+
+def max_racks() -> int:
+    """Per-rack power series only for clusters up to this many racks (a million-card
+    cluster has 26,000: the cluster totals and the count over budget cover it)."""
+    return int(getattr(settings, "TWIN_METRICS_MAX_RACKS", 5000))
+
+
+def families(up: GaugeMetricFamily) -> Iterator[Metric]:
+    """Telemetry's metric families; ``up`` gets a sample per source read."""
+    try:
+        yield from _database()
+        up.add_metric(["telemetry_database"], 1)
+    except Exception:  # noqa: BLE001 - a scrape must answer whatever is away
+        log.warning("/metrics: telemetry's database figures unavailable", exc_info=True)
+        up.add_metric(["telemetry_database"], 0)
+    try:
+        yield from _redis()
+        up.add_metric(["telemetry_redis"], 1)
+    except Exception:  # noqa: BLE001 - the same
+        log.warning("/metrics: telemetry's Redis figures unavailable", exc_info=True)
+        up.add_metric(["telemetry_redis"], 0)
+
+
+def _database() -> Iterator[Metric]:
+    from twin.telemetry.models import Alert, TelemetryAgent
+
+    rows = list(TelemetryAgent.objects.values("cluster_id").annotate(
+        batches=Sum("batches"), samples=Sum("samples"), rejected=Sum("rejected"),
+        duplicates=Sum("duplicates"), missed=Sum("missed_batches")).order_by("cluster_id"))
+    spec = [("batches", "twin_ingest_batches", "Batches the cluster's agents sent."),
+            ("samples", "twin_ingest_card_samples",
+             "Card-samples accepted from the cluster's agents (rate(): the ingest rate)."),
+            ("rejected", "twin_ingest_rejected", "Values rejected, each with a reason."),
+            ("duplicates", "twin_ingest_duplicates", "Batches ignored as repeats."),
+            ("missed", "twin_ingest_missed_batches", "Sequence numbers never received.")]
+    out = []
+    for field, name, doc in spec:
+        family = CounterMetricFamily(name, doc, labels=["cluster"])
+        for row in rows:
+            family.add_metric([str(row["cluster_id"])], float(row[field] or 0))
+        out.append(family)
+    alerts = GaugeMetricFamily("twin_alerts_open", "Open alerts by rule and severity.",
+                               labels=["cluster", "rule", "severity"])
+    for row in (Alert.objects.filter(ended__isnull=True)
+                .values("cluster_id", "rule", "severity").annotate(n=Count("id"))
+                .order_by("cluster_id", "rule", "severity")):
+        alerts.add_metric([str(row["cluster_id"]), row["rule"], row["severity"]], row["n"])
+    out.append(alerts)
+    yield from out
+
+
+def _redis() -> Iterator[Metric]:
+    r = state.redis_client()
+    now = time.time()
+    stream = keys.stream()
+    length = int(r.xlen(stream)) if r.exists(stream) else 0
+    oldest = r.xrange(stream, count=1) if length else []
+    age = max(now - int(oldest[0][0].split(b"-")[0]) / 1000.0, 0.0) if oldest else 0.0
+    pending = 0
+    if length:
+        try:
+            pending = int(r.xpending(stream, GROUP)["pending"])
+        except Exception:  # noqa: BLE001 - no consumer group yet
+            pending = 0
+    gauges = [
+        ("twin_ingest_stream_length", "Batches waiting on the ingest stream.", length),
+        ("twin_ingest_stream_pending", "Batches a worker has read but not yet applied.",
+         pending),
+        ("twin_ingest_stream_bytes", "Bytes of the batches waiting on the ingest stream.",
+         int(r.get(keys.stream_bytes()) or 0)),
+        ("twin_ingest_stream_oldest_age_seconds",
+         "Ingest lag: age of the oldest batch waiting on the stream (0 when empty).", age),
+    ]
+    out: list[Metric] = [GaugeMetricFamily(name, doc, value=value) for name, doc, value in gauges]
+    out.append(CounterMetricFamily("twin_ingest_apply_errors",
+                                   "Stream entries the workers could not apply.",
+                                   value=int(r.get(keys.ingest_errors()) or 0)))
+    out.extend(_clusters(r, now))
+    yield from out
+
+
+def _clusters(r: object, now: float) -> list[Metric]:
+    """Per cluster with live state: ticks, cards, power against budget."""
+    from twin.hardware.models import Cluster
+
+    ids = sorted(int(x) for x in r.smembers(keys.clusters()))  # type: ignore[attr-defined]
+    ids = list(Cluster.objects.filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+    tick = SummaryMetricFamily("twin_telemetry_tick_seconds",
+                               "Durations of the cluster's ticks, all workers together.",
+                               labels=["cluster"])
+    last = GaugeMetricFamily("twin_telemetry_tick_last_seconds",
+                             "Duration of the cluster's last tick.", labels=["cluster"])
+    age = GaugeMetricFamily("twin_telemetry_tick_age_seconds",
+                            "Seconds since the cluster's last tick.", labels=["cluster"])
+    cards = GaugeMetricFamily("twin_cluster_cards", "Cards in the cluster's layout.",
+                              labels=["cluster"])
+    reporting = GaugeMetricFamily("twin_cluster_cards_reporting",
+                                  "Cards with a fresh reading at the last tick.",
+                                  labels=["cluster"])
+    draw = GaugeMetricFamily("twin_cluster_power_draw_watts",
+                             "Measured draw of the cluster (cards + static), last tick.",
+                             labels=["cluster"])
+    budget = GaugeMetricFamily("twin_cluster_power_budget_watts",
+                               "Sum of the cluster's rack budgets.", labels=["cluster"])
+    over = GaugeMetricFamily("twin_racks_over_budget",
+                             "Racks whose measured draw is over their budget.",
+                             labels=["cluster"])
+    rack_draw = GaugeMetricFamily("twin_rack_power_draw_watts",
+                                  "A rack's measured draw (cards + static), last tick.",
+                                  labels=["cluster", "rack"])
+    rack_budget = GaugeMetricFamily("twin_rack_power_budget_watts", "A rack's power budget.",
+                                    labels=["cluster", "rack"])
+    limit = max_racks()
+    for cid in ids:
+        c = str(cid)
+        stats = r.hgetall(keys.tick_stats(cid))  # type: ignore[attr-defined]
+        if stats:
+            tick.add_metric([c], count_value=int(stats.get(b"count", 0)),
+                            sum_value=float(stats.get(b"sum", 0.0)))
+            last.add_metric([c], float(stats.get(b"last", 0.0)))
+        last_tick = r.get(keys.last_tick(cid))  # type: ignore[attr-defined]
+        if last_tick:
+            age.add_metric([c], max(now - float(last_tick), 0.0))
+        try:
+            racks = state.rollup(cid, "rack", "power_w")
+            whole = state.rollup(cid, "cluster", "power_w")
+        except KeyError:  # deleted between the two reads
+            continue
+        cards.add_metric([c], int(whole["cards"][0]) if len(whole["cards"]) else 0)
+        reporting.add_metric([c], int(whole["reporting"][0]) if len(whole["reporting"]) else 0)
+        if len(whole["draw_w"]) and np.isfinite(whole["draw_w"][0]):
+            draw.add_metric([c], float(whole["draw_w"][0]))
+        if len(whole["budget_w"]):
+            budget.add_metric([c], float(whole["budget_w"][0]))
+        with np.errstate(invalid="ignore"):
+            over.add_metric([c], int((racks["draw_w"] > racks["budget_w"]).sum()))
+        if len(racks["ids"]) <= limit:
+            for name, d, b in zip(racks["names"], racks["draw_w"].tolist(),
+                                  racks["budget_w"].tolist(), strict=True):
+                if d == d:  # NaN: no card of the rack reported
+                    rack_draw.add_metric([c, name], d)
+                rack_budget.add_metric([c, name], b)
+    return [tick, last, age, cards, reporting, draw, budget, over, rack_draw, rack_budget]
