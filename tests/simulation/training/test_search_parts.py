@@ -101,3 +101,16 @@ def test_pareto_of_parts_fronts_is_the_pareto_of_the_whole(points, parts) -> Non
                   for i in pareto_front(t[c], e[c], k[c]))
     ci = np.array(cand)
     assert ci[pareto_front(t[ci], e[ci], k[ci])].tolist() == whole
+
+
+def test_context_parallel_blocks_split_and_merge_exactly() -> None:
+    """With ``cp`` in the limits a block is a (tp, pp, cp) triple; the split still
+    merges to the whole search."""
+    model, system = MODELS["llama3-8b"], system_for_accelerator(H100, 64)
+    limits = {"cp": [1, 2, 4], "tp": [1, 2, 4, 8], "pp": [1, 2, 4]}
+    assert search_blocks(model, system, 64, limits) == 36
+    whole = search(model, system, 64, 128, limits=limits, top=15).to_dict()
+    split = _split(model, system, 64, 128, parts=6, limits=limits, top=15).to_dict()
+    assert any(b["execution"].get("cp", 1) > 1 for b in whole["pareto"] + whole["best"]) \
+        or whole["rejected"]
+    assert _without_timings(split) == _without_timings(whole)
