@@ -40,7 +40,8 @@ from .events import ClassPlan, JobPlan, RunStats, draw_failures, effective_block
 from .failures import DETECTION_S, calibrate, component_counts
 from .params import ResilienceParams, resilience_from_params
 
-__all__ = ["ResilienceResult", "TIMELINE_LIMIT", "job_plan", "simulate_resilience"]
+__all__ = ["ResilienceResult", "TIMELINE_LIMIT", "ettr_curve", "job_plan", "simulate_resilience",
+           "sweep_intervals"]
 
 TIMELINE_LIMIT = 2000
 SPARE_TARGETS = (0.99, 0.999, 0.9999)
@@ -132,40 +133,97 @@ def _sweep_grid(center_s: float, user_s: float, points: int, wall_s: float) -> l
     return sorted(values)
 
 
-def simulate_resilience(params: ResilienceParams | Mapping[str, Any], *,
-                        progress: Any = None) -> ResilienceResult:
-    """Run a study (see the module docstring). ``params`` may be the raw JSON dict."""
+@dataclass(frozen=True)
+class _Setup:
+    """What the study and each point of its ETTR curve share: the plan, the
+    failure histories (drawn from ``seed`` in a fixed order, so every process
+    that builds them draws the same) and the interval grid."""
+
+    p: ResilienceParams
+    plan: JobPlan
+    times: CheckpointTimes
+    counts: dict[str, int]
+    mtbi_s: float
+    recovery_s: float
+    young: float
+    daly: float
+    tau: float
+    histories: list[Any]
+    grid: list[float]
+
+
+def _setup(params: ResilienceParams | Mapping[str, Any]) -> _Setup:
     p = params if isinstance(params, ResilienceParams) else resilience_from_params(params)
     plan, times, counts = job_plan(p)
     rate_per_s = sum(c.rate_per_s for c in plan.classes.values())
     mtbi_s = 1.0 / rate_per_s if rate_per_s > 0 else math.inf
-    recovery_s = _mean_recovery_s(plan)
     delta = times.blocking_s
     young = young_interval_s(delta, mtbi_s) if math.isfinite(mtbi_s) else plan.wall_s
     daly = daly_interval_s(delta, mtbi_s) if math.isfinite(mtbi_s) else plan.wall_s
     tau = p.checkpoint.interval_min * 60.0
-
     rng = np.random.default_rng(p.seed)
     histories = [draw_failures(plan.classes, plan.wall_s, rng) for _ in range(p.sweep_runs)]
-    main: RunStats = run_job(plan, tau, histories[0], timeline=True)
+    grid = _sweep_grid(max(young, delta, 1.0), tau, p.sweep_points, plan.wall_s)
+    return _Setup(p, plan, times, counts, mtbi_s, _mean_recovery_s(plan), young, daly, tau,
+                  histories, grid)
+
+
+def _curve_row(s: _Setup, interval: float) -> dict[str, Any]:
+    """One point of the ETTR curve: the mean (min, max) over the histories, and Daly's."""
+    plan, delta = s.plan, s.times.blocking_s
+    runs = [run_job(plan, interval, h).work_s / plan.wall_s for h in s.histories]
+    return {
+        "interval_min": interval / 60.0,
+        "ettr": float(np.mean(runs)),
+        "ettr_min": float(np.min(runs)),
+        "ettr_max": float(np.max(runs)),
+        "ettr_daly": (daly_ettr(interval, effective_block_s(plan, interval), s.recovery_s,
+                                s.mtbi_s)
+                      if math.isfinite(s.mtbi_s) else interval / (interval + delta)),
+    }
+
+
+def sweep_intervals(params: ResilienceParams | Mapping[str, Any]) -> int:
+    """How many intervals the ETTR curve has (the unit :func:`ettr_curve` splits by)."""
+    return len(_setup(params).grid)
+
+
+def ettr_curve(params: ResilienceParams | Mapping[str, Any], points: list[int], *,
+               progress: Any = None) -> list[dict[str, Any]]:
+    """The rows of the ETTR curve at positions ``points`` of the interval grid —
+    equal to those :func:`simulate_resilience` computes (the same seed draws the
+    same histories), so a sweep can be computed in parts and handed back as
+    ``curve``."""
+    s = _setup(params)
+    rows = []
+    for done, i in enumerate(points, 1):
+        rows.append(_curve_row(s, s.grid[i]))
+        if progress:
+            progress(done / len(points))
+    return rows
+
+
+def simulate_resilience(params: ResilienceParams | Mapping[str, Any], *,
+                        progress: Any = None,
+                        curve: list[dict[str, Any]] | None = None) -> ResilienceResult:
+    """Run a study (see the module docstring). ``params`` may be the raw JSON dict;
+    ``curve``: the ETTR curve already computed (every point, in order, by
+    :func:`ettr_curve`), so only the study at the requested interval runs here."""
+    s = _setup(params)
+    p, plan, times, counts = s.p, s.plan, s.times, s.counts
+    mtbi_s, recovery_s, young, daly, tau = s.mtbi_s, s.recovery_s, s.young, s.daly, s.tau
+    delta = times.blocking_s
+    main: RunStats = run_job(plan, tau, s.histories[0], timeline=True)
     if progress:
         progress(0.2)
-
-    grid = _sweep_grid(max(young, delta, 1.0), tau, p.sweep_points, plan.wall_s)
-    curve: list[dict[str, Any]] = []
-    for i, interval in enumerate(grid):
-        runs = [run_job(plan, interval, h).work_s / plan.wall_s for h in histories]
-        curve.append({
-            "interval_min": interval / 60.0,
-            "ettr": float(np.mean(runs)),
-            "ettr_min": float(np.min(runs)),
-            "ettr_max": float(np.max(runs)),
-            "ettr_daly": (daly_ettr(interval, effective_block_s(plan, interval), recovery_s,
-                                    mtbi_s)
-                          if math.isfinite(mtbi_s) else interval / (interval + delta)),
-        })
-        if progress:
-            progress(0.2 + 0.75 * (i + 1) / len(grid))
+    if curve is None:
+        curve = []
+        for i, interval in enumerate(s.grid):
+            curve.append(_curve_row(s, interval))
+            if progress:
+                progress(0.2 + 0.75 * (i + 1) / len(s.grid))
+    elif len(curve) != len(s.grid):
+        raise ValueError(f"the curve has {len(curve)} points, the grid {len(s.grid)}")
     best = max(curve, key=lambda row: row["ettr"])
 
     spare_classes = [c for c in plan.classes.values() if c.fc.needs_spare]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,17 @@ from .models import ModelSpec
 from .step import MEMORY_RESERVE_GIB, evaluate
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["OBJECTIVES", "SEARCH_LIMITS", "SearchResult", "enumerate_configs", "search"]
+__all__ = [
+    "OBJECTIVES",
+    "SEARCH_LIMITS",
+    "PartialSearch",
+    "SearchResult",
+    "enumerate_configs",
+    "merge_search",
+    "search",
+    "search_blocks",
+    "search_part",
+]
 
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
 """Objective name → the result key it ranks by (iterate it for the names)."""
@@ -91,48 +101,98 @@ def _limit_list(limits: Mapping[str, Any], key: str, default: list[Any]) -> list
     return list(value)
 
 
+def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
+                limits: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The values tried per dimension (the limits, else the defaults), checked."""
+    check_keys(limits, set(SEARCH_LIMITS), "limits.")
+    domain = system.scale_up_domain
+    dims: dict[str, list[Any]] = {
+        "tp": [int(t) for t in _limit_list(limits, "tp", _pow2(min(domain, 64, cards)))],
+        "pp": [int(p) for p in _limit_list(
+            limits, "pp", sorted(set(_divisors(model.layers)) | set(_pow2(model.layers))))],
+        "mb": [int(m) for m in _limit_list(limits, "micro_batch", [1, 2, 4, 8])],
+        "vpp": [int(v) for v in _limit_list(limits, "vpp", [1, 2, 4])],
+        "ep": [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))],
+        "cp": [integer(c, f"limits.cp[{i}]", high=4096)
+               for i, c in enumerate(_limit_list(limits, "cp", [1]))],
+        "recompute": _limit_list(limits, "recompute", list(RECOMPUTE_CODES)),
+        "zero": [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])],
+        "precision": _limit_list(limits, "precision",
+                                 [p for p in ("bf16", "fp8") if system.peak(p) > 0]),
+        "sp": [bool(x) for x in _limit_list(limits, "sequence_parallel", [False, True])],
+        "overlap": [bool(x) for x in _limit_list(limits, "overlap", [False, True])],
+    }
+    for i, r in enumerate(dims["recompute"]):
+        if r not in RECOMPUTE_CODES:
+            raise TrainingInputError(f"limits.recompute[{i}]", f"unknown {r!r}")
+    for i, p in enumerate(dims["precision"]):
+        if p not in PRECISIONS:
+            raise TrainingInputError(f"limits.precision[{i}]", f"unknown {p!r}")
+    return dims
+
+
+def search_blocks(model: ModelSpec, system: SystemSpec, cards: int,
+                  limits: Mapping[str, Any] | None = None) -> int:
+    """How many (tp, pp, cp) blocks the search's space has: the unit
+    :func:`search_part` partitions it by (block ``j`` is the ``j``-th triple of
+    ``itertools.product(tp values, pp values, cp values)``).
+
+    >>> from simulation.training import MODELS
+    >>> a100 = {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp32_tflops": 19.5,
+    ...         "tf32_tflops": 156, "hbm_gib": 80, "hbm_tbps": 2.039, "tdp_w": 400,
+    ...         "idle_w": 55, "scaleup_gbps": 600}
+    >>> from simulation.training import system_for_accelerator
+    >>> search_blocks(MODELS["gpt3-175b"], system_for_accelerator(a100, 64), 64,
+    ...               {"tp": [1, 2, 4, 8], "pp": [1, 2, 4]})
+    12
+    """
+    dims = _dimensions(model, system, cards, limits or {})
+    return len(dims["tp"]) * len(dims["pp"]) * len(dims["cp"])
+
+
 def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
                       limits: Mapping[str, Any]) -> tuple[Batch, dict[str, int], int]:
     """All valid configurations as a :class:`Batch`, the rejected counts, the total."""
-    check_keys(limits, set(SEARCH_LIMITS), "limits.")
-    domain = system.scale_up_domain
-    tps = [int(t) for t in _limit_list(limits, "tp", _pow2(min(domain, 64, cards)))]
-    pps = [int(p) for p in _limit_list(
-        limits, "pp", sorted(set(_divisors(model.layers)) | set(_pow2(model.layers))))]
-    mbs = [int(m) for m in _limit_list(limits, "micro_batch", [1, 2, 4, 8])]
-    vpps = [int(v) for v in _limit_list(limits, "vpp", [1, 2, 4])]
-    eps = [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))]
-    cps = [integer(c, f"limits.cp[{i}]", high=4096)
-           for i, c in enumerate(_limit_list(limits, "cp", [1]))]
-    rcs = _limit_list(limits, "recompute", list(RECOMPUTE_CODES))
-    zeros = [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])]
-    default_prec = [p for p in ("bf16", "fp8") if system.peak(p) > 0]
-    precs = _limit_list(limits, "precision", default_prec)
-    sps = [bool(x) for x in _limit_list(limits, "sequence_parallel", [False, True])]
-    ovs = [bool(x) for x in _limit_list(limits, "overlap", [False, True])]
-    for i, r in enumerate(rcs):
-        if r not in RECOMPUTE_CODES:
-            raise TrainingInputError(f"limits.recompute[{i}]", f"unknown {r!r}")
-    for i, p in enumerate(precs):
-        if p not in PRECISIONS:
-            raise TrainingInputError(f"limits.precision[{i}]", f"unknown {p!r}")
+    batch, rejected, total, _ = _enumerate(model, system, cards, global_batch, limits, None)
+    return batch, rejected, total
+
+
+def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int,
+               limits: Mapping[str, Any], blocks: Collection[int] | None
+               ) -> tuple[Batch, dict[str, int], int, I64]:
+    """:func:`enumerate_configs` over the (tp, pp, cp) blocks ``blocks`` only (all
+    when None), and each configuration's *group* (precision position × blocks +
+    block position): configurations in a lower group, or earlier in one group,
+    come first in the whole space's order, which is what makes parts mergeable
+    exactly (:func:`merge_search`)."""
+    dims = _dimensions(model, system, cards, limits)
+    tps, pps, cps = dims["tp"], dims["pp"], dims["cp"]
+    mbs, vpps, eps = dims["mb"], dims["vpp"], dims["ep"]
+    rcs, zeros, precs, sps, ovs = (dims["recompute"], dims["zero"], dims["precision"],
+                                   dims["sp"], dims["overlap"])
     max_cards = integer(limits.get("max_cards", cards), "limits.max_cards", high=system.cards)
     ratio = number(limits.get("compression", 1.0), "limits.compression", low=1.0, high=1e4)
     rejected: dict[str, int] = {}
     inner = len(rcs) * len(zeros) * len(sps) * len(ovs)
+    n_blocks = len(tps) * len(pps) * len(cps)
+    mine = set(range(n_blocks)) if blocks is None else set(blocks)
 
     def reject(reason: str, n: int) -> None:
         rejected[reason] = rejected.get(reason, 0) + n
 
     rows: list[tuple[int, ...]] = []
+    groups: list[int] = []
     total = 0
-    for prec in precs:
+    for p_at, prec in enumerate(precs):
         if system.peak(prec) <= 0:
-            n = len(tps) * len(pps) * len(cps) * len(mbs) * len(vpps) * len(eps) * inner
+            n = len(mine) * len(mbs) * len(vpps) * len(eps) * inner
             reject(f"precision: {system.accelerator} has no {prec} peak", n)
             total += n
             continue
-        for tp, pp, cp in itertools.product(tps, pps, cps):
+        for block, (tp, pp, cp) in enumerate(itertools.product(tps, pps, cps)):
+            if block not in mine:
+                continue
+            at = p_at * n_blocks + block
             tcp = tp * pp * cp
             dps = sorted({d for d in _divisors(global_batch) if tcp * d <= max_cards}
                          | ({max_cards // tcp} if max_cards >= tcp else set()))
@@ -161,6 +221,7 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
                     reject("ep does not divide dp", inner)
                 else:
                     rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp))
+                    groups.append(at)
     base = np.array(rows, dtype=np.int64).reshape(-1, 8)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
@@ -174,6 +235,7 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
     if dup:
         reject("sequence parallel needs tp > 1 (duplicate)", dup)
     b, c, sp = b[keep], c[keep], sp[keep]
+    group: I64 = np.array(groups, dtype=np.int64)[bi][keep]
     n = b.shape[0]
     ov = c[:, 3].astype(bool)
     batch = Batch(
@@ -184,7 +246,7 @@ def enumerate_configs(model: ModelSpec, system: SystemSpec, cards: int, global_b
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
         cp=b[:, 7],
     )
-    return batch, rejected, total
+    return batch, rejected, total, group
 
 
 def execution_at(batch: Batch, i: int) -> Execution:
@@ -232,10 +294,49 @@ def pareto_front(time_s: npt.NDArray[np.float64], energy: npt.NDArray[np.float64
     return out
 
 
-def search(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, *,
-           limits: Mapping[str, Any] | None = None, objective: str = "time", top: int = 10,
-           progress: Callable[[float], None] | None = None) -> SearchResult:
-    """Enumerate every configuration, keep those that fit, rank and return the front."""
+@dataclass(frozen=True)
+class PartialSearch:
+    """What one part of a split search hands back (:func:`search_part`): its counts,
+    its compute seconds and its *candidates* — the part's best ``top`` and its whole
+    Pareto front, each with its place in the whole space's order (``group``,
+    ``index``) so :func:`merge_search` breaks ties exactly as one search would.
+    Plain JSON both ways (it travels between workers)."""
+
+    enumerated: int
+    evaluated: int
+    wall_s: float
+    rejected: dict[str, int]
+    fitting: int
+    group: list[int]
+    index: list[int]
+    score: list[float]
+    time_s: list[float]
+    energy_j: list[float]
+    cards: list[float]
+    executions: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (round-trips through :meth:`from_dict`)."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PartialSearch:
+        """The part a worker sent (its :meth:`to_dict`)."""
+        return cls(**{f: data[f] for f in cls.__dataclass_fields__})
+
+
+def search_part(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, *,
+                limits: Mapping[str, Any] | None = None, objective: str = "time",
+                top: int = 10, blocks: Collection[int] | None = None,
+                progress: Callable[[float], None] | None = None) -> PartialSearch:
+    """Price the configurations of the (tp, pp, cp) blocks ``blocks`` (positions below
+    :func:`search_blocks`; all when None) and keep what the merge needs.
+
+    The best ``top`` of the whole space are among the union of every part's best
+    ``top`` (ranked by (score, order)), and its Pareto front among the union of the
+    parts' fronts (a point dominated inside a part is dominated in the whole), so
+    the parts' candidates are all :func:`merge_search` needs.
+    """
     if objective not in OBJECTIVES:
         raise TrainingInputError("objective", f"unknown {objective!r} (choose from "
                                  f"{', '.join(OBJECTIVES)})")
@@ -244,7 +345,8 @@ def search(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, 
     if not isinstance(limits, Mapping | None):
         raise TrainingInputError("limits", "an object")
     t0 = time.perf_counter()
-    batch, rejected, total = enumerate_configs(model, system, cards, global_batch, limits or {})
+    batch, rejected, total, group = _enumerate(model, system, cards, global_batch,
+                                               limits or {}, blocks)
     comm = CommModel(system)
     key = OBJECTIVES[objective]
     n = len(batch)
@@ -262,28 +364,78 @@ def search(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, 
     n_mem = int((~fits).sum())
     if n_mem:
         rejected["memory: does not fit HBM"] = n_mem
+    ok = np.flatnonzero(fits)  # in the whole space's order: (group, position) ascends
+    take = ok[np.argsort(merged[key][ok], kind="stable")[:top]]
+    front = ok[pareto_front(merged["step_time_s"][ok], merged["energy_j_per_step"][ok],
+                            merged["cards"][ok])] if ok.size else ok
+    chosen = np.union1d(take, front)
     wall = time.perf_counter() - t0
-    ok = np.flatnonzero(fits)
+    if progress is not None:
+        progress(1.0)
+    return PartialSearch(
+        enumerated=total, evaluated=n, wall_s=wall, rejected=rejected, fitting=int(ok.size),
+        group=group[chosen].tolist(), index=chosen.tolist(),
+        score=merged[key][chosen].tolist(), time_s=merged["step_time_s"][chosen].tolist(),
+        energy_j=merged["energy_j_per_step"][chosen].tolist(),
+        cards=merged["cards"][chosen].tolist(),
+        executions=[execution_at(batch, int(i)).to_dict() for i in chosen])
+
+
+def merge_search(parts: list[PartialSearch], model: ModelSpec, system: SystemSpec, *,
+                 objective: str = "time", top: int = 10) -> SearchResult:
+    """One :class:`SearchResult` from the parts of a partitioned space: equal to
+    :func:`search` over the whole (counts summed; the best ``top`` ranked by score,
+    ties in the whole space's order; the Pareto front of the parts' fronts, a
+    repeated point represented by its first configuration), except ``wall_s``, which
+    is the parts' compute seconds summed (and ``configs_per_s`` per those seconds)."""
+    if objective not in OBJECTIVES:
+        raise TrainingInputError("objective", f"unknown {objective!r}")
+    rejected: dict[str, int] = {}
+    for part in parts:
+        for reason, count in part.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + int(count)
+    memory = rejected.pop("memory: does not fit HBM", 0)
+    if memory:  # last, as one search reports it
+        rejected["memory: does not fit HBM"] = memory
+
+    def column(name: str, dtype: type) -> npt.NDArray[Any]:
+        return np.array([v for p in parts for v in getattr(p, name)], dtype=dtype)
+
+    group, index = column("group", np.int64), column("index", np.int64)
+    score, time_s = column("score", np.float64), column("time_s", np.float64)
+    energy, cards = column("energy_j", np.float64), column("cards", np.float64)
+    executions = [e for p in parts for e in p.executions]
+    order = np.lexsort((index, group))  # the whole space's order
+    evaluated = sum(p.evaluated for p in parts)
+    wall = sum(p.wall_s for p in parts)
+    fitting = sum(p.fitting for p in parts)
     notes: list[str] = []
     best: list[dict[str, Any]] = []
     front: list[dict[str, Any]] = []
-    if ok.size == 0:
+    if fitting == 0:
         notes.append("no configuration fits memory: more cards, ZeRO/recompute, or a larger card")
     else:
-        score = merged[key][ok]
-        take = ok[np.argsort(score, kind="stable")[:top]]
-        front_idx = ok[pareto_front(merged["step_time_s"][ok], merged["energy_j_per_step"][ok],
-                                    merged["cards"][ok])]
+        take = order[np.argsort(score[order], kind="stable")[:top]]
+        front_idx = order[pareto_front(time_s[order], energy[order], cards[order])]
+        comm = CommModel(system)
         tokens = 20.0 * model.params
         for target, idxs in ((best, take), (front, front_idx[:50])):
             for i in idxs:
-                ex = execution_at(batch, int(i))
+                ex = Execution(**executions[int(i)])
                 res = evaluate(model, system, ex, train_tokens=tokens, comm=comm).to_dict()
                 target.append({"execution": ex.to_dict(), **res})
-    if progress is not None:
-        progress(1.0)
     return SearchResult(
-        configs_enumerated=total, configs_evaluated=n, configs_per_s=n / wall if wall else 0.0,
-        wall_s=wall, rejected=rejected, objective=objective, best=best, pareto=front,
-        fitting=int(ok.size), notes=notes,
+        configs_enumerated=sum(p.enumerated for p in parts), configs_evaluated=evaluated,
+        configs_per_s=evaluated / wall if wall else 0.0, wall_s=wall, rejected=rejected,
+        objective=objective, best=best, pareto=front, fitting=fitting, notes=notes,
     )
+
+
+def search(model: ModelSpec, system: SystemSpec, cards: int, global_batch: int, *,
+           limits: Mapping[str, Any] | None = None, objective: str = "time", top: int = 10,
+           progress: Callable[[float], None] | None = None) -> SearchResult:
+    """Enumerate every configuration, keep those that fit, rank and return the front
+    (one part over the whole space, merged)."""
+    part = search_part(model, system, cards, global_batch, limits=limits, objective=objective,
+                       top=top, progress=progress)
+    return merge_search([part], model, system, objective=objective, top=top)

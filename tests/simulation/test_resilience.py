@@ -278,3 +278,23 @@ def test_a_shared_tier_reads_at_its_own_aggregate():
     with pytest.raises(Exception, match=r"checkpoint\.tiers\[0\]\.aggregate_read_gbps"):
         resilience_from_params({"cards": 512, "checkpoint": {"tiers": [
             {"name": "pfs", "aggregate_read_gbps": -1}]}})
+
+
+def test_the_ettr_curve_in_parts_equals_the_whole_study() -> None:
+    """Each point of the curve redrawn in another process (same seed, same
+    histories) equals the study's own; the study handed the curve equals it whole."""
+    params = {"cards": 2048, "days": 10, "sweep_runs": 2, "sweep_points": 7, "seed": 11,
+              "checkpoint": {"interval_min": 20}}
+    from simulation.resilience.study import ettr_curve, sweep_intervals
+
+    whole = simulate_resilience(params).to_dict()
+    points = sweep_intervals(params)
+    assert points == len(whole["ettr_curve"]) >= 7
+    odd, even = list(range(1, points, 2)), list(range(0, points, 2))
+    rows = dict(zip(odd, ettr_curve(params, odd), strict=True)) | dict(
+        zip(even, ettr_curve(params, even), strict=True))
+    curve = [rows[i] for i in range(points)]
+    assert curve == whole["ettr_curve"]
+    assert simulate_resilience(params, curve=curve).to_dict() == whole
+    with pytest.raises(ValueError, match="points"):
+        simulate_resilience(params, curve=curve[:-1])

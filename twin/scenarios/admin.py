@@ -20,9 +20,29 @@ from twin.core.admin.badges import badge
 from twin.core.admin.base import TwinModelAdmin
 from twin.core.choices import JobStatusChoices
 from twin.scenarios.filtersets import ScenarioRunFilterSet
-from twin.scenarios.models import ScenarioRun
+from twin.scenarios.models import ScenarioPart, ScenarioRun
 
-__all__ = ["ScenarioRunAdmin"]
+__all__ = ["ScenarioPartInline", "ScenarioRunAdmin"]
+
+
+class ScenarioPartInline(admin.TabularInline):
+    """The parts of a split run (a sweep): where each ran, how far it got, why it failed."""
+
+    model = ScenarioPart
+    extra = 0
+    can_delete = False
+    fields = ("index", "part", "status", "progress", "message", "error", "worker", "started",
+              "finished")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).defer("result")
 
 
 @admin.register(ScenarioRun)
@@ -34,6 +54,7 @@ class ScenarioRunAdmin(TwinModelAdmin):
     search_fields = ("=id", "message", "error", "params_hash", "task_id")
     raw_id_fields = ("cluster", "cached_from", "created_by")
     actions = ["cancel_runs"]
+    inlines = (ScenarioPartInline,)
     readonly_fields = ("kind", "cluster", "status", "progress", "message", "error",
                        "error_field", "cached_from", "params_hash", "task_id", "worker",
                        "heartbeat", "created_by", "created", "started", "finished",

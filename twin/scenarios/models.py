@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from twin.core.jobs import Job
 
-__all__ = ["ScenarioRun", "group_name"]
+__all__ = ["ScenarioPart", "ScenarioRun", "group_name"]
 
 
 class ScenarioRun(Job):
@@ -55,6 +55,34 @@ class ScenarioRun(Job):
     def group_name(self) -> str:
         """The Channels group its progress goes to."""
         return group_name(self.pk)
+
+
+class ScenarioPart(Job):
+    """One part of a split run (a sweep: configurations, policies, intervals),
+    computed by a Celery task of its own so the parts spread over every worker.
+
+    ``part`` is the kind's small description of its share (the run's ``inputs``
+    are read from the run, not copied); ``result`` holds the partial result until
+    the run is merged (then it is cleared). Status, progress, heartbeat and
+    worker are a job's, so the parts have the runner's lifecycle, reaper and
+    orphan recovery (``twin.scenarios.sweeps``).
+    """
+
+    run = models.ForeignKey(ScenarioRun, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveIntegerField(help_text="Position among the run's parts (from 0).")
+    part = models.JSONField(default=dict, blank=True,
+                            help_text="The kind's description of this part's share.")
+
+    class Meta(Job.Meta):
+        ordering = ["run", "index"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1),
+                                   name="scenariopart_progress_0_1"),
+            models.UniqueConstraint(fields=["run", "index"], name="scenariopart_run_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.run_id}.{self.index} ({self.status})"
 
 
 def group_name(run_id: int) -> str:

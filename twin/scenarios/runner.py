@@ -23,7 +23,10 @@ scenario-specific stays here:
   ``ws/scenarios/<id>/`` streams) on every status change and progress write.
 * :func:`cancel`, :func:`fail`, :func:`reap` and :func:`fail_orphans` are the
   runner's, under ``TWIN_SCENARIO_TIME_LIMIT_S``, ``TWIN_SCENARIO_HEARTBEAT_S``
-  and ``TWIN_SCENARIO_STALE_S``.
+  and ``TWIN_SCENARIO_STALE_S`` — for a split run's parts too (``SWEEPS``).
+* A run whose kind splits (a sweep) executed with an ``enqueue_part`` (the
+  Celery task passes one) is computed as parts on any worker, then merged:
+  :mod:`twin.scenarios.sweeps`; :func:`execute_part` runs one part.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
@@ -46,14 +50,17 @@ from twin.core.choices import JobStatusChoices as S
 from twin.core.jobs import Cancelled, JobError, JobRunner, Outcome, Reporter
 from twin.scenarios.kinds import ENGINE_VERSION, REGISTRY, ScenarioInputError, get_kind, jsonable
 from twin.scenarios.models import ScenarioRun, group_name
+from twin.scenarios.sweeps import Sweeps, active_parts
 
 __all__ = [
     "JOBS",
+    "SWEEPS",
     "Cancelled",
     "TooManyActiveRuns",
     "cached_run",
     "cancel",
     "execute",
+    "execute_part",
     "fail",
     "fail_orphans",
     "heartbeat_s",
@@ -103,15 +110,40 @@ def publish(run_id: int, status: str, progress: float, message: str) -> bool:
 JOBS: JobRunner[ScenarioRun] = JobRunner(
     ScenarioRun, noun="scenario run", again="run the scenario again",
     smaller="simplify the scenario", settings_prefix="TWIN_SCENARIO", time_limit_s=900,
-    publish=publish, progress_interval_s=0.25)
+    publish=publish, progress_interval_s=0.25, handed_off=active_parts())
+SWEEPS = Sweeps(JOBS, publish)
 
 time_limit_s = JOBS.time_limit_s
 heartbeat_s = JOBS.heartbeat_s
 stale_s = JOBS.stale_s
-cancel = JOBS.cancel
 fail = JOBS.fail
-reap = JOBS.reap
-fail_orphans = JOBS.fail_orphans
+
+
+def cancel(run_id: int) -> bool:
+    """Cancel a queued or running run and its parts, if split (their tasks
+    revoked); False if it had already finished."""
+    changed = JOBS.cancel(run_id)
+    if changed:
+        SWEEPS.cancel_parts(run_id)
+    return changed
+
+
+def reap(now: datetime | None = None) -> list[int]:
+    """Fail the runs whose worker is gone, and the split runs whose part's
+    worker is gone; returns the runs' ids."""
+    parts = SWEEPS.parts.reap(now)
+    failed = set(SWEEPS.parts.model.objects.filter(pk__in=parts, run__status=S.FAILED)
+                 .values_list("run_id", flat=True))
+    return sorted(failed | set(JOBS.reap(now)))
+
+
+def fail_orphans(hostname: str) -> list[int]:
+    """A worker starting as ``hostname`` fails the runs and the parts an earlier
+    life of it owned; returns the runs' ids (a part's run fails with it)."""
+    parts = SWEEPS.parts.fail_orphans(hostname)
+    failed = set(SWEEPS.parts.model.objects.filter(pk__in=parts)
+                 .values_list("run_id", flat=True))
+    return sorted(failed | set(JOBS.fail_orphans(hostname)))
 
 
 # ------------------------------------------------------------------ submit
@@ -199,14 +231,27 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
 
 # ----------------------------------------------------------------- execute
 def execute(run_id: int, *, worker: str = "", task_id: str = "",
-            echo: Callable[[float, str], None] | None = None) -> ScenarioRun | None:
+            echo: Callable[[float, str], None] | None = None,
+            enqueue_part: Callable[[int], object] | None = None) -> ScenarioRun | None:
     """Run queued run ``run_id`` here and now with its kind; returns it as it
-    ended (see :meth:`twin.core.jobs.JobRunner.execute`)."""
-    return JOBS.execute(run_id, compute, worker=worker, task_id=task_id, echo=echo)
+    ended (see :meth:`twin.core.jobs.JobRunner.execute`). With ``enqueue_part``
+    (sends a part's task) a run whose kind splits is handed to its parts and
+    comes back ``running``."""
+    def work(run: ScenarioRun, report: Reporter) -> Outcome:
+        return compute(run, report, enqueue_part)
+
+    return JOBS.execute(run_id, work, worker=worker, task_id=task_id, echo=echo)
 
 
-def compute(run: ScenarioRun, report: Reporter) -> Outcome:
-    """The work of one run: its kind's ``run`` on the validated inputs.
+def execute_part(part_id: int, *, worker: str = "", task_id: str = "") -> Any:
+    """Run queued part ``part_id`` of a split run here (the part's Celery task)."""
+    return SWEEPS.execute_part(part_id, worker=worker, task_id=task_id)
+
+
+def compute(run: ScenarioRun, report: Reporter,
+            enqueue_part: Callable[[int], object] | None = None) -> Outcome:
+    """The work of one run: its kind's ``run`` on the validated inputs, or —
+    when the kind splits it and a part can be sent — its parts.
 
     A :class:`TopologyError` blames the parameter it names; a kind this
     worker does not have blames ``kind``.
@@ -215,6 +260,10 @@ def compute(run: ScenarioRun, report: Reporter) -> Outcome:
     if kind is None:
         raise JobError(f"unknown kind {run.kind!r}: this worker does not have it", field="kind")
     try:
+        if enqueue_part is not None:
+            handed = SWEEPS.split(run, kind, enqueue_part)
+            if handed is not None:
+                return handed
         return Outcome(kind.run(run.inputs, report))
     except TopologyError as exc:
         raise JobError(exc.message, field=f"params.{exc.field}") from exc

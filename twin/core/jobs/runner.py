@@ -20,6 +20,13 @@ cached, how a build is called) and hands the runner a *work* function:
   :meth:`JobRunner.fail_orphans` (a worker-startup hook) make sure no job stays
   ``running`` after its worker is gone.
 
+Work may hand its job on instead of finishing it (a split scenario run sends
+its parts as tasks of their own): it returns ``Outcome(None, deferred=True)``
+and the job stays ``running`` for whoever it was handed to, who finishes or
+fails it with :meth:`JobRunner.finish` / :meth:`JobRunner.fail`. While such a
+job matches the runner's ``handed_off`` condition (its parts are still queued
+or running), the reaper and the orphan check leave it to the parts' own.
+
 Every status change is a compare-and-set ``UPDATE … WHERE status = …``: a job
 cancelled (or reaped) while its worker computes keeps that status, and the late
 result is dropped. ``report(fraction, message)`` writes progress at most every
@@ -100,11 +107,13 @@ class Outcome:
     """What finished work hands back: the result, the message to show (default
     ``done in … s``) and other columns to set in the same compare-and-set
     update (a build's ``cluster_id``), so a reader never sees one without the
-    other."""
+    other. ``deferred``: the work handed the job on (see the module docstring);
+    it stays ``running``."""
 
     result: Any
     message: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)
+    deferred: bool = False
 
 
 class JobRunner(Generic[J]):
@@ -115,12 +124,14 @@ class JobRunner(Generic[J]):
     ``smaller`` what to do about the time limit ("simplify the scenario").
     Settings (or environment variables) ``<settings_prefix>_TIME_LIMIT_S``,
     ``_HEARTBEAT_S`` and ``_STALE_S`` tune the limits; ``publish`` is called
-    on every status change and progress write.
+    on every status change and progress write. ``handed_off``: the jobs
+    whose liveness other rows show (see the module docstring), which
+    :meth:`reap` and :meth:`fail_orphans` skip.
     """
 
     def __init__(self, model: type[J], *, noun: str, again: str, smaller: str,
                  settings_prefix: str, time_limit_s: int, publish: Publish | None = None,
-                 progress_interval_s: float = 0.25) -> None:
+                 progress_interval_s: float = 0.25, handed_off: Q | None = None) -> None:
         self.model = model
         self.noun = noun
         self.again = again
@@ -129,6 +140,7 @@ class JobRunner(Generic[J]):
         self.default_time_limit_s = time_limit_s
         self.publish_hook = publish
         self.progress_interval_s = progress_interval_s
+        self.handed_off = handed_off
 
     def __repr__(self) -> str:
         return f"JobRunner({self.model.__name__})"
@@ -244,6 +256,14 @@ class JobRunner(Generic[J]):
         return True
 
     # ------------------------------------------------------------ recovery
+    def _running(self) -> Any:
+        """The running jobs this runner watches itself (not handed off)."""
+        rows = self.model.objects.filter(status=S.RUNNING)
+        if self.handed_off is not None:
+            rows = rows.exclude(pk__in=self.model.objects.filter(self.handed_off)
+                                .values("pk"))
+        return rows
+
     def reap(self, now: datetime | None = None) -> list[int]:
         """Fail the running jobs whose worker is gone; returns their ids.
 
@@ -256,8 +276,7 @@ class JobRunner(Generic[J]):
         reaped: list[int] = []
         limit = self.time_limit_s()
         overdue = Q(started__lt=now - timedelta(seconds=limit + 60))
-        for job_id, worker in self.model.objects.filter(overdue, status=S.RUNNING) \
-                .values_list("pk", "worker"):
+        for job_id, worker in self._running().filter(overdue).values_list("pk", "worker"):
             if self.fail(job_id, f"exceeded the time limit of {limit} s on "
                                  f"{worker or 'a worker'} and was given up; {self.smaller} "
                                  f"or raise {self.time_limit_setting}",
@@ -267,7 +286,7 @@ class JobRunner(Generic[J]):
         silent = (Q(heartbeat__lt=silent_since)
                   | Q(heartbeat__isnull=True, started__lt=silent_since)
                   | Q(heartbeat__isnull=True, started__isnull=True))
-        for job_id, worker, beat in self.model.objects.filter(silent, status=S.RUNNING) \
+        for job_id, worker, beat in self._running().filter(silent) \
                 .values_list("pk", "worker", "heartbeat"):
             seen = f"since {beat:%Y-%m-%d %H:%M:%S} UTC" if beat else "at all"
             if self.fail(job_id, f"the worker running it ({worker or 'unknown'}) stopped: no "
@@ -281,8 +300,7 @@ class JobRunner(Generic[J]):
         if not hostname:
             return []
         failed = []
-        for job_id in self.model.objects.filter(status=S.RUNNING, worker=hostname) \
-                .values_list("pk", flat=True):
+        for job_id in self._running().filter(worker=hostname).values_list("pk", flat=True):
             if self.fail(job_id, f"the worker {hostname} restarted while running it; "
                                  f"{self.again}", from_statuses=(S.RUNNING,)):
                 failed.append(job_id)
@@ -349,7 +367,7 @@ class JobRunner(Generic[J]):
             raise
         finally:
             beat.stop()
-        if outcome is not None:
+        if outcome is not None and not outcome.deferred:
             self.finish(job_id, outcome, time.perf_counter() - started)
         job.refresh_from_db()
         return job

@@ -59,6 +59,11 @@ Parameters (flat: the topology's fields sit next to the kind's own)
     training_search  the same hardware, ``cards``, ``global_batch``,
                 ``objective`` (time/energy/cost), ``top``, ``limits``.
 
+Sweeps: a kind whose run is many independent computations (training_search's
+configurations, scheduling's policies, resilience's checkpoint intervals) also
+defines ``parts``/``run_part``/``merge`` (``base.py``) and its big runs are split
+across workers (``twin.scenarios.sweeps``); the merged result equals ``run``'s.
+
 Errors name the field as a dotted path under ``params`` (``params.dims[0]``,
 ``params.supernodes[0].fabric.dims``, ``params.sizes[2]``, ``params.dst``);
 a cluster the simulation cannot represent is an error on ``cluster``.

@@ -263,6 +263,30 @@ class ScenarioKind:
         """Compute the result (JSON-ready) from ``inputs``."""
         raise NotImplementedError
 
+    # ------------------------------------------------- sweeps (optional)
+    # A kind whose run is a sweep (configurations, policies, intervals) may split
+    # it into independent parts that run as Celery tasks of their own, on any
+    # worker (twin.scenarios.sweeps). The contract, checked by its tests:
+    #     merge(inputs, [run_part(inputs, p, …) for p in parts(inputs, n)])
+    # equals run(inputs, …) for every n (timings aside), so the result and its
+    # cache entry (params_hash) do not depend on how many workers computed it.
+
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        """At most ``most`` small JSON descriptions of independent shares of the
+        run (not copies of ``inputs``: each part reads those from the run); fewer
+        than two (the default: none) runs it whole, with :meth:`run`."""
+        return []
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        """Compute one share (JSON-ready partial result), reporting 0 → 1."""
+        raise NotImplementedError(f"{self.name} does not split")
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        """The run's result from every part's partial result, in the parts' order."""
+        raise NotImplementedError(f"{self.name} does not split")
+
     def rows(self, result: Mapping[str, Any]) -> list[tuple[str, str]]:
         """(label, value) rows the command prints as a table."""
         return [(k, str(v)) for k, v in result.items() if not isinstance(v, dict | list)]

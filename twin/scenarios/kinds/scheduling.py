@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from simulation.scheduling import (
     MODES,
     POLICIES,
@@ -53,7 +55,7 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["MAX_JOBS", "MAX_POLICIES", "SchedulingKind"]
+__all__ = ["MAX_JOBS", "MAX_POLICIES", "SPLIT_MIN_JOBS", "SPLIT_MIN_NODES", "SchedulingKind"]
 
 MAX_JOBS = 100_000
 """Jobs of one run (synthetic, or a trace's): the issue's largest replay."""
@@ -64,6 +66,11 @@ DEFAULT_JOBS, DEFAULT_SERVERS, DEFAULT_GPUS = 2000, 64, 8
 """Synthetic jobs and uniform nodes when not given. They are not the fields' described
 defaults, so that a form (which sends every described default) can run on a cluster or
 a trace, where giving them is refused."""
+SPLIT_MIN_JOBS = 2_000
+SPLIT_MIN_NODES = 128
+"""A run with several policies is split (one part per policy) from this many jobs
+and nodes: smaller replays take less than a part's fixed cost (a task, a row,
+the nodes and workload loaded again), ~0.1-0.3 s (``docs/benchmarks.md`` "sweeps")."""
 
 
 def _policies(value: Any) -> list[str]:
@@ -231,6 +238,36 @@ class SchedulingKind(ScenarioKind):
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
+        return self._replay(inputs, inputs["options"]["policies"], progress)
+
+    # A sweep: the policies replay independently (each simulate() is seeded by
+    # ``seed`` alone), so each part replays a contiguous run of them — when a
+    # replay is long enough to be worth a part (SPLIT_MIN_JOBS, SPLIT_MIN_NODES).
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        work, nodes = inputs["workload"], inputs["nodes"]
+        jobs = work["jobs"] if work["source"] == "synthetic" else work["trace"]["job_count"]
+        servers = {"uniform": lambda: nodes["servers"], "cluster": lambda: len(nodes["records"]),
+                   "trace": lambda: nodes["trace"]["node_count"]}[nodes["source"]]()
+        if jobs < SPLIT_MIN_JOBS or servers < SPLIT_MIN_NODES:
+            return []
+        count = min(most, len(inputs["options"]["policies"]))
+        if count < 2:
+            return []
+        chunks = np.array_split(np.arange(len(inputs["options"]["policies"])), count)
+        return [{"policies": chunk.tolist()} for chunk in chunks]
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        policies = [inputs["options"]["policies"][i] for i in part["policies"]]
+        return self._replay(inputs, policies, progress)
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**partials[0], "policies": [r for p in partials for r in p["policies"]]}
+
+    def _replay(self, inputs: Mapping[str, Any], policies: list[str],
+                progress: Progress) -> dict[str, Any]:
+        """Replay the run's workload under ``policies``, in order."""
         progress(0.02, "reading the nodes and jobs")
         nodes, node_info = _load_nodes(inputs["nodes"])
         pinned = inputs["nodes"].get("live_jobs") or []
@@ -238,7 +275,6 @@ class SchedulingKind(ScenarioKind):
         options = inputs["options"]
         price = default_allreduce(float(options["allreduce_bytes"]),
                                   **(inputs.get("allreduce") or {}))
-        policies = options["policies"]
         results = []
         share = 1.0 / len(policies)
         for i, policy in enumerate(policies):

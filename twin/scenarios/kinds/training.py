@@ -40,7 +40,15 @@ from simulation.training import (
 )
 from simulation.training.execution import RECOMPUTE, SCHEDULES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
-from simulation.training.search import SEARCH_LIMITS
+from simulation.training.search import (
+    SEARCH_LIMITS,
+    PartialSearch,
+    SearchResult,
+    enumerate_configs,
+    merge_search,
+    search_blocks,
+    search_part,
+)
 from simulation.training.system import PRECISIONS
 from twin.scenarios.hardware import ClusterHardware, accelerator_figures, cluster_hardware
 from twin.scenarios.inputs import ConversionError
@@ -55,7 +63,8 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["LIMITS", "OBJECTIVES", "TrainingKind", "TrainingSearchKind", "execution_fields"]
+__all__ = ["LIMITS", "OBJECTIVES", "PART_CONFIGS", "TrainingKind", "TrainingSearchKind",
+           "execution_fields"]
 
 OBJECTIVES = tuple(OBJECTIVE_KEYS)
 LIMITS: dict[str, tuple[str, Any]] = {
@@ -74,6 +83,11 @@ MAX_TOP = 100
 MAX_SEARCH_BATCH = 1 << 20
 """Largest global batch a search takes: it enumerates the batch's divisors one by one
 (a billion-sequence batch would hold a worker for minutes)."""
+PART_CONFIGS = 100_000
+"""Fewest configurations a part of a split search prices: ~0.5 s at the search's
+~200k configurations/s, against a part's fixed cost of ~0.1 s (a task, a row, the
+enumeration of its blocks, its candidates priced again in the merge); a smaller
+search runs whole (``docs/benchmarks.md`` "sweeps")."""
 
 # ------------------------------------------------------------------ the form
 HARDWARE_FIELDS = (
@@ -395,6 +409,49 @@ class TrainingSearchKind(ScenarioKind):
         found = search(model, system, system.cards, opts["global_batch"],
                        limits=opts["limits"], objective=opts["objective"], top=opts["top"],
                        progress=report)
+        return self._result(inputs, model, system, found)
+
+    # A sweep: the configuration space split by (tp, pp) blocks, dealt round-robin
+    # (neighbouring blocks differ most in cost); the library merges exactly. A part
+    # gets PART_CONFIGS configurations at least, so its fixed cost stays small.
+    def parts(self, inputs: Mapping[str, Any], most: int) -> list[dict[str, Any]]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        limits = inputs["search"]["limits"] or {}
+        blocks = search_blocks(model, system, system.cards, limits)
+        configs = len(enumerate_configs(model, system, system.cards,
+                                        inputs["search"]["global_batch"], limits)[0])
+        count = min(most, blocks, configs // PART_CONFIGS)
+        if count < 2:
+            return []
+        return [{"blocks": list(range(i, blocks, count))} for i in range(count)]
+
+    def run_part(self, inputs: Mapping[str, Any], part: Mapping[str, Any],
+                 progress: Progress) -> dict[str, Any]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        opts = inputs["search"]
+        blocks = part["blocks"]
+        found = search_part(model, system, system.cards, opts["global_batch"],
+                            limits=opts["limits"], objective=opts["objective"],
+                            top=opts["top"], blocks=blocks,
+                            progress=lambda f: progress(f, f"searching {len(blocks)} "
+                                                           f"(tp, pp) blocks"))
+        return jsonable(found.to_dict())
+
+    def merge(self, inputs: Mapping[str, Any],
+              partials: list[dict[str, Any]]) -> dict[str, Any]:
+        model = model_from_params(inputs["model"])
+        system = SystemSpec.from_dict(inputs["system"])
+        opts = inputs["search"]
+        found = merge_search([PartialSearch.from_dict(p) for p in partials], model, system,
+                             objective=opts["objective"], top=opts["top"])
+        return self._result(inputs, model, system, found)
+
+    @staticmethod
+    def _result(inputs: Mapping[str, Any], model: ModelSpec, system: SystemSpec,
+                found: SearchResult) -> dict[str, Any]:
+        opts = inputs["search"]
         return jsonable({**found.to_dict(), "model": model.to_dict(), "system": system.to_dict(),
                          "objective": opts["objective"], "global_batch": opts["global_batch"],
                          **{k: inputs[k] for k in ("cluster", "accelerator") if k in inputs}})
