@@ -38,11 +38,15 @@ TIMINGS = ("wall_s", "configs_per_s")
 
 
 def untimed(value: Any) -> Any:
-    """``value`` without the keys that time the computation."""
+    """``value`` without the keys that time the computation, numbers as floats: a
+    result stored in PostgreSQL's jsonb comes back with a large float that has no
+    fraction as an integer (1.3914e18 → 1391401178624950300), equal but not the same type."""
     if isinstance(value, dict):
         return {k: untimed(v) for k, v in value.items() if k not in TIMINGS}
     if isinstance(value, list):
         return [untimed(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     return value
 
 
