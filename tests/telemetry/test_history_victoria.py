@@ -188,3 +188,37 @@ def test_without_victoria_the_history_is_the_database(tiny_cluster, settings,
     assert row["id"] == TelemetryMinute.objects.get(level="card", object_id=card).pk
     assert row["mean"]["gpu_util"] == 70.0
     assert not r.exists(keys.victoria_stats(cid))
+
+
+@needs_victoria
+def test_a_tick_with_a_queue_hands_the_write_to_the_write_history_task(
+        agent, victoria_url, admin_client_api):
+    """With a queue the tick only queues ``write_history``; the task reads the fresh
+    values back from the live state and writes them stamped with the tick's time."""
+    from twin.telemetry import tasks
+    from twin.telemetry.processing.follow_ups import FollowUps
+
+    url, _ = victoria_url
+    cid = agent["cluster"].pk
+    ids = [c.pk for c in agent["cards"]]
+    queued: list[tuple[int, str, float]] = []
+    follow_ups = FollowUps(write_history=lambda *a: queued.append(a) or True)
+    state.redis_client().set(keys.victoria_gate(cid), 1)  # the drain's own tick: no step
+    answer = agent["client"].post(batches_url(cid), json.dumps(
+        {"seq": 1, "cards": {"ids": ids}, "columns": {"gpu_util": [60.0] * 8}}),
+        content_type="application/json")
+    assert answer.status_code == 202
+    drain_now()
+    state.redis_client().delete(keys.victoria_gate(cid))
+    ticks.tick(cid, force=True, follow_ups=follow_ups)
+    assert len(queued) == 1 and queued[0][:2] == (cid, state.layout(cid).version)
+    assert not state.redis_client().exists(keys.victoria_stats(cid))  # nothing written yet
+    assert tasks.write_history(*queued[0]) == 8  # the task body, as the worker runs it
+    flush(url)
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(queued[0][2] + 120))
+    rows = admin_client_api.get(HISTORY, {"cluster": cid, "level": "rack",
+                                          "object_id": agent["rack"].pk, "until": until}).json()
+    assert rows["count"] == 1 and rows["results"][0]["mean"]["gpu_util"] == 60.0
+    assert rows["results"][0]["samples"] == 8
+    # A layout that changed since the tick: nothing is written.
+    assert tasks.write_history(cid, "gone", queued[0][2]) == 0

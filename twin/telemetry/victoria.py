@@ -6,9 +6,14 @@ million rows a minute. VictoriaMetrics is a time-series store built for that, so
 with it configured:
 
 * **Writing** (:func:`write_tick`, called by every tick): at most once every
-  ``TWIN_VICTORIA_STEP_S`` per cluster (a Redis gate shared by the workers), every
-  fresh, finite value of every card goes in one POST to ``/api/v1/import/prometheus``
-  as one series per card and metric::
+  ``TWIN_VICTORIA_STEP_S`` per cluster (a Redis gate shared by the workers) the tick
+  queues the ``write_history`` task (``FollowUps.write_history``), so a big cluster's
+  write — seconds for 65,536 cards — never holds the tick up; that task
+  (:func:`write_from_state`) reads the live state back from Redis, keeps the values
+  fresh at the tick's time, and sends every finite one in one POST to
+  ``/api/v1/import/prometheus``, stamped with the tick's time (the values may be up
+  to the queue's delay newer). Without a queue (tests, a shell) the tick writes its
+  own fresh values inline. One series per card and metric::
 
       twin_card{cluster="1",supernode="3",rack="12",card="4711",metric="power_w"} 512.3 1764…000
 
@@ -47,11 +52,13 @@ from django.conf import settings
 
 from twin.core.unavailable import ServiceUnavailable
 from twin.telemetry import keys
-from twin.telemetry.metrics import METRIC_INDEX, METRIC_KEYS
-from twin.telemetry.state import Layout
+from twin.telemetry.config import conf, redis_client
+from twin.telemetry.metrics import METRIC_INDEX, METRIC_KEYS, N_METRICS
+from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
+from twin.telemetry.state import Layout, layout
 
 __all__ = ["SERIES", "VictoriaUnavailable", "enabled", "query_history", "series_text",
-           "write_samples", "write_tick"]
+           "write_from_state", "write_samples", "write_tick"]
 
 log = logging.getLogger(__name__)
 
@@ -133,15 +140,50 @@ def write_samples(lay: Layout, values: np.ndarray, now: float) -> int:
     return count
 
 
-def write_tick(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: float) -> int | None:
-    """From the tick: write the fresh values if this cluster's step is due (None
-    when it is not, or VictoriaMetrics is not configured). A failure is logged
-    and counted in ``keys.victoria_stats``, never raised."""
+def write_tick(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: float,
+               follow_ups: FollowUps = NO_FOLLOW_UPS) -> int | None:
+    """From the tick: if this cluster's step is due, queue its write
+    (``follow_ups.write_history``) or, when that queues nothing, write the fresh
+    values here. None when no step is due, VictoriaMetrics is not configured or the
+    write was queued; else the samples written (0 on a failure, which is logged and
+    counted in ``keys.victoria_stats``, never raised)."""
     if not enabled() or not lay.n:
         return None
     step_ms = max(int(settings.TWIN_VICTORIA_STEP_S * 1000), 1)
     if not r.set(keys.victoria_gate(lay.cluster_id), 1, nx=True, px=step_ms):
         return None
+    if follow_ups.write_history(lay.cluster_id, lay.version, now):
+        return None
+    return _write_counted(r, lay, fresh_values, now)
+
+
+def write_from_state(cluster_id: int, version: str, now: float) -> int:
+    """The ``write_history`` task: the cards' values fresh at ``now`` read from the
+    live state, written as :func:`write_tick` would (0 when the layout changed)."""
+    if not enabled():
+        return 0
+    r = redis_client()
+    lay = layout(cluster_id)
+    if lay.version != version or not lay.n:
+        return 0
+    n = lay.n
+    pipe = r.pipeline(transaction=False)
+    for i in range(N_METRICS):
+        pipe.get(keys.metric(cluster_id, version, i))
+    pipe.get(keys.seen(cluster_id, version))
+    raw = pipe.execute()
+    values = np.full((N_METRICS, n), np.nan, dtype=np.float32)
+    for i in range(N_METRICS):
+        if raw[i] and len(raw[i]) == 4 * n:
+            values[i] = np.frombuffer(raw[i], dtype="<f4")
+    seen = (np.frombuffer(raw[N_METRICS], dtype="<f8") if raw[N_METRICS]
+            and len(raw[N_METRICS]) == 8 * n else np.full(n, np.nan))
+    with np.errstate(invalid="ignore"):
+        fresh = np.isfinite(seen) & (now - seen <= conf().stale_after_s)
+    return _write_counted(r, lay, np.where(fresh, values, np.nan), now)
+
+
+def _write_counted(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: float) -> int:
     started = time.monotonic()
     stats = keys.victoria_stats(lay.cluster_id)
     try:

@@ -188,7 +188,7 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
     if failures and not follow_ups.heal(cluster_id, failures):
         handle_failures(failures)
     sample_minute(r, lay, fresh_values, now, follow_ups)
-    victoria.write_tick(r, lay, fresh_values, now)
+    victoria.write_tick(r, lay, fresh_values, now, follow_ups)
 
     group = group_name(cluster_id)
     bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
