@@ -255,32 +255,47 @@ def query_history(cluster_id: int, level: str, object_id: int, since: dt.datetim
         queries["draw"] = f"sum(avg_over_time({power}[1m]))"
     answers = dict(zip(queries, _pool.map(lambda q: _query_range(q, start, end),
                                           queries.values()), strict=True))
-    rows: dict[int, dict[str, Any]] = {}
 
-    def row(t: float) -> dict[str, Any]:
-        minute = int(t) // STEP_S - 1
-        found = rows.get(minute)
-        if found is None:
-            found = rows[minute] = {
-                "id": None, "cluster": cluster_id, "level": level, "object_id": object_id,
-                "minute": dt.datetime.fromtimestamp(minute * STEP_S, tz=dt.UTC)
-                .isoformat().replace("+00:00", "Z"),
-                "samples": 0, "draw_w": None,
-                "mean": dict.fromkeys(METRIC_KEYS), "max": dict.fromkeys(METRIC_KEYS)}
-        return found
+    # Vectorised: ~75,000 values a day of one object (Python per value cost ~0.4 s).
+    def points(series: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        pairs = series["values"]
+        at = np.fromiter((int(p[0]) for p in pairs), np.int64, len(pairs)) // STEP_S - 1 - first
+        vals = np.array([p[1] for p in pairs], dtype=np.float64)
+        inside = (at >= 0) & (at < size)
+        return at[inside], vals[inside]
 
-    for part in ("mean", "max"):
+    size = last - first + 1
+    grids = {part: np.full((size, len(METRIC_KEYS)), np.nan) for part in ("mean", "max")}
+    present = np.zeros(size, bool)
+    for part, grid in grids.items():
         for series in answers[part]:
-            key = series["metric"].get("metric")
-            if key not in METRIC_INDEX:
+            col = METRIC_INDEX.get(series["metric"].get("metric", ""))
+            if col is None:
                 continue
-            for t, v in series["values"]:
-                value = float(v)
-                row(t)[part][key] = None if value != value else round(value, 4)
+            at, vals = points(series)
+            grid[at, col] = vals
+            present[at] = True
+    samples = np.zeros(size, np.int64)
     for series in answers["samples"]:
-        for t, v in series["values"]:
-            row(t)["samples"] = int(float(v))
+        at, vals = points(series)
+        samples[at] = vals.astype(np.int64)
+    draw = np.full(size, np.nan)
     for series in answers.get("draw", []):
-        for t, v in series["values"]:
-            row(t)["draw_w"] = float(v) + (static_w or 0.0)
-    return [rows[m] for m in sorted(rows)]
+        at, vals = points(series)
+        draw[at] = vals + (static_w or 0.0)
+    present |= samples > 0
+    out: list[dict[str, Any]] = []
+    keys_ = list(METRIC_KEYS)
+    for part in grids:
+        grids[part] = np.round(grids[part], 4)
+    means, maxes = grids["mean"].tolist(), grids["max"].tolist()
+    for i in np.flatnonzero(present).tolist():
+        stamp = dt.datetime.fromtimestamp((first + i) * STEP_S, tz=dt.UTC)
+        out.append({
+            "id": None, "cluster": cluster_id, "level": level, "object_id": object_id,
+            "minute": stamp.isoformat().replace("+00:00", "Z"),
+            "samples": int(samples[i]),
+            "draw_w": None if draw[i] != draw[i] else float(draw[i]),
+            "mean": dict(zip(keys_, [None if v != v else v for v in means[i]], strict=True)),
+            "max": dict(zip(keys_, [None if v != v else v for v in maxes[i]], strict=True))})
+    return out
