@@ -146,6 +146,9 @@ def test_the_victoria_path_names_the_filters_it_needs(agent, victoria_url, admin
     assert set(answer.json()) == {"cluster", "object_id"}
     answer = admin_client_api.get(HISTORY, {"cluster": agent["cluster"].pk, "level": "moon"})
     assert answer.status_code == 400 and "level" in answer.json()
+    answer = admin_client_api.get(HISTORY, {"cluster": 999_999, "level": "rack",
+                                            "object_id": 1})
+    assert answer.status_code == 404
 
 
 @needs_victoria

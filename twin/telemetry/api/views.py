@@ -190,6 +190,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             errors["object_id"] = "required when the history is in VictoriaMetrics"
         if errors:
             raise ValidationError(errors)
+        get_object_or_404(Cluster, pk=cluster)
         until = data.get("until") or timezone.now()
         since = data.get("since") or until - dt.timedelta(
             days=float(getattr(settings, "TELEMETRY_RETENTION_DAYS", 7)))
