@@ -336,6 +336,15 @@ for _network in TWIN_METRICS_ALLOW:
 # Per-rack power series only for clusters up to this many racks.
 TWIN_METRICS_MAX_RACKS = int(os.environ.get("TWIN_METRICS_MAX_RACKS", 5000))
 
+# Long-term history in VictoriaMetrics (twin.telemetry.victoria): its base URL, e.g.
+# http://victoria:8428. Unset: the 1-minute history stays in the database (TelemetryMinute).
+TWIN_VICTORIA_URL = os.environ.get("TWIN_VICTORIA_URL", "").rstrip("/")
+# Seconds between two writes of every card's samples (the history's resolution) …
+TWIN_VICTORIA_STEP_S = float(os.environ.get("TWIN_VICTORIA_STEP_S", 10))
+# … and how long a write or a query may take before it counts as failed (write) or
+# answers 503 (query).
+TWIN_VICTORIA_TIMEOUT_S = float(os.environ.get("TWIN_VICTORIA_TIMEOUT_S", 3))
+
 # Alerts out: Alertmanager base URLs (their v2 API) and webhook URLs, comma-separated.
 TWIN_ALERTMANAGER_URLS = env_list("TWIN_ALERTMANAGER_URLS", "")
 TWIN_ALERT_WEBHOOK_URLS = env_list("TWIN_ALERT_WEBHOOK_URLS", "")

@@ -41,6 +41,10 @@ Ingestion: ``tw:ingest`` (the stream), ``tw:ingest:bytes`` (bytes queued),
 ``tw:ingest:errors`` (entries that could not be applied), ``tw:drain:<slot>``
 (a drain slot held) and ``tw:agent:<id>:seq`` (an agent's last sequence number).
 
+Long-term history (``twin.telemetry.victoria``): ``tw:c<c>:vmgate`` (one write
+to VictoriaMetrics every ``TWIN_VICTORIA_STEP_S``) and ``tw:c<c>:vmstats``
+(writes, samples, failures, last error and write time).
+
 Alerts out: ``tw:notify:lock:<receiver>`` (one run sends to a receiver at a
 time) and ``tw:notify:queued`` (a delivery run was just queued).
 """
@@ -81,6 +85,8 @@ __all__ = [
     "tick_gate",
     "tick_lock",
     "tick_stats",
+    "victoria_gate",
+    "victoria_stats",
     "trailing",
 ]
 
@@ -112,6 +118,18 @@ def seq(cluster_id: int) -> str:
 
 def tick_gate(cluster_id: int) -> str:
     return f"{base(cluster_id)}:tickgate"
+
+
+def victoria_gate(cluster_id: int) -> str:
+    """Set (with a TTL of ``TWIN_VICTORIA_STEP_S``) when the cluster's samples were
+    last sent to VictoriaMetrics, so all workers write once a step."""
+    return f"{base(cluster_id)}:vmgate"
+
+
+def victoria_stats(cluster_id: int) -> str:
+    """Hash of the VictoriaMetrics writes of the cluster: ``writes``, ``samples``,
+    ``failures``, ``last_error``, ``last_s`` (seconds the last write took)."""
+    return f"{base(cluster_id)}:vmstats"
 
 
 def tick_lock(cluster_id: int) -> str:

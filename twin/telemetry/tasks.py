@@ -32,6 +32,7 @@ __all__ = [
     "scrape_target",
     "tick_all",
     "tick_cluster",
+    "write_history",
 ]
 
 
@@ -57,6 +58,8 @@ FOLLOW_UPS = FollowUps(
     tick=lambda cluster_id, countdown: dispatch(tick_cluster, cluster_id, countdown=countdown),
     persist_minute=lambda cluster_id, version, minute: dispatch(
         persist_minute, cluster_id, version, minute),
+    write_history=lambda cluster_id, version, now: dispatch(
+        write_history, cluster_id, version, now),
     heal=lambda cluster_id, failures: dispatch(heal, cluster_id, failures),
     notify=lambda: _request_notify(),
 )
@@ -106,6 +109,14 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
     from twin.telemetry import processing
 
     return processing.persist_minute(int(cluster_id), version, int(minute))
+
+
+@shared_task(name="twin.telemetry.write_history", ignore_result=True)
+def write_history(cluster_id: int, version: str, now: float) -> int:
+    """One step of every card's samples to VictoriaMetrics, off the tick."""
+    from twin.telemetry import victoria
+
+    return victoria.write_from_state(int(cluster_id), version, float(now))
 
 
 @shared_task(name="twin.telemetry.scrape_due")

@@ -16,9 +16,11 @@
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -32,7 +34,7 @@ from rest_framework.response import Response
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Card, Cluster
-from twin.telemetry import bridge, grouping, state
+from twin.telemetry import bridge, grouping, state, victoria
 from twin.telemetry.api.serializers import (
     AlertGroupSerializer,
     AlertSerializer,
@@ -151,12 +153,60 @@ class CardHealthViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
 
 class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """The 1-minute history (mean and max of every metric per minute)."""
+    """The 1-minute history (mean and max of every metric per minute).
+
+    From the database (``TelemetryMinute``) by default; with ``TWIN_VICTORIA_URL``
+    set, computed by VictoriaMetrics for any card, rack, supernode or the cluster
+    (``twin.telemetry.victoria``), in the same shape. That path needs ``cluster``,
+    ``level`` and ``object_id`` (not for ``level=cluster``); ``since`` defaults to
+    ``TELEMETRY_RETENTION_DAYS`` ago, ``until`` to now.
+    """
 
     queryset = TelemetryMinute.objects.all()
     serializer_class = MinuteSerializer
     filterset_class = MinuteFilterSet
     permission_classes = [TwinModelPermissions]
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if not victoria.enabled():
+            return super().list(request, *args, **kwargs)
+        filters = MinuteFilterSet(request.query_params, queryset=self.get_queryset())
+        if not filters.is_valid():
+            raise ValidationError(filters.errors)
+        data = filters.form.cleaned_data
+        cluster = data.get("cluster")
+        level = data.get("level") or ""
+        object_id = data.get("object_id")
+        errors = {}
+        if cluster is None:
+            errors["cluster"] = "required when the history is in VictoriaMetrics"
+        else:
+            cluster = getattr(cluster, "pk", cluster)
+        if not level:
+            errors["level"] = "required when the history is in VictoriaMetrics"
+        elif level == "cluster":
+            object_id = cluster if object_id is None else object_id
+        elif object_id is None:
+            errors["object_id"] = "required when the history is in VictoriaMetrics"
+        if errors:
+            raise ValidationError(errors)
+        get_object_or_404(Cluster, pk=cluster)
+        until = data.get("until") or timezone.now()
+        since = data.get("since") or until - dt.timedelta(
+            days=float(getattr(settings, "TELEMETRY_RETENTION_DAYS", 7)))
+        static_w = None
+        if level != "card":  # racks and up: draw_w includes the group's static draw
+            lay = state.layout(int(cluster))
+            index = lay.groups.get(level)
+            if index is not None and lay.n:
+                try:
+                    static_w = float(index.static_w[index.position(int(object_id))])
+                except KeyError:
+                    static_w = None
+        rows = victoria.query_history(int(cluster), level, int(object_id), since, until,
+                                      static_w=static_w)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(page if page is not None else rows)
 
 
 def _jsonable(arr: np.ndarray) -> list[Any]:

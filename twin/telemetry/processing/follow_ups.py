@@ -2,8 +2,8 @@
 
 Draining, ticking and the minute history each start follow-up work: a fresh
 drain when one runs out of time, a trailing tick after the last batch, the
-database write of a finished minute, the delivery of alerts a tick opened or
-closed. Which queue that goes to (Celery, in
+database write of a finished minute, the VictoriaMetrics write of a step, the
+delivery of alerts a tick opened or closed. Which queue that goes to (Celery, in
 ``twin.telemetry.tasks``) is the caller's business, so this package never
 imports the tasks: the tasks pass ``FollowUps`` that queue Celery tasks;
 everyone else (tests, benchmarks, a shell) gets ``NO_FOLLOW_UPS``, which
@@ -34,6 +34,9 @@ class FollowUps:
     """Tick ``cluster_id`` after ``countdown`` seconds (a trailing tick)."""
     persist_minute: Callable[[int, str, int], bool] = _nothing
     """Write minute ``minute`` of ``(cluster_id, layout version)`` to the database."""
+    write_history: Callable[[int, str, float], bool] = _nothing
+    """Send the fresh samples of ``(cluster_id, layout version)`` at time ``now`` to
+    VictoriaMetrics (``twin.telemetry.victoria.write_from_state``)."""
     heal: Callable[[int, list[dict[str, Any]]], bool] = _nothing
     """Hand ``cluster_id``'s new card failures to self-healing (``failures.handle_failures``)."""
     notify: Callable[[], bool] = _nothing

@@ -4,7 +4,9 @@
 Redis gate shared by all workers): it reads the whole state once, computes
 the rollups, evaluates the health rules (``health``), updates each card's
 health, hands new card failures to self-healing (``failures``), samples the
-state for the 1-minute history (``minutes``) and
+state for the 1-minute history (``minutes``), sends every card's samples to
+VictoriaMetrics once a ``TWIN_VICTORIA_STEP_S`` when it is configured
+(``victoria``), and
 publishes ``telemetry.tick`` to the cluster's Channels group.
 
 The tick's ``seq`` only grows, across worker *and* Redis restarts (clients keep
@@ -26,7 +28,7 @@ import msgpack
 import numpy as np
 import redis
 
-from twin.telemetry import bridge, keys
+from twin.telemetry import bridge, keys, victoria
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.processing.aggregate import reduce_groups
@@ -186,6 +188,7 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
     if failures and not follow_ups.heal(cluster_id, failures):
         handle_failures(failures)
     sample_minute(r, lay, fresh_values, now, follow_ups)
+    victoria.write_tick(r, lay, fresh_values, now, follow_ups)
 
     group = group_name(cluster_id)
     bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
