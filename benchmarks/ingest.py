@@ -45,13 +45,13 @@ import sys
 import threading
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.seedcluster import ensure_cluster, setup  # noqa: E402
 from twin.core.localnet import free_port, use_queue, wait_http, worker_queues  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
@@ -60,35 +60,6 @@ PREFIX = f"twbench{uuid.uuid4().hex[:6]}"
 os.environ["TWIN_TELEMETRY_PREFIX"] = PREFIX
 CLUSTER = "ingest-bench"
 WARMUP_BATCHES = 2  # the latency phase's first batches (a new agent, cold caches)
-
-
-def setup() -> None:
-    warnings.filterwarnings("ignore", message="No directory at")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def ensure_cluster(cards: int) -> Any:
-    from twin.hardware.builder import build_cluster
-    from twin.hardware.models import Card, Cluster
-
-    if cards % 512:
-        sys.exit("--cards must be a multiple of 512 (seed-512 supernodes)")
-    cluster = Cluster.objects.filter(name=CLUSTER).first()
-    if cluster and Card.objects.filter(supernode__cluster=cluster).count() != cards:
-        from twin.hardware.builder import delete_cluster
-
-        delete_cluster(cluster.pk)
-        cluster = None
-    if cluster is None:
-        print(f"building {cards:,} cards …", flush=True)
-        build_cluster("seed-512", name=CLUSTER, supernodes=cards // 512)
-        cluster = Cluster.objects.get(name=CLUSTER)
-    return cluster
 
 
 def start_services(queue: str, workers: int,
@@ -374,7 +345,7 @@ def main() -> None:
     from twin.telemetry import state
     from twin.telemetry.models import TelemetryAgent
 
-    cluster = ensure_cluster(args.cards)
+    cluster = ensure_cluster(CLUSTER, args.cards)
     TelemetryAgent.objects.filter(cluster=cluster).delete()
     tokens = [TelemetryAgent.issue(cluster, f"bench-{k}")[1] for k in range(args.clients + 1)]
     lay, chunks = batches(cluster.pk, args.chunk)

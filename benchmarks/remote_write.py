@@ -41,12 +41,13 @@ import os
 import sys
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.seedcluster import ensure_cluster, setup  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -66,33 +67,6 @@ FIELDS = [  # DCGM field, metric key, value range in the exporter's unit
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "tensor_active", 0, 1),
     ("DCGM_FI_PROF_DRAM_ACTIVE", "dram_active", 0, 1),
 ]
-
-
-def setup() -> None:
-    warnings.filterwarnings("ignore", message="No directory at")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def ensure_cluster(cards: int) -> Any:
-    from twin.hardware.builder import build_cluster, delete_cluster
-    from twin.hardware.models import Card, Cluster
-
-    if cards % 512:
-        sys.exit("--cards must be a multiple of 512 (seed-512 supernodes)")
-    cluster = Cluster.objects.filter(name=CLUSTER).first()
-    if cluster and Card.objects.filter(supernode__cluster=cluster).count() != cards:
-        delete_cluster(cluster.pk)
-        cluster = None
-    if cluster is None:
-        print(f"building {cards:,} cards …", flush=True)
-        build_cluster("seed-512", name=CLUSTER, supernodes=cards // 512)
-        cluster = Cluster.objects.get(name=CLUSTER)
-    return cluster
 
 
 def bodies(lay: Any, chunk: int) -> dict[str, list[bytes]]:
@@ -215,7 +189,7 @@ def main() -> None:
     settings.TELEMETRY_AUTO_DRAIN = False
     settings.TELEMETRY_MAX_BODY_BYTES = 64 * 1024 * 1024
     settings.TELEMETRY_MAX_BACKLOG = 1_000_000
-    cluster = ensure_cluster(args.cards)
+    cluster = ensure_cluster(CLUSTER, args.cards)
     lay = state.layout(cluster.pk)
     lay.uuid_map()
     lay.host_map()
