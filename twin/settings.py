@@ -13,6 +13,9 @@ import re
 from pathlib import Path
 
 import dj_database_url
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from twin.core.localnet import telemetry_queue
 from twin.embedded import ensure_embedded_redis
@@ -205,8 +208,14 @@ CHANNEL_LAYERS = {
             # with TimeoutError (channels_redis#422). Give reads more room.
             # A connect timeout so a consumer learns at once that Redis is away
             # (it closes the socket with 4503: the client reconnects with backoff).
+            # One immediate retry on a connection error, as twin.telemetry's own
+            # client does: it replaces a pooled connection that a Redis restart
+            # broke, so the first socket after the restart joins its group instead
+            # of being closed with 4503 once per stale connection.
             "hosts": [{"address": REDIS_URL, "socket_timeout": 15,
-                       "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S}],
+                       "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+                       "retry": AsyncRetry(NoBackoff(), 1,
+                                           supported_errors=(RedisConnectionError,))}],
             "prefix": os.environ.get("TWIN_CHANNEL_PREFIX", "twin"),
         },
     }

@@ -4,10 +4,17 @@ with backoff" — instead of being accepted and dropped without a close frame
 ``tests/faults/test_redis_outage.py``."""
 from __future__ import annotations
 
+import asyncio
+import time
+from typing import Any
+
 import pytest
+import redis
 from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer
 from channels.testing.websocket import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.test import override_settings
 
 from tests.faults.away import channel_layer_away
 from tests.live.conftest import communicator, receive_type, session_headers
@@ -65,3 +72,53 @@ def test_the_scenario_socket_closes_with_4503_when_the_layer_is_away(user):
 
     with channel_layer_away():
         async_to_sync(scenario)()
+
+
+class StuckReceiveLayer(InMemoryChannelLayer):
+    """A channel layer as ``channels_redis`` was seen to behave right after a Redis
+    restart: joining a group fails on a stale pooled connection, and the receive
+    loses its cancellation and goes on polling until a message comes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = asyncio.Event()
+
+    async def group_add(self, group: str, channel: str) -> None:
+        raise redis.ConnectionError("Connection closed by server.")
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        while True:
+            try:
+                await self.message.wait()
+                return {"type": "ignored"}
+            except asyncio.CancelledError:
+                continue  # lost: the next BZPOPMIN starts
+
+
+def test_the_close_does_not_wait_for_a_stuck_channel_receive(tiny_cluster, user):
+    # Seen in tests/faults/test_redis_outage.py once in ~10 runs: the first socket
+    # after a Redis restart got neither a hello nor a close for a minute.
+    headers = session_headers(user)
+    layers = {"default": {"BACKEND": f"{__name__}.StuckReceiveLayer"}}
+
+    async def scenario() -> None:
+        from channels.layers import get_channel_layer
+
+        # The next tick, 4 s on: the stuck receive ends (and a failing run with it).
+        asyncio.get_running_loop().call_later(4.0, get_channel_layer().message.set)
+        comm = communicator(tiny_cluster["cluster"].pk, headers)
+        assert (await comm.connect(timeout=5))[0]
+        started = time.monotonic()
+        closed = await comm.receive_output(timeout=6)
+        assert closed["type"] == "websocket.close" and closed["code"] == CLOSE_UNAVAILABLE
+        assert time.monotonic() - started < 2.0  # not after the stuck receive ended
+        await comm.wait(timeout=8)
+
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    try:
+        with override_settings(CHANNEL_LAYERS=layers):
+            async_to_sync(scenario)()
+    finally:
+        channel_layers.backends.clear()

@@ -13,6 +13,18 @@ closes the socket properly with :data:`~twin.core.unavailable.CLOSE_UNAVAILABLE`
 (4503: "a service is away, reconnect with backoff"), accepting it first if need
 be (a close before the accept reaches a browser as a bare HTTP 403, without
 the code). Clients reconnect and receive a fresh snapshot once it is back.
+
+The close goes out *as soon as* a handler meets the outage, before Channels
+cleans up. Its cleanup (``channels.utils.await_many_dispatch``) cancels the
+consumer's channel-layer receive and waits for it, and right after a Redis
+restart that wait can last until the process's channel next gets a message:
+the receive (one per process, shared by every consumer, in
+``channels_redis``) was seen to lose its cancellation inside a read on a
+fresh connection and go on polling with ``BZPOPMIN``. A client whose first
+socket after the restart hit a stale pooled connection then waited for its
+close frame — and so never reconnected, the one thing that would have brought
+it a message. Closing first lets it reconnect at once; the stuck receive ends
+with the next tick the new socket's group brings.
 """
 from __future__ import annotations
 
@@ -37,9 +49,22 @@ class CloseWhenUnavailable:
         try:
             await super().__call__(scope, receive, send)  # type: ignore[misc]
         except OUTAGE_ERRORS as exc:
-            log.warning("websocket %s: %s is away (%s: %s); closing with %d", scope.get("path"),
-                        outage_service(exc), type(exc).__name__, exc, CLOSE_UNAVAILABLE)
-            await self._close_unavailable(send)
+            await self._outage(scope, send, exc)
+
+    async def dispatch(self, message: Any) -> None:
+        try:
+            await super().dispatch(message)  # type: ignore[misc]
+        except OUTAGE_ERRORS as exc:
+            # Close now, not after Channels' cleanup (see the module docstring).
+            await self._outage(self.scope, self.base_send, exc)  # type: ignore[attr-defined]
+            raise
+
+    async def _outage(self, scope: Any, send: Any, exc: BaseException) -> None:
+        if self._ws_closed:
+            return
+        log.warning("websocket %s: %s is away (%s: %s); closing with %d", scope.get("path"),
+                    outage_service(exc), type(exc).__name__, exc, CLOSE_UNAVAILABLE)
+        await self._close_unavailable(send)
 
     async def accept(self, *args: Any, **kwargs: Any) -> None:
         await super().accept(*args, **kwargs)  # type: ignore[misc]
