@@ -8,6 +8,7 @@ binary is not installed (``scripts/test`` installs Debian's package).
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -98,7 +99,9 @@ def test_samples_from_the_ingest_path_come_back_as_minutes_of_card_rack_and_clus
     assert int(stats[b"writes"]) == 2 and int(stats[b"samples"]) == 2 * 2 * 8
     assert b"failures" not in stats
     flush(url)
-    until = {"until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))}
+    # An hour: one row a minute (a longer window has coarser rows, tested below).
+    until = {"since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600)),
+             "until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))}
 
     card = admin_client_api.get(HISTORY, {"cluster": cid, "level": "card",
                                           "object_id": ids[3], **until})
@@ -225,3 +228,92 @@ def test_a_tick_with_a_queue_hands_the_write_to_the_write_history_task(
     assert rows["results"][0]["samples"] == 8
     # A layout that changed since the tick: nothing is written.
     assert tasks.write_history(cid, "gone", queued[0][2]) == 0
+
+
+@needs_victoria
+def test_cards_reporting_different_metric_sets_go_out_as_csv_and_text_and_all_come_back(
+        tiny_cluster, victoria_url, monkeypatch):
+    """The writer groups cards by the set of metrics they report: a set held by at
+    least ``SMALL_GROUP`` cards is one CSV request, a rarer set exposition text. Here
+    5 cards report utilization and power (CSV), 2 only utilization (text), 1 nothing;
+    every value comes back per card, and the rack's group series aggregate all 7."""
+    url, _ = victoria_url
+    monkeypatch.setattr(victoria, "SMALL_GROUP", 3)
+    cid = tiny_cluster["cluster"].pk
+    lay = state.layout(cid)
+    values = np.full((len(METRIC_KEYS), lay.n), np.nan, np.float32)
+    util, power = METRIC_INDEX["gpu_util"], METRIC_INDEX["power_w"]
+    values[util, :7] = np.arange(7) * 10.0 + 5.0
+    values[power, :5] = np.arange(5) * 100.0 + 250.0
+    parts, text_rows = victoria.csv_parts(values)
+    assert [(cols, rows.tolist()) for cols, rows in parts] == [([util, power], [0, 1, 2, 3, 4])]
+    assert text_rows.tolist() == [5, 6]
+    not_near_a_minute_boundary()
+    now = time.time()
+    assert victoria.write_samples(lay, values, now) == 5 * 2 + 2
+    flush(url)
+    since = dt.datetime.fromtimestamp(now - 600, tz=dt.UTC)
+    until = dt.datetime.fromtimestamp(now + 120, tz=dt.UTC)
+    for k in range(8):
+        rows = victoria.query_history(cid, "card", int(lay.card_ids[k]), since, until)
+        if k == 7:
+            assert rows == []
+            continue
+        (row,) = rows
+        assert row["mean"]["gpu_util"] == pytest.approx(k * 10.0 + 5.0)
+        assert row["mean"]["power_w"] == (pytest.approx(k * 100.0 + 250.0) if k < 5 else None)
+        assert row["samples"] == 1
+    rack = int(lay.groups["rack"].ids[0])
+    static = float(lay.groups["rack"].static_w[0])
+    (row,) = victoria.query_history(cid, "rack", rack, since, until, static_w=static)
+    assert row["mean"]["gpu_util"] == pytest.approx(np.arange(7).mean() * 10.0 + 5.0)
+    assert row["max"]["gpu_util"] == pytest.approx(65.0)
+    assert row["max"]["power_w"] == pytest.approx(650.0)
+    assert row["samples"] == 7  # the cards that reported anything
+    assert row["draw_w"] == pytest.approx((np.arange(5) * 100.0 + 250.0).sum() + static)
+
+
+@needs_victoria
+def test_a_window_past_25_hours_has_coarser_rows_at_most_1500(tiny_cluster, victoria_url):
+    """A chart needs no more rows than ``MAX_POINTS``: 24 h is 1,440 one-minute rows,
+    a week is 7-minute rows (each the mean and max of its 7 minutes)."""
+    url, _ = victoria_url
+    cid = tiny_cluster["cluster"].pk
+    lay = state.layout(cid)
+    day = dt.timedelta(days=1)
+    until = dt.datetime.fromtimestamp(time.time() // 420 * 420 - 420, tz=dt.UTC)
+    assert victoria.history_step(until - day, until) == 60
+    assert victoria.history_step(until - 7 * day, until) == 420
+    values = np.full((len(METRIC_KEYS), lay.n), np.nan, np.float32)
+    util = METRIC_INDEX["gpu_util"]
+    start = until.timestamp() - 420  # the last 7-minute row: a sample in two of its minutes
+    for at, v in ((start + 30, 20.0), (start + 250, 60.0)):
+        values[util] = v
+        victoria.write_samples(lay, values, at)
+    flush(url)
+    card = int(lay.card_ids[0])
+    (row,) = victoria.query_history(cid, "card", card, until - 7 * day, until)
+    assert row["minute"] == dt.datetime.fromtimestamp(start, tz=dt.UTC).isoformat().replace(
+        "+00:00", "Z")
+    assert row["mean"]["gpu_util"] == pytest.approx(40.0) and row["max"]["gpu_util"] == 60.0
+    assert row["samples"] == 2
+    minute_rows = victoria.query_history(cid, "card", card, until - day, until)
+    assert [r["mean"]["gpu_util"] for r in minute_rows] == [20.0, 60.0]
+
+
+def test_one_page_holds_a_day_of_minutes(tiny_cluster, settings, admin_client_api):
+    """``limit`` goes to 1,500 on the history (1,000 elsewhere): a chart's day in one
+    request, not two that each compute the window again."""
+    settings.TWIN_VICTORIA_URL = ""
+    cid = tiny_cluster["cluster"].pk
+    card = tiny_cluster["cards"][0].pk
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    blob = np.zeros(len(METRIC_KEYS), "<f4").tobytes()
+    TelemetryMinute.objects.bulk_create(
+        TelemetryMinute(cluster_id=cid, level="card", object_id=card,
+                        minute=base + dt.timedelta(minutes=i), samples=1, mean=blob, max=blob)
+        for i in range(1_440))
+    answer = admin_client_api.get(HISTORY, {"cluster": cid, "level": "card", "object_id": card,
+                                            "limit": 5_000})
+    assert answer.status_code == 200
+    assert answer.json()["count"] == 1_440 and len(answer.json()["results"]) == 1_440

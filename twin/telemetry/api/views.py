@@ -31,6 +31,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Card, Cluster
@@ -159,13 +160,16 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     set, computed by VictoriaMetrics for any card, rack, supernode or the cluster
     (``twin.telemetry.victoria``), in the same shape. That path needs ``cluster``,
     ``level`` and ``object_id`` (not for ``level=cluster``); ``since`` defaults to
-    ``TELEMETRY_RETENTION_DAYS`` ago, ``until`` to now.
+    ``TELEMETRY_RETENTION_DAYS`` ago, ``until`` to now; a row covers a minute up to a
+    25 h window and whole minutes past it (at most 1,500 rows:
+    ``victoria.history_step``). ``limit`` goes to 1,500, a chart's window in one page.
     """
 
     queryset = TelemetryMinute.objects.all()
     serializer_class = MinuteSerializer
     filterset_class = MinuteFilterSet
     permission_classes = [TwinModelPermissions]
+    pagination_class = HistoryPagination
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not victoria.enabled():
