@@ -27,12 +27,17 @@ log = logging.getLogger(__name__)
 def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                     fresh_values: np.ndarray, fresh: np.ndarray, stale: np.ndarray,
                     age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
-                    alert_state: bytes | None) -> tuple[bytes, list[Any],
-                                                        dict[int, list[tuple[str, str]]]]:
+                    alert_state: bytes | None, state_key: str | None = None,
+                    levels: frozenset[str] | None = None,
+                    cluster_silent: bool | None = None) -> tuple[
+                        bytes, list[Any], dict[int, list[tuple[str, str]]]]:
     """Run the alert rules: (new damping state, transitions, active alerts per card).
 
     ``alert_state`` is the rules' damping state from the last tick (None: none
-    yet, so the open alerts are read from the database).
+    yet, so the open alerts are read from the database), kept under ``state_key``
+    (default ``keys.alerts``). A tick shard passes its slice of the cluster as
+    ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
+    whole cluster is silent.
     """
     from twin.telemetry.models import Alert
 
@@ -79,15 +84,15 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
     inp = EvalInput(now=now, values=fresh_values, fresh=fresh, stale=stale, age_s=age,
                     tdp_w=lay.tdp_w.astype(np.float64), util_ewma=util_ewma,
                     rack_draw_w=rack_draw, rack_budget_w=racks.budget_w,
-                    rack_of=racks.of_card)
+                    rack_of=racks.of_card, cluster_silent=cluster_silent)
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
-                        load_open=load_open, position_of=position_of)
+                        load_open=load_open, position_of=position_of, levels=levels)
     except IntegrityError:
         # The damping state and the database disagree (Redis was flushed while
         # alerts were open): rebuild the state from the database next tick.
         log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
-        r.delete(keys.alerts(cluster_id, lay.version))
+        r.delete(state_key or keys.alerts(cluster_id, lay.version))
         return alert_state or b"", [], {}
 
 
