@@ -63,7 +63,12 @@ from twin.telemetry.processing.aggregate import reduce_groups
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
-from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
+from twin.telemetry.processing.health import (
+    card_health,
+    evaluate_alerts,
+    sync_card_health,
+    table_health,
+)
 from twin.telemetry.processing.minutes import (
     POWER,
     add_minute_sample,
@@ -79,8 +84,8 @@ from twin.telemetry.processing.tickparts import (
 )
 from twin.telemetry.state import TICK_EVENT, GroupIndex, Layout, group_name, layout
 
-__all__ = ["DEFAULT_SHARD_CARDS", "ROUND_LOCK_MS", "plan", "round_cost", "run_shard",
-           "shard_cards", "shard_layout", "start_round"]
+__all__ = ["DEFAULT_SHARD_CARDS", "ROUND_LOCK_MS", "plan", "round_cost", "round_running",
+           "run_shard", "shard_cards", "shard_layout", "start_round"]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +147,14 @@ def plan(lay: Layout) -> list[tuple[int, int]]:
     out = list(zip(bounds[:-1], bounds[1:], strict=True)) if len(bounds) > 2 else []
     _plans[lay.cluster_id] = (lay, per, out)
     return out
+
+
+def round_running(r: redis.Redis, cluster_id: int) -> bool:
+    """Whether a sharded tick round of ``cluster_id`` is in progress (its shard tasks
+    are queued or running): a drain then yields its process to them."""
+    raw = r.get(keys.tick_lock(cluster_id))
+    # (a round's lock holds its 16-hex-digit id; a whole-cluster tick's, a pid)
+    return bool(raw) and len(raw) == 16 and not raw.isdigit()
 
 
 def _slice_index(index: GroupIndex, start: int, end: int) -> GroupIndex:
@@ -209,6 +222,8 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
     try:
         ensure_state(lay)
         _ensure_shard_state(r, lay)
+        if not r.exists(keys.health_db(cid, ver)):  # shards read it in slices
+            r.set(keys.health_db(cid, ver), table_health(lay).tobytes(), nx=True)
         now = tickparts.clock()
         seen_raw, last_cost = r.get(keys.seen(cid, ver)), r.hget(keys.tick_stats(cid), "last")
         if last_cost:

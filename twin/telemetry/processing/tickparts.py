@@ -54,7 +54,8 @@ class CardsRead:
 
     values: np.ndarray  # (N_METRICS, n) float32, latest values (NaN: none)
     seen: np.ndarray  # (n,) float64, last sample time (NaN: never)
-    old_health: np.ndarray  # (n,) uint8, the health the CardHealth table reflects
+    old_health: np.ndarray | None  # (n,) uint8, what the CardHealth table reflects (None:
+    # not known — ``keys.health_db`` is gone — so the sync reads the table)
     ewma: np.ndarray  # (n,) float64, utilisation average (NaN: none yet)
     reported: np.ndarray
     fresh: np.ndarray
@@ -75,7 +76,7 @@ def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: 
     seen = (np.frombuffer(seen_raw, dtype="<f8") if seen_raw and len(seen_raw) == 8 * n
             else np.full(n, np.nan))
     old_health = (np.frombuffer(health_raw, dtype=np.uint8).copy()
-                  if health_raw and len(health_raw) == n else np.zeros(n, np.uint8))
+                  if health_raw and len(health_raw) == n else None)
     ewma = (np.frombuffer(ewma_raw, dtype="<f4").astype(np.float64)
             if ewma_raw and len(ewma_raw) == 4 * n else np.full(n, np.nan))
     reported = np.isfinite(seen)
