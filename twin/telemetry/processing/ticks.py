@@ -73,7 +73,9 @@ def tick(cluster_id: int, *, force: bool = False,
     lay = layout(cluster_id)
     bounds = shards.plan(lay)
     if bounds:
+        _tick_cost.pop(cluster_id, None)  # (a whole tick's cost says nothing about rounds)
         return shards.start_round(r, lay, bounds, follow_ups)
+    shards.round_cost.pop(cluster_id, None)
     lock = keys.tick_lock(cluster_id)
     if not r.set(lock, os.getpid(), nx=True, px=120_000):
         return None
