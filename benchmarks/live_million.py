@@ -18,7 +18,7 @@ In one run:
 2. **Ticks only**: the same worker processes, no ingest — this process keeps every
    card fresh (one SET of the ``seen`` blob a second) and asks for a tick every
    50 ms, so the workers run nothing but sharded rounds, as fast as the tick gate
-   (≤ 2 Hz, and at most every 2 × the last round's time) lets them.
+   (≤ 2 Hz; a round starts no sooner than the last one's time after it) lets them.
 3. **Live**: real subprocesses — ``uvicorn`` (``--web-workers`` processes) and one
    ``celery worker`` with ``--workers`` prefork processes (drains and shard tasks
    share them) — with ``TWIN_TICK_SHARD_CARDS=--shard-cards``. ``--clients``
@@ -238,6 +238,7 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
                         "lat": lat})
 
     rounds: list[tuple[float, float, int]] = []  # (when, round seconds, shards)
+    shard_costs: list[tuple[float, float, float]] = []  # per round: cpu, wall, slowest wall
     backlog: list[tuple[int, int]] = []
 
     def poll() -> None:
@@ -245,11 +246,15 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         last_count = None
         next_backlog = 0.0
         while not stop.is_set():
-            count, cost, shards = r.hmget(stats, "count", "last", "shards")
+            count, cost, shards, s_cpu, s_wall, s_max = r.hmget(
+                stats, "count", "last", "shards", "last_shard_cpu", "last_shard_wall",
+                "last_shard_wall_max")
             if count is not None:
                 c = int(count)
                 if last_count is not None and c != last_count and measuring.is_set():
                     rounds.append((time.time(), float(cost), int(shards or 0)))
+                    if s_cpu:
+                        shard_costs.append((float(s_cpu), float(s_wall), float(s_max)))
                     if c - last_count > 1:  # (only the last of several is seen)
                         rounds.extend([(time.time(), float("nan"), 0)] * (c - last_count - 1))
                 last_count = c
@@ -306,6 +311,12 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         "ticks_per_s": len(rounds) / elapsed, "round_p50_ms": 1000 * pct(times, 50),
         "round_p99_ms": 1000 * pct(times, 99), "round_max_ms": 1000 * max(times, default=0),
         "shards": max((s for *_, s in rounds), default=0),
+        "shard_cpu_s": statistics.median([c for c, _, _ in shard_costs]) if shard_costs
+        else float("nan"),
+        "shard_wall_s": statistics.median([w for _, w, _ in shard_costs]) if shard_costs
+        else float("nan"),
+        "shard_slowest_s": statistics.median([m for *_, m in shard_costs]) if shard_costs
+        else float("nan"),
         "seq_advanced": state.frame_seq(cluster_id) - seq0 > 0,
         "accepted": sum(x["accepted"] for x in results),
         "accepted_per_s": sum(x["accepted"] for x in results) / elapsed,
@@ -410,6 +421,9 @@ def main() -> None:
           f"({only['rounds_timed']} timed of {only['rounds']})")
     print(f"  ratio p50 round / unsharded tick      {only['round_p50_ms'] / 1000 / whole:.2f}")
     print(f"  ticks per second achieved             {only['ticks_per_s']:.2f}")
+    print(f"  shards of a round, in the workers     CPU {only['shard_cpu_s']:.2f} s, wall "
+          f"{only['shard_wall_s']:.2f} s summed (slowest {only['shard_slowest_s']:.2f} s) → "
+          f"{n / only['shard_cpu_s']:,.0f} cards per worker CPU-second (median round)")
     print(f"  worker processes CPU                  {only['cpu_cores']['worker']:.2f} cores "
           f"(per process: {only['cpu_by_process']['worker']}) → "
           f"{n * only['ticks_per_s'] / max(only['cpu_cores']['worker'], 1e-9):,.0f} "
@@ -421,6 +435,8 @@ def main() -> None:
           f"({fig['rounds_timed']} timed of {fig['rounds']})")
     print(f"  ratio p50 live round / unsharded tick  {fig['round_p50_ms'] / 1000 / whole:.2f}")
     print(f"  ticks per second achieved             {fig['ticks_per_s']:.2f}")
+    print(f"  shards of a round, in the workers     CPU {fig['shard_cpu_s']:.2f} s, wall "
+          f"{fig['shard_wall_s']:.2f} s summed (slowest {fig['shard_slowest_s']:.2f} s)")
     print(f"  card-samples accepted                 {fig['accepted_per_s']:,.0f}/s "
           f"(offered {n:,}/s; {fig['busy']} × 503, {fig['errors']} errors, "
           f"{fig['late_seconds']} late agent seconds)")

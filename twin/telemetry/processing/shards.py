@@ -32,6 +32,10 @@ A tick is then a *round*:
    records the round's wall time (start → publish) in ``keys.tick_stats`` and
    releases the lock.
 
+The tick gate (``ticks.tick``) keeps rounds at ≤ ``MAX_TICK_HZ`` and starts one
+no sooner than the last round's wall time after the previous start (a whole tick
+waits twice its time: it holds one process; a round is spread over several).
+
 What differs from the whole-cluster tick, by design: readers may see some
 racks' rollups of round *N+1* next to others of round *N* until the round's
 ``meta`` (and ``seq``) is written; ``HEALTH_SYNC_PER_TICK`` and
@@ -269,6 +273,7 @@ def run_shard(cluster_id: int, round_id: str, shard: int,
     if rnd.get("id") != round_id:
         return None  # a round given up (its lock expired) or replaced
     part: dict[str, Any] = {"round": round_id}
+    wall, cpu = time.perf_counter(), time.process_time()
     try:
         lay = layout(cluster_id)
         # The round's bounds, not this process's plan: settings may differ by process.
@@ -281,6 +286,7 @@ def run_shard(cluster_id: int, round_id: str, shard: int,
     except Exception:
         log.exception("tick shard %s of cluster %s failed", shard, cluster_id)
         part["skip"] = "failed"
+    part["wall"], part["cpu"] = time.perf_counter() - wall, time.process_time() - cpu
     pipe = r.pipeline(transaction=False)
     pipe.set(keys.tick_part(cluster_id, round_id, shard), msgpack.packb(part), ex=120)
     pipe.decr(keys.tick_pending(cluster_id, round_id))
@@ -369,6 +375,7 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
     shards = int(rnd["shards"])
     ver = rnd["version"]
     published = False
+    parts: list[dict[str, Any]] = []
     try:
         raw_parts = r.mget([keys.tick_part(cid, round_id, k) for k in range(shards)])
         parts = [msgpack.unpackb(p) if p else {"skip": "missing"} for p in raw_parts]
@@ -425,7 +432,13 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
             stats = keys.tick_stats(cid)
             pipe.hincrby(stats, "count", 1)
             pipe.hincrbyfloat(stats, "sum", cost)
-            pipe.hset(stats, mapping={"last": repr(cost), "shards": shards})
+            # What the shards cost (seconds, summed over shards; the slowest one's wall
+            # time): the per-process rate of ``benchmarks/live_million.py``.
+            pipe.hset(stats, mapping={
+                "last": repr(cost), "shards": shards,
+                "last_shard_cpu": repr(sum(p.get("cpu", 0.0) for p in parts)),
+                "last_shard_wall": repr(sum(p.get("wall", 0.0) for p in parts)),
+                "last_shard_wall_max": repr(max(p.get("wall", 0.0) for p in parts))})
         pipe.delete(keys.tick_pending(cid, round_id),
                     *[keys.tick_part(cid, round_id, k) for k in range(shards)])
         pipe.execute()

@@ -65,9 +65,11 @@ def tick(cluster_id: int, *, force: bool = False,
     """
     r = redis_client()
     # At most MAX_TICK_HZ; a tick that takes longer than that (a huge cluster) waits
-    # as long again, so ticks never use more than half a worker.
-    cost = max(_tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
-    gate_ms = int(max(conf().tick_min_s, 2 * cost) * 1000)
+    # as long again, so ticks never use more than half a worker. A sharded round
+    # spreads over several processes and waits only for its own time (rounds never
+    # overlap: the lock), so a cluster ticks as often as its rounds finish.
+    cost = max(2 * _tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
+    gate_ms = int(max(conf().tick_min_s, cost) * 1000)
     if not r.set(keys.tick_gate(cluster_id), 1, nx=True, px=gate_ms) and not force:
         return None
     lay = layout(cluster_id)
