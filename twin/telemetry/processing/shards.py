@@ -95,7 +95,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_CARDS = 131_072
 """Cards per tick shard unless ``TELEMETRY_TICK_SHARD_CARDS`` says otherwise: 256
-seed-512 supernodes, ≈ 0.1-0.2 s of one core per shard (``docs/benchmarks.md``)."""
+seed-512 supernodes, ≈ 0.05-0.16 s of CPU per shard (``docs/benchmarks.md``,
+live_million)."""
 
 ROUND_LOCK_MS = 30_000
 """How long a round holds the tick lock at most (a shard task lost with its worker)."""
@@ -158,7 +159,7 @@ def round_running(r: redis.Redis, cluster_id: int) -> bool:
     are queued or running): a drain then yields its process to them."""
     raw = r.get(keys.tick_lock(cluster_id))
     # (a round's lock holds its 16-hex-digit id; a whole-cluster tick's, a pid)
-    return bool(raw) and len(raw) == 16 and not raw.isdigit()
+    return bool(raw) and len(raw) == 16
 
 
 def _slice_index(index: GroupIndex, start: int, end: int) -> GroupIndex:
