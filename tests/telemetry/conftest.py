@@ -31,7 +31,7 @@ settings.TELEMETRY_REDIS_PREFIX = PREFIX
 def flush_namespace() -> None:
     from twin.telemetry import state
     from twin.telemetry.api import ingest_views
-    from twin.telemetry.processing import apply, ticks
+    from twin.telemetry.processing import apply, shards, ticks
     from twin.telemetry.state import layouts
 
     r = state.redis_client()
@@ -42,6 +42,8 @@ def flush_namespace() -> None:
     apply._initialized.clear()
     apply._bucket_cache.clear()
     ticks._tick_cost.clear()
+    shards.round_cost.clear()
+    shards._initialized.clear()
     ingest_views._cache.clear()
 
 

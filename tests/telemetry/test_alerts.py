@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from tests.telemetry.test_state import put
-from twin.telemetry import processing, state
+from twin.telemetry import keys, processing, state
 from twin.telemetry.alerts import EvalInput, evaluate, rules
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.models import Alert, CardHealth
@@ -192,3 +193,33 @@ def test_live_endpoints_for_people(tiny_cluster, settings, reader_client, anon_c
     metrics = reader_client.get("/api/telemetry/metrics/").json()
     assert len(metrics) >= 20 and metrics[0]["key"] == "gpu_util"
     assert anon_client.get(f"/api/telemetry/clusters/{cid}/").status_code == 401
+
+
+def test_cards_that_start_reporting_ok_cost_the_health_table_nothing(tiny_cluster):
+    """unknown → ok is synced without a write to CardHealth (only bad cards have rows):
+    a million cards starting up must not mean a million row deletes."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cid = tiny_cluster["cluster"].pk
+    state.redis_client().set(keys.tick_gate(cid), 1, px=60_000)  # the drain does not tick
+    put(cid, {"gpu_util": [50] * 8})
+    with CaptureQueriesContext(connection) as queries:
+        assert processing.tick(cid, force=True)
+    writes = [q["sql"] for q in queries.captured_queries if "cardhealth" in q["sql"].lower()
+              and not q["sql"].lstrip().upper().startswith("SELECT")]
+    assert writes == []  # (one SELECT: health_db is new, so the table is read once)
+    assert (state.health(cid) == state.HEALTH_CODES["ok"]).all()
+    raw = state.redis_client().get(keys.health_db(cid, state.layout(cid).version))
+    assert raw == bytes([state.HEALTH_CODES["ok"]]) * 8  # the table reflects it
+
+
+def test_a_row_left_from_before_a_redis_restart_goes_when_its_card_is_ok(tiny_cluster):
+    """Without ``health_db`` (Redis lost it) the tick starts from the table itself."""
+    cid = tiny_cluster["cluster"].pk
+    card = tiny_cluster["cards"][0]
+    CardHealth.objects.create(card=card, cluster_id=cid, status="stale", reasons="stale",
+                              since=timezone.now())
+    put(cid, {"gpu_util": [50] * 8})
+    processing.tick(cid, force=True)
+    assert not CardHealth.objects.exists()

@@ -119,11 +119,15 @@ class EvalInput:
     rack_draw_w: np.ndarray  # (racks,)
     rack_budget_w: np.ndarray  # (racks,)
     rack_of: np.ndarray | None = None  # (n,) rack position of each card
+    cluster_silent: bool | None = None
+    """Whether the whole cluster is silent, when these cards are only part of it (a
+    tick shard, ``processing.shards``); None: judged from these cards."""
 
     def silence(self) -> tuple[np.ndarray, np.ndarray, bool]:
         """(rack all silent (racks,), card silent but its rack is not (n,), cluster silent)."""
         reported = self.fresh | self.stale
-        cluster = bool(reported.any() and not self.fresh.any())
+        cluster = (bool(reported.any() and not self.fresh.any()) if self.cluster_silent is None
+                   else self.cluster_silent)
         if self.rack_of is None or not len(self.rack_budget_w):
             return np.zeros(len(self.rack_budget_w), bool), self.stale, cluster
         racks = len(self.rack_budget_w)
@@ -214,8 +218,10 @@ def evaluate(
     cluster_id: int,
     load_open: Callable[[], list[tuple[str, str, int]]],
     position_of: Callable[[str, str], int | None],
+    levels: frozenset[str] | None = None,
 ) -> tuple[bytes, list[Transition], dict[int, list[tuple[str, str]]]]:
-    """Advance every rule one tick.
+    """Advance every rule one tick (only the rules of ``levels``, when given: a tick
+    shard runs the card and rack rules of its cards, the merge the cluster rules).
 
     Returns the new damping state, the transitions (alerts opened/closed, with
     their database rows written) and, per card ordinal, the open card alerts
@@ -232,7 +238,7 @@ def evaluate(
         st = {}
         for rule_key, subject, alert_id in load_open():
             rule = next((r for r in RULES if r.key == rule_key), None)
-            if rule is None:
+            if rule is None or (levels is not None and rule.level not in levels):
                 continue
             pos = position_of(rule.level, subject)
             if pos is not None:
@@ -241,6 +247,8 @@ def evaluate(
     to_open: list[tuple[Rule, int, float, float]] = []
     to_close: list[tuple[Rule, int, float, int]] = []
     for rule in rules():
+        if levels is not None and rule.level not in levels:
+            continue
         value, firing, clearing = _signal(rule, inp)
         rs = st.setdefault(rule.key, {})
         cand = set(np.flatnonzero(firing).tolist()) | set(rs)

@@ -30,6 +30,9 @@ What the tick keeps between runs:
   ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
   the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last) and
   ``tw:c<c>:trailing`` (a trailing tick is queued);
+* ``tw:c<c>:round`` and ``tw:c<c>:round:<id>:{pending,part:<k>}``: the sharded
+  tick round in progress (``processing.shards``), and per shard
+  ``tw:c<c>:<v>:alerts:<shards>:<k>`` / ``:failing:<shards>:<k>``;
 * ``tw:c<c>:<v>:alerts`` (the rules' damping state), ``:ewma`` / ``:ewma_ts``
   (utilisation average for the sudden-drop rule), ``:health_db`` (the health
   the ``CardHealth`` table reflects);
@@ -78,12 +81,17 @@ __all__ = [
     "rollup",
     "seen",
     "seq",
+    "shard_alerts",
+    "shard_failing",
     "state",
     "state_pattern",
     "stream",
     "stream_bytes",
     "tick_gate",
     "tick_lock",
+    "tick_part",
+    "tick_pending",
+    "tick_round",
     "tick_stats",
     "victoria_gate",
     "victoria_stats",
@@ -150,6 +158,22 @@ def trailing(cluster_id: int) -> str:
     return f"{base(cluster_id)}:trailing"
 
 
+def tick_round(cluster_id: int) -> str:
+    """Hash of the sharded tick round in progress (``processing.shards``): its id,
+    start, ``now``, layout version, shard count and what the round start decided."""
+    return f"{base(cluster_id)}:round"
+
+
+def tick_pending(cluster_id: int, round_id: str) -> str:
+    """Shards of round ``round_id`` still to finish (the one that takes it to 0 merges)."""
+    return f"{base(cluster_id)}:round:{round_id}:pending"
+
+
+def tick_part(cluster_id: int, round_id: str, shard: int) -> str:
+    """msgpack: what shard ``shard`` of round ``round_id`` hands the merge."""
+    return f"{base(cluster_id)}:round:{round_id}:part:{shard}"
+
+
 def clusters() -> str:
     """Set of cluster ids that have live state (the beat tick walks it)."""
     return f"{conf().prefix}:clusters"
@@ -192,6 +216,17 @@ def rollup(cluster_id: int, version: str, level: str, index: int | str) -> str:
 
 def alerts(cluster_id: int, version: str) -> str:
     return f"{state(cluster_id, version)}:alerts"
+
+
+def shard_alerts(cluster_id: int, version: str, shard: int | str, shards: int) -> str:
+    """Damping state of one tick shard's card and rack rules (``shard`` of ``shards``;
+    ``"c"``: the cluster rules), kept apart from ``alerts`` (the unsharded tick's)."""
+    return f"{state(cluster_id, version)}:alerts:{shards}:{shard}"
+
+
+def shard_failing(cluster_id: int, version: str, shard: int, shards: int) -> str:
+    """``failing`` of one tick shard's cards."""
+    return f"{state(cluster_id, version)}:failing:{shards}:{shard}"
 
 
 def failing(cluster_id: int, version: str) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "scrape_target",
     "tick_all",
     "tick_cluster",
+    "tick_shard",
     "write_history",
 ]
 
@@ -56,6 +57,8 @@ def dispatch(task: Any, *args: Any, countdown: float | None = None) -> bool:
 FOLLOW_UPS = FollowUps(
     drain=lambda slot: dispatch(drain, slot),
     tick=lambda cluster_id, countdown: dispatch(tick_cluster, cluster_id, countdown=countdown),
+    tick_shard=lambda cluster_id, round_id, shard: dispatch(tick_shard, cluster_id, round_id,
+                                                            shard),
     persist_minute=lambda cluster_id, version, minute: dispatch(
         persist_minute, cluster_id, version, minute),
     write_history=lambda cluster_id, version, now: dispatch(
@@ -83,6 +86,15 @@ def tick_cluster(cluster_id: int, attempt: int = 0) -> int | None:
         dispatch(tick_cluster, cluster_id, attempt + 1,
                  countdown=processing.retry_wait_s(cluster_id))
     return seq
+
+
+@shared_task(name="twin.telemetry.tick_shard", ignore_result=True, acks_late=False)
+def tick_shard(cluster_id: int, round_id: str, shard: int) -> int | None:
+    """One shard of a sharded tick round (``processing.shards``); the round's last
+    shard publishes the tick (its seq is returned)."""
+    from twin.telemetry.processing import shards
+
+    return shards.run_shard(int(cluster_id), str(round_id), int(shard), follow_ups=FOLLOW_UPS)
 
 
 @shared_task(name="twin.telemetry.tick_all", ignore_result=True, acks_late=False)

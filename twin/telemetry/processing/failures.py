@@ -77,8 +77,10 @@ class Failure:
 
 def detect_failures(r: redis.Redis, lay: Layout, cluster_id: int, *, fresh_values: np.ndarray,
                     stale: np.ndarray, age: np.ndarray, seen: np.ndarray,
-                    card_alerts: dict[int, list[tuple[str, str]]]) -> list[Failure]:
-    """The cards that failed since the last tick (see the module docstring)."""
+                    card_alerts: dict[int, list[tuple[str, str]]],
+                    key: str | None = None) -> list[Failure]:
+    """The cards that failed since the last tick (see the module docstring); a tick
+    shard passes its slice of the cluster as ``lay`` and its own ``key``."""
     from twin.telemetry.models import Alert
 
     n = lay.n
@@ -102,7 +104,7 @@ def detect_failures(r: redis.Redis, lay: Layout, cluster_id: int, *, fresh_value
             link > 500.0,
         ]) & open_rules
     failing = causes.any(axis=0)
-    key = keys.failing(cluster_id, lay.version)
+    key = key or keys.failing(cluster_id, lay.version)
     raw = r.get(key)
     before = (np.unpackbits(np.frombuffer(raw, np.uint8), count=n).astype(bool)
               if raw and len(raw) == (n + 7) // 8 else np.zeros(n, bool))

@@ -32,6 +32,8 @@ class FollowUps:
     """Start ``drain(slot)``."""
     tick: Callable[[int, float], bool] = _nothing
     """Tick ``cluster_id`` after ``countdown`` seconds (a trailing tick)."""
+    tick_shard: Callable[[int, str, int], bool] = _nothing
+    """Run shard ``shard`` of ``cluster_id``'s tick round ``round_id`` (``shards.run_shard``)."""
     persist_minute: Callable[[int, str, int], bool] = _nothing
     """Write minute ``minute`` of ``(cluster_id, layout version)`` to the database."""
     write_history: Callable[[int, str, float], bool] = _nothing

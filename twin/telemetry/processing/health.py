@@ -19,7 +19,8 @@ from twin.telemetry import keys
 from twin.telemetry.alerts import EvalInput, Rule, evaluate
 from twin.telemetry.state import HEALTH_CODES, HEALTH_NAMES, Layout
 
-__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "sync_card_health"]
+__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "sync_card_health",
+           "table_health"]
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +28,17 @@ log = logging.getLogger(__name__)
 def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                     fresh_values: np.ndarray, fresh: np.ndarray, stale: np.ndarray,
                     age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
-                    alert_state: bytes | None) -> tuple[bytes, list[Any],
-                                                        dict[int, list[tuple[str, str]]]]:
+                    alert_state: bytes | None, state_key: str | None = None,
+                    levels: frozenset[str] | None = None,
+                    cluster_silent: bool | None = None) -> tuple[
+                        bytes, list[Any], dict[int, list[tuple[str, str]]]]:
     """Run the alert rules: (new damping state, transitions, active alerts per card).
 
     ``alert_state`` is the rules' damping state from the last tick (None: none
-    yet, so the open alerts are read from the database).
+    yet, so the open alerts are read from the database), kept under ``state_key``
+    (default ``keys.alerts``). A tick shard passes its slice of the cluster as
+    ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
+    whole cluster is silent.
     """
     from twin.telemetry.models import Alert
 
@@ -79,15 +85,15 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
     inp = EvalInput(now=now, values=fresh_values, fresh=fresh, stale=stale, age_s=age,
                     tdp_w=lay.tdp_w.astype(np.float64), util_ewma=util_ewma,
                     rack_draw_w=rack_draw, rack_budget_w=racks.budget_w,
-                    rack_of=racks.of_card)
+                    rack_of=racks.of_card, cluster_silent=cluster_silent)
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
-                        load_open=load_open, position_of=position_of)
+                        load_open=load_open, position_of=position_of, levels=levels)
     except IntegrityError:
         # The damping state and the database disagree (Redis was flushed while
         # alerts were open): rebuild the state from the database next tick.
         log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
-        r.delete(keys.alerts(cluster_id, lay.version))
+        r.delete(state_key or keys.alerts(cluster_id, lay.version))
         return alert_state or b"", [], {}
 
 
@@ -110,23 +116,48 @@ HEALTH_SYNC_PER_TICK = 5000
 back) is caught up over a few ticks instead of stalling one."""
 
 
-def sync_card_health(lay: Layout, old: np.ndarray, new: np.ndarray,
+def table_health(lay: Layout) -> np.ndarray:
+    """The health the ``CardHealth`` table says for each card of ``lay`` (a cluster or
+    a tick shard's slice): what the tick starts from when ``keys.health_db`` is gone
+    (Redis restarted), so rows of cards that have since recovered are still removed."""
+    from twin.telemetry.models import CardHealth
+
+    out = np.zeros(lay.n, np.uint8)
+    rows = list(CardHealth.objects.filter(cluster_id=lay.cluster_id)
+                .values_list("card_id", "status"))
+    if rows:
+        ords = lay.ordinals([cid for cid, _ in rows])
+        for o, (_, status) in zip(ords.tolist(), rows, strict=True):
+            if o >= 0:
+                out[o] = HEALTH_CODES.get(status, 0)
+    return out
+
+
+def sync_card_health(lay: Layout, old: np.ndarray | None, new: np.ndarray,
                       card_alerts: dict[int, list[tuple[str, str]]], transitions: list[Any],
                       now: float) -> np.ndarray:
     """Bring ``CardHealth`` rows (non-OK cards only) toward the live health; returns
-    the health the table now reflects."""
+    the health the table now reflects. ``old`` is what it reflected after the last
+    tick (None: not known, read from the table)."""
     from twin.telemetry.models import CardHealth
 
-    diff = np.flatnonzero(old != new)
+    if old is None:
+        old = table_health(lay)
+
+    bad = {HEALTH_CODES["warning"], HEALTH_CODES["critical"], HEALTH_CODES["stale"]}
+    bad_codes = np.array(sorted(bad), np.uint8)
+    # Only bad cards have rows: a change between two healthy codes (unknown → ok, a
+    # million cards when agents start) is synced without touching the table.
+    silent = ~np.isin(old, bad_codes) & ~np.isin(new, bad_codes)
+    synced = np.where(silent, new, old).astype(np.uint8)
+    diff = np.flatnonzero(synced != new)
     changed = set(diff[:HEALTH_SYNC_PER_TICK].tolist())
-    synced = old.copy()
     synced[list(changed)] = new[list(changed)]
     touched = {t.position for t in transitions if t.rule.level == "card"} - changed
     touched = {o for o in touched if int(synced[o]) == int(new[o])}
     if not changed and not touched:
         return synced
     stamp = dt.datetime.fromtimestamp(now, tz=dt.UTC)
-    bad = {HEALTH_CODES["warning"], HEALTH_CODES["critical"], HEALTH_CODES["stale"]}
     names = HEALTH_NAMES
     gone = [int(lay.card_ids[o]) for o in changed if int(new[o]) not in bad]
     if gone:

@@ -21,7 +21,8 @@ from twin.telemetry.processing.aggregate import reduce_groups
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.state import Layout, layout
 
-__all__ = ["POWER", "persist_minute", "sample_minute"]
+__all__ = ["POWER", "add_minute_sample", "finish_minute_sample", "minute_due", "persist_minute",
+           "sample_minute"]
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,23 @@ def sample_minute(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: fl
     """Every ``TELEMETRY_MINUTE_SAMPLE_S`` add the fresh state to the minute's
     accumulators; when the minute changes, hand the finished one to
     ``follow_ups.persist_minute`` (or write it here when that queues nothing)."""
+    if not minute_due(r, lay, now, follow_ups):
+        return
+    add_minute_sample(r, lay, 0, lay.n, fresh_values)
+    finish_minute_sample(r, lay, now)
+
+
+def minute_due(r: redis.Redis, lay: Layout, now: float,
+               follow_ups: FollowUps = NO_FOLLOW_UPS) -> bool:
+    """Whether a sample is due at ``now``; if so and the minute changed, the finished
+    minute is set aside and handed on first (once per tick, sharded or not)."""
     every = float(getattr(settings, "TELEMETRY_MINUTE_SAMPLE_S", 5.0))
     cid, ver = lay.cluster_id, lay.version
-    minute = int(now // 60)
     last = r.get(keys.minute_acc(cid, ver, "last"))
     if last is not None and now - float(last) < every:
-        return
+        return False
     current = r.get(keys.minute_acc(cid, ver, "minute"))
-    if current is not None and int(current) != minute:
+    if current is not None and int(current) != int(now // 60):
         pipe = r.pipeline(transaction=True)
         for part in keys.MINUTE_PARTS:
             done = keys.minute_acc(cid, ver, part, int(current))
@@ -52,25 +62,68 @@ def sample_minute(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: fl
                 persist_minute(lay.cluster_id, lay.version, int(current))
         except redis.ResponseError:
             log.warning("minute accumulators of cluster %s were incomplete", lay.cluster_id)
-    n = lay.n
-    raw_sum, raw_max, raw_cnt = r.mget([keys.minute_acc(cid, ver, p) for p in keys.MINUTE_PARTS])
-    size = N_METRICS * n
-    total = (np.frombuffer(raw_sum, "<f4").reshape(N_METRICS, n).copy()
-             if raw_sum and len(raw_sum) == 4 * size else np.zeros((N_METRICS, n), np.float32))
-    vmax = (np.frombuffer(raw_max, "<f4").reshape(N_METRICS, n).copy()
-            if raw_max and len(raw_max) == 4 * size
-            else np.full((N_METRICS, n), np.nan, np.float32))
-    cnt = (np.frombuffer(raw_cnt, "<u2").reshape(N_METRICS, n).copy()
-           if raw_cnt and len(raw_cnt) == 2 * size else np.zeros((N_METRICS, n), np.uint16))
+    return True
+
+
+def add_minute_sample(r: redis.Redis, lay: Layout, start: int, end: int,
+                      fresh_values: np.ndarray) -> None:
+    """Add the fresh values of cards ``start:end`` (``fresh_values`` is that slice)
+    to the minute's accumulators, which are (N_METRICS, n) row-major: the whole
+    blob for the whole cluster, one GETRANGE/SETRANGE per metric row for a slice."""
+    cid, ver, n = lay.cluster_id, lay.version, lay.n
+    m = end - start
+    parts = [(keys.minute_acc(cid, ver, p), w) for p, w in zip(
+        keys.MINUTE_PARTS, (4, 4, 2), strict=True)]
+    whole = start == 0 and end == n
+    if whole:
+        raws = [[raw] for raw in r.mget([k for k, _ in parts])]
+    else:
+        pipe = r.pipeline(transaction=False)
+        for key, w in parts:
+            for i in range(N_METRICS):
+                pipe.getrange(key, (i * n + start) * w, (i * n + end) * w - 1)
+        flat = pipe.execute()
+        raws = [flat[j * N_METRICS:(j + 1) * N_METRICS] for j in range(len(parts))]
+
+    def read(rows: list[bytes | None], dtype: str, w: int, fill: float) -> np.ndarray:
+        if whole:
+            raw = rows[0]
+            if raw and len(raw) == w * N_METRICS * m:
+                return np.frombuffer(raw, dtype).reshape(N_METRICS, m).copy()
+            return np.full((N_METRICS, m), fill, dtype)
+        out = np.full((N_METRICS, m), fill, dtype)
+        for i, raw in enumerate(rows):
+            # (a missing blob, or one created by another shard's SETRANGE: zeros)
+            if raw and len(raw) == w * m:
+                out[i] = np.frombuffer(raw, dtype)
+        return out
+
+    total = read(raws[0], "<f4", 4, 0.0)
+    vmax = read(raws[1], "<f4", 4, np.nan)
+    cnt = read(raws[2], "<u2", 2, 0)
     finite = np.isfinite(fresh_values)
+    vmax = np.where(cnt > 0, vmax, np.nan).astype("<f4")  # zero padding is no maximum
     total += np.where(finite, fresh_values, 0)
     vmax = np.fmax(vmax, fresh_values)
     cnt += finite.astype(np.uint16)
     pipe = r.pipeline(transaction=False)
-    pipe.set(keys.minute_acc(cid, ver, "sum"), total.astype("<f4").tobytes(), ex=600)
-    pipe.set(keys.minute_acc(cid, ver, "max"), vmax.astype("<f4").tobytes(), ex=600)
-    pipe.set(keys.minute_acc(cid, ver, "cnt"), cnt.astype("<u2").tobytes(), ex=600)
-    pipe.set(keys.minute_acc(cid, ver, "minute"), minute, ex=600)
+    for (key, w), arr in zip(parts, (total.astype("<f4"), vmax.astype("<f4"),
+                                     cnt.astype("<u2")), strict=True):
+        if whole:
+            pipe.set(key, arr.tobytes(), ex=600)
+        else:
+            for i in range(N_METRICS):
+                pipe.setrange(key, (i * n + start) * w, arr[i].tobytes())
+    pipe.execute()
+
+
+def finish_minute_sample(r: redis.Redis, lay: Layout, now: float) -> None:
+    """Mark the sample at ``now`` taken (after every card's values were added)."""
+    cid, ver = lay.cluster_id, lay.version
+    pipe = r.pipeline(transaction=False)
+    for part in keys.MINUTE_PARTS:
+        pipe.expire(keys.minute_acc(cid, ver, part), 600)
+    pipe.set(keys.minute_acc(cid, ver, "minute"), int(now // 60), ex=600)
     pipe.set(keys.minute_acc(cid, ver, "last"), repr(now), ex=600)
     pipe.execute()
 

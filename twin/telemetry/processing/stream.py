@@ -12,7 +12,9 @@ at any moment is either seen by a running drainer or claims a free slot: no
 entry waits for the beat task (which kicks anyway, as a safety net). A drain
 runs at most ``TELEMETRY_DRAIN_MAX_S`` and then hands over to a fresh one
 (``follow_ups.drain``), so a stream under constant load never starves the
-worker's other tasks.
+worker's other tasks. It hands over at once when a cluster it touched is in a
+sharded tick round (``shards``): the round's shard tasks, queued before the
+fresh drain, then run first, on this process too.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from twin.telemetry.config import redis_client
 from twin.telemetry.enqueue import drainers
 from twin.telemetry.processing.apply import apply_entry
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
+from twin.telemetry.processing.shards import round_running
 from twin.telemetry.processing.ticks import tick
 
 __all__ = ["GROUP", "drain", "ensure_group", "kick_idle_stream", "schedule_trailing_tick"]
@@ -123,15 +126,19 @@ def drain(slot: int, max_seconds: float | None = None,
                 break
             r.set(kick, 1, nx=True, px=60_000)
         stats["entries"] += _process(r, entries, dirty)
+        rounds = False
         for cluster_id in list(dirty):
-            if tick(cluster_id, follow_ups=follow_ups) is not None:
+            seq = tick(cluster_id, follow_ups=follow_ups)
+            if seq is not None:
                 stats["ticks"] += 1
                 dirty.discard(cluster_id)
-        if time.monotonic() > deadline:
+            rounds = rounds or seq == 0 or (seq is None and round_running(r, cluster_id))
+        if time.monotonic() > deadline or rounds:
             r.delete(kick)
-            if r.set(kick, 1, nx=True, px=60_000):
-                follow_ups.drain(slot)
-            break
+            # (another kick took the slot: a drain of it is queued already)
+            handed = follow_ups.drain(slot) if r.set(kick, 1, nx=True, px=60_000) else True
+            if handed or time.monotonic() > deadline:
+                break
     for cluster_id in dirty:
         schedule_trailing_tick(cluster_id, follow_ups)
     return stats

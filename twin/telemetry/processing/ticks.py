@@ -16,13 +16,15 @@ that lost the counter resumes above every number it handed out before — as
 long as the workers' clocks do not go back. Ticks are at most ``MAX_TICK_HZ``
 per cluster, so numbers are usually the tick's time in ms; only their order
 means anything.
+
+A cluster larger than ``TELEMETRY_TICK_SHARD_CARDS`` ticks in shards instead
+(``shards``): ``tick`` then starts a round whose shard tasks run on several
+worker processes, and the last one to finish publishes the tick.
 """
 from __future__ import annotations
 
-import math
 import os
 import time
-from typing import Any
 
 import msgpack
 import numpy as np
@@ -30,38 +32,26 @@ import redis
 
 from twin.telemetry import bridge, keys, victoria
 from twin.telemetry.config import conf, redis_client
-from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
+from twin.telemetry.metrics import N_METRICS
+from twin.telemetry.processing import shards, tickparts
 from twin.telemetry.processing.aggregate import reduce_groups
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
 from twin.telemetry.processing.minutes import POWER, sample_minute
-from twin.telemetry.state import ALERT_EVENT, TICK_EVENT, group_name, layout
+from twin.telemetry.processing.tickparts import (
+    ewma_alpha,
+    next_ewma,
+    next_seq,
+    publish_alerts,
+    read_cards,
+)
+from twin.telemetry.state import TICK_EVENT, Layout, group_name, layout
 
 __all__ = ["next_seq", "retry_wait_s", "tick"]
 
-UTIL = METRIC_INDEX["gpu_util"]
-EWMA_TAU_S = 60.0
-
 _tick_cost: dict[int, float] = {}
-
-_NEXT_SEQ = """
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-local seq = math.max(last + 1, tonumber(ARGV[1]))
-redis.call('SET', KEYS[1], string.format('%d', seq))
-return seq
-"""
-_seq_scripts: dict[int, Any] = {}
-
-
-def next_seq(r: redis.Redis, cluster_id: int, now: float) -> int:
-    """The next tick number of ``cluster_id``: above the last one and at least
-    ``now`` in epoch milliseconds (see the module docstring), atomically."""
-    script = _seq_scripts.get(id(r))
-    if script is None:
-        script = _seq_scripts[id(r)] = r.register_script(_NEXT_SEQ)
-    return int(script(keys=[keys.seq(cluster_id)], args=[int(now * 1000)]))
 
 
 def tick(cluster_id: int, *, force: bool = False,
@@ -69,20 +59,31 @@ def tick(cluster_id: int, *, force: bool = False,
     """Run one tick unless one ran within the last 1/MAX_TICK_HZ s (returns its seq).
 
     A finished minute of history is handed to ``follow_ups.persist_minute``
-    (written here when that queues nothing).
+    (written here when that queues nothing). A sharded cluster (``shards``)
+    starts a round instead: its seq when the round ran here (``follow_ups``
+    queue no shard tasks), else 0 (the round's last shard publishes it).
     """
     r = redis_client()
     # At most MAX_TICK_HZ; a tick that takes longer than that (a huge cluster) waits
-    # as long again, so ticks never use more than half a worker.
-    gate_ms = int(max(conf().tick_min_s, 2 * _tick_cost.get(cluster_id, 0.0)) * 1000)
+    # as long again, so ticks never use more than half a worker. A sharded round
+    # spreads over several processes and waits only for its own time (rounds never
+    # overlap: the lock), so a cluster ticks as often as its rounds finish.
+    cost = max(2 * _tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
+    gate_ms = int(max(conf().tick_min_s, cost) * 1000)
     if not r.set(keys.tick_gate(cluster_id), 1, nx=True, px=gate_ms) and not force:
         return None
+    lay = layout(cluster_id)
+    bounds = shards.plan(lay)
+    if bounds:
+        _tick_cost.pop(cluster_id, None)  # (a whole tick's cost says nothing about rounds)
+        return shards.start_round(r, lay, bounds, follow_ups)
+    shards.round_cost.pop(cluster_id, None)
     lock = keys.tick_lock(cluster_id)
     if not r.set(lock, os.getpid(), nx=True, px=120_000):
         return None
     started = time.monotonic()
     try:
-        return _tick(r, cluster_id, follow_ups)
+        return _tick(r, lay, follow_ups)
     finally:
         cost = _tick_cost[cluster_id] = time.monotonic() - started
         pipe = r.pipeline(transaction=False)
@@ -101,12 +102,11 @@ def retry_wait_s(cluster_id: int) -> float:
     return max(redis_client().pttl(keys.tick_gate(cluster_id)), 50) / 1000.0
 
 
-def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
-    lay = layout(cluster_id)
+def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
+    cluster_id = lay.cluster_id
     ensure_state(lay)
     n = lay.n
     ver = lay.version
-    c = conf()
     pipe = r.pipeline(transaction=False)
     for i in range(N_METRICS):
         pipe.get(keys.metric(cluster_id, ver, i))
@@ -115,24 +115,14 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
     pipe.get(keys.alerts(cluster_id, ver))
     pipe.get(keys.ewma(cluster_id, ver))
     pipe.get(keys.health_db(cluster_id, ver))
+    pipe.get(keys.ewma_ts(cluster_id, ver))
     raw = pipe.execute()
-    now = time.time()
-    values = np.full((N_METRICS, n), np.nan, dtype=np.float32)
-    for i in range(N_METRICS):
-        if raw[i] and len(raw[i]) == 4 * n:
-            values[i] = np.frombuffer(raw[i], dtype="<f4")
-    seen = (np.frombuffer(raw[N_METRICS], dtype="<f8") if raw[N_METRICS]
-            and len(raw[N_METRICS]) == 8 * n else np.full(n, np.nan))
-    # What the CardHealth table reflects (it may lag the live health: see below).
-    health_raw = raw[N_METRICS + 4]
-    old_health = (np.frombuffer(health_raw, dtype=np.uint8).copy()
-                  if health_raw and len(health_raw) == n else np.zeros(n, np.uint8))
-    alert_state, ewma_raw = raw[N_METRICS + 2], raw[N_METRICS + 3]
-    reported = np.isfinite(seen)
-    age = np.where(reported, now - seen, np.nan)
-    fresh = reported & (age <= c.stale_after_s)
-    stale = reported & ~fresh
-    fresh_values = np.where(fresh, values, np.nan)
+    now = tickparts.clock()
+    # (old_health: what the CardHealth table reflects; it may lag the live health)
+    cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 4],
+                       raw[N_METRICS + 3], n, now)
+    alert_state = raw[N_METRICS + 2]
+    fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
     # Rollups per level.
     rollups: dict[str, np.ndarray] = {}
@@ -151,20 +141,14 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
         rack_draw = np.zeros(0)
 
     # Utilization EWMA (for the sudden-drop rule).
-    ewma = (np.frombuffer(ewma_raw, dtype="<f4").astype(np.float64)
-            if ewma_raw and len(ewma_raw) == 4 * n else np.full(n, np.nan))
-    last_ts_raw = r.get(keys.ewma_ts(cluster_id, ver))
-    dt_s = min(max(now - float(last_ts_raw), 0.0), 10.0) if last_ts_raw else 1.0
-    alpha = 1.0 - math.exp(-dt_s / EWMA_TAU_S)
-    util = fresh_values[UTIL].astype(np.float64)
+    alpha = ewma_alpha(raw[N_METRICS + 5], now)
 
     # Alerts and health.
     new_state, transitions, card_alerts = evaluate_alerts(
         r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
-        age=age, util_ewma=ewma, rack_draw=rack_draw, alert_state=alert_state)
-    ewma = np.where(np.isfinite(util), np.where(np.isfinite(ewma), ewma + alpha * (util - ewma),
-                                                util), ewma)
-    health = card_health(reported, stale, card_alerts)
+        age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state)
+    ewma = next_ewma(cards.ewma, fresh_values, alpha)
+    health = card_health(cards.reported, stale, card_alerts)
 
     seq = next_seq(r, cluster_id, now)
     pipe = r.pipeline(transaction=False)
@@ -180,11 +164,11 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
     pipe.set(keys.last_tick(cluster_id), repr(now))
     pipe.execute()
 
-    synced = sync_card_health(lay, old_health, health, card_alerts, transitions, now)
+    synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
     failures = [f.to_dict() for f in detect_failures(
-        r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=age, seen=seen,
-        card_alerts=card_alerts)]
+        r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=cards.age,
+        seen=cards.seen, card_alerts=card_alerts)]
     if failures and not follow_ups.heal(cluster_id, failures):
         handle_failures(failures)
     sample_minute(r, lay, fresh_values, now, follow_ups)
@@ -194,20 +178,6 @@ def _tick(r: redis.Redis, cluster_id: int, follow_ups: FollowUps) -> int | None:
     bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
                               "ts": now, "layout": ver})
     if transitions:
-        _publish_alerts(cluster_id, transitions)
+        publish_alerts(cluster_id, [(t.event, t.alert_id) for t in transitions])
         follow_ups.notify()
     return seq
-
-
-def _publish_alerts(cluster_id: int, transitions: list[Any]) -> None:
-    from twin.telemetry.models import Alert
-
-    ids = [t.alert_id for t in transitions[:200] if t.alert_id]
-    rows = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("acknowledged_by")}
-    for t in transitions[:200]:
-        alert = rows.get(t.alert_id)
-        if alert is None:
-            continue
-        bridge.group_send(group_name(cluster_id), {
-            "type": ALERT_EVENT, "cluster": cluster_id, "event": t.event,
-            "alert": alert.as_event()})

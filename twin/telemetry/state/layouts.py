@@ -340,6 +340,7 @@ def forget_cluster(cluster_id: int) -> None:
     r = redis_client()
     r.delete(keys.seq(cluster_id), keys.layout_gen(cluster_id), keys.last_tick(cluster_id),
              keys.tick_gate(cluster_id), keys.tick_lock(cluster_id), keys.trailing(cluster_id),
+             keys.tick_round(cluster_id),
              keys.tick_stats(cluster_id))
     r.srem(keys.clusters(), int(cluster_id))
     r.set(keys.deleted(cluster_id), 1, ex=DELETED_KEPT_S)

@@ -1,0 +1,244 @@
+"""The sharded tick (``processing.shards``) against the whole-cluster tick.
+
+Two identical clusters (the builder's seed-512 preset, 3 supernodes of 512 cards,
+13 racks each) get the same readings at the same (fake) times; one ticks whole
+(``TELEMETRY_TICK_SHARD_CARDS = 0``), the other in 3 shards of one supernode. Every
+read-side output must agree: rollups of every level and metric, card health, the
+CardHealth rows, the alerts opened and closed (rule, subject position, times,
+values), the failures handed to self-healing, the minute accumulators, and the
+tick seq must grow the same way.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.telemetry.conftest import drain_now, wait_for
+from twin.telemetry import keys, processing, state
+from twin.telemetry.enqueue import enqueue
+from twin.telemetry.ingest import Batch
+from twin.telemetry.metrics import METRIC_INDEX, METRICS
+from twin.telemetry.models import Alert, CardHealth
+from twin.telemetry.processing import shards, tickparts
+from twin.telemetry.processing.follow_ups import FollowUps
+
+SN = 512
+
+
+@pytest.fixture
+def twins(db) -> dict[str, Any]:
+    from twin.hardware.builder import build_cluster
+
+    a = build_cluster("seed-512", name="shard-whole", supernodes=3)["cluster_id"]
+    b = build_cluster("seed-512", name="shard-split", supernodes=3)["cluster_id"]
+    return {"whole": a, "split": b}
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    now = [time.time() - 120.0]
+    monkeypatch.setattr(tickparts, "clock", lambda: now[0])
+    yield now
+
+
+def _mode(settings: Any, sharded: bool) -> None:
+    settings.TELEMETRY_TICK_SHARD_CARDS = SN if sharded else 0
+
+
+def _put(cid: int, values: dict[str, np.ndarray], ts: float, ords: np.ndarray) -> None:
+    lay = state.layout(cid)
+    keys_ = list(values)
+    batch = Batch(cluster_id=cid, version=lay.version, ts=ts,
+                  metric_idx=np.array([METRIC_INDEX[k] for k in keys_], np.uint8),
+                  values=np.array([values[k][ords] for k in keys_], np.float32),
+                  ordinals=ords.astype(np.int32))
+    assert enqueue(batch, agent_id=None, seq=None).status == "queued"
+    # Close the gate so the drain applies without ticking: the test ticks itself.
+    state.redis_client().set(keys.tick_gate(cid), 1, px=60_000)
+    drain_now()
+
+
+def _snapshot(cid: int) -> dict[str, Any]:
+    lay = state.layout(cid)
+    out: dict[str, Any] = {"health": state.health(cid).tolist()}
+    for level in ("cluster", "supernode", "rack"):
+        for m in METRICS:
+            roll = state.rollup(cid, level, m.key)
+            for stat in ("mean", "min", "max", "count", "reporting", "cards"):
+                out[f"{level}.{m.key}.{stat}"] = np.asarray(roll[stat]).tolist()
+            out[f"{level}.{m.key}.sum"] = np.asarray(roll["sum"], np.float64)
+            out[f"{level}.ts"] = roll["ts"]
+    pos = {int(c): k for k, c in enumerate(lay.card_ids)}
+    racks = {int(r): k for k, r in enumerate(lay.groups["rack"].ids)}
+
+    def where(a: Alert) -> tuple[str, int]:
+        if a.card_id:
+            return ("card", pos[a.card_id])
+        if a.rack_id:
+            return ("rack", racks[a.rack_id])
+        return ("cluster", 0)
+
+    out["alerts"] = sorted(
+        (a.rule, a.severity, *where(a), a.started.timestamp(),
+         a.ended.timestamp() if a.ended else None, a.value)
+        for a in Alert.objects.filter(cluster_id=cid))
+    out["card_health"] = sorted((pos[h.card_id], h.status, h.reasons)
+                                for h in CardHealth.objects.filter(cluster_id=cid))
+    r = state.redis_client()
+    out["minute"] = [r.get(keys.minute_acc(cid, lay.version, p)) for p in keys.MINUTE_PARTS]
+    return out
+
+
+def _assert_same(whole: dict[str, Any], split: dict[str, Any]) -> None:
+    assert whole.keys() == split.keys()
+    for key, value in whole.items():
+        if key.endswith(".sum"):  # added per shard first: equal to float32 rounding
+            np.testing.assert_allclose(split[key], value, rtol=1e-6, err_msg=key)
+        elif "." in key and not key.endswith(".ts"):  # rollup statistics (NaN = NaN)
+            np.testing.assert_array_equal(split[key], value, err_msg=key)
+        else:
+            assert split[key] == value, key
+
+
+def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_clock, settings):
+    settings.TELEMETRY_MINUTE_SAMPLE_S = 5.0
+    healed: dict[str, list[tuple[int, str]]] = {"whole": [], "split": []}
+    n = 3 * SN
+    rng = np.random.default_rng(7)
+    base = {
+        "gpu_util": rng.uniform(60, 95, n), "power_w": rng.uniform(300, 650, n),
+        "gpu_temp_c": rng.uniform(40, 80, n), "mem_temp_c": rng.uniform(40, 80, n),
+        "xid_errors": np.zeros(n), "ecc_errors": np.zeros(n),
+        "link_latency_ns": rng.uniform(100, 150, n),
+    }
+    hot = base["gpu_temp_c"].copy()
+    hot[[3, 600, 1500]] = 95.0  # gpu_temp and gpu_temp_critical, in every shard
+    xid = base["xid_errors"].copy()
+    xid[[700]] = 79.0  # fallen off the bus: an alert and a failure
+    power = base["power_w"].copy()
+    power[1024:1024 + 40] = 1_150.0  # card_power, and the rack over its 40 kW budget
+    base["gpu_util"][[10, 1100]] = 90.0
+    util = base["gpu_util"].copy()
+    util[[10, 1100]] = 5.0  # a sudden utilisation drop
+    everyone = np.arange(n)
+    not_one = np.delete(everyone, [520])  # one card of shard 1 goes silent
+    not_sn2 = np.delete(np.arange(2 * SN), [520])  # then all of shard 2's supernode too
+    start = fake_clock[0]
+    # (time offset, readings, cards reporting)
+    script: list[tuple[float, dict[str, np.ndarray], np.ndarray]] = [
+        (0, base, everyone), (1, base, everyone),
+        (2, {**base, "gpu_temp_c": hot, "xid_errors": xid, "power_w": power, "gpu_util": util},
+         everyone),
+        (5, {**base, "gpu_temp_c": hot, "xid_errors": xid, "power_w": power, "gpu_util": util},
+         everyone),
+        (8, {**base, "gpu_temp_c": hot, "xid_errors": xid, "power_w": power}, not_one),
+        (12, base, not_one), (16, base, not_sn2), (19, base, not_sn2), (23, base, not_sn2),
+        (40, base, everyone), (62, base, everyone),
+    ]
+    seqs: dict[str, list[int]] = {"whole": [], "split": []}
+    for offset, values, ords in script:
+        fake_clock[0] = start + offset
+        for name, cid in twins.items():
+            _mode(settings, name == "split")
+            _put(cid, values, start + offset, ords)
+            follow = FollowUps(heal=lambda c, fs, name=name: healed[name].extend(
+                (state.layout(c).ordinals([f["card"]])[0], f["cause"]) for f in fs) or True)
+            seq = processing.tick(cid, force=True, follow_ups=follow)
+            assert seq and seq > (seqs[name][-1] if seqs[name] else 0)
+            seqs[name].append(seq)
+        _assert_same(_snapshot(twins["whole"]), _snapshot(twins["split"]))
+    # The split cluster really ticked in shards, and the script exercised every kind.
+    lay = state.layout(twins["split"])
+    _mode(settings, True)
+    assert shards.plan(lay) == [(0, SN), (SN, 2 * SN), (2 * SN, 3 * SN)]
+    assert state.redis_client().hget(keys.tick_stats(twins["split"]), "shards") == b"3"
+    _mode(settings, False)
+    assert shards.plan(state.layout(twins["whole"])) == []
+    rules = {a.rule for a in Alert.objects.filter(cluster_id=twins["split"])}
+    assert {"gpu_temp", "gpu_temp_critical", "xid", "card_power", "rack_power", "util_drop",
+            "stale", "rack_silent"} <= rules
+    assert Alert.objects.filter(cluster_id=twins["split"], ended__isnull=False).exists()
+    assert healed["whole"] == healed["split"] and (700, "xid79") in healed["split"]
+
+
+def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings):
+    """The cluster rule runs at the merge, on what the round's start saw of all cards."""
+    start = fake_clock[0]
+    n = 3 * SN
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
+        assert processing.tick(cid, force=True)
+    fake_clock[0] = start + 30
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        assert processing.tick(cid, force=True)
+    whole, split = _snapshot(twins["whole"]), _snapshot(twins["split"])
+    _assert_same(whole, split)
+    assert [a[0] for a in split["alerts"]] == ["cluster_silent"]
+    assert set(split["health"]) == {state.HEALTH_CODES["stale"]}
+
+
+def test_a_round_with_a_failed_shard_publishes_nothing_and_the_next_one_does(
+        twins, fake_clock, settings, monkeypatch):
+    cid = twins["split"]
+    _mode(settings, True)
+    n = 3 * SN
+    _put(cid, {"gpu_util": np.full(n, 50.0)}, fake_clock[0], np.arange(n))
+    before = state.frame_seq(cid)
+    real = shards._shard_tick
+    calls = {"n": 0}
+
+    def flaky(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("worker lost its Redis connection")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shards, "_shard_tick", flaky)
+    assert processing.tick(cid, force=True) == 0  # round ran, published nothing
+    assert state.frame_seq(cid) == before
+    assert not state.redis_client().exists(keys.tick_lock(cid))  # released for the next
+    seq = processing.tick(cid, force=True)
+    assert seq and seq > before and state.frame_seq(cid) == seq
+    assert state.rollup(cid, "cluster", "gpu_util")["count"].tolist() == [n]
+
+
+def test_shards_run_as_celery_tasks_on_the_worker(celery_worker, transactional_db, settings):
+    """A real worker runs the shard tasks of a round started here (the round carries
+    its bounds, so the worker's own settings do not matter); the last one publishes
+    one tick with every level's rollup."""
+    from twin.hardware.builder import build_cluster
+    from twin.telemetry import tasks
+
+    cid = build_cluster("seed-512", name="shard-celery", supernodes=3)["cluster_id"]
+    n = 3 * SN
+    lay = state.layout(cid)
+    batch = Batch(cluster_id=cid, version=lay.version, ts=time.time(),
+                  metric_idx=np.array([METRIC_INDEX["power_w"]], np.uint8),
+                  values=np.full((1, n), 400.0, np.float32),
+                  ordinals=np.arange(n, dtype=np.int32))
+    result = enqueue(batch, agent_id=None, seq=None)
+    assert result.status == "queued" and result.kicked >= 0
+    assert tasks.dispatch(tasks.drain, result.kicked)  # as the ingest view does
+    r = state.redis_client()
+    wait_for(lambda: state.rollup(cid, "cluster", "power_w")["count"].tolist() == [n], 30,
+             "the worker's own (whole-cluster) tick")
+    _mode(settings, True)
+    before = state.frame_seq(cid)
+    # 0: the round started and its shards went to the worker (None: a tick was running).
+    wait_for(lambda: processing.tick(cid, force=True, follow_ups=tasks.FOLLOW_UPS) == 0, 10,
+             "a round to start")
+    wait_for(lambda: r.hget(keys.tick_stats(cid), "shards") == b"3", 30, "the sharded round")
+    assert state.frame_seq(cid) > before
+    roll = state.rollup(cid, "cluster", "power_w")
+    assert roll["count"].tolist() == [n] and roll["sum"][0] == pytest.approx(400.0 * n)
+    assert roll["seq"] == state.frame_seq(cid)
+    racks = state.rollup(cid, "rack", "power_w")
+    assert int(racks["count"].sum()) == n and racks["reporting"].sum() == n
+    assert (state.health(cid) == state.HEALTH_CODES["ok"]).all()
+    assert not r.exists(keys.tick_lock(cid))

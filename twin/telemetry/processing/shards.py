@@ -1,0 +1,491 @@
+"""The sharded tick: one large cluster's tick spread over several worker processes.
+
+One process ticks a 65,536-card cluster in ~40-115 ms (``docs/benchmarks.md``),
+so a million cards cannot tick once a second on one core. A cluster of more
+than ``TELEMETRY_TICK_SHARD_CARDS`` cards (default 131,072; 0 turns sharding
+off) is cut into shards: contiguous ranges of card ordinals that start where a
+supernode *and* a rack start (``plan``). Ordinals are ordered by supernode, then
+rack (``state.layouts``), so every rack and supernode lies in one shard, and its
+rollup is a contiguous slice of the level's rollup blob. Smaller clusters take
+the whole-cluster tick of ``ticks`` unchanged.
+
+A tick is then a *round*:
+
+1. ``start_round`` (whoever passes the tick gate, as for any tick) takes the tick
+   lock for the round, fixes the round's ``now``, reads the ``seen`` blob once to
+   decide whether the whole cluster is silent (the one input a shard cannot see
+   from its own cards), decides whether a minute-history sample is due (setting a
+   finished minute aside, as ``minutes.sample_minute`` does), and queues one
+   ``tick_shard`` task per shard (``follow_ups.tick_shard``; with nothing to
+   queue it runs them here, one after the other).
+2. ``run_shard`` reads only its slice of every blob (GETRANGE), computes the
+   rack and supernode rollups of its cards, runs the card and rack rules with its
+   own damping state (``keys.shard_alerts``), derives and syncs its cards' health,
+   hands its new failures to self-healing, adds its slice to the minute
+   accumulators, writes its slices back (SETRANGE) and leaves its partial
+   cluster statistics (count, sum, min, max per metric) and reporting counts
+   under ``keys.tick_part``. It then decrements the round's counter.
+3. The shard that takes the counter to 0 merges (``_merge``): the cluster rollup
+   from the partials, the cluster rules, the next ``seq``, the rollup ``meta`` of
+   every level, the VictoriaMetrics step, and the one ``telemetry.tick`` event —
+   so readers see the same keys and formats as after an unsharded tick. It
+   records the round's wall time (start → publish) in ``keys.tick_stats`` and
+   releases the lock.
+
+The tick gate (``ticks.tick``) keeps rounds at ≤ ``MAX_TICK_HZ`` and starts one
+no sooner than the last round's wall time after the previous start (a whole tick
+waits twice its time: it holds one process; a round is spread over several).
+
+What differs from the whole-cluster tick, by design: readers may see some
+racks' rollups of round *N+1* next to others of round *N* until the round's
+``meta`` (and ``seq``) is written; ``HEALTH_SYNC_PER_TICK`` and
+``MAX_OPEN_PER_TICK`` bound each shard rather than the cluster; the cluster
+sum is added per shard first (float64, so it agrees with the unsharded sum to
+float32 rounding). A round whose shard failed or whose layout changed under it
+publishes nothing (the next round does); a lost shard task holds the lock for
+``ROUND_LOCK_MS`` at most.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import msgpack
+import numpy as np
+import redis
+from django.conf import settings
+from django.db import IntegrityError
+
+from twin.telemetry import bridge, keys, victoria
+from twin.telemetry.alerts import EvalInput, Rule, evaluate
+from twin.telemetry.config import conf, redis_client
+from twin.telemetry.metrics import N_METRICS
+from twin.telemetry.processing import tickparts
+from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.apply import ensure_state
+from twin.telemetry.processing.failures import detect_failures, handle_failures
+from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
+from twin.telemetry.processing.health import (
+    card_health,
+    evaluate_alerts,
+    sync_card_health,
+    table_health,
+)
+from twin.telemetry.processing.minutes import (
+    POWER,
+    add_minute_sample,
+    finish_minute_sample,
+    minute_due,
+)
+from twin.telemetry.processing.tickparts import (
+    ewma_alpha,
+    next_ewma,
+    next_seq,
+    publish_alerts,
+    read_cards,
+)
+from twin.telemetry.state import TICK_EVENT, GroupIndex, Layout, group_name, layout
+
+__all__ = ["DEFAULT_SHARD_CARDS", "ROUND_LOCK_MS", "plan", "round_cost", "round_running",
+           "run_shard", "shard_cards", "shard_layout", "start_round"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SHARD_CARDS = 131_072
+"""Cards per tick shard unless ``TELEMETRY_TICK_SHARD_CARDS`` says otherwise: 256
+seed-512 supernodes, ≈ 0.05-0.16 s of CPU per shard (``docs/benchmarks.md``,
+live_million)."""
+
+ROUND_LOCK_MS = 30_000
+"""How long a round holds the tick lock at most (a shard task lost with its worker)."""
+
+SHARD_LEVELS = ("supernode", "rack")
+CARD_RULES = frozenset({"card", "rack"})
+CLUSTER_RULES = frozenset({"cluster"})
+
+round_cost: dict[int, float] = {}
+"""Wall time of each cluster's last round seen by this process (for the tick gate)."""
+
+_plans: dict[int, tuple[Layout, int, list[tuple[int, int]]]] = {}
+_subs: dict[tuple[int, int], tuple[Layout, Layout]] = {}
+_initialized: set[tuple[int, str, int]] = set()
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def shard_cards() -> int:
+    """Cards per shard (``TELEMETRY_TICK_SHARD_CARDS``; 0 or less: never shard)."""
+    return int(getattr(settings, "TELEMETRY_TICK_SHARD_CARDS", DEFAULT_SHARD_CARDS) or 0)
+
+
+def plan(lay: Layout) -> list[tuple[int, int]]:
+    """The shards of ``lay`` as ``(start, end)`` ordinal ranges; empty when the
+    cluster ticks whole (small enough, sharding off, or racks not contiguous).
+
+    Each shard holds at most ``shard_cards()`` cards unless one supernode alone is
+    larger, and ends where a supernode and a rack both start.
+    """
+    per = shard_cards()
+    n = lay.n
+    if per <= 0 or n <= per:
+        return []
+    cached = _plans.get(lay.cluster_id)
+    if cached and cached[0] is lay and cached[1] == per:
+        return cached[2]
+    racks, sns = lay.groups["rack"], lay.groups["supernode"]
+    bounds = [0]
+    if racks.perm is None and sns.perm is None:
+        cuts = np.intersect1d(sns.starts[1:], racks.starts[1:])
+        while n - bounds[-1] > per:
+            last = bounds[-1]
+            after = cuts[cuts > last]
+            if not len(after):
+                break
+            within = after[after <= last + per]
+            bounds.append(int(within[-1] if len(within) else after[0]))
+    bounds.append(n)
+    out = list(zip(bounds[:-1], bounds[1:], strict=True)) if len(bounds) > 2 else []
+    _plans[lay.cluster_id] = (lay, per, out)
+    return out
+
+
+def round_running(r: redis.Redis, cluster_id: int) -> bool:
+    """Whether a sharded tick round of ``cluster_id`` is in progress (its shard tasks
+    are queued or running): a drain then yields its process to them."""
+    raw = r.get(keys.tick_lock(cluster_id))
+    # (a round's lock holds its 16-hex-digit id; a whole-cluster tick's, a pid)
+    return bool(raw) and len(raw) == 16
+
+
+def _slice_index(index: GroupIndex, start: int, end: int) -> GroupIndex:
+    g0, g1 = int(index.of_card[start]), int(index.of_card[end - 1]) + 1
+    return GroupIndex(level=index.level, ids=index.ids[g0:g1], names=index.names[g0:g1],
+                      of_card=index.of_card[start:end] - g0, perm=None,
+                      starts=index.starts[g0:g1] - start, cards=index.cards[g0:g1],
+                      budget_w=index.budget_w[g0:g1], static_w=index.static_w[g0:g1])
+
+
+def shard_layout(lay: Layout, start: int, end: int) -> Layout:
+    """The cards ``start:end`` of ``lay`` as a layout of their own (ordinals from 0,
+    racks and supernodes sliced, the cluster as one group): what the health rules,
+    the health sync and failure detection take, unchanged."""
+    cached = _subs.get((lay.cluster_id, start))
+    if cached and cached[0] is lay and cached[1].n == end - start:
+        return cached[1]
+    m = end - start
+    whole = lay.groups["cluster"]
+    racks = _slice_index(lay.groups["rack"], start, end)
+    groups = {
+        "cluster": GroupIndex(level="cluster", ids=whole.ids, names=whole.names,
+                              of_card=np.zeros(m, np.int32), perm=None,
+                              starts=np.zeros(1, np.int64), cards=np.array([m], np.int32),
+                              budget_w=np.array([racks.budget_w.sum()]),
+                              static_w=np.array([racks.static_w.sum()])),
+        "supernode": _slice_index(lay.groups["supernode"], start, end),
+        "rack": racks,
+    }
+    sub = Layout(cluster_id=lay.cluster_id, version=lay.version, fingerprint=lay.fingerprint,
+                 card_ids=lay.card_ids[start:end], server_ids=lay.server_ids[start:end],
+                 slots=lay.slots[start:end], tdp_w=lay.tdp_w[start:end],
+                 idle_w=lay.idle_w[start:end], hbm_gib=lay.hbm_gib[start:end], groups=groups,
+                 probe=lay.probe, gen=lay.gen)
+    _subs[(lay.cluster_id, start)] = (lay, sub)
+    return sub
+
+
+def _ensure_shard_state(r: redis.Redis, lay: Layout) -> None:
+    """Full-size blobs for what shards write in slices (a slice written into a
+    missing key would pad the rest with zeros, which read as values)."""
+    marker = (lay.cluster_id, lay.version, lay.n)
+    if marker in _initialized:
+        return
+    cid, ver = lay.cluster_id, lay.version
+    pipe = r.pipeline(transaction=False)
+    pipe.set(keys.ewma(cid, ver), np.full(lay.n, np.nan, "<f4").tobytes(), nx=True)
+    for level in SHARD_LEVELS:
+        nan = np.full((5, len(lay.groups[level].ids)), np.nan, "<f4").tobytes()
+        for i in range(N_METRICS):
+            pipe.set(keys.rollup(cid, ver, level, i), nan, nx=True)
+    pipe.execute()
+    _initialized.add(marker)
+
+
+def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
+                follow_ups: FollowUps = NO_FOLLOW_UPS) -> int | None:
+    """Start a sharded tick of ``lay`` (the caller passed the tick gate): None when
+    a round is still running, the seq when the shards ran here, else 0."""
+    cid, ver = lay.cluster_id, lay.version
+    round_id = uuid.uuid4().hex[:16]
+    if not r.set(keys.tick_lock(cid), round_id, nx=True, px=ROUND_LOCK_MS):
+        return None
+    started = time.time()
+    try:
+        ensure_state(lay)
+        _ensure_shard_state(r, lay)
+        if not r.exists(keys.health_db(cid, ver)):  # shards read it in slices
+            r.set(keys.health_db(cid, ver), table_health(lay).tobytes(), nx=True)
+        now = tickparts.clock()
+        seen_raw, last_cost = r.get(keys.seen(cid, ver)), r.hget(keys.tick_stats(cid), "last")
+        if last_cost:
+            round_cost[cid] = float(last_cost)
+        max_seen = float("nan")
+        if seen_raw and len(seen_raw) == 8 * lay.n:
+            max_seen = float(np.fmax.reduce(np.frombuffer(seen_raw, "<f8")))
+        any_reported = bool(np.isfinite(max_seen))
+        any_fresh = any_reported and now - max_seen <= conf().stale_after_s
+        sample = minute_due(r, lay, now, follow_ups)
+        pipe = r.pipeline(transaction=False)
+        pipe.delete(keys.tick_round(cid))
+        pipe.hset(keys.tick_round(cid), mapping={
+            "id": round_id, "version": ver, "shards": len(bounds), "now": repr(now),
+            "bounds": ",".join(str(b) for b, _ in bounds) + f",{bounds[-1][1]}",
+            "started": repr(started), "sample": int(sample),
+            "silent": int(any_reported and not any_fresh), "any_fresh": int(any_fresh),
+            "any_reported": int(any_reported), "max_seen": repr(max_seen)})
+        pipe.expire(keys.tick_round(cid), 3600)
+        pipe.set(keys.tick_pending(cid, round_id), len(bounds), ex=120)
+        # The unsharded tick's damping state goes stale while shards keep their own:
+        # should this cluster tick whole again, it rebuilds from the database.
+        pipe.delete(keys.alerts(cid, ver))
+        pipe.execute()
+    except Exception:
+        _release(r, cid, round_id)
+        raise
+    seq: int | None = 0
+    for k in range(len(bounds)):
+        if not follow_ups.tick_shard(cid, round_id, k):
+            out = run_shard(cid, round_id, k, follow_ups)
+            if out is not None:
+                seq = out
+    return seq
+
+
+def run_shard(cluster_id: int, round_id: str, shard: int,
+              follow_ups: FollowUps = NO_FOLLOW_UPS) -> int | None:
+    """Tick shard ``shard`` of round ``round_id``; the seq if this shard was the
+    round's last and published it, else None."""
+    r = redis_client()
+    rnd = {k.decode(): v.decode() for k, v in r.hgetall(keys.tick_round(cluster_id)).items()}
+    if rnd.get("id") != round_id:
+        return None  # a round given up (its lock expired) or replaced
+    part: dict[str, Any] = {"round": round_id}
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        lay = layout(cluster_id)
+        # The round's bounds, not this process's plan: settings may differ by process.
+        cuts = [int(b) for b in rnd["bounds"].split(",")]
+        bounds = list(zip(cuts[:-1], cuts[1:], strict=True))
+        if lay.version != rnd["version"] or cuts[-1] != lay.n:
+            part["skip"] = "the layout changed during the round"
+        else:
+            part.update(_shard_tick(r, lay, shard, bounds, rnd, follow_ups))
+    except Exception:
+        log.exception("tick shard %s of cluster %s failed", shard, cluster_id)
+        part["skip"] = "failed"
+    part["wall"], part["cpu"] = time.perf_counter() - wall, time.process_time() - cpu
+    pipe = r.pipeline(transaction=False)
+    pipe.set(keys.tick_part(cluster_id, round_id, shard), msgpack.packb(part), ex=120)
+    pipe.decr(keys.tick_pending(cluster_id, round_id))
+    left = pipe.execute()[1]
+    if int(left) != 0:
+        return None
+    return _merge(r, cluster_id, round_id, rnd, follow_ups)
+
+
+def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int, int]],
+                rnd: dict[str, str], follow_ups: FollowUps) -> dict[str, Any]:
+    cid, ver = lay.cluster_id, lay.version
+    start, end = bounds[shard]
+    shards = len(bounds)
+    m = end - start
+    sub = shard_layout(lay, start, end)
+    now = float(rnd["now"])
+    state_key = keys.shard_alerts(cid, ver, shard, shards)
+    pipe = r.pipeline(transaction=False)
+    for i in range(N_METRICS):
+        pipe.getrange(keys.metric(cid, ver, i), 4 * start, 4 * end - 1)
+    pipe.getrange(keys.seen(cid, ver), 8 * start, 8 * end - 1)
+    pipe.getrange(keys.health_db(cid, ver), start, end - 1)
+    pipe.getrange(keys.ewma(cid, ver), 4 * start, 4 * end - 1)
+    pipe.get(state_key)
+    pipe.get(keys.ewma_ts(cid, ver))
+    raw = pipe.execute()
+    cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 1],
+                       raw[N_METRICS + 2], m, now)
+    fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
+
+    rollups = {level: reduce_groups(fresh_values, sub.groups[level]) for level in SHARD_LEVELS}
+    reporting = {level: np.add.reduceat(fresh.astype(np.int32), sub.groups[level].starts)
+                 .astype(np.int32) for level in SHARD_LEVELS}
+    racks = sub.groups["rack"]
+    power = rollups["rack"][POWER]
+    rack_draw = np.where(power[4] > 0, power[3] + racks.static_w, np.nan)
+    alpha = ewma_alpha(raw[N_METRICS + 4], now)
+    new_state, transitions, card_alerts = evaluate_alerts(
+        r, sub, cid, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
+        age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw,
+        alert_state=raw[N_METRICS + 3], state_key=state_key, levels=CARD_RULES,
+        cluster_silent=bool(int(rnd["silent"])))
+    ewma = next_ewma(cards.ewma, fresh_values, alpha)
+    health = card_health(cards.reported, stale, card_alerts)
+
+    pipe = r.pipeline(transaction=False)
+    for level in SHARD_LEVELS:
+        groups = len(lay.groups[level].ids)
+        g0 = int(lay.groups[level].of_card[start])
+        for i in range(N_METRICS):
+            stats = rollups[level][i]  # (5, groups of the shard), the blob is (5, groups)
+            key = keys.rollup(cid, ver, level, i)
+            for j in range(5):
+                pipe.setrange(key, 4 * (j * groups + g0), stats[j].tobytes())
+    pipe.setrange(keys.health(cid, ver), start, health.tobytes())
+    pipe.set(state_key, new_state, ex=300)
+    pipe.setrange(keys.ewma(cid, ver), 4 * start, ewma.astype("<f4").tobytes())
+    pipe.execute()
+
+    synced = sync_card_health(sub, cards.old_health, health, card_alerts, transitions, now)
+    r.setrange(keys.health_db(cid, ver), start, synced.tobytes())
+    failures = [f.to_dict() for f in detect_failures(
+        r, sub, cid, fresh_values=fresh_values, stale=stale, age=cards.age, seen=cards.seen,
+        card_alerts=card_alerts, key=keys.shard_failing(cid, ver, shard, shards))]
+    if failures and not follow_ups.heal(cid, failures):
+        handle_failures(failures)
+    if int(rnd["sample"]):
+        add_minute_sample(r, lay, start, end, fresh_values)
+
+    finite = np.isfinite(fresh_values)
+    return {
+        "count": finite.sum(axis=1, dtype=np.float64).tobytes(),
+        "sum": np.where(finite, fresh_values, 0.0).sum(axis=1, dtype=np.float64).tobytes(),
+        "min": np.fmin.reduce(fresh_values, axis=1).astype("<f4").tobytes(),
+        "max": np.fmax.reduce(fresh_values, axis=1).astype("<f4").tobytes(),
+        "fresh": int(fresh.sum()),
+        "reporting": {level: reporting[level].tobytes() for level in SHARD_LEVELS},
+        "transitions": [[t.event, t.alert_id] for t in transitions],
+    }
+
+
+def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
+           follow_ups: FollowUps) -> int | None:
+    """The round's last shard: cluster rollup and rules, seq, meta, the tick event."""
+    shards = int(rnd["shards"])
+    ver = rnd["version"]
+    published = False
+    parts: list[dict[str, Any]] = []
+    try:
+        raw_parts = r.mget([keys.tick_part(cid, round_id, k) for k in range(shards)])
+        parts = [msgpack.unpackb(p) if p else {"skip": "missing"} for p in raw_parts]
+        bad = [p.get("skip") for p in parts if p.get("skip") or p.get("round") != round_id]
+        lay = layout(cid)
+        if bad or lay.version != ver:
+            log.warning("tick round of cluster %s published nothing: %s", cid,
+                        bad[0] if bad else "the layout changed")
+            return None
+        now = float(rnd["now"])
+        count = np.sum([np.frombuffer(p["count"], "<f8") for p in parts], axis=0)
+        total = np.sum([np.frombuffer(p["sum"], "<f8") for p in parts], axis=0)
+        vmin = np.fmin.reduce([np.frombuffer(p["min"], "<f4") for p in parts], axis=0)
+        vmax = np.fmax.reduce([np.frombuffer(p["max"], "<f4") for p in parts], axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        cluster = np.stack([mean, vmin, vmax, total, count], axis=-1).astype("<f4")  # (M, 5)
+        new_state, transitions = _cluster_rules(r, lay, rnd, now)
+
+        seq = next_seq(r, cid, now)
+        pipe = r.pipeline(transaction=False)
+        for i in range(N_METRICS):
+            pipe.set(keys.rollup(cid, ver, "cluster", i), cluster[i].tobytes())
+        reporting = {level: b"".join(p["reporting"][level] for p in parts)
+                     for level in SHARD_LEVELS}
+        reporting["cluster"] = np.array([sum(p["fresh"] for p in parts)], np.int32).tobytes()
+        for level in ("cluster", *SHARD_LEVELS):
+            pipe.set(keys.rollup(cid, ver, level, "meta"), msgpack.packb(
+                {"seq": seq, "ts": now, "reporting": reporting[level]}))
+        pipe.set(keys.shard_alerts(cid, ver, "c", shards), new_state, ex=300)
+        pipe.set(keys.ewma_ts(cid, ver), repr(now))
+        pipe.set(keys.last_tick(cid), repr(now))
+        pipe.execute()
+        if int(rnd["sample"]):
+            finish_minute_sample(r, lay, now)
+        if victoria.enabled() and lay.n:
+            step_ms = max(int(settings.TWIN_VICTORIA_STEP_S * 1000), 1)
+            if (r.set(keys.victoria_gate(cid), 1, nx=True, px=step_ms)
+                    and not follow_ups.write_history(cid, ver, now)):
+                victoria.write_from_state(cid, ver, now)
+        bridge.group_send(group_name(cid), {"type": TICK_EVENT, "cluster": cid, "seq": seq,
+                                            "ts": now, "layout": ver})
+        events = [(str(e), a) for p in parts for e, a in p["transitions"]]
+        events += [(t.event, t.alert_id) for t in transitions]
+        if events:
+            publish_alerts(cid, events)
+            follow_ups.notify()
+        published = True
+        return seq
+    finally:
+        pipe = r.pipeline(transaction=False)
+        if published:  # the round's wall time, start → publish
+            cost = round_cost[cid] = time.time() - float(rnd["started"])
+            stats = keys.tick_stats(cid)
+            pipe.hincrby(stats, "count", 1)
+            pipe.hincrbyfloat(stats, "sum", cost)
+            # What the shards cost (seconds, summed over shards; the slowest one's wall
+            # time): the per-process rate of ``benchmarks/live_million.py``.
+            pipe.hset(stats, mapping={
+                "last": repr(cost), "shards": shards,
+                "last_shard_cpu": repr(sum(p.get("cpu", 0.0) for p in parts)),
+                "last_shard_wall": repr(sum(p.get("wall", 0.0) for p in parts)),
+                "last_shard_wall_max": repr(max(p.get("wall", 0.0) for p in parts))})
+        pipe.delete(keys.tick_pending(cid, round_id),
+                    *[keys.tick_part(cid, round_id, k) for k in range(shards)])
+        pipe.execute()
+        _release(r, cid, round_id)
+
+
+def _cluster_rules(r: redis.Redis, lay: Layout, rnd: dict[str, str],
+                   now: float) -> tuple[bytes, list[Any]]:
+    """The cluster-level rules, on what the round's start saw of the whole cluster."""
+    from twin.telemetry.models import Alert
+
+    cid, ver, shards = lay.cluster_id, lay.version, int(rnd["shards"])
+    key = keys.shard_alerts(cid, ver, "c", shards)
+    any_fresh = bool(int(rnd["any_fresh"]))
+    any_reported = bool(int(rnd["any_reported"]))
+    max_seen = float(rnd["max_seen"])
+    # One pseudo-card that is fresh if any card is, and reported if any card did:
+    # the cluster rules read nothing else (``alerts._signal``).
+    inp = EvalInput(now=now, values=np.full((N_METRICS, 1), np.nan, np.float32),
+                    fresh=np.array([any_fresh]),
+                    stale=np.array([any_reported and not any_fresh]),
+                    age_s=np.array([now - max_seen]), tdp_w=np.full(1, np.nan),
+                    util_ewma=np.full(1, np.nan), rack_draw_w=np.zeros(0),
+                    rack_budget_w=np.zeros(0))
+    name = lay.groups["cluster"].names[0]
+
+    def subject_of(rule: Rule, pos: int) -> dict[str, Any]:
+        return {"subject": f"cluster:{cid}", "label": f"cluster {name}"}
+
+    def load_open() -> list[tuple[str, str, int]]:
+        return list(Alert.objects.filter(cluster_id=cid, ended__isnull=True, level="cluster")
+                    .values_list("rule", "subject", "id"))
+
+    def position_of(level: str, subject: str) -> int | None:
+        return 0 if level == "cluster" and subject.startswith("cluster:") else None
+
+    try:
+        state, transitions, _ = evaluate(inp, r.get(key), subject_of=subject_of,
+                                         cluster_id=cid, load_open=load_open,
+                                         position_of=position_of, levels=CLUSTER_RULES)
+    except IntegrityError:
+        log.warning("cluster alert state of cluster %s rebuilt from the database", cid)
+        r.delete(key)
+        return b"", []
+    return state, transitions
+
+
+def _release(r: redis.Redis, cid: int, round_id: str) -> None:
+    r.eval(_RELEASE, 1, keys.tick_lock(cid), round_id)
