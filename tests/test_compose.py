@@ -11,6 +11,13 @@ long-running service restarts on exit and has a health check whose command is
 real; the two workers serve the jobs and the telemetry queue the settings route
 to; and the Dockerfile copies only files that exist and are not excluded by
 .dockerignore.
+
+Every check on the services runs twice: on docker-compose.yml, and on it with
+docker-compose.million.yml merged over it by compose's merge rules (``merge_compose``),
+which is what ``docker compose -f docker-compose.yml -f docker-compose.million.yml``
+starts. The override's own tests check what it changes: the processes it asks for
+as the real CLIs read them, the same sizing settings in every app service, and
+Redis and VictoriaMetrics started for real with its flags.
 """
 from __future__ import annotations
 
@@ -20,8 +27,10 @@ import importlib
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +41,7 @@ from django.core.management.base import CommandError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+MILLION_FILE = ROOT / "docker-compose.million.yml"
 APP_SERVICES = {"migrate", "web", "worker", "worker-telemetry", "beat", "agent"}
 REQUIRED_SERVICES = {"postgres", "redis", *APP_SERVICES}
 # Commands a service may name before they are written, if it sits under a profile
@@ -72,9 +82,79 @@ def interpolate(value: str, env: dict[str, str]) -> str:
     return _INTERPOLATION.sub(substitute, value)
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
-    return yaml.safe_load(COMPOSE_FILE.read_text())
+# --- compose's merge of an override file over the base ----------------------------
+
+# Sequences an override replaces whole (compose's merge rules: "command", "entrypoint"
+# and a healthcheck's "test" are overridden, not appended). Other sequences (ports,
+# volumes, …) merge by rules of their own that no override here needs: merging one is
+# an error, so a new case is written down before it is relied on.
+REPLACED_SEQUENCES = {("command",), ("entrypoint",), ("healthcheck", "test"), ("profiles",)}
+
+
+def _environment_map(env: Any) -> dict[str, Any]:
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
+    return dict(env or {})
+
+
+def _merge(base: Any, override: Any, path: tuple[str, ...]) -> Any:
+    if path[-1:] == ("environment",):
+        # Merged key by key, whichever of the two forms (list or map) each file uses.
+        return {**_environment_map(base), **_environment_map(override)}
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = _merge(base[key], value, (*path, key)) if key in base else value
+        return merged
+    if isinstance(base, list) or isinstance(override, list):
+        if path[-2:] in REPLACED_SEQUENCES or path[-1:] in REPLACED_SEQUENCES:
+            return override
+        raise NotImplementedError(f"merging the sequence {'.'.join(path)}: teach "
+                                  f"merge_compose compose's rule for it")
+    return override  # scalars: the override wins
+
+
+def merge_compose(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``docker compose -f base -f override``'s model, for the rules these files use:
+    mappings merged key by key (recursively), ``environment`` merged per variable,
+    ``command``/``entrypoint``/``healthcheck.test`` replaced, scalars replaced. YAML
+    anchors and ``<<`` merge keys resolve within each file before (PyYAML does it).
+
+    Cross-checked once by hand against Debian's docker-compose 1.29.2 (``config`` on
+    the two files; it rejects the top-level ``name``, so without it): the same
+    commands, environments, health-check tests, profiles and ``deploy`` for every
+    service, up to its normalising (``disable: true`` as ``["NONE"]``, cpus as floats)."""
+    merged: dict[str, Any] = _merge(base, override, ())
+    return merged
+
+
+def test_merge_follows_compose_rules():
+    base = {"services": {"a": {"command": ["x", "1"], "environment": ["A=1", "B=2"],
+                               "healthcheck": {"test": ["CMD", "x"], "interval": "5s"},
+                               "ports": ["80:80"]}}}
+    override = {"services": {"a": {"command": ["y"], "environment": {"B": "3", "C": "4"},
+                                   "healthcheck": {"test": ["CMD", "y"]}}},
+                "x-extra": {"k": 1}}
+    merged = merge_compose(base, override)
+    assert merged["services"]["a"] == {
+        "command": ["y"], "environment": {"A": "1", "B": "3", "C": "4"},
+        "healthcheck": {"test": ["CMD", "y"], "interval": "5s"}, "ports": ["80:80"]}
+    assert merged["x-extra"] == {"k": 1}
+    with pytest.raises(NotImplementedError, match="services.a.ports"):
+        merge_compose(base, {"services": {"a": {"ports": ["81:81"]}}})
+
+
+def load_compose(which: str) -> dict[str, Any]:
+    base = yaml.safe_load(COMPOSE_FILE.read_text())
+    if which == "base":
+        return base
+    return merge_compose(base, yaml.safe_load(MILLION_FILE.read_text()))
+
+
+@pytest.fixture(scope="module", params=["base", "million"])
+def compose(request) -> dict[str, Any]:
+    """docker-compose.yml alone, then with docker-compose.million.yml merged over it."""
+    return load_compose(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +227,8 @@ def test_long_running_services_wait_for_the_migrate_step(services):
 
 # --- commands ----------------------------------------------------------------
 
-def check_uvicorn(args: list[str]) -> None:
+def check_uvicorn(args: list[str]) -> dict[str, Any]:
+    """Parse ``args`` as uvicorn's CLI does and check the app; its options as parsed."""
     from uvicorn.main import main as uvicorn_cli
 
     ctx = uvicorn_cli.make_context("uvicorn", list(args))  # raises on a bad option
@@ -156,9 +237,11 @@ def check_uvicorn(args: list[str]) -> None:
     from twin.asgi import application
 
     assert app is application, f"uvicorn serves {ctx.params['app']}, not twin.asgi:application"
+    return dict(ctx.params)
 
 
-def check_celery(args: list[str]) -> None:
+def check_celery(args: list[str]) -> dict[str, Any]:
+    """Parse ``args`` as celery's CLI does, with our app; the subcommand's options."""
     from celery import Celery
     from celery.app.utils import find_app
     from celery.bin.base import CLIContext
@@ -173,7 +256,8 @@ def check_celery(args: list[str]) -> None:
     ctx.obj = CLIContext(app=app, no_color=True, workdir=None, quiet=True)
     sub = celery_cli.commands[args[index]]
     assert sub.name in ("worker", "beat"), sub.name
-    sub.make_context(sub.name, args[index + 1:], parent=ctx)  # raises on a bad option
+    # raises on a bad option
+    return dict(sub.make_context(sub.name, args[index + 1:], parent=ctx).params)
 
 
 def check_manage(args: list[str], service: dict[str, Any]) -> None:
@@ -360,6 +444,177 @@ def test_settings_load_from_exactly_the_compose_environment(services, tmp_path):
         refused = _settings_under(env, tmp_path)
         assert refused.returncode != 0
         assert "TWIN_SECRET_KEY is not set" in refused.stderr
+
+
+# --- Redis and VictoriaMetrics, started with their commands ----------------------
+
+def test_redis_starts_with_its_command(services, tmp_path):
+    """The redis-server of the tests (Redis 7, as the image) accepts the service's
+    flags and runs with them; the port and directory are the test's own."""
+    import redis
+
+    from twin.core.localnet import free_port, stop_process
+
+    tokens = command_of(services["redis"])
+    assert tokens[0] == "redis-server"
+    binary = shutil.which("redis-server")
+    assert binary, "redis-server is not installed (scripts/test installs Redis)"
+    port = free_port()
+    proc = subprocess.Popen([binary, *tokens[1:], "--port", str(port), "--bind", "127.0.0.1",
+                             "--dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = redis.Redis(port=port, socket_timeout=2)
+        deadline = time.monotonic() + 10
+        while True:
+            assert proc.poll() is None, f"redis-server refused the command: {proc.stdout.read()}"
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not answer"
+                time.sleep(0.05)
+        config = client.config_get("*")
+        assert config["appendonly"] == "yes"
+        if "--io-threads" in tokens:
+            assert config["io-threads"] == option(tokens, "--io-threads")
+        client.close()
+    finally:
+        stop_process(proc)
+
+
+def test_victoria_accepts_its_flags(services, tmp_path):
+    """Debian's victoria-metrics (the same 1.79.5 as the image; scripts/test installs it)
+    parses the service's flags: an unknown one stops it before -version answers."""
+    binary = shutil.which("victoria-metrics")
+    assert binary, "victoria-metrics is not installed (apt-get install victoria-metrics)"
+    flags = [interpolate(f, DOTENV) for f in command_of(services["victoria"])]
+    flags = [f"-storageDataPath={tmp_path}" if f.startswith("-storageDataPath=") else f
+             for f in flags]
+    tag = services["victoria"]["image"].rpartition(":v")[2]
+    assert tag == "1.79.5", "the image and the tests' binary differ: check the flags by hand"
+
+    def run(extra: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([binary, *flags, *extra, "-version"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=30)
+
+    result = run([])
+    assert result.returncode == 0, result.stdout
+    refused = run(["-no.such.flag=1"])
+    assert refused.returncode != 0 and "no.such.flag" in refused.stdout
+
+
+# --- docker-compose.million.yml ---------------------------------------------------
+
+# Settings that web and the workers must agree on (web claims drain slots when it
+# enqueues; the workers drain, shard the tick and write the history).
+MILLION_SIZING = ("TWIN_TICK_SHARD_CARDS", "TWIN_TELEMETRY_DRAINERS", "TWIN_VICTORIA_STEP_S")
+
+
+@pytest.fixture(scope="module")
+def base_services() -> dict[str, dict[str, Any]]:
+    return load_compose("base")["services"]
+
+
+@pytest.fixture(scope="module")
+def million_services() -> dict[str, dict[str, Any]]:
+    return load_compose("million")["services"]
+
+
+def test_million_override_changes_only_services_the_base_declares():
+    """A service only in the override would start half-defined (no image, no env)."""
+    override = yaml.safe_load(MILLION_FILE.read_text())
+    base = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert set(override["services"]) <= set(base["services"])
+    assert {key for key in override if not key.startswith("x-")} == {"services"}
+    text = MILLION_FILE.read_text()
+    assert "docker compose -f docker-compose.yml -f docker-compose.million.yml" in text
+    assert "docs/scaling.md" in text
+
+
+def _without(params: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != key}
+
+
+def test_million_commands_add_processes_and_keep_the_rest(base_services, million_services):
+    web_base = check_uvicorn(command_of(base_services["web"])[1:])
+    web = check_uvicorn(command_of(million_services["web"])[1:])
+    assert web["workers"] > (web_base["workers"] or 1)
+    assert _without(web, "workers") == _without(web_base, "workers")  # --lifespan off, …
+
+    name = "worker-telemetry"
+    worker_base = check_celery(command_of(base_services[name])[1:])
+    worker = check_celery(command_of(million_services[name])[1:])
+    assert worker["concurrency"] > worker_base["concurrency"]
+    assert _without(worker, "concurrency") == _without(worker_base, "concurrency")
+
+    # Redis and VictoriaMetrics: the base's flags (persistence, storage, retention) first.
+    for infra in ("redis", "victoria"):
+        base_tokens = command_of(base_services[infra])
+        assert command_of(million_services[infra])[:len(base_tokens)] == base_tokens, infra
+
+
+def test_million_sizing_is_one_in_every_app_service_and_read_by_the_settings(
+        million_services, tmp_path):
+    sizing = {name: {key: environment_of(million_services[name]).get(key)
+                     for key in MILLION_SIZING} for name in APP_SERVICES}
+    first = sizing["web"]
+    assert None not in first.values(), first
+    assert all(values == first for values in sizing.values()), sizing
+
+    probe = ("import json\nfrom django.conf import settings as s\n"
+             "from twin.telemetry.enqueue import drainers\n"
+             "from twin.telemetry.processing.shards import shard_cards\n"
+             "print(json.dumps([s.TELEMETRY_TICK_SHARD_CARDS, shard_cards(), drainers(),"
+             " s.TWIN_VICTORIA_STEP_S]))\n")
+    env = {k: interpolate(v, DOTENV) for k, v in environment_of(million_services["web"]).items()}
+    base = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "twin.settings",
+            "TWIN_VAR_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    shard, used_shard, drain_slots, step = json.loads(result.stdout)
+    assert shard == used_shard == int(first["TWIN_TICK_SHARD_CARDS"])
+    assert drain_slots == int(first["TWIN_TELEMETRY_DRAINERS"])
+    assert step == float(first["TWIN_VICTORIA_STEP_S"])
+
+
+def test_million_preset_ticks_in_shards_beside_its_drains(million_services):
+    """The million preset is sharded, on supernode boundaries; the telemetry worker has
+    processes left for a round's shards while every drain slot holds one."""
+    from twin.hardware.presets import PRESETS
+
+    preset = PRESETS["million"]
+    cards = preset.supernode.cards * preset.default_supernodes
+    assert cards == 1_048_576
+    env = environment_of(million_services["worker-telemetry"])
+    shard = int(env["TWIN_TICK_SHARD_CARDS"])
+    assert 0 < shard < cards and shard % preset.supernode.cards == 0
+    concurrency = check_celery(command_of(million_services["worker-telemetry"])[1:])[
+        "concurrency"]
+    assert concurrency > int(env["TWIN_TELEMETRY_DRAINERS"])
+
+
+def test_million_agent_streams_the_million_cluster_and_stays_opt_in(million_services):
+    from twin.hardware.presets import PRESETS
+
+    agent = million_services["agent"]
+    assert agent["profiles"] == ["agent"]
+    cluster = option(command_of(agent), "--cluster")
+    assert cluster == PRESETS["million"].default_name
+    assert option(agent["healthcheck"]["test"], "--cluster") == cluster
+
+
+def _bytes(size: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)\s*([KMG]?)B?", str(size)).groups()
+    return float(number) * 1024 ** " KMG".index(unit or " ")
+
+
+def test_million_victoria_reserves_what_it_is_limited_to(million_services):
+    resources = million_services["victoria"]["deploy"]["resources"]
+    limits, reservations = resources["limits"], resources["reservations"]
+    assert float(reservations["cpus"]) <= float(limits["cpus"])
+    assert _bytes(reservations["memory"]) <= _bytes(limits["memory"])
 
 
 # --- Dockerfile ------------------------------------------------------------------

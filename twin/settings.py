@@ -316,6 +316,10 @@ TELEMETRY_STALE_INTERVALS = 5  # a card silent this many intervals is stale
 # Clusters with more cards tick in shards of at most this many cards, one Celery task
 # each, so several worker processes share a tick (twin.telemetry.processing.shards); 0: never.
 TELEMETRY_TICK_SHARD_CARDS = int(os.environ.get("TWIN_TICK_SHARD_CARDS", 131_072))
+# Drain slots on the ingest stream: at most this many drain tasks run at once (the web
+# process claims a free slot when it enqueues, twin.telemetry.enqueue; the workers'
+# beat kick walks the same slots), so set it alike in web and workers.
+TELEMETRY_DRAINERS = int(os.environ.get("TWIN_TELEMETRY_DRAINERS", 2))
 TELEMETRY_RETENTION_DAYS = int(os.environ.get("TWIN_TELEMETRY_RETENTION_DAYS", 7))
 TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 # Django's ASGI handler spools a request body to a temporary *disk* file past this

@@ -28,6 +28,9 @@ from twin.telemetry.ingest import MAX_SEQ, Batch
 __all__ = ["KICK_TTL_MS", "EnqueueResult", "drainers", "enqueue"]
 
 def drainers() -> int:
+    """Drain slots (``TELEMETRY_DRAINERS``, ``TWIN_TELEMETRY_DRAINERS``): how many drain
+    tasks may run at once; more keep a million cards' stream drained, each takes a
+    worker process while it runs."""
     return int(getattr(settings, "TELEMETRY_DRAINERS", 2))
 
 
