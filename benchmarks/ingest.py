@@ -51,8 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import seedcluster  # noqa: E402
 from benchmarks.seedcluster import ensure_cluster, setup  # noqa: E402
-from twin.core.localnet import free_port, use_queue, wait_http, worker_queues  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
@@ -64,37 +64,8 @@ WARMUP_BATCHES = 2  # the latency phase's first batches (a new agent, cold cache
 
 def start_services(queue: str, workers: int,
                    web_workers: int = 1) -> tuple[str, list[subprocess.Popen]]:
-    from django.conf import settings
-
-    env = dict(os.environ)
-    env.update(TWIN_CELERY_QUEUE=queue, REDIS_URL=settings.REDIS_URL,
-               TWIN_TELEMETRY_PREFIX=PREFIX, TWIN_LOG_LEVEL="WARNING")
-    port = free_port()
-    logs = ROOT / "var" / "bench-logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    web = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--log-level", "warning", "--no-access-log",
-         "--workers", str(web_workers)],
-        cwd=ROOT, env=env, stdout=open(logs / "web.log", "w"), stderr=subprocess.STDOUT)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue), "-c",
-         str(workers), "-P", "prefork", "-l", "warning", "--without-gossip",
-         "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
-        cwd=ROOT, env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{base}/api/telemetry/whoami/", web)
-    except RuntimeError as exc:
-        sys.exit(f"uvicorn did not start ({exc}); see {logs / 'web.log'}")
-    from twin.celery import app
-
-    use_queue(app, queue)
-    deadline = time.monotonic() + 60
-    while not app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5):
-        if time.monotonic() > deadline or worker.poll() is not None:
-            sys.exit(f"the worker did not start; see {logs / 'worker.log'}")
-    return base, [web, worker]
+    return seedcluster.start_services(queue, workers, web_workers,
+                                      {"TWIN_TELEMETRY_PREFIX": PREFIX})
 
 
 def batches(cluster_id: int, chunk: int) -> tuple[Any, list[tuple[int, dict[str, Any]]]]:

@@ -1,13 +1,20 @@
 """What the telemetry benchmarks share: Django set up on the benchmark's database,
-and a cluster of ``cards`` seed-512 cards under a name of the benchmark's own
-(rebuilt when its card count differs), so a rerun reuses the last build."""
+a cluster of ``cards`` seed-512 cards under a name of the benchmark's own
+(rebuilt when its card count differs), so a rerun reuses the last build, and the
+real services they measure (uvicorn and a prefork Celery worker on a private queue)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 import warnings
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ensure_cluster", "setup"]
+__all__ = ["ensure_cluster", "setup", "start_services"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def setup() -> None:
@@ -37,3 +44,44 @@ def ensure_cluster(name: str, cards: int) -> Any:
         build_cluster("seed-512", name=name, supernodes=cards // 512)
         cluster = Cluster.objects.get(name=name)
     return cluster
+
+
+def start_services(queue: str, workers: int, web_workers: int, env_extra: dict[str, str],
+                   log_prefix: str = "") -> tuple[str, list[subprocess.Popen]]:
+    """uvicorn (``web_workers`` processes) and a prefork worker (``workers``
+    processes) serving ``queue``, with this process's settings plus ``env_extra``;
+    returns the base URL once both answer. Logs in ``var/bench-logs/``."""
+    from django.conf import settings
+
+    from twin.celery import app
+    from twin.core.localnet import free_port, use_queue, wait_http, worker_queues
+
+    env = dict(os.environ)
+    env.update(TWIN_CELERY_QUEUE=queue, REDIS_URL=settings.REDIS_URL, TWIN_LOG_LEVEL="WARNING",
+               **env_extra)
+    port = free_port()
+    logs = ROOT / "var" / "bench-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    web_log, worker_log = logs / f"{log_prefix}web.log", logs / f"{log_prefix}worker.log"
+    web = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--log-level", "warning", "--no-access-log",
+         "--workers", str(web_workers)],
+        cwd=ROOT, env=env, stdout=open(web_log, "w"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue), "-c",
+         str(workers), "-P", "prefork", "-l", "warning", "--without-gossip",
+         "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
+        cwd=ROOT, env=env, stdout=open(worker_log, "w"),  # noqa: SIM115
+        stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/api/telemetry/whoami/", web)
+    except RuntimeError as exc:
+        sys.exit(f"uvicorn did not start ({exc}); see {web_log}")
+    use_queue(app, queue)
+    deadline = time.monotonic() + 60
+    while not app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=0.5):
+        if time.monotonic() > deadline or worker.poll() is not None:
+            sys.exit(f"the worker did not start; see {worker_log}")
+    return base, [web, worker]
