@@ -13,6 +13,7 @@ import redis
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer
 from channels.testing.websocket import WebsocketCommunicator
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import override_settings
 
@@ -122,3 +123,30 @@ def test_the_close_does_not_wait_for_a_stuck_channel_receive(tiny_cluster, user)
             async_to_sync(scenario)()
     finally:
         channel_layers.backends.clear()
+
+
+def test_the_first_group_join_after_a_redis_restart_succeeds(tmp_path):
+    # The channel layer's pool retries a connection a restart broke (settings'
+    # CHANNEL_LAYERS): without it the first consumer after the restart fails with
+    # "Connection closed by server" and is closed with 4503 once per stale connection.
+    from channels_redis.core import RedisChannelLayer
+
+    from tests.faults.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    hosts = [{**settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0],
+              "address": server.url}]
+    layer = RedisChannelLayer(hosts=hosts, prefix="restart-test")
+
+    async def scenario() -> None:
+        await layer.group_add("g", "specific.a!b")  # a pooled connection now exists
+        server.stop()
+        server.start()
+        await layer.group_add("g", "specific.a!c")  # the broken one is replaced, not raised
+        await layer.flush()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.close()
