@@ -73,6 +73,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from benchmarks.stats import pct  # noqa: E402
 from twin.core.localnet import free_port, stop_process, wait_http  # noqa: E402
 from twin.telemetry import victoria  # noqa: E402
 from twin.telemetry.metrics import METRIC_KEYS, N_METRICS  # noqa: E402
@@ -110,10 +111,6 @@ def synthetic_layout(cluster_id: int, n: int, version: str = "bench") -> Layout:
 
 def readings(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.uniform(1, 100, (N_METRICS, n)).astype(np.float32)
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values), q))
 
 
 def main() -> None:

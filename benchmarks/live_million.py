@@ -51,17 +51,13 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import seedcluster  # noqa: E402
 from benchmarks.seedcluster import ensure_cluster, setup  # noqa: E402
+from benchmarks.stats import pct  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
 PREFIX = f"twbench{uuid.uuid4().hex[:6]}"
 os.environ["TWIN_TELEMETRY_PREFIX"] = PREFIX
 CLUSTER = "live-million"
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
 
 
 def readings(cluster_id: int, chunk: int) -> tuple[Any, list[tuple[int, dict[str, bytes]]]]:
