@@ -12,9 +12,12 @@ the same code the worker runs.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,3 +126,33 @@ def telemetry_server(celery_worker: str, django_db_setup, django_db_blocker) -> 
     finally:
         with django_db_blocker.unblock():
             wait_for_other_sessions_to_close(connection)
+
+
+@pytest.fixture
+def dcgm_exporter() -> Iterator[str]:
+    """A DCGM exporter: a local HTTP server serving the captured exposition of node0's
+    eight H100s at ``/metrics`` (404 elsewhere); yields its ``host:port``."""
+    body = (Path(__file__).parent / "data" / "dcgm_node0.prom").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -83,42 +80,13 @@ def test_duplicates_and_gaps_through_the_worker(celery_worker, agent):
     assert (row.last_sequence, row.duplicates, row.gaps, row.missed_batches) == (3, 1, 1, 1)
 
 
-@pytest.fixture
-def dcgm_exporter() -> Iterator[str]:
-    """A local HTTP server serving the captured DCGM exposition at /metrics."""
-    body = (DATA / "dcgm_node0.prom").read_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if self.path != "/metrics":
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_scraped_dcgm_exporter_is_ingested_end_to_end(celery_worker, agent, dcgm_exporter):
     cid = agent["cluster"].pk
     ids = [c.pk for c in agent["cards"]]
     target = ScrapeTarget.objects.create(cluster=agent["cluster"], agent=agent["agent"],
-                                         endpoint=f"{dcgm_exporter}/metrics", interval_s=15)
-    missing = ScrapeTarget.objects.create(cluster=agent["cluster"],
-                                          endpoint=f"{dcgm_exporter}/nothing-here", interval_s=15)
+                                         endpoint=f"http://{dcgm_exporter}/metrics", interval_s=15)
+    missing = ScrapeTarget.objects.create(
+        cluster=agent["cluster"], endpoint=f"http://{dcgm_exporter}/nothing-here", interval_s=15)
     assert tasks.scrape_due.delay().get(timeout=30) == 2  # the beat task, run by the worker
     util = wait_for(lambda: (v := state.latest(cid, "gpu_util", ids)) is not None
                     and np.isfinite(v).all() and v, what="the scraped samples")

@@ -10,9 +10,6 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -33,32 +30,6 @@ pytestmark = [
 ]
 
 DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture
-def dcgm_exporter() -> Iterator[str]:
-    """A DCGM exporter: serves the captured exposition of node0's eight H100s."""
-    body = (DATA / "dcgm_node0.prom").read_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def expected(metric: str, field: str, scale: float = 1.0) -> list[float | None]:
