@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,6 @@ from twin.telemetry import state, tasks
 from twin.telemetry.models import ScrapeTarget, TelemetryAgent
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-DATA = Path(__file__).parent / "data"
 
 
 def test_a_batch_goes_through_the_worker_to_state_rollups_and_a_tick(celery_worker, agent):
