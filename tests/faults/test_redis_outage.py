@@ -225,10 +225,20 @@ async def watch_frames(ws_url: str, base: str, session: str, frames: int,
                         seqs.append(message["seq"])
                 return seqs
         except websockets.ConnectionClosed as closed:
-            assert closed.rcvd is not None and closed.rcvd.code == CLOSE_UNAVAILABLE, closed
+            assert closed.rcvd is not None and closed.rcvd.code == CLOSE_UNAVAILABLE, (
+                f"{closed!r}; the server's log ends:\n{server_log_tail()}")
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.5)  # the dashboard's backoff, shortened
+
+
+def server_log_tail(lines: int = 60) -> str:
+    """The end of the ASGI server's log: what ended a socket is only written there."""
+    path = ARTIFACTS / "fault-uvicorn.log"
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"({path} not readable: {exc})"
 
 
 async def connect_and_wait_close(ws_url: str, base: str, session: str,
@@ -246,6 +256,7 @@ async def connect_and_wait_close(ws_url: str, base: str, session: str,
             while True:
                 await asyncio.wait_for(ws.recv(), 60)
         except websockets.ConnectionClosed as closed:
-            assert closed.rcvd is not None, "dropped without a close frame"
+            assert closed.rcvd is not None, ("dropped without a close frame; the server's "
+                                             f"log ends:\n{server_log_tail()}")
             return closed.rcvd.code
     raise AssertionError("unreachable")

@@ -150,3 +150,67 @@ def test_the_first_group_join_after_a_redis_restart_succeeds(tmp_path):
         asyncio.run(scenario())
     finally:
         server.close()
+
+
+class BrokenReceiveLayer(InMemoryChannelLayer):
+    """A channel layer whose receive fails, half a second in, with an error that is
+    not one of ``OUTAGE_ERRORS`` (what a client library's own bookkeeping may raise
+    when its server is killed mid-read). ``hosts`` only tells the consumer's
+    outage probe where the layer's Redis would be."""
+
+    def __init__(self, hosts: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        await asyncio.sleep(0.5)
+        raise RuntimeError("readuntil() called while another coroutine is already waiting")
+
+
+def closed_by_broken_layer(cluster_id: int, headers: Any, address: str) -> dict[str, Any]:
+    """Open a live socket on a ``BrokenReceiveLayer`` whose Redis is at ``address``;
+    return the close message the consumer sent once the layer failed."""
+    layers = {"default": {"BACKEND": f"{__name__}.BrokenReceiveLayer",
+                          "CONFIG": {"hosts": [{"address": address}]}}}
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        comm = communicator(cluster_id, headers)
+        assert (await comm.connect(timeout=5))[0]
+        assert (await receive_type(comm, "hello"))["cluster"] == cluster_id
+        try:
+            await comm.wait(timeout=5)
+        except RuntimeError as exc:  # a bug is raised on, for the server's log
+            seen["raised"] = str(exc)
+        seen["close"] = comm.output_queue.get_nowait()
+
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    try:
+        with override_settings(CHANNEL_LAYERS=layers):
+            async_to_sync(scenario)()
+    finally:
+        channel_layers.backends.clear()
+    return seen
+
+
+def test_an_odd_error_while_the_layer_redis_is_away_is_still_4503(tiny_cluster, user):
+    # CI saw the live socket dropped without a close frame right after Redis was
+    # killed: whatever the layer raises then, the probe finds Redis away.
+    from twin.core.localnet import free_port
+
+    seen = closed_by_broken_layer(tiny_cluster["cluster"].pk, session_headers(user),
+                                  f"redis://127.0.0.1:{free_port()}/0")
+    assert seen["close"] == {"type": "websocket.close", "code": CLOSE_UNAVAILABLE,
+                             "reason": "service unavailable, retry"}
+    assert "raised" not in seen  # an outage is no bug of the server
+
+
+def test_an_odd_error_with_redis_up_is_a_1011_close_and_raised_on(tiny_cluster, user):
+    from twin.core.consumers import CLOSE_INTERNAL_ERROR
+
+    seen = closed_by_broken_layer(tiny_cluster["cluster"].pk, session_headers(user),
+                                  settings.REDIS_URL)
+    assert seen["close"] == {"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR,
+                             "reason": "internal error, retry"}
+    assert "readuntil" in seen["raised"]
