@@ -7,6 +7,7 @@ or a task sent — on the dotted field under ``params`` that the library
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -158,6 +159,14 @@ def test_command_prints_the_contract_keys_of_a_step(db):
     table = command("training", params=json.dumps(CONTRACT))
     assert "gpt3-175b" in table and "64 × a100-sxm-80gb on a hypothetical system" in table
     assert "step time" in table and "GiB of 80 GiB HBM" in table
+    # the per-stage clocks of the 8 stages, and the energy each plan saves
+    plan = result["dvfs"]["one_percent"]
+    assert result["dvfs"]["stages"] == 8 and len(plan["clocks"]) == 8
+    assert 0 < plan["card_energy_saved_fraction"] < 1 and plan["slowdown"] <= 0.0100001
+    assert "per-stage clocks, no slowdown" in table
+    shown = re.search(r"per-stage clocks, ≤ 1 % slowdown +cards' energy −([0-9.]+) %", table)
+    assert shown and float(shown[1]) == pytest.approx(100 * plan["card_energy_saved_fraction"],
+                                                      rel=1e-3)
 
 
 def test_command_prints_the_contract_keys_of_a_search(db):

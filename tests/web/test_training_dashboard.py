@@ -24,7 +24,8 @@ from tests.web.test_dashboard import (  # noqa: F401 - the dashboard fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-LIMITS = {"tp": [1, 2, 4, 8], "zero": [0, 1], "micro_batch": [1, 2]}
+LIMITS = {"tp": [1, 2, 4], "pp": [2], "zero": [0, 1], "micro_batch": [1, 2]}
+"""Two pipeline stages, so the opened configuration has per-stage clocks to show."""
 
 
 def test_a_search_shows_its_best_configurations_and_opens_one(
@@ -76,4 +77,11 @@ def test_a_search_shows_its_best_configurations_and_opens_one(
     expect(page.get_by_test_id("scenario-field-tp")).to_have_value(str(chosen["tp"]))
     expect(page.get_by_test_id("training-breakdown")).to_be_visible()
     expect(page.get_by_test_id("training-memory")).to_be_visible()
+    # per-stage clocks (DVFS): the energy each plan saves, one bar per stage
+    dvfs = step["result"]["dvfs"]
+    assert dvfs["stages"] == 2
+    saved = 100 * dvfs["one_percent"]["card_energy_saved_fraction"]
+    expect(page.get_by_test_id("training-dvfs-one_percent-saved")).to_contain_text(
+        f"cards' energy −{saved:.3g} %")
+    expect(page.get_by_test_id("training-dvfs-no_slowdown").locator(".tw-clock")).to_have_count(2)
     assert_no_problems(page)

@@ -7,6 +7,7 @@ import {
   breakdownBar,
   configCards,
   configurationParams,
+  dvfsFigure,
   executionSummary,
   formValue,
   memoryBar,
@@ -175,5 +176,29 @@ describe("the object field type", () => {
   it("refuses what is not an object", () => {
     expect(parseField(field, "[1, 2]").ok).toBe(false);
     expect(parseField(field, "{tp: 1}").ok).toBe(false);
+  });
+});
+
+describe("dvfsFigure", () => {
+  const DVFS = {
+    stages: 4,
+    no_slowdown: { clocks: [0.9, 0.9, 0.9, 1], slowdown: 0, card_energy_saved_fraction: 0.05 },
+    one_percent: { clocks: [0.85, 0.85, 0.85, 0.97], slowdown: 0.01, card_energy_saved_fraction: 0.09 },
+  };
+
+  it("gives both plans with their clocks, slowdown and energy saved", () => {
+    const figure = dvfsFigure({ ...STEP, dvfs: DVFS });
+    expect(figure?.stages).toBe(4);
+    expect(figure?.plans.map((p) => [p.key, p.saved, p.slowdown])).toEqual([
+      ["no_slowdown", 0.05, 0],
+      ["one_percent", 0.09, 0.01],
+    ]);
+    expect(figure?.plans[1].clocks).toEqual([0.85, 0.85, 0.85, 0.97]);
+  });
+
+  it("is null without a pipeline or without figures", () => {
+    expect(dvfsFigure(STEP)).toBeNull();
+    expect(dvfsFigure({ dvfs: { stages: 1, no_slowdown: DVFS.no_slowdown } })).toBeNull();
+    expect(dvfsFigure({ dvfs: { stages: 4, no_slowdown: { clocks: ["x"], slowdown: 0 } } })).toBeNull();
   });
 });

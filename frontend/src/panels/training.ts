@@ -9,7 +9,9 @@
  * - the Pareto front of a search (step time against energy per step, one series
  *   per card count);
  * - the ranked best configurations, each with the parameters that open it as a
- *   `training` run ("open this configuration").
+ *   `training` run ("open this configuration");
+ * - per-stage clocks (DVFS) of a pipeline: the clock each stage can run at with no
+ *   slowdown and with at most 1 %, and the cards' energy each plan saves.
  *
  * Shapes are the kinds' results (twin/scenarios/kinds/training.py):
  * `training` = the library's StepResult + `model`, `system`, `execution`;
@@ -105,6 +107,49 @@ export function memoryBar(result: unknown): MemoryBar | null {
   const hbm = num(memory.hbm);
   const fits = typeof result.fits === "boolean" ? result.fits : hbm === null || total <= hbm;
   return { ...bar, total, hbm, fits, fill: hbm ? total / hbm : null };
+}
+
+/** One plan of per-stage clocks (`dvfs.no_slowdown`, `dvfs.one_percent`). */
+export interface ClockPlan {
+  key: string;
+  label: string;
+  /** Clock of each pipeline stage, as a fraction of the base clock (0…1]. */
+  clocks: number[];
+  /** Step-time slowdown the plan costs, 0…1. */
+  slowdown: number;
+  /** Share of the cards' energy per step it saves, 0…1. */
+  saved: number;
+}
+
+export interface DvfsFigure {
+  stages: number;
+  plans: ClockPlan[];
+}
+
+const DVFS_PLANS: readonly [string, string][] = [
+  ["no_slowdown", "no slowdown"],
+  ["one_percent", "≤ 1 % slowdown"],
+];
+
+/**
+ * The per-stage clock plans of a `training` result (`dvfs`, from
+ * simulation/training/step.py), or null without a pipeline to plan (one stage).
+ */
+export function dvfsFigure(result: unknown): DvfsFigure | null {
+  if (!isObj(result) || !isObj(result.dvfs)) return null;
+  const stages = num(result.dvfs.stages);
+  if (stages === null || stages < 2) return null;
+  const plans: ClockPlan[] = [];
+  for (const [key, label] of DVFS_PLANS) {
+    const plan = result.dvfs[key];
+    if (!isObj(plan) || !Array.isArray(plan.clocks)) continue;
+    const clocks = plan.clocks.map(num);
+    const slowdown = num(plan.slowdown);
+    const saved = num(plan.card_energy_saved_fraction);
+    if (clocks.some((c) => c === null) || slowdown === null || saved === null) continue;
+    plans.push({ key, label, clocks: clocks as number[], slowdown, saved });
+  }
+  return plans.length ? { stages, plans } : null;
 }
 
 /** A configuration of a search (an entry of `best` or `pareto`). */

@@ -3,8 +3,9 @@
  * the stacked step-time bar, the memory bar against the card's HBM, the Pareto
  * scatter (uPlot: step time against energy per step, one colour per card count)
  * and the best-configurations table whose rows have an "open this
- * configuration" button. Bars are plain elements sized in percent (one bar
- * needs no chart library); every element carries a data-testid.
+ * configuration" button; the per-stage clocks of a pipeline (DVFS) as one bar per
+ * stage with the energy each plan saves. Bars are plain elements sized in percent
+ * (one bar needs no chart library); every element carries a data-testid.
  */
 import uPlot from "uplot";
 
@@ -14,6 +15,7 @@ import {
   bestConfigs,
   bestTable,
   breakdownBar,
+  dvfsFigure,
   memoryBar,
   paretoScatter,
   rejectedRows,
@@ -84,6 +86,45 @@ export function renderMemory(result: unknown): HTMLElement | null {
     { class: `tw-training-part${bar.fits ? "" : " tw-over"}` },
     h("h4", {}, bar.fits ? head : `${head} — does not fit`),
     box,
+  );
+}
+
+/**
+ * Per-stage clocks (DVFS): for each plan, the energy the cards save and the slowdown
+ * it costs, and one bar per stage as tall as its clock (the base clock: full height).
+ */
+export function renderDvfs(result: unknown): HTMLElement | null {
+  const figure = dvfsFigure(result);
+  if (!figure) return null;
+  const plans = figure.plans.map((plan) => {
+    const bars = h("div", { class: "tw-clocks", "data-testid": `training-dvfs-${plan.key}` });
+    plan.clocks.forEach((clock, i) => {
+      bars.append(
+        h("span", {
+          class: "tw-clock",
+          "data-clock": String(clock),
+          title: `stage ${i + 1}: ${formatNumber(100 * clock, 3)} % of the base clock`,
+          style: `height:${Math.max(2, Math.min(100, 100 * clock)).toFixed(1)}%`,
+        }),
+      );
+    });
+    return h(
+      "div",
+      { class: "tw-clock-plan" },
+      h(
+        "p",
+        { "data-testid": `training-dvfs-${plan.key}-saved` },
+        `${plan.label}: cards' energy −${formatNumber(100 * plan.saved, 3)} %, ` +
+          `step +${formatNumber(100 * plan.slowdown, 3)} %`,
+      ),
+      bars,
+    );
+  });
+  return h(
+    "section",
+    { class: "tw-training-part", "data-testid": "training-dvfs" },
+    h("h4", {}, `Per-stage clocks (DVFS), ${figure.stages} pipeline stages`),
+    ...plans,
   );
 }
 
@@ -192,7 +233,7 @@ export function renderTrainingResult(
   box.dataset.kind = kind;
   let plot: uPlot | null = null;
   if (kind === "training") {
-    for (const part of [renderBreakdown(result), renderMemory(result)]) if (part) box.append(part);
+    for (const part of [renderBreakdown(result), renderMemory(result), renderDvfs(result)]) if (part) box.append(part);
   } else {
     const best = bestConfigs(result);
     const chart = h("div", { class: "tw-chart", "data-testid": "training-pareto" });

@@ -314,6 +314,17 @@ def step_rows(step: Mapping[str, Any]) -> list[tuple[str, str]]:
     for part, seconds in (step.get("breakdown") or {}).items():
         if seconds:
             out.append((f"  {part}", f"{fmt(seconds)} s"))
+    dvfs = step.get("dvfs") or {}
+    if (dvfs.get("stages") or 0) > 1:
+        for key, label in (("no_slowdown", "no slowdown"), ("one_percent", "≤ 1 % slowdown")):
+            plan = dvfs.get(key) or {}
+            if not plan:
+                continue
+            clocks = ", ".join(f"{100 * c:.0f}" for c in plan.get("clocks") or [])
+            out.append((f"per-stage clocks, {label}",
+                        f"cards' energy −{fmt(100 * plan.get('card_energy_saved_fraction', 0))} %"
+                        f", step +{fmt(100 * plan.get('slowdown', 0))} % (clocks {clocks} % "
+                        f"of base)"))
     return out
 
 
