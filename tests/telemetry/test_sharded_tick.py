@@ -242,3 +242,52 @@ def test_shards_run_as_celery_tasks_on_the_worker(celery_worker, transactional_d
     assert int(racks["count"].sum()) == n and racks["reporting"].sum() == n
     assert (state.health(cid) == state.HEALTH_CODES["ok"]).all()
     assert not r.exists(keys.tick_lock(cid))
+
+
+def test_readings_waiting_on_the_stream_are_not_silence(twins, fake_clock, settings):
+    """Staleness allows for the ingest lag (``tickparts`` docstring), sharded or not:
+    a card whose reading is older than ``stale_after_s`` is not stale while a batch
+    that old still waits to be applied, and is once the stream has drained."""
+    from twin.telemetry.config import conf
+
+    start = fake_clock[0]
+    n = 3 * SN
+    half = np.arange(0, n, 2)
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
+        assert processing.tick(cid, force=True)
+    for cid in twins.values():  # half the cards' next readings, still on the stream
+        lay = state.layout(cid)
+        waiting = Batch(cluster_id=cid, version=lay.version, ts=start + 1.0,
+                        metric_idx=np.array([METRIC_INDEX["gpu_util"]], np.uint8),
+                        values=np.full((1, len(half)), 55.0, np.float32),
+                        ordinals=half.astype(np.int32))
+        assert enqueue(waiting, agent_id=None, seq=None).status == "queued"
+    r = state.redis_client()
+    server_time = r.time()
+    time.sleep(1.5)  # the oldest waiting batch is now >= 1.5 s old on Redis's clock
+    assert tickparts.ingest_lag_s(r.time(), r.xrange(keys.stream(), count=1)) >= 1.5
+    assert tickparts.stream_age_s(server_time, []) == 0.0
+    fake_clock[0] = start + conf().stale_after_s + 1.0  # silent 1 s past the threshold
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        assert processing.tick(cid, force=True)
+        assert set(state.health(cid).tolist()) == {state.HEALTH_CODES["ok"]}, name
+        assert not Alert.objects.filter(cluster_id=cid).exists(), name
+    drain_now()  # the batch applied: half the cards are fresh, the other half silent
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        assert processing.tick(cid, force=True)
+        health = state.health(cid)
+        assert (health[half] == state.HEALTH_CODES["ok"]).all(), name
+        assert (np.delete(health, half) == state.HEALTH_CODES["stale"]).all(), name
+    _assert_same(_snapshot(twins["whole"]), _snapshot(twins["split"]))
+
+
+def test_the_lag_allowance_is_capped():
+    now = 1_000_000.0
+    old = [(f"{int((now - 3600) * 1000)}-0".encode(), {})]
+    assert tickparts.stream_age_s((int(now), 0), old) == pytest.approx(3600.0)
+    assert tickparts.ingest_lag_s((int(now), 0), old) == tickparts.LAG_ALLOWANCE_MAX_S
+    assert tickparts.ingest_lag_s((int(now), 500_000), []) == 0.0

@@ -17,7 +17,8 @@ rdma_latency          card    RDMA > 2 µs (seeds)                          warn
 xid                   card    last XID code ≠ 0                            critical
 ecc                   card    uncorrectable ECC errors > 0                 critical
 stale                 card    silent > ``TELEMETRY_STALE_INTERVALS`` ×     warning
-                              ``TELEMETRY_INTERVAL_S`` (its rack is not)
+                              ``TELEMETRY_INTERVAL_S`` + the ingest lag
+                              (``tickparts.ingest_lag_s``; its rack is not)
 rack_silent           rack    every card that reported is stale            warning
 cluster_silent        cluster every card that reported is stale            critical
 util_drop             card    utilization 50 points under its 1-minute     warning

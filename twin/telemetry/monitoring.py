@@ -52,6 +52,7 @@ from prometheus_client.core import (
 
 from twin.telemetry import keys, state
 from twin.telemetry.processing.stream import GROUP
+from twin.telemetry.processing.tickparts import stream_age_s
 
 __all__ = ["families"]
 
@@ -113,8 +114,7 @@ def _redis() -> Iterator[Metric]:
     now = time.time()
     stream = keys.stream()
     length = int(r.xlen(stream)) if r.exists(stream) else 0
-    oldest = r.xrange(stream, count=1) if length else []
-    age = max(now - int(oldest[0][0].split(b"-")[0]) / 1000.0, 0.0) if oldest else 0.0
+    age = stream_age_s(r.time(), r.xrange(stream, count=1)) if length else 0.0
     pending = 0
     if length:
         try:

@@ -230,14 +230,19 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
         if not r.exists(keys.health_db(cid, ver)):  # shards read it in slices
             r.set(keys.health_db(cid, ver), table_health(lay).tobytes(), nx=True)
         now = tickparts.clock()
-        seen_raw, last_cost = r.get(keys.seen(cid, ver)), r.hget(keys.tick_stats(cid), "last")
+        pipe = r.pipeline(transaction=False)
+        pipe.get(keys.seen(cid, ver))
+        pipe.hget(keys.tick_stats(cid), "last")
+        tickparts.queue_lag_probe(pipe)
+        seen_raw, last_cost, server_time, oldest = pipe.execute()
+        lag = tickparts.ingest_lag_s(server_time, oldest)
         if last_cost:
             round_cost[cid] = float(last_cost)
         max_seen = float("nan")
         if seen_raw and len(seen_raw) == 8 * lay.n:
             max_seen = float(np.fmax.reduce(np.frombuffer(seen_raw, "<f8")))
         any_reported = bool(np.isfinite(max_seen))
-        any_fresh = any_reported and now - max_seen <= conf().stale_after_s
+        any_fresh = any_reported and now - max_seen <= conf().stale_after_s + lag
         sample = minute_due(r, lay, now, follow_ups)
         pipe = r.pipeline(transaction=False)
         pipe.delete(keys.tick_round(cid))
@@ -246,7 +251,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
             "bounds": ",".join(str(b) for b, _ in bounds) + f",{bounds[-1][1]}",
             "started": repr(started), "sample": int(sample),
             "silent": int(any_reported and not any_fresh), "any_fresh": int(any_fresh),
-            "any_reported": int(any_reported), "max_seen": repr(max_seen)})
+            "any_reported": int(any_reported), "max_seen": repr(max_seen), "lag": repr(lag)})
         pipe.expire(keys.tick_round(cid), 3600)
         pipe.set(keys.tick_pending(cid, round_id), len(bounds), ex=120)
         # The unsharded tick's damping state goes stale while shards keep their own:
@@ -316,7 +321,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
     pipe.get(keys.ewma_ts(cid, ver))
     raw = pipe.execute()
     cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 1],
-                       raw[N_METRICS + 2], m, now)
+                       raw[N_METRICS + 2], m, now, float(rnd.get("lag", 0.0)))
     fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
     rollups = {level: reduce_groups(fresh_values, sub.groups[level]) for level in SHARD_LEVELS}

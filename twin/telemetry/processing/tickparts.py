@@ -2,8 +2,23 @@
 
 The tick number (``next_seq``), the reading of the cards' state from the raw
 blobs (``CardsRead``: one code path for the whole cluster and for a shard's
-slice, so both see the same freshness, staleness and ages), the utilisation
-EWMA and the publication of alert transitions.
+slice, so both see the same freshness, staleness and ages), the ingest lag
+that staleness allows for (``ingest_lag_s``), the utilisation EWMA and the
+publication of alert transitions.
+
+Why staleness allows for the ingest lag: a card is judged silent from the time
+of its last *applied* reading, and readings wait on the ingest stream until a
+drainer applies them. When the drainers fall behind (an agent starting, a
+burst, a machine too small for its cluster: the million-card run on 2 cores),
+every card whose batch is still waiting would look silent though its agent
+is talking, and rack after rack of ``rack_silent`` alerts opened and closed as
+the backlog moved (13,648 in one benchmark run). So a card is stale only when
+silent past ``stale_after_s`` *plus* the age of the oldest batch still waiting
+— readings we hold but have not applied are not silence — capped at
+:data:`LAG_ALLOWANCE_MAX_S`, so a backlog that never drains cannot hide a dead
+agent for long. The stream is one for every cluster, so one cluster's backlog
+widens every cluster's allowance: the price of one ``XRANGE`` per tick instead
+of a scan of the backlog.
 """
 from __future__ import annotations
 
@@ -21,14 +36,41 @@ from twin.telemetry.config import conf
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.state import ALERT_EVENT, group_name
 
-__all__ = ["EWMA_TAU_S", "UTIL", "CardsRead", "clock", "ewma_alpha", "next_ewma", "next_seq",
-           "publish_alerts", "read_cards"]
+__all__ = ["EWMA_TAU_S", "LAG_ALLOWANCE_MAX_S", "UTIL", "CardsRead", "clock", "ewma_alpha",
+           "ingest_lag_s", "next_ewma", "next_seq", "publish_alerts", "queue_lag_probe",
+           "read_cards", "stream_age_s"]
 
 clock = time.time
 """The ticks' clock (their ``now``); tests replace it to step through alert damping."""
 
 UTIL = METRIC_INDEX["gpu_util"]
 EWMA_TAU_S = 60.0
+
+LAG_ALLOWANCE_MAX_S = 60.0
+"""Most ingest lag that staleness allows for (see the module docstring)."""
+
+
+def stream_age_s(server_time: Any, oldest: Any) -> float:
+    """Age of the oldest entry of a stream, from ``TIME`` and ``XRANGE … COUNT 1``
+    answered by the same Redis: both on the server's clock, so neither the
+    workers' clocks nor a test's ``clock`` enter it. 0 for an empty stream."""
+    if not oldest:
+        return 0.0
+    seconds, micros = server_time
+    entry_ms = int(oldest[0][0].split(b"-")[0])
+    return max(float(seconds) + float(micros) / 1e6 - entry_ms / 1000.0, 0.0)
+
+
+def queue_lag_probe(pipe: Any) -> None:
+    """Queue the two commands ``ingest_lag_s`` reads on ``pipe`` (so the lag costs
+    no round trip of its own)."""
+    pipe.time()
+    pipe.xrange(keys.stream(), count=1)
+
+
+def ingest_lag_s(server_time: Any, oldest: Any) -> float:
+    """The ingest lag staleness allows for: the oldest waiting batch's age, capped."""
+    return min(stream_age_s(server_time, oldest), LAG_ALLOWANCE_MAX_S)
 
 _NEXT_SEQ = """
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -65,9 +107,11 @@ class CardsRead:
 
 
 def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: bytes | None,
-               ewma_raw: bytes | None, n: int, now: float) -> CardsRead:
+               ewma_raw: bytes | None, n: int, now: float, lag_s: float = 0.0) -> CardsRead:
     """Decode the raw blobs (or slices) of ``n`` cards; a blob of the wrong size
-    counts as missing, as a fresh layout's state does."""
+    counts as missing, as a fresh layout's state does. A card is fresh when its
+    last reading is at most ``stale_after_s + lag_s`` old (``lag_s``: the ingest
+    lag, see the module docstring)."""
     values = np.full((N_METRICS, n), np.nan, dtype=np.float32)
     for i in range(N_METRICS):
         raw = metrics[i]
@@ -81,7 +125,7 @@ def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: 
             if ewma_raw and len(ewma_raw) == 4 * n else np.full(n, np.nan))
     reported = np.isfinite(seen)
     age = np.where(reported, now - seen, np.nan)
-    fresh = reported & (age <= conf().stale_after_s)
+    fresh = reported & (age <= conf().stale_after_s + lag_s)
     stale = reported & ~fresh
     return CardsRead(values=values, seen=seen, old_health=old_health, ewma=ewma,
                      reported=reported, fresh=fresh, stale=stale, age=age,

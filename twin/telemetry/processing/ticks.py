@@ -116,11 +116,13 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     pipe.get(keys.ewma(cluster_id, ver))
     pipe.get(keys.health_db(cluster_id, ver))
     pipe.get(keys.ewma_ts(cluster_id, ver))
+    tickparts.queue_lag_probe(pipe)
     raw = pipe.execute()
     now = tickparts.clock()
+    lag = tickparts.ingest_lag_s(raw[N_METRICS + 6], raw[N_METRICS + 7])
     # (old_health: what the CardHealth table reflects; it may lag the live health)
     cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 4],
-                       raw[N_METRICS + 3], n, now)
+                       raw[N_METRICS + 3], n, now, lag)
     alert_state = raw[N_METRICS + 2]
     fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
