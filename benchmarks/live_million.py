@@ -160,9 +160,12 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
     nothing but sharded rounds."""
     import msgpack
     import numpy as np
+    from django.db.models import Count
+    from django.utils import timezone as dj_timezone
 
     from twin.telemetry import keys, processing, state, tasks
     from twin.telemetry.client import AgentClient
+    from twin.telemetry.models import Alert
 
     r = state.redis_client()
     stop = threading.Event()
@@ -252,6 +255,7 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
     time.sleep(warmup)
     cpu0 = {name: cpu_seconds(ps) for name, ps in procs.items()}
     seq0 = state.frame_seq(cluster_id)
+    alerts_since = dj_timezone.now()
     measuring.set()
     t0 = time.perf_counter()
     time.sleep(duration)
@@ -269,6 +273,10 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
             break
         time.sleep(0.05)
     tail = time.perf_counter() - t_stop
+    # Alert churn while measuring (racks going silent and back when ingest lags).
+    opened = dict(Alert.objects.filter(cluster_id=cluster_id, started__gte=alerts_since)
+                  .values_list("rule").annotate(n=Count("id")).order_by())
+    closed = Alert.objects.filter(cluster_id=cluster_id, ended__gte=alerts_since).count()
     cpu = {name: {pid: cpu1[name].get(pid, 0.0) - cpu0[name].get(pid, 0.0)
                   for pid in cpu1[name]} for name in procs}
     lat = [v for x in results for v in x["lat"]]
@@ -293,6 +301,7 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         "backlog_max_entries": max((b for b, _ in backlog), default=0),
         "backlog_mean_entries": statistics.fmean([b for b, _ in backlog]) if backlog else 0,
         "drain_tail_s": tail,
+        "alerts_opened": opened, "alerts_closed": closed,
         "cpu_cores": {name: sum(v.values()) / elapsed for name, v in cpu.items()},
         "cpu_by_process": {name: sorted((round(s / elapsed, 2) for s in v.values() if s > 0.05),
                                         reverse=True) for name, v in cpu.items()},
@@ -421,6 +430,9 @@ def main() -> None:
     print(f"  stream backlog (entries not read)     max {fig['backlog_max_entries']}, mean "
           f"{fig['backlog_mean_entries']:.1f}; drain tail after the load "
           f"{fig['drain_tail_s']:.1f} s")
+    opened = ", ".join(f"{n:,} {rule}" for rule, n in sorted(fig["alerts_opened"].items()))
+    print(f"  alerts opened / closed while measuring {opened or 'none'} / "
+          f"{fig['alerts_closed']:,}")
     met = args.hz >= 1 and fig["ticks_per_s"] >= 0.95 and fig["round_p99_ms"] <= 500
     print(f"  target 1 Hz with tick ≤ 500 ms        {'met' if met else 'NOT met'}")
     if args.json:
