@@ -313,6 +313,9 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 20000
 TELEMETRY_REDIS_PREFIX = os.environ.get("TWIN_TELEMETRY_PREFIX", "tw")
 TELEMETRY_INTERVAL_S = 1.0  # the agents' nominal reporting interval
 TELEMETRY_STALE_INTERVALS = 5  # a card silent this many intervals is stale
+# ... plus the ingest lag, up to this many seconds (0: silence by the clock alone);
+# see twin.telemetry.processing.tickparts.
+TELEMETRY_LAG_ALLOWANCE_MAX_S = float(os.environ.get("TWIN_TELEMETRY_LAG_ALLOWANCE_S", 60))
 # Clusters with more cards tick in shards of at most this many cards, one Celery task
 # each, so several worker processes share a tick (twin.telemetry.processing.shards); 0: never.
 TELEMETRY_TICK_SHARD_CARDS = int(os.environ.get("TWIN_TICK_SHARD_CARDS", 131_072))

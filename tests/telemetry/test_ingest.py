@@ -16,6 +16,7 @@ from django.test import Client
 
 from tests.telemetry.conftest import batches_url, drain_now, metrics_url
 from twin.telemetry import keys, state
+from twin.telemetry.config import conf
 from twin.telemetry.models import TelemetryAgent
 
 DATA = Path(__file__).parent / "data"
@@ -287,6 +288,16 @@ def test_a_full_stream_answers_503_without_consuming_the_sequence(agent, setting
         {"card": c0, "gpu_util": 1}]}).status_code == 202
     busy = post_json(agent["client"], cid, {"seq": 2, "cards": [{"card": c0, "gpu_util": 2}]})
     assert busy.status_code == 503 and busy["Retry-After"] == "1"
+    # the refusal episode is noted from its first refusal, on Redis's clock (the
+    # ticks do not call the refused cards silent: tickparts.ingest_lag_s)
+    r = state.redis_client()
+    first = int(r.get(keys.ingest_refused()))
+    seconds, micros = r.time()
+    assert 0 <= seconds * 1000 + micros // 1000 - first < 5_000
+    assert post_json(agent["client"], cid, {"seq": 2, "cards": [
+        {"card": c0, "gpu_util": 2}]}).status_code == 503
+    assert int(r.get(keys.ingest_refused())) == first
+    assert 0 < r.pttl(keys.ingest_refused()) <= 1000 * conf().stale_after_s
     drain_now()
     retry = post_json(agent["client"], cid, {"seq": 2, "cards": [{"card": c0, "gpu_util": 2}]})
     assert retry.status_code == 202 and retry.json()["duplicate"] is False

@@ -285,9 +285,51 @@ def test_readings_waiting_on_the_stream_are_not_silence(twins, fake_clock, setti
     _assert_same(_snapshot(twins["whole"]), _snapshot(twins["split"]))
 
 
-def test_the_lag_allowance_is_capped():
+def test_the_lag_allowance_is_capped(settings):
     now = 1_000_000.0
     old = [(f"{int((now - 3600) * 1000)}-0".encode(), {})]
     assert tickparts.stream_age_s((int(now), 0), old) == pytest.approx(3600.0)
     assert tickparts.ingest_lag_s((int(now), 0), old) == tickparts.LAG_ALLOWANCE_MAX_S
     assert tickparts.ingest_lag_s((int(now), 500_000), []) == 0.0
+    refused = str(int((now - 7) * 1000)).encode()
+    assert tickparts.ingest_lag_s((int(now), 0), [], refused) == pytest.approx(7.0)
+    settings.TELEMETRY_LAG_ALLOWANCE_MAX_S = 0  # silence by the clock alone
+    assert tickparts.ingest_lag_s((int(now), 0), old, refused) == 0.0
+
+
+def test_readings_refused_as_busy_are_not_silence(twins, fake_clock, settings):
+    """While the ingest path refuses batches (the stream is full, the agents get 503
+    and retry), the cards whose readings it refused are not stale; once the refusal
+    episode is over they are judged as usual."""
+    from twin.telemetry.config import conf
+
+    start = fake_clock[0]
+    n = 3 * SN
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
+        assert processing.tick(cid, force=True)
+    settings.TELEMETRY_MAX_BACKLOG = 0  # full: every batch is refused
+    for cid in twins.values():
+        lay = state.layout(cid)
+        refused = Batch(cluster_id=cid, version=lay.version, ts=start + 1.0,
+                        metric_idx=np.array([METRIC_INDEX["gpu_util"]], np.uint8),
+                        values=np.full((1, n), 55.0, np.float32),
+                        ordinals=np.arange(n, dtype=np.int32))
+        assert enqueue(refused, agent_id=None, seq=None).status == "busy"
+    r = state.redis_client()
+    time.sleep(1.5)  # refusing for >= 1.5 s on Redis's clock, nothing on the stream
+    assert r.xlen(keys.stream()) == 0
+    assert 1.5 <= tickparts.ingest_lag_s(r.time(), [], r.get(keys.ingest_refused())) < 10
+    fake_clock[0] = start + conf().stale_after_s + 1.0
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        assert processing.tick(cid, force=True)
+        assert set(state.health(cid).tolist()) == {state.HEALTH_CODES["ok"]}, name
+        assert not Alert.objects.filter(cluster_id=cid).exists(), name
+    r.delete(keys.ingest_refused())  # the episode over (it expires stale_after_s after)
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        assert processing.tick(cid, force=True)
+        assert set(state.health(cid).tolist()) == {state.HEALTH_CODES["stale"]}, name
+    _assert_same(_snapshot(twins["whole"]), _snapshot(twins["split"]))

@@ -3,10 +3,11 @@
 One Lua script per batch, atomic in Redis: a repeated sequence number of the
 agent is a duplicate (nothing stored), a jump is counted as a gap, 0 or 1 after
 a higher number as a restart; a stream over its backlog (batches or bytes) is
-"busy" without consuming the number, so the agent retries the same batch; else
-the batch is appended and one idle drain slot is claimed for the caller to
-start. The views and the scraper call :func:`enqueue` after :mod:`.ingest` has
-parsed the batch.
+"busy" without consuming the number, so the agent retries the same batch (and
+the first refusal of the episode is noted, ``keys.ingest_refused``: the ticks do
+not call a card silent whose readings we refused); else the batch is appended
+and one idle drain slot is claimed for the caller to start. The views and the
+scraper call :func:`enqueue` after :mod:`.ingest` has parsed the batch.
 
 Sequence numbers are signed 64-bit (0 … 2^63 − 1, ``ingest.MAX_SEQ``), checked
 by the parser before this runs. Redis Lua numbers are doubles, exact only to
@@ -23,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from twin.telemetry import keys, state
+from twin.telemetry.config import conf
 from twin.telemetry.ingest import MAX_SEQ, Batch
 
 __all__ = ["KICK_TTL_MS", "EnqueueResult", "drainers", "enqueue"]
@@ -78,6 +80,9 @@ end
 if ARGV[6] == '1' then
   local queued = tonumber(redis.call('GET', KEYS[3]) or '0')
   if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[3]) or queued >= tonumber(ARGV[7]) then
+    local now = redis.call('TIME')
+    redis.call('SET', KEYS[4], now[1] * 1000 + math.floor(now[2] / 1000), 'NX')
+    redis.call('PEXPIRE', KEYS[4], ARGV[8])
     return {2, last, -1, 0}
   end
 end
@@ -86,9 +91,9 @@ local kick = -1
 if ARGV[6] == '1' then
   redis.call('XADD', KEYS[1], '*', 'p', ARGV[4])
   redis.call('INCRBY', KEYS[3], string.len(ARGV[4]))
-  for i = 4, #KEYS do
+  for i = 5, #KEYS do
     if redis.call('SET', KEYS[i], '1', 'NX', 'PX', ARGV[5]) then
-      kick = i - 4
+      kick = i - 5
       break
     end
   end
@@ -145,12 +150,14 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
 
     def run(known: str) -> tuple[int, bytes | str, int, int]:
         res = script(
-            keys=[keys.stream(), seq_key, keys.stream_bytes(),
+            keys=[keys.stream(), seq_key, keys.stream_bytes(), keys.ingest_refused(),
                   *[keys.drain_kick(i) for i in range(drainers())]],
             args=["" if seq is None else str(seq), known,
                   int(getattr(settings, "TELEMETRY_MAX_BACKLOG", 2000)),
                   payload, KICK_TTL_MS, "1" if has_data else "0",
-                  int(getattr(settings, "TELEMETRY_MAX_BACKLOG_BYTES", 512 * 1024 * 1024))],
+                  int(getattr(settings, "TELEMETRY_MAX_BACKLOG_BYTES", 512 * 1024 * 1024)),
+                  # the refusal episode ends when no batch was refused for this long
+                  int(1000 * conf().stale_after_s)],
         )
         code, last, kick, restart = res
         if isinstance(last, bytes):

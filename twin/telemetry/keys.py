@@ -63,6 +63,7 @@ __all__ = [
     "clusters",
     "deleted",
     "drain_kick",
+    "ingest_refused",
     "ewma",
     "ewma_ts",
     "failing",
@@ -261,6 +262,12 @@ def stream() -> str:
 
 def stream_bytes() -> str:
     return f"{conf().prefix}:ingest:bytes"
+
+
+def ingest_refused() -> str:
+    """Since when (Redis server time, ms) the ingest path has been refusing batches
+    as "busy"; gone once it has accepted for a while (``enqueue``)."""
+    return f"{conf().prefix}:ingest:refused"
 
 
 def ingest_errors() -> str:

@@ -234,8 +234,8 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
         pipe.get(keys.seen(cid, ver))
         pipe.hget(keys.tick_stats(cid), "last")
         tickparts.queue_lag_probe(pipe)
-        seen_raw, last_cost, server_time, oldest = pipe.execute()
-        lag = tickparts.ingest_lag_s(server_time, oldest)
+        seen_raw, last_cost, *probe = pipe.execute()
+        lag = tickparts.ingest_lag_s(*probe)
         if last_cost:
             round_cost[cid] = float(last_cost)
         max_seen = float("nan")

@@ -13,8 +13,12 @@ burst, a machine too small for its cluster: the million-card run on 2 cores),
 every card whose batch is still waiting would look silent though its agent
 is talking, and rack after rack of ``rack_silent`` alerts opened and closed as
 the backlog moved (13,648 in one benchmark run). So a card is stale only when
-silent past ``stale_after_s`` *plus* the age of the oldest batch still waiting
-— readings we hold but have not applied are not silence — capped at
+silent past ``stale_after_s`` *plus* the ingest lag: the age of the oldest batch
+still waiting — readings we hold but have not applied are not silence — or,
+when the stream was full and the ingest path refused batches as "busy" (HTTP
+503, the agent retries), the time since the first refusal of that episode
+(``keys.ingest_refused``, set by ``enqueue``) — readings we refused are not
+silence either; whichever is longer, capped at
 :data:`LAG_ALLOWANCE_MAX_S`, so a backlog that never drains cannot hide a dead
 agent for long. The stream is one for every cluster, so one cluster's backlog
 widens every cluster's allowance: the price of one ``XRANGE`` per tick instead
@@ -37,8 +41,8 @@ from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.state import ALERT_EVENT, group_name
 
 __all__ = ["EWMA_TAU_S", "LAG_ALLOWANCE_MAX_S", "UTIL", "CardsRead", "clock", "ewma_alpha",
-           "ingest_lag_s", "next_ewma", "next_seq", "publish_alerts", "queue_lag_probe",
-           "read_cards", "stream_age_s"]
+           "ingest_lag_s", "lag_allowance_max_s", "next_ewma", "next_seq", "publish_alerts",
+           "queue_lag_probe", "read_cards", "stream_age_s"]
 
 clock = time.time
 """The ticks' clock (their ``now``); tests replace it to step through alert damping."""
@@ -47,7 +51,15 @@ UTIL = METRIC_INDEX["gpu_util"]
 EWMA_TAU_S = 60.0
 
 LAG_ALLOWANCE_MAX_S = 60.0
-"""Most ingest lag that staleness allows for (see the module docstring)."""
+"""Most ingest lag that staleness allows for (see the module docstring), unless
+``settings.TELEMETRY_LAG_ALLOWANCE_MAX_S`` (``TWIN_TELEMETRY_LAG_ALLOWANCE_S``)
+says otherwise; 0 judges silence by the clock alone."""
+
+
+def lag_allowance_max_s() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "TELEMETRY_LAG_ALLOWANCE_MAX_S", LAG_ALLOWANCE_MAX_S))
 
 
 def stream_age_s(server_time: Any, oldest: Any) -> float:
@@ -62,15 +74,23 @@ def stream_age_s(server_time: Any, oldest: Any) -> float:
 
 
 def queue_lag_probe(pipe: Any) -> None:
-    """Queue the two commands ``ingest_lag_s`` reads on ``pipe`` (so the lag costs
+    """Queue the three commands ``ingest_lag_s`` reads on ``pipe`` (so the lag costs
     no round trip of its own)."""
     pipe.time()
     pipe.xrange(keys.stream(), count=1)
+    pipe.get(keys.ingest_refused())
 
 
-def ingest_lag_s(server_time: Any, oldest: Any) -> float:
-    """The ingest lag staleness allows for: the oldest waiting batch's age, capped."""
-    return min(stream_age_s(server_time, oldest), LAG_ALLOWANCE_MAX_S)
+def ingest_lag_s(server_time: Any, oldest: Any, refused_ms: Any = None) -> float:
+    """The ingest lag staleness allows for (the answers of ``queue_lag_probe``): the
+    oldest waiting batch's age or the time since the ingest path began refusing
+    batches, the longer, capped at :func:`lag_allowance_max_s`."""
+    lag = stream_age_s(server_time, oldest)
+    if refused_ms:
+        seconds, micros = server_time
+        now = float(seconds) + float(micros) / 1e6
+        lag = max(lag, now - int(refused_ms) / 1000.0)
+    return min(max(lag, 0.0), lag_allowance_max_s())
 
 _NEXT_SEQ = """
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')

@@ -119,7 +119,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     tickparts.queue_lag_probe(pipe)
     raw = pipe.execute()
     now = tickparts.clock()
-    lag = tickparts.ingest_lag_s(raw[N_METRICS + 6], raw[N_METRICS + 7])
+    lag = tickparts.ingest_lag_s(*raw[N_METRICS + 6:N_METRICS + 9])
     # (old_health: what the CardHealth table reflects; it may lag the live health)
     cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 4],
                        raw[N_METRICS + 3], n, now, lag)
