@@ -28,7 +28,9 @@ In one run:
    ``--warmup`` s (each worker process first builds the 1M-card layout, ≈ 5 s of CPU),
    for ``--duration`` s: every round's time (round start → ``telemetry.tick``
    published, from ``keys.tick_stats``), ticks per second achieved, card-samples
-   accepted per second, the stream backlog, and each process's CPU.
+   accepted per second, the stream backlog, each process's CPU, and the alerts
+   opened and closed (silence while ingest lags). The phase starts from cards that
+   have not reported yet (the ticks-only phase's made-up freshness is dropped).
 
 Target (issue 15 item 6): 1 Hz with the cluster tick ≤ 500 ms.
 """
@@ -247,6 +249,10 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
             time.sleep(0.05)
         results.append({"accepted": 0, "busy": 0, "errors": 0, "late": 0, "lat": []})
 
+    if not ticks_only:
+        # Start from a twin no card has reported to yet: the ticks-only phase's
+        # made-up freshness would otherwise end in a burst of silent racks.
+        r.set(keys.seen(cluster_id, lay.version), np.full(lay.n, np.nan, "<f8").tobytes())
     threads = ([threading.Thread(target=ticker)] if ticks_only else
                [threading.Thread(target=agent, args=(t,)) for t in range(len(tokens))])
     poller = threading.Thread(target=poll)
