@@ -75,6 +75,19 @@ def test_the_scenario_socket_closes_with_4503_when_the_layer_is_away(user):
         async_to_sync(scenario)()
 
 
+def on_layers(layers: dict[str, Any], scenario: Any) -> None:
+    """Run the coroutine function ``scenario`` with ``CHANNEL_LAYERS`` = ``layers``,
+    the process's layer instances made afresh before and after."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    try:
+        with override_settings(CHANNEL_LAYERS=layers):
+            async_to_sync(scenario)()
+    finally:
+        channel_layers.backends.clear()
+
+
 class StuckReceiveLayer(InMemoryChannelLayer):
     """A channel layer as ``channels_redis`` was seen to behave right after a Redis
     restart: joining a group fails on a stale pooled connection, and the receive
@@ -115,14 +128,7 @@ def test_the_close_does_not_wait_for_a_stuck_channel_receive(tiny_cluster, user)
         assert time.monotonic() - started < 2.0  # not after the stuck receive ended
         await comm.wait(timeout=8)
 
-    from channels.layers import channel_layers
-
-    channel_layers.backends.clear()
-    try:
-        with override_settings(CHANNEL_LAYERS=layers):
-            async_to_sync(scenario)()
-    finally:
-        channel_layers.backends.clear()
+    on_layers(layers, scenario)
 
 
 def test_the_first_group_join_after_a_redis_restart_succeeds(tmp_path):
@@ -183,14 +189,7 @@ def closed_by_broken_layer(cluster_id: int, headers: Any, address: str) -> dict[
             seen["raised"] = str(exc)
         seen["close"] = comm.output_queue.get_nowait()
 
-    from channels.layers import channel_layers
-
-    channel_layers.backends.clear()
-    try:
-        with override_settings(CHANNEL_LAYERS=layers):
-            async_to_sync(scenario)()
-    finally:
-        channel_layers.backends.clear()
+    on_layers(layers, scenario)
     return seen
 
 

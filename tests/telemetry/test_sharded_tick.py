@@ -49,17 +49,30 @@ def _mode(settings: Any, sharded: bool) -> None:
     settings.TELEMETRY_TICK_SHARD_CARDS = SN if sharded else 0
 
 
-def _put(cid: int, values: dict[str, np.ndarray], ts: float, ords: np.ndarray) -> None:
+def _batch(cid: int, values: dict[str, np.ndarray], ts: float, ords: np.ndarray) -> Batch:
+    """A batch of ``values`` (full-cluster arrays) for the cards ``ords``."""
     lay = state.layout(cid)
     keys_ = list(values)
-    batch = Batch(cluster_id=cid, version=lay.version, ts=ts,
-                  metric_idx=np.array([METRIC_INDEX[k] for k in keys_], np.uint8),
-                  values=np.array([values[k][ords] for k in keys_], np.float32),
-                  ordinals=ords.astype(np.int32))
-    assert enqueue(batch, agent_id=None, seq=None).status == "queued"
+    return Batch(cluster_id=cid, version=lay.version, ts=ts,
+                 metric_idx=np.array([METRIC_INDEX[k] for k in keys_], np.uint8),
+                 values=np.array([values[k][ords] for k in keys_], np.float32),
+                 ordinals=ords.astype(np.int32))
+
+
+def _put(cid: int, values: dict[str, np.ndarray], ts: float, ords: np.ndarray) -> None:
+    assert enqueue(_batch(cid, values, ts, ords), agent_id=None, seq=None).status == "queued"
     # Close the gate so the drain applies without ticking: the test ticks itself.
     state.redis_client().set(keys.tick_gate(cid), 1, px=60_000)
     drain_now()
+
+
+def _all_report_and_tick(twins: dict[str, int], settings: Any, ts: float) -> None:
+    """Every card of both twins reports at ``ts``; each twin ticks once, in its mode."""
+    n = 3 * SN
+    for name, cid in twins.items():
+        _mode(settings, name == "split")
+        _put(cid, {"gpu_util": np.full(n, 50.0)}, ts, np.arange(n))
+        assert processing.tick(cid, force=True)
 
 
 def _snapshot(cid: int) -> dict[str, Any]:
@@ -168,11 +181,7 @@ def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_cloc
 def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings):
     """The cluster rule runs at the merge, on what the round's start saw of all cards."""
     start = fake_clock[0]
-    n = 3 * SN
-    for name, cid in twins.items():
-        _mode(settings, name == "split")
-        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
-        assert processing.tick(cid, force=True)
+    _all_report_and_tick(twins, settings, start)
     fake_clock[0] = start + 30
     for name, cid in twins.items():
         _mode(settings, name == "split")
@@ -253,16 +262,9 @@ def test_readings_waiting_on_the_stream_are_not_silence(twins, fake_clock, setti
     start = fake_clock[0]
     n = 3 * SN
     half = np.arange(0, n, 2)
-    for name, cid in twins.items():
-        _mode(settings, name == "split")
-        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
-        assert processing.tick(cid, force=True)
+    _all_report_and_tick(twins, settings, start)
     for cid in twins.values():  # half the cards' next readings, still on the stream
-        lay = state.layout(cid)
-        waiting = Batch(cluster_id=cid, version=lay.version, ts=start + 1.0,
-                        metric_idx=np.array([METRIC_INDEX["gpu_util"]], np.uint8),
-                        values=np.full((1, len(half)), 55.0, np.float32),
-                        ordinals=half.astype(np.int32))
+        waiting = _batch(cid, {"gpu_util": np.full(n, 55.0)}, start + 1.0, half)
         assert enqueue(waiting, agent_id=None, seq=None).status == "queued"
     r = state.redis_client()
     server_time = r.time()
@@ -286,10 +288,13 @@ def test_readings_waiting_on_the_stream_are_not_silence(twins, fake_clock, setti
 
 
 def test_the_lag_allowance_is_capped(settings):
+    from twin.telemetry.config import conf
+
     now = 1_000_000.0
     old = [(f"{int((now - 3600) * 1000)}-0".encode(), {})]
     assert tickparts.stream_age_s((int(now), 0), old) == pytest.approx(3600.0)
-    assert tickparts.ingest_lag_s((int(now), 0), old) == tickparts.LAG_ALLOWANCE_MAX_S
+    assert conf().lag_allowance_max_s == 60.0  # the default
+    assert tickparts.ingest_lag_s((int(now), 0), old) == conf().lag_allowance_max_s
     assert tickparts.ingest_lag_s((int(now), 500_000), []) == 0.0
     refused = str(int((now - 7) * 1000)).encode()
     assert tickparts.ingest_lag_s((int(now), 0), [], refused) == pytest.approx(7.0)
@@ -305,17 +310,10 @@ def test_readings_refused_as_busy_are_not_silence(twins, fake_clock, settings):
 
     start = fake_clock[0]
     n = 3 * SN
-    for name, cid in twins.items():
-        _mode(settings, name == "split")
-        _put(cid, {"gpu_util": np.full(n, 50.0)}, start, np.arange(n))
-        assert processing.tick(cid, force=True)
+    _all_report_and_tick(twins, settings, start)
     settings.TELEMETRY_MAX_BACKLOG = 0  # full: every batch is refused
     for cid in twins.values():
-        lay = state.layout(cid)
-        refused = Batch(cluster_id=cid, version=lay.version, ts=start + 1.0,
-                        metric_idx=np.array([METRIC_INDEX["gpu_util"]], np.uint8),
-                        values=np.full((1, n), 55.0, np.float32),
-                        ordinals=np.arange(n, dtype=np.int32))
+        refused = _batch(cid, {"gpu_util": np.full(n, 55.0)}, start + 1.0, np.arange(n))
         assert enqueue(refused, agent_id=None, seq=None).status == "busy"
     r = state.redis_client()
     time.sleep(1.5)  # refusing for >= 1.5 s on Redis's clock, nothing on the stream

@@ -30,11 +30,11 @@ Any other exception that ends an accepted consumer gets a close frame too —
 never the bare TCP drop. An outage need not arrive as one of ``OUTAGE_ERRORS``
 (a CI run saw the live socket dropped without a close frame right after Redis
 was killed: something else ended the consumer, and the client libraries in
-between — channels_redis, redis-py, hiredis — raise errors of their own), so an
-unexpected error is put to the facts: if the channel layer's Redis does not answer a ``PING`` within
-:data:`PROBE_TIMEOUT_S`, it is an outage (4503, reconnect); otherwise it is a
-bug, closed with 1011 ("internal error", the client reconnects as well) and
-raised on for the server's log.
+between — channels_redis, redis-py, hiredis — raise errors of their own), so
+an unexpected error is put to the facts: if the channel layer's Redis does not
+answer a ``PING`` within :data:`PROBE_TIMEOUT_S`, it is an outage (4503,
+reconnect); otherwise it is a bug, closed with 1011 ("internal error", the
+client reconnects as well) and raised on for the server's log.
 """
 from __future__ import annotations
 

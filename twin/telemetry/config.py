@@ -31,6 +31,8 @@ class Conf:
     history_len: int
     history_step_s: float
     tick_min_s: float
+    lag_allowance_max_s: float
+    """Most ingest lag a card's silence is excused for (``processing.tickparts``)."""
 
     @property
     def stale_after_s(self) -> float:
@@ -46,6 +48,7 @@ def conf() -> Conf:
         history_len=int(getattr(s, "TELEMETRY_HISTORY_LEN", 120)),
         history_step_s=float(getattr(s, "TELEMETRY_HISTORY_STEP_S", 1.0)),
         tick_min_s=1.0 / MAX_TICK_HZ,
+        lag_allowance_max_s=float(getattr(s, "TELEMETRY_LAG_ALLOWANCE_MAX_S", 60.0)),
     )
 
 

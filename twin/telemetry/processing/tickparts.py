@@ -19,8 +19,9 @@ when the stream was full and the ingest path refused batches as "busy" (HTTP
 503, the agent retries), the time since the first refusal of that episode
 (``keys.ingest_refused``, set by ``enqueue``) — readings we refused are not
 silence either; whichever is longer, capped at
-:data:`LAG_ALLOWANCE_MAX_S`, so a backlog that never drains cannot hide a dead
-agent for long. The stream is one for every cluster, so one cluster's backlog
+``TELEMETRY_LAG_ALLOWANCE_MAX_S`` (``TWIN_TELEMETRY_LAG_ALLOWANCE_S``, 60 s; 0
+judges silence by the clock alone), so a backlog that never drains cannot hide
+a dead agent for long. The stream is one for every cluster, so one cluster's backlog
 widens every cluster's allowance: the price of one ``XRANGE`` per tick instead
 of a scan of the backlog.
 """
@@ -40,9 +41,9 @@ from twin.telemetry.config import conf
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.state import ALERT_EVENT, group_name
 
-__all__ = ["EWMA_TAU_S", "LAG_ALLOWANCE_MAX_S", "UTIL", "CardsRead", "clock", "ewma_alpha",
-           "ingest_lag_s", "lag_allowance_max_s", "next_ewma", "next_seq", "publish_alerts",
-           "queue_lag_probe", "read_cards", "stream_age_s"]
+__all__ = ["EWMA_TAU_S", "UTIL", "CardsRead", "clock", "ewma_alpha", "ingest_lag_s",
+           "next_ewma", "next_seq", "publish_alerts", "queue_lag_probe", "read_cards",
+           "stream_age_s"]
 
 clock = time.time
 """The ticks' clock (their ``now``); tests replace it to step through alert damping."""
@@ -50,27 +51,19 @@ clock = time.time
 UTIL = METRIC_INDEX["gpu_util"]
 EWMA_TAU_S = 60.0
 
-LAG_ALLOWANCE_MAX_S = 60.0
-"""Most ingest lag that staleness allows for (see the module docstring), unless
-``settings.TELEMETRY_LAG_ALLOWANCE_MAX_S`` (``TWIN_TELEMETRY_LAG_ALLOWANCE_S``)
-says otherwise; 0 judges silence by the clock alone."""
-
-
-def lag_allowance_max_s() -> float:
-    from django.conf import settings
-
-    return float(getattr(settings, "TELEMETRY_LAG_ALLOWANCE_MAX_S", LAG_ALLOWANCE_MAX_S))
-
-
 def stream_age_s(server_time: Any, oldest: Any) -> float:
     """Age of the oldest entry of a stream, from ``TIME`` and ``XRANGE … COUNT 1``
     answered by the same Redis: both on the server's clock, so neither the
     workers' clocks nor a test's ``clock`` enter it. 0 for an empty stream."""
     if not oldest:
         return 0.0
+    return max(_seconds(server_time) - int(oldest[0][0].split(b"-")[0]) / 1000.0, 0.0)
+
+
+def _seconds(server_time: Any) -> float:
+    """Redis ``TIME`` (seconds, microseconds) as seconds."""
     seconds, micros = server_time
-    entry_ms = int(oldest[0][0].split(b"-")[0])
-    return max(float(seconds) + float(micros) / 1e6 - entry_ms / 1000.0, 0.0)
+    return float(seconds) + float(micros) / 1e6
 
 
 def queue_lag_probe(pipe: Any) -> None:
@@ -84,13 +77,11 @@ def queue_lag_probe(pipe: Any) -> None:
 def ingest_lag_s(server_time: Any, oldest: Any, refused_ms: Any = None) -> float:
     """The ingest lag staleness allows for (the answers of ``queue_lag_probe``): the
     oldest waiting batch's age or the time since the ingest path began refusing
-    batches, the longer, capped at :func:`lag_allowance_max_s`."""
+    batches, the longer, capped at ``conf().lag_allowance_max_s``."""
     lag = stream_age_s(server_time, oldest)
     if refused_ms:
-        seconds, micros = server_time
-        now = float(seconds) + float(micros) / 1e6
-        lag = max(lag, now - int(refused_ms) / 1000.0)
-    return min(max(lag, 0.0), lag_allowance_max_s())
+        lag = max(lag, _seconds(server_time) - int(refused_ms) / 1000.0)
+    return min(max(lag, 0.0), conf().lag_allowance_max_s)
 
 _NEXT_SEQ = """
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
