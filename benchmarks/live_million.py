@@ -153,6 +153,18 @@ def cpu_seconds(procs: list[Any]) -> dict[int, float]:
     return out
 
 
+def cpu_around(r: Any) -> dict[str, float]:
+    """CPU seconds so far of Redis (INFO cpu), this process, and the whole machine."""
+    import psutil
+
+    info = r.info("cpu")
+    t = psutil.cpu_times()
+    mine = psutil.Process().cpu_times()
+    return {"redis": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+            "benchmark": mine.user + mine.system,
+            "machine": t.user + t.nice + t.system + t.irq + t.softirq + t.steal}
+
+
 def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, bytes]]],
          tokens: list[str], warmup: float, duration: float,
          procs: dict[str, Any], ticks_only: bool = False, hz: float = 1.0) -> dict[str, Any]:
@@ -260,6 +272,7 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         th.start()
     time.sleep(warmup)
     cpu0 = {name: cpu_seconds(ps) for name, ps in procs.items()}
+    around0 = cpu_around(r)
     seq0 = state.frame_seq(cluster_id)
     alerts_since = dj_timezone.now()
     measuring.set()
@@ -268,6 +281,7 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
     measuring.clear()
     elapsed = time.perf_counter() - t0
     cpu1 = {name: cpu_seconds(ps) for name, ps in procs.items()}
+    around = {k: (v - around0[k]) / elapsed for k, v in cpu_around(r).items()}
     stop.set()
     for th in (*threads, poller):
         th.join()
@@ -309,6 +323,9 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         "drain_tail_s": tail,
         "alerts_opened": opened, "alerts_closed": closed,
         "cpu_cores": {name: sum(v.values()) / elapsed for name, v in cpu.items()},
+        # Redis, this process (the agents or the ticker, and the poller) and the whole
+        # machine (all cores busy, by /proc/stat), in cores over the measured window.
+        "cpu_around": around,
         "cpu_by_process": {name: sorted((round(s / elapsed, 2) for s in v.values() if s > 0.05),
                                         reverse=True) for name, v in cpu.items()},
     }
@@ -431,6 +448,10 @@ def main() -> None:
           f"card-samples per web CPU-second")
     print(f"  worker processes CPU                  {fig['cpu_cores']['worker']:.2f} cores "
           f"(per process: {fig['cpu_by_process']['worker']})")
+    around = fig["cpu_around"]
+    print(f"  Redis / agents (this process) CPU     {around['redis']:.2f} / "
+          f"{around['benchmark']:.2f} cores; the machine {around['machine']:.2f} of "
+          f"{os.cpu_count()} cores busy")
     print(f"  POST p50 / p99                        {fig['post_p50_ms']:.0f} / "
           f"{fig['post_p99_ms']:.0f} ms")
     print(f"  stream backlog (entries not read)     max {fig['backlog_max_entries']}, mean "

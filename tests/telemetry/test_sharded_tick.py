@@ -22,8 +22,8 @@ from twin.telemetry import keys, processing, state
 from twin.telemetry.enqueue import enqueue
 from twin.telemetry.ingest import Batch
 from twin.telemetry.metrics import METRIC_INDEX, METRICS
-from twin.telemetry.models import Alert, CardHealth
-from twin.telemetry.processing import shards, tickparts
+from twin.telemetry.models import Alert, CardHealth, TelemetryMinute
+from twin.telemetry.processing import minutes, shards, tickparts
 from twin.telemetry.processing.follow_ups import FollowUps
 
 SN = 512
@@ -102,7 +102,20 @@ def _snapshot(cid: int) -> dict[str, Any]:
     out["card_health"] = sorted((pos[h.card_id], h.status, h.reasons)
                                 for h in CardHealth.objects.filter(cluster_id=cid))
     r = state.redis_client()
-    out["minute"] = [r.get(keys.minute_acc(cid, lay.version, p)) for p in keys.MINUTE_PARTS]
+    if minutes.by_group(lay):  # float64 sums, added per shard first: compared to rounding
+        out["minute~"] = [np.frombuffer(r.get(keys.minute_acc(cid, lay.version, p)) or b"",
+                                        "<f8") for p in minutes.minute_parts(lay)]
+    else:
+        out["minute"] = [r.get(keys.minute_acc(cid, lay.version, p)) for p in keys.MINUTE_PARTS]
+    groups = {level: {int(g): k for k, g in enumerate(lay.groups[level].ids)}
+              for level in ("cluster", "supernode", "rack")}
+    rows = sorted(
+        (m.minute.timestamp(), m.level, pos[m.object_id] if m.level == "card"
+         else groups[m.level][m.object_id], m.samples, m.draw_w, m.mean, m.max)
+        for m in TelemetryMinute.objects.filter(cluster_id=cid))
+    out["minute_rows"] = [row[:4] for row in rows]
+    out["minute_values~"] = [np.frombuffer(bytes(m) + bytes(x), "<f4").astype(np.float64)
+                             for *_, m, x in rows] + [[row[4] or np.nan for row in rows]]
     return out
 
 
@@ -111,14 +124,22 @@ def _assert_same(whole: dict[str, Any], split: dict[str, Any]) -> None:
     for key, value in whole.items():
         if key.endswith(".sum"):  # added per shard first: equal to float32 rounding
             np.testing.assert_allclose(split[key], value, rtol=1e-6, err_msg=key)
+        elif key.endswith("~"):
+            assert len(split[key]) == len(value), key
+            for a, b in zip(split[key], value, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-6, err_msg=key)
         elif "." in key and not key.endswith(".ts"):  # rollup statistics (NaN = NaN)
             np.testing.assert_array_equal(split[key], value, err_msg=key)
         else:
             assert split[key] == value, key
 
 
-def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_clock, settings):
+@pytest.mark.parametrize("by_group", [False, True], ids=["card-minutes", "group-minutes"])
+def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_clock, settings,
+                                                                by_group):
     settings.TELEMETRY_MINUTE_SAMPLE_S = 5.0
+    # Past TELEMETRY_PERSIST_CARDS_MAX the minute history accumulates per group.
+    settings.TELEMETRY_PERSIST_CARDS_MAX = 1_000 if by_group else 8_192
     healed: dict[str, list[tuple[int, str]]] = {"whole": [], "split": []}
     n = 3 * SN
     rng = np.random.default_rng(7)
@@ -176,6 +197,9 @@ def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_cloc
             "stale", "rack_silent"} <= rules
     assert Alert.objects.filter(cluster_id=twins["split"], ended__isnull=False).exists()
     assert healed["whole"] == healed["split"] and (700, "xid79") in healed["split"]
+    written = TelemetryMinute.objects.filter(cluster_id=twins["split"])
+    assert written.filter(level="rack").exists()  # the script crossed a minute
+    assert written.filter(level="card").exists() is not by_group
 
 
 def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings):

@@ -1,6 +1,7 @@
 """The columnar live state: layout, latest values, history, rollups, ticks, minutes."""
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ from twin.telemetry.enqueue import enqueue
 from twin.telemetry.ingest import Batch
 from twin.telemetry.metrics import METRIC_INDEX
 from twin.telemetry.models import CardHealth, TelemetryMinute
+from twin.telemetry.processing import minutes
 from twin.telemetry.processing.minutes import sample_minute
 
 
@@ -193,6 +195,41 @@ def test_minutes_are_persisted_with_card_and_group_means_and_retention(tiny_clus
     settings.TELEMETRY_RETENTION_DAYS = 0
     assert tasks.cleanup()["minutes"] == kept
     assert not TelemetryMinute.objects.exists()
+
+
+def test_a_large_cluster_keeps_group_minutes_from_group_accumulators(tiny_cluster, settings):
+    """Past ``TELEMETRY_PERSIST_CARDS_MAX`` no card rows are written and the minute
+    accumulates per group: a group's mean is the mean of all its readings in the
+    minute, its draw the mean over samples of its cards' summed power (+ static)."""
+    settings.TELEMETRY_PERSIST_CARDS_MAX = 4  # the 8-card cluster counts as large
+    cid = tiny_cluster["cluster"].pk
+    lay = state.layout(cid)
+    assert minutes.by_group(lay)
+    processing.ensure_state(lay)
+    r = state.redis_client()
+    minute = int(time.time() // 60) - 2
+    t0 = minute * 60 + 1.0
+    values = np.full((len(METRIC_INDEX), 8), np.nan, np.float32)
+    values[METRIC_INDEX["gpu_util"]] = 40.0
+    values[METRIC_INDEX["power_w"]] = 440.0
+    sample_minute(r, lay, values, t0)  # every card
+    values[:, 4:] = np.nan  # then only the first four
+    values[METRIC_INDEX["gpu_util"], :4] = 60.0
+    values[METRIC_INDEX["power_w"], :4] = 460.0
+    sample_minute(r, lay, values, t0 + 10)
+    assert not r.exists(keys.minute_acc(cid, lay.version, "sum"))  # no per-card blobs
+    sample_minute(r, lay, values, t0 + 61)  # next minute: the first is written
+    rows = TelemetryMinute.objects.filter(cluster_id=cid, minute__lt=dt.datetime.fromtimestamp(
+        (minute + 1) * 60, tz=dt.UTC))
+    assert sorted(rows.values_list("level", flat=True)) == ["cluster", "rack", "supernode"]
+    for row in rows:
+        assert row.samples == 8 + 4
+        assert row.mean_values()["gpu_util"] == pytest.approx((8 * 40 + 4 * 60) / 12)
+        assert row.max_values()["gpu_util"] == 60.0 and row.mean_values()["gpu_temp_c"] is None
+    static = lay.groups["rack"].static_w[0]
+    assert rows.get(level="rack").draw_w == pytest.approx((8 * 440 + 4 * 460) / 2 + static)
+    # The finished minute's accumulators are gone; the new minute's hold one sample.
+    assert not r.keys(keys.minute_acc(cid, lay.version, "g.*", minute))
 
 
 def test_a_column_with_many_holes_keeps_the_old_values_in_them(wide):

@@ -67,7 +67,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         return list(Alert.objects.filter(cluster_id=cluster_id, ended__isnull=True)
                     .values_list("rule", "subject", "id"))
 
-    card_pos = {int(cid): k for k, cid in enumerate(lay.card_ids)} if not alert_state else {}
+    card_pos: dict[int, int] = {}  # built on the first card subject (no state: from the DB)
 
     def position_of(level: str, subject: str) -> int | None:
         kind, _, ident = subject.partition(":")
@@ -79,6 +79,8 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
             except KeyError:
                 return None
         if kind == "card":
+            if not card_pos:
+                card_pos.update((int(cid), k) for k, cid in enumerate(lay.card_ids))
             return card_pos.get(int(ident))
         return None
 

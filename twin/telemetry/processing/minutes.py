@@ -4,6 +4,19 @@ Every ``TELEMETRY_MINUTE_SAMPLE_S`` a tick adds the fresh state to the
 current minute's accumulators in Redis; when the minute changes, the finished
 one is renamed aside and written to ``TelemetryMinute`` rows (cards, racks,
 supernodes, the cluster) by ``persist_minute``.
+
+Two kinds of accumulator, by cluster size. Up to ``TELEMETRY_PERSIST_CARDS_MAX``
+cards (8,192) every card keeps its own (sum, max, count per metric: card rows,
+and group rows as the mean of their cards' means). A larger cluster keeps no
+card rows, so it accumulates per *group* instead (``by_group``), from the
+rollups the tick computes anyway: per rack, supernode and the cluster the sum,
+count and max of every metric, the card-samples, and the draw. At a million
+cards the per-card accumulators were a 272 MB read-modify-write every 5 s and a
+272 MB read a minute — ≈ 42 % of the sharded tick's CPU under live load and
+29 % of the workers' (``docs/benchmarks.md``, live_million); the group ones are
+≈ 1/40 of that. A group's minute mean is then the mean of all its readings in
+the minute rather than the mean of its cards' means: the same when every card
+reports in every sample, weighted by readings when some miss samples.
 """
 from __future__ import annotations
 
@@ -17,27 +30,65 @@ from django.conf import settings
 from twin.telemetry import keys
 from twin.telemetry.config import redis_client
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
-from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.aggregate import reduce_groups, reduce_levels
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
-from twin.telemetry.state import Layout, layout
+from twin.telemetry.state import GroupIndex, Layout, layout
 
-__all__ = ["POWER", "add_minute_sample", "finish_minute_sample", "minute_due", "persist_minute",
+__all__ = ["GROUP_LEVELS", "POWER", "add_group_samples", "add_minute_sample", "by_group",
+           "finish_minute_sample", "minute_due", "minute_parts", "persist_minute",
            "sample_minute"]
 
 log = logging.getLogger(__name__)
 
 POWER = METRIC_INDEX["power_w"]
 
+GROUP_LEVELS = ("rack", "supernode", "cluster")
+"""The levels a group accumulator is kept for (``by_group``)."""
+
+_W = 3 * N_METRICS + 3
+"""A group accumulator's row (float64): sum, count and max of every metric, then the
+card-samples, the summed draw of the samples with a power reading, and how many."""
+_SUM, _CNT, _MAX = (slice(k * N_METRICS, (k + 1) * N_METRICS) for k in range(3))
+_CARDS, _DRAW, _DRAW_N = 3 * N_METRICS, 3 * N_METRICS + 1, 3 * N_METRICS + 2
+
+
+def by_group(lay: Layout) -> bool:
+    """Whether ``lay``'s minute history accumulates per group: it has more cards
+    than ``TELEMETRY_PERSIST_CARDS_MAX``, so no card rows are written."""
+    return lay.n > int(getattr(settings, "TELEMETRY_PERSIST_CARDS_MAX", 8_192))
+
+
+def minute_parts(lay: Layout) -> tuple[str, ...]:
+    """The accumulators a finished minute of ``lay`` keeps (``keys.minute_acc`` parts)."""
+    return tuple(f"g.{level}" for level in GROUP_LEVELS) if by_group(lay) else keys.MINUTE_PARTS
+
 
 def sample_minute(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: float,
-                  follow_ups: FollowUps = NO_FOLLOW_UPS) -> None:
+                  follow_ups: FollowUps = NO_FOLLOW_UPS,
+                  rollups: dict[str, np.ndarray] | None = None,
+                  reporting: dict[str, np.ndarray] | None = None) -> None:
     """Every ``TELEMETRY_MINUTE_SAMPLE_S`` add the fresh state to the minute's
     accumulators; when the minute changes, hand the finished one to
-    ``follow_ups.persist_minute`` (or write it here when that queues nothing)."""
+    ``follow_ups.persist_minute`` (or write it here when that queues nothing).
+
+    A cluster kept ``by_group`` adds the tick's ``rollups`` and ``reporting``
+    (per level, as the tick computes them; computed here when not given)."""
     if not minute_due(r, lay, now, follow_ups):
         return
-    add_minute_sample(r, lay, 0, lay.n, fresh_values)
+    if by_group(lay):
+        if rollups is None or reporting is None:
+            rollups = reduce_levels(fresh_values, lay.groups, GROUP_LEVELS)
+            fresh = np.isfinite(fresh_values).any(axis=0)
+            reporting = {lv: _reporting(fresh, lay.groups[lv]) for lv in GROUP_LEVELS}
+        add_group_samples(r, lay, {lv: (0, rollups[lv], reporting[lv]) for lv in GROUP_LEVELS})
+    else:
+        add_minute_sample(r, lay, 0, lay.n, fresh_values)
     finish_minute_sample(r, lay, now)
+
+
+def _reporting(fresh: np.ndarray, index: GroupIndex) -> np.ndarray:
+    fr = fresh[index.perm] if index.perm is not None else fresh
+    return np.add.reduceat(fr.astype(np.int32), index.starts).astype(np.int32)
 
 
 def minute_due(r: redis.Redis, lay: Layout, now: float,
@@ -52,7 +103,7 @@ def minute_due(r: redis.Redis, lay: Layout, now: float,
     current = r.get(keys.minute_acc(cid, ver, "minute"))
     if current is not None and int(current) != int(now // 60):
         pipe = r.pipeline(transaction=True)
-        for part in keys.MINUTE_PARTS:
+        for part in minute_parts(lay):
             done = keys.minute_acc(cid, ver, part, int(current))
             pipe.rename(keys.minute_acc(cid, ver, part), done)
             pipe.expire(done, 3600)
@@ -117,11 +168,44 @@ def add_minute_sample(r: redis.Redis, lay: Layout, start: int, end: int,
     pipe.execute()
 
 
+def add_group_samples(r: redis.Redis, lay: Layout,
+                      parts: dict[str, tuple[int, np.ndarray, np.ndarray]]) -> None:
+    """Add one sample to the group accumulators of a ``by_group`` cluster: for each
+    level, ``(g0, stats, reporting)`` — the rollup of groups ``g0:g0 + G``
+    (``reduce_groups``: (N_METRICS, 5, G)) and their reporting cards. The
+    accumulator is (groups, ``_W``) float64, group-major, so a shard's groups are
+    one GETRANGE and one SETRANGE (a missing blob reads as zeros: nothing yet)."""
+    cid, ver = lay.cluster_id, lay.version
+    row = 8 * _W
+    pipe = r.pipeline(transaction=False)
+    for level, (g0, stats, _) in parts.items():
+        pipe.getrange(keys.minute_acc(cid, ver, f"g.{level}"), row * g0,
+                      row * (g0 + stats.shape[-1]) - 1)
+    raws = pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    for (level, (g0, stats, reporting)), raw in zip(parts.items(), raws, strict=True):
+        g = stats.shape[-1]
+        acc = np.zeros((g, _W), "<f8")
+        if raw and len(raw) == row * g:
+            acc[:] = np.frombuffer(raw, "<f8").reshape(g, _W)
+        count = stats[:, 4, :].T.astype(np.float64)  # (G, N_METRICS)
+        vmax = np.where(acc[:, _CNT] > 0, acc[:, _MAX], np.nan)  # zero padding: no maximum
+        acc[:, _SUM] += np.where(count > 0, stats[:, 3, :].T, 0.0)
+        acc[:, _CNT] += count
+        acc[:, _MAX] = np.fmax(vmax, stats[:, 2, :].T)
+        acc[:, _CARDS] += reporting
+        power = stats[POWER]
+        acc[:, _DRAW] += np.where(power[4] > 0, power[3], 0.0)
+        acc[:, _DRAW_N] += power[4] > 0
+        pipe.setrange(keys.minute_acc(cid, ver, f"g.{level}"), row * g0, acc.tobytes())
+    pipe.execute()
+
+
 def finish_minute_sample(r: redis.Redis, lay: Layout, now: float) -> None:
     """Mark the sample at ``now`` taken (after every card's values were added)."""
     cid, ver = lay.cluster_id, lay.version
     pipe = r.pipeline(transaction=False)
-    for part in keys.MINUTE_PARTS:
+    for part in minute_parts(lay):
         pipe.expire(keys.minute_acc(cid, ver, part), 600)
     pipe.set(keys.minute_acc(cid, ver, "minute"), int(now // 60), ex=600)
     pipe.set(keys.minute_acc(cid, ver, "last"), repr(now), ex=600)
@@ -136,6 +220,8 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
     lay = layout(cluster_id)
     if lay.version != version:
         return 0
+    if by_group(lay):
+        return _persist_groups(r, lay, minute)
     done = [keys.minute_acc(cluster_id, version, p, minute) for p in keys.MINUTE_PARTS]
     raw_sum, raw_max, raw_cnt = r.mget(done)
     n = lay.n
@@ -176,3 +262,33 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
     r.delete(*done)
     return len(rows)
 
+
+
+def _persist_groups(r: redis.Redis, lay: Layout, minute: int) -> int:
+    """``persist_minute`` of a ``by_group`` cluster: group rows from the group
+    accumulators (the mean of all readings, the max, the card-samples, the draw)."""
+    from twin.telemetry.models import TelemetryMinute
+
+    cid, ver = lay.cluster_id, lay.version
+    done = [keys.minute_acc(cid, ver, f"g.{level}", minute) for level in GROUP_LEVELS]
+    stamp = dt.datetime.fromtimestamp(minute * 60, tz=dt.UTC)
+    rows: list[TelemetryMinute] = []
+    for level, raw in zip(GROUP_LEVELS, r.mget(done), strict=True):
+        index = lay.groups[level]
+        if not raw or len(raw) != 8 * _W * len(index.ids):
+            continue
+        acc = np.frombuffer(raw, "<f8").reshape(len(index.ids), _W)
+        cnt = acc[:, _CNT]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(cnt > 0, acc[:, _SUM] / np.maximum(cnt, 1), np.nan)
+            draw = acc[:, _DRAW] / acc[:, _DRAW_N] + index.static_w
+        vmax = np.where(cnt > 0, acc[:, _MAX], np.nan)
+        for g in np.flatnonzero((cnt > 0).any(axis=1)):
+            rows.append(TelemetryMinute(
+                cluster_id=cid, level=level, object_id=int(index.ids[g]), minute=stamp,
+                samples=int(acc[g, _CARDS]), mean=mean[g].astype("<f4").tobytes(),
+                max=vmax[g].astype("<f4").tobytes(),
+                draw_w=float(draw[g]) if acc[g, _DRAW_N] > 0 else None))
+    TelemetryMinute.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+    r.delete(*done)
+    return len(rows)

@@ -63,7 +63,7 @@ from twin.telemetry.alerts import EvalInput, Rule, evaluate
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import tickparts
-from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.aggregate import reduce_levels
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
@@ -75,7 +75,9 @@ from twin.telemetry.processing.health import (
 )
 from twin.telemetry.processing.minutes import (
     POWER,
+    add_group_samples,
     add_minute_sample,
+    by_group,
     finish_minute_sample,
     minute_due,
 )
@@ -324,7 +326,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
                        raw[N_METRICS + 2], m, now, float(rnd.get("lag", 0.0)))
     fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
-    rollups = {level: reduce_groups(fresh_values, sub.groups[level]) for level in SHARD_LEVELS}
+    rollups = reduce_levels(fresh_values, sub.groups, SHARD_LEVELS)
     reporting = {level: np.add.reduceat(fresh.astype(np.int32), sub.groups[level].starts)
                  .astype(np.int32) for level in SHARD_LEVELS}
     racks = sub.groups["rack"]
@@ -360,7 +362,11 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
         card_alerts=card_alerts, key=keys.shard_failing(cid, ver, shard, shards))]
     if failures and not follow_ups.heal(cid, failures):
         handle_failures(failures)
-    if int(rnd["sample"]):
+    if int(rnd["sample"]) and by_group(lay):
+        add_group_samples(r, lay, {
+            level: (int(lay.groups[level].of_card[start]), rollups[level], reporting[level])
+            for level in SHARD_LEVELS})
+    elif int(rnd["sample"]):
         add_minute_sample(r, lay, start, end, fresh_values)
 
     finite = np.isfinite(fresh_values)
@@ -416,6 +422,9 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
         pipe.set(keys.last_tick(cid), repr(now))
         pipe.execute()
         if int(rnd["sample"]):
+            if by_group(lay):
+                fresh = np.array([sum(p["fresh"] for p in parts)], np.int32)
+                add_group_samples(r, lay, {"cluster": (0, cluster[:, :, None], fresh)})
             finish_minute_sample(r, lay, now)
         if victoria.enabled() and lay.n:
             step_ms = max(int(settings.TWIN_VICTORIA_STEP_S * 1000), 1)

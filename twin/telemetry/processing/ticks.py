@@ -34,7 +34,7 @@ from twin.telemetry import bridge, keys, victoria
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import shards, tickparts
-from twin.telemetry.processing.aggregate import reduce_groups
+from twin.telemetry.processing.aggregate import reduce_levels
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
@@ -130,8 +130,8 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     rollups: dict[str, np.ndarray] = {}
     reporting: dict[str, np.ndarray] = {}
     if n:
+        rollups = reduce_levels(fresh_values, lay.groups)  # (N_METRICS, 5, G) per level
         for level, index in lay.groups.items():
-            rollups[level] = reduce_groups(fresh_values, index)  # (N_METRICS, 5, G)
             fr = fresh[index.perm] if index.perm is not None else fresh
             reporting[level] = np.add.reduceat(fr.astype(np.int32), index.starts).astype(
                 np.int32)
@@ -173,7 +173,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
         seen=cards.seen, card_alerts=card_alerts)]
     if failures and not follow_ups.heal(cluster_id, failures):
         handle_failures(failures)
-    sample_minute(r, lay, fresh_values, now, follow_ups)
+    sample_minute(r, lay, fresh_values, now, follow_ups, rollups, reporting)
     victoria.write_tick(r, lay, fresh_values, now, follow_ups)
 
     group = group_name(cluster_id)
