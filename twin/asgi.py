@@ -8,6 +8,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+# No persistent database connections here: every request runs in a thread of its own
+# (asgiref), and their connections would pile up (twin/settings.py, DATABASES).
+os.environ.setdefault("TWIN_DB_CONN_MAX_AGE", "0")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
