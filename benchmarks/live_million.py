@@ -132,11 +132,12 @@ def baseline(cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, bytes]
     return out
 
 
-def start_services(queue: str, workers: int, web_workers: int,
-                   shard_cards: int) -> tuple[str, list[subprocess.Popen]]:
+def start_services(queue: str, workers: int, web_workers: int, shard_cards: int,
+                   apply_on_ingest: bool) -> tuple[str, list[subprocess.Popen]]:
     return seedcluster.start_services(
         queue, workers, web_workers,
-        {"TWIN_TELEMETRY_PREFIX": PREFIX, "TWIN_TICK_SHARD_CARDS": str(shard_cards)},
+        {"TWIN_TELEMETRY_PREFIX": PREFIX, "TWIN_TICK_SHARD_CARDS": str(shard_cards),
+         "TWIN_TELEMETRY_APPLY_ON_INGEST": "1" if apply_on_ingest else "0"},
         log_prefix="million-")
 
 
@@ -340,6 +341,9 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=1, help="uvicorn processes")
     parser.add_argument("--shard-cards", type=int, default=131_072)
     parser.add_argument("--hz", type=float, default=1.0, help="readings per card per second")
+    parser.add_argument("--apply-on-ingest", action="store_true",
+                        help="TWIN_TELEMETRY_APPLY_ON_INGEST=1: the web process writes each "
+                             "batch into the state (no stream, no drains)")
     parser.add_argument("--duration", type=float, default=40.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--baseline-ticks", type=int, default=3)
@@ -371,7 +375,7 @@ def main() -> None:
         tokens = [TelemetryAgent.issue(cluster, f"million-{k}-{PREFIX}")[1]
                   for k in range(args.clients)]
         base_url, procs = start_services(queue, args.workers, args.web_workers,
-                                         args.shard_cards)
+                                         args.shard_cards, args.apply_on_ingest)
         watched = {"web": [psutil.Process(procs[0].pid)],
                    "worker": [psutil.Process(procs[1].pid)]}
         print("ticks only …", flush=True)
@@ -405,7 +409,8 @@ def main() -> None:
           f"{load[2]:.2f} (1/5/15 min, after the run)")
     print(f"shards: {base_fig['shards']} of ≤ {args.shard_cards:,} cards; "
           f"{args.workers} worker processes, {args.web_workers} web process(es), "
-          f"{args.clients} agent threads")
+          f"{args.clients} agent threads; batches "
+          f"{'applied by the web process' if args.apply_on_ingest else 'through the stream'}")
     print()
     print("in this process, nothing else running (median of "
           f"{args.baseline_ticks}):")

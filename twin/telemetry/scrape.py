@@ -39,9 +39,9 @@ def start_due(start_scrape: Callable[[int], Any]) -> int:
     return len(due)
 
 
-def scrape(target_id: int, start_drain: Callable[[int], Any]) -> dict[str, Any]:
-    """Pull one Prometheus endpoint and ingest what it exposes; when the enqueue
-    claims a drain slot, ``start_drain(slot)`` must drain it."""
+def scrape(target_id: int, after_enqueue: Callable[[Any, int], Any]) -> dict[str, Any]:
+    """Pull one Prometheus endpoint and ingest what it exposes; ``after_enqueue(result,
+    cluster_id)`` starts what the enqueue asks for (``tasks.after_enqueue``)."""
     from twin.telemetry import enqueue, prometheus, state
     from twin.telemetry.choices import ScrapeStatusChoices as Status
     from twin.telemetry.models import ScrapeTarget, TelemetryAgent
@@ -67,9 +67,8 @@ def scrape(target_id: int, start_drain: Callable[[int], Any]) -> dict[str, Any]:
     lay = state.layout(target.cluster_id)
     batch = prometheus.batch_from_exposition(samples, lay)
     result = enqueue.enqueue(batch, agent_id=None, seq=None)
-    if result.kicked >= 0:
-        start_drain(result.kicked)
-    accepted = batch.accepted_cards() if result.status == "queued" else 0
+    after_enqueue(result, target.cluster_id)
+    accepted = batch.accepted_cards() if result.status in ("queued", "applied") else 0
     status = Status.OK if not (n_broken or batch.rejected_total) else Status.PARTIAL
     error = ""
     if result.status == "busy":

@@ -22,6 +22,7 @@ from twin.telemetry.processing.follow_ups import FollowUps
 
 __all__ = [
     "FOLLOW_UPS",
+    "after_enqueue",
     "cleanup",
     "dispatch",
     "drain",
@@ -52,6 +53,17 @@ def dispatch(task: Any, *args: Any, countdown: float | None = None) -> bool:
         queue = info.get("routing_key") or None
     task.apply_async(args, countdown=countdown, queue=queue)
     return True
+
+
+def after_enqueue(result: Any, cluster_id: int) -> None:
+    """What follows an ``enqueue.enqueue``: the drain of the slot its script claimed,
+    or, for a batch applied at once (``TELEMETRY_APPLY_ON_INGEST``), a tick."""
+    if result.kicked >= 0:
+        dispatch(drain, result.kicked)
+    if result.status == "applied":
+        from twin.telemetry.processing import schedule_trailing_tick
+
+        schedule_trailing_tick(cluster_id, FOLLOW_UPS)
 
 
 FOLLOW_UPS = FollowUps(
@@ -144,7 +156,7 @@ def scrape_target(target_id: int) -> dict[str, Any]:
     """Pull one Prometheus endpoint and ingest what it exposes."""
     from twin.telemetry import scrape
 
-    return scrape.scrape(target_id, lambda slot: dispatch(drain, slot))
+    return scrape.scrape(target_id, after_enqueue)
 
 
 def _request_notify() -> bool:

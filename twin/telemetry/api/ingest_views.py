@@ -186,7 +186,7 @@ def _record(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
     if result.status == "duplicate":
         updates["duplicates"] = F("duplicates") + 1
     else:
-        if result.status in ("queued", "empty"):
+        if result.status in ("queued", "applied", "empty"):
             updates["samples"] = F("samples") + batch.accepted_cards()
             updates["rejected"] = F("rejected") + batch.rejected_total
         if result.gap:
@@ -226,7 +226,7 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
         if result is None:
             raise  # nothing was queued: the database is down before anything happened
         logger.exception("agent %s: batch queued but its row not updated", auth.agent_id)
-        _kick(result)
+        _kick(result, batch)
         response = _error(503, "the batch is queued but the agent's bookkeeping could not "
                                "be written; resend this batch (same seq): the resend is "
                                "answered as a duplicate and brings the bookkeeping up to "
@@ -238,7 +238,7 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
                                "shortly")
         response["Retry-After"] = "1"
         return response
-    _kick(result)
+    _kick(result, batch)
     duplicate = result.status == "duplicate"
     body = {
         "seq": seq, "duplicate": duplicate, "gap": result.gap, "restart": result.restart,
@@ -252,12 +252,12 @@ def _finish(auth: AgentAuth, seq: int | None, batch: ingest.Batch,
     return JsonResponse(body, status=200 if duplicate else queued_status)
 
 
-def _kick(result: enqueue.EnqueueResult) -> None:
-    """Start the drain task for the slot the script claimed, if any."""
-    if result.kicked >= 0:
-        from twin.telemetry.tasks import dispatch, drain
+def _kick(result: enqueue.EnqueueResult, batch: ingest.Batch) -> None:
+    """Start the drain task for the slot the script claimed, if any; after a batch
+    applied here (``TELEMETRY_APPLY_ON_INGEST``), see that a tick follows."""
+    from twin.telemetry.tasks import after_enqueue
 
-        dispatch(drain, result.kicked)
+    after_enqueue(result, batch.cluster_id)
 
 
 @csrf_exempt

@@ -15,10 +15,12 @@ import redis
 
 from twin.telemetry import keys
 from twin.telemetry.config import conf, redis_client
+from twin.telemetry.ingest import Batch
 from twin.telemetry.metrics import HISTORY_METRICS, METRIC_INDEX, N_METRICS
 from twin.telemetry.state import Layout, layout
 
-__all__ = ["HISTORY_IDX", "MAX_RUNS", "apply_entry", "ensure_state"]
+__all__ = ["HISTORY_IDX", "MAX_RUNS", "apply_arrays", "apply_batch", "apply_entry",
+           "ensure_state"]
 
 log = logging.getLogger(__name__)
 
@@ -142,20 +144,37 @@ def apply_entry(payload: bytes) -> int | None:
     """Write one stream entry into the live state; returns its cluster id
     (None when the layout changed since it was enqueued: its ordinals are void)."""
     d = msgpack.unpackb(payload, raw=False)
-    cluster_id = int(d["c"])
+    midx = np.frombuffer(d["m"], dtype=np.uint8)
+    return apply_arrays(
+        int(d["c"]), d["v"], float(d["t"]), midx,
+        np.frombuffer(d["x"], dtype="<f4").reshape(len(midx), -1), d["s"],
+        None if d["s"] is not None else np.frombuffer(d["o"], dtype="<i4").astype(np.int64),
+        np.frombuffer(d["tc"], dtype="<f8") if d.get("tc") else None)
+
+
+def apply_batch(batch: Batch) -> int | None:
+    """Write a parsed batch into the live state at once, without the stream
+    (``TELEMETRY_APPLY_ON_INGEST``, ``enqueue.enqueue``): as ``apply_entry``."""
+    return apply_arrays(
+        batch.cluster_id, batch.version, batch.ts, batch.metric_idx.astype(np.uint8),
+        np.asarray(batch.values, dtype="<f4"), batch.start,
+        None if batch.start is not None or batch.ordinals is None
+        else batch.ordinals.astype(np.int64), batch.card_ts)
+
+
+def apply_arrays(cluster_id: int, version: str, ts: float, midx: np.ndarray, x: np.ndarray,
+                 start: int | None, ords: np.ndarray | None,
+                 card_ts: np.ndarray | None) -> int | None:
+    """Write the values ``x`` (one row per metric of ``midx``) of the cards ``start …``
+    (or ``ords``) into the live state; returns the cluster id, or None when the
+    layout changed since they were parsed (their ordinals are void)."""
     lay = layout(cluster_id)
-    if lay.version != d["v"]:
+    if lay.version != version:
         log.info("dropping a batch for cluster %s: layout %s replaced by %s", cluster_id,
-                 d["v"], lay.version)
+                 version, lay.version)
         return None
     ensure_state(lay)
-    midx = np.frombuffer(d["m"], dtype=np.uint8)
-    x = np.frombuffer(d["x"], dtype="<f4").reshape(len(midx), -1)
     k = x.shape[1]
-    start = d["s"]
-    ords = None if start is not None else np.frombuffer(d["o"], dtype="<i4").astype(np.int64)
-    ts = float(d["t"])
-    card_ts = np.frombuffer(d["tc"], dtype="<f8") if d.get("tc") else None
     r = redis_client()
     writes = _Writes()
     for row, i in enumerate(midx):
