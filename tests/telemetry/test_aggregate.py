@@ -7,7 +7,12 @@ import warnings
 import numpy as np
 import pytest
 
-from twin.telemetry.processing.aggregate import F32_SUM_MAX, reduce_groups, reduce_levels
+from twin.telemetry.processing.aggregate import (
+    F32_SUM_MAX,
+    reduce_groups,
+    reduce_levels,
+    reduce_levels_and_all,
+)
 from twin.telemetry.state import GroupIndex
 
 
@@ -75,6 +80,14 @@ def test_coarser_levels_from_finer_ones_equal_a_reduction_of_the_cards(rack_card
                                    err_msg=level)
         # and the same as reducing that level from the cards
         np.testing.assert_allclose(got[level], reduce_groups(values, groups[level]), rtol=1e-6)
+    # Over every card, from the coarsest level asked for (what a tick shard adds up).
+    shard_levels = {k: groups[k] for k in ("rack", "supernode")}
+    _, (count, total, vmin, vmax) = reduce_levels_and_all(values, shard_levels)
+    every = _brute(values, np.zeros(n, int))[:, :, 0]
+    np.testing.assert_array_equal(count, every[:, 4])
+    np.testing.assert_allclose(total, every[:, 3], rtol=1e-6)
+    np.testing.assert_array_equal(vmin, every[:, 1].astype(np.float32))
+    np.testing.assert_array_equal(vmax, every[:, 2].astype(np.float32))
 
 
 def test_a_level_that_does_not_nest_is_reduced_from_the_cards():

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
@@ -123,9 +123,17 @@ class EvalInput:
     cluster_silent: bool | None = None
     """Whether the whole cluster is silent, when these cards are only part of it (a
     tick shard, ``processing.shards``); None: judged from these cards."""
+    _silence: tuple[np.ndarray, np.ndarray, bool] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def silence(self) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(rack all silent (racks,), card silent but its rack is not (n,), cluster silent)."""
+        """(rack all silent (racks,), card silent but its rack is not (n,), cluster silent);
+        computed once (two rules ask, and it counts every card)."""
+        if self._silence is None:
+            self._silence = self._count_silence()
+        return self._silence
+
+    def _count_silence(self) -> tuple[np.ndarray, np.ndarray, bool]:
         reported = self.fresh | self.stale
         cluster = (bool(reported.any() and not self.fresh.any()) if self.cluster_silent is None
                    else self.cluster_silent)

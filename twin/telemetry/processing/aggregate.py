@@ -20,7 +20,7 @@ import numpy as np
 
 from twin.telemetry.state import GroupIndex
 
-__all__ = ["F32_SUM_MAX", "reduce_groups", "reduce_levels"]
+__all__ = ["F32_SUM_MAX", "reduce_groups", "reduce_levels", "reduce_levels_and_all"]
 
 F32_SUM_MAX = 256
 """Groups of at most this many cards are summed in float32."""
@@ -41,6 +41,15 @@ def reduce_levels(values: np.ndarray, groups: Mapping[str, GroupIndex],
     A level nests in the next finer one when neither has a permutation and each
     of its groups starts where a finer group starts (the layouts order cards by
     supernode, then rack, so racks → supernodes → the cluster do)."""
+    return reduce_levels_and_all(values, groups, levels)[0]
+
+
+def reduce_levels_and_all(values: np.ndarray, groups: Mapping[str, GroupIndex],
+                          levels: Iterable[str] | None = None
+                          ) -> tuple[dict[str, np.ndarray], _Parts]:
+    """``reduce_levels``, and the count, sum (float64), min and max over all the
+    cards (``(…,)`` each), from the coarsest level's: what a tick shard adds to the
+    cluster's statistics without another pass over its cards."""
     wanted = list(groups if levels is None else levels)
     order = sorted(wanted, key=lambda lv: -len(groups[lv].starts))  # finest first
     out: dict[str, np.ndarray] = {}
@@ -52,7 +61,17 @@ def reduce_levels(values: np.ndarray, groups: Mapping[str, GroupIndex],
             parts = _from_cards(values, index)
         out[level] = _stack(parts)
         finer = (index, parts)
-    return {level: out[level] for level in wanted}
+    if finer is None:
+        every = _from_cards(values, GroupIndex(
+            level="all", ids=np.zeros(1, np.int64), names=[""], of_card=np.zeros(0, np.int32),
+            perm=None, starts=np.zeros(1, np.int64), cards=np.zeros(1, np.int32),
+            budget_w=np.zeros(1), static_w=np.zeros(1)))
+        count, total, vmin, vmax = (p[..., 0] for p in every)
+    else:
+        count, total, vmin, vmax = finer[1]
+        count, total = count.sum(axis=-1, dtype=np.float64), total.sum(axis=-1)
+        vmin, vmax = np.fmin.reduce(vmin, axis=-1), np.fmax.reduce(vmax, axis=-1)
+    return {level: out[level] for level in wanted}, (count, total, vmin, vmax)
 
 
 def _from_cards(values: np.ndarray, index: GroupIndex) -> _Parts:

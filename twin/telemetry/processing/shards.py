@@ -63,7 +63,7 @@ from twin.telemetry.alerts import EvalInput, Rule, evaluate
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import tickparts
-from twin.telemetry.processing.aggregate import reduce_levels
+from twin.telemetry.processing.aggregate import reduce_levels_and_all
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
@@ -326,7 +326,8 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
                        raw[N_METRICS + 2], m, now, float(rnd.get("lag", 0.0)))
     fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
-    rollups = reduce_levels(fresh_values, sub.groups, SHARD_LEVELS)
+    rollups, (count, total, vmin, vmax) = reduce_levels_and_all(fresh_values, sub.groups,
+                                                                SHARD_LEVELS)
     reporting = {level: np.add.reduceat(fresh.astype(np.int32), sub.groups[level].starts)
                  .astype(np.int32) for level in SHARD_LEVELS}
     racks = sub.groups["rack"]
@@ -369,12 +370,11 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
     elif int(rnd["sample"]):
         add_minute_sample(r, lay, start, end, fresh_values)
 
-    finite = np.isfinite(fresh_values)
-    return {
-        "count": finite.sum(axis=1, dtype=np.float64).tobytes(),
-        "sum": np.where(finite, fresh_values, 0.0).sum(axis=1, dtype=np.float64).tobytes(),
-        "min": np.fmin.reduce(fresh_values, axis=1).astype("<f4").tobytes(),
-        "max": np.fmax.reduce(fresh_values, axis=1).astype("<f4").tobytes(),
+    return {  # (this shard's part of the cluster statistics, from its supernodes')
+        "count": count.astype("<f8").tobytes(),
+        "sum": total.astype("<f8").tobytes(),
+        "min": vmin.astype("<f4").tobytes(),
+        "max": vmax.astype("<f4").tobytes(),
         "fresh": int(fresh.sum()),
         "reporting": {level: reporting[level].tobytes() for level in SHARD_LEVELS},
         "transitions": [[t.event, t.alert_id] for t in transitions],

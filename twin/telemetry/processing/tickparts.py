@@ -123,11 +123,10 @@ def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: 
     counts as missing, as a fresh layout's state does. A card is fresh when its
     last reading is at most ``stale_after_s + lag_s`` old (``lag_s``: the ingest
     lag, see the module docstring)."""
-    values = np.full((N_METRICS, n), np.nan, dtype=np.float32)
+    values = np.empty((N_METRICS, n), dtype=np.float32)
     for i in range(N_METRICS):
         raw = metrics[i]
-        if raw and len(raw) == 4 * n:
-            values[i] = np.frombuffer(raw, dtype="<f4")
+        values[i] = np.frombuffer(raw, dtype="<f4") if raw and len(raw) == 4 * n else np.nan
     seen = (np.frombuffer(seen_raw, dtype="<f8") if seen_raw and len(seen_raw) == 8 * n
             else np.full(n, np.nan))
     old_health = (np.frombuffer(health_raw, dtype=np.uint8).copy()
@@ -140,7 +139,8 @@ def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: 
     stale = reported & ~fresh
     return CardsRead(values=values, seen=seen, old_health=old_health, ewma=ewma,
                      reported=reported, fresh=fresh, stale=stale, age=age,
-                     fresh_values=np.where(fresh, values, np.nan))
+                     # (every card fresh, the usual case: the same array, not a copy)
+                     fresh_values=values if fresh.all() else np.where(fresh, values, np.nan))
 
 
 def ewma_alpha(last_ts_raw: bytes | None, now: float) -> float:
