@@ -133,11 +133,12 @@ def baseline(cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, bytes]
 
 
 def start_services(queue: str, workers: int, web_workers: int, shard_cards: int,
-                   apply_on_ingest: bool) -> tuple[str, list[subprocess.Popen]]:
+                   apply_on_ingest: bool, max_tick_hz: float) -> tuple[str, list[subprocess.Popen]]:
     return seedcluster.start_services(
         queue, workers, web_workers,
         {"TWIN_TELEMETRY_PREFIX": PREFIX, "TWIN_TICK_SHARD_CARDS": str(shard_cards),
-         "TWIN_TELEMETRY_APPLY_ON_INGEST": "1" if apply_on_ingest else "0"},
+         "TWIN_TELEMETRY_APPLY_ON_INGEST": "1" if apply_on_ingest else "0",
+         "TWIN_TELEMETRY_MAX_TICK_HZ": repr(max_tick_hz)},
         log_prefix="million-")
 
 
@@ -341,6 +342,9 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=1, help="uvicorn processes")
     parser.add_argument("--shard-cards", type=int, default=131_072)
     parser.add_argument("--hz", type=float, default=1.0, help="readings per card per second")
+    parser.add_argument("--max-tick-hz", type=float, default=2.0,
+                        help="TWIN_TELEMETRY_MAX_TICK_HZ of the services (rounds a second, "
+                             "at most)")
     parser.add_argument("--apply-on-ingest", action="store_true",
                         help="TWIN_TELEMETRY_APPLY_ON_INGEST=1: the web process writes each "
                              "batch into the state (no stream, no drains)")
@@ -375,7 +379,8 @@ def main() -> None:
         tokens = [TelemetryAgent.issue(cluster, f"million-{k}-{PREFIX}")[1]
                   for k in range(args.clients)]
         base_url, procs = start_services(queue, args.workers, args.web_workers,
-                                         args.shard_cards, args.apply_on_ingest)
+                                         args.shard_cards, args.apply_on_ingest,
+                                         args.max_tick_hz)
         watched = {"web": [psutil.Process(procs[0].pid)],
                    "worker": [psutil.Process(procs[1].pid)]}
         print("ticks only …", flush=True)
@@ -410,7 +415,8 @@ def main() -> None:
     print(f"shards: {base_fig['shards']} of ≤ {args.shard_cards:,} cards; "
           f"{args.workers} worker processes, {args.web_workers} web process(es), "
           f"{args.clients} agent threads; batches "
-          f"{'applied by the web process' if args.apply_on_ingest else 'through the stream'}")
+          f"{'applied by the web process' if args.apply_on_ingest else 'through the stream'}"
+          f"; ≤ {args.max_tick_hz:g} rounds a second")
     print()
     print("in this process, nothing else running (median of "
           f"{args.baseline_ticks}):")
@@ -465,7 +471,8 @@ def main() -> None:
     opened = ", ".join(f"{n:,} {rule}" for rule, n in sorted(fig["alerts_opened"].items()))
     print(f"  alerts opened / closed while measuring {opened or 'none'} / "
           f"{fig['alerts_closed']:,}")
-    met = args.hz >= 1 and fig["ticks_per_s"] >= 0.95 and fig["round_p99_ms"] <= 500
+    met = (args.hz >= 1 and fig["ticks_per_s"] >= 0.95 and fig["round_p99_ms"] <= 500
+           and fig["accepted_per_s"] >= 0.95 * n * args.hz)  # and the ingest keeps up
     print(f"  target 1 Hz with tick ≤ 500 ms        {'met' if met else 'NOT met'}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "baseline": base_fig,

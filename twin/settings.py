@@ -324,6 +324,8 @@ TELEMETRY_LAG_ALLOWANCE_MAX_S = float(os.environ.get("TWIN_TELEMETRY_LAG_ALLOWAN
 # Clusters with more cards tick in shards of at most this many cards, one Celery task
 # each, so several worker processes share a tick (twin.telemetry.processing.shards); 0: never.
 TELEMETRY_TICK_SHARD_CARDS = int(os.environ.get("TWIN_TICK_SHARD_CARDS", 131_072))
+# Ticks (or sharded rounds) per cluster per second, at most (twin.telemetry.config).
+TELEMETRY_MAX_TICK_HZ = float(os.environ.get("TWIN_TELEMETRY_MAX_TICK_HZ", 2))
 # Drain slots on the ingest stream: at most this many drain tasks run at once (the web
 # process claims a free slot when it enqueues, twin.telemetry.enqueue; the workers'
 # beat kick walks the same slots), so set it alike in web and workers.

@@ -256,6 +256,19 @@ def test_the_beat_tick_only_ticks_idle_clusters(tiny_cluster):
     assert tasks.tick_all() == 1 and state.frame_seq(cid) > first
 
 
+@pytest.mark.parametrize("hz", [2.0, 1.0])
+def test_ticks_are_at_most_max_tick_hz_a_second(tiny_cluster, settings, hz):
+    """``TELEMETRY_MAX_TICK_HZ``: the gate after a tick is open again after 1/hz s."""
+    settings.TELEMETRY_MAX_TICK_HZ = hz
+    cid = tiny_cluster["cluster"].pk
+    put(cid, {"gpu_util": [50] * 8})
+    r = state.redis_client()
+    r.delete(keys.tick_gate(cid))
+    assert processing.tick(cid) is not None
+    assert processing.tick(cid) is None  # gated
+    assert r.pttl(keys.tick_gate(cid)) == pytest.approx(1000 / hz, abs=100)
+
+
 def test_the_tick_seq_never_goes_back_when_redis_loses_its_counter(tiny_cluster):
     """A Redis restarted without persistence has lost the tick counter: the next
     tick must still be numbered above every frame clients were sent before."""

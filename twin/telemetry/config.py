@@ -18,7 +18,9 @@ from redis.retry import Retry
 __all__ = ["MAX_TICK_HZ", "Conf", "conf", "redis_client"]
 
 MAX_TICK_HZ = 2
-"""Ticks per cluster per second, at most (a Redis gate shared by all workers)."""
+"""Ticks per cluster per second, at most (a Redis gate shared by all workers), unless
+``TELEMETRY_MAX_TICK_HZ`` says otherwise: a million-card cluster whose agents report
+once a second gains nothing from a second round a second but its CPU."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def conf() -> Conf:
         stale_intervals=int(getattr(s, "TELEMETRY_STALE_INTERVALS", 5)),
         history_len=int(getattr(s, "TELEMETRY_HISTORY_LEN", 120)),
         history_step_s=float(getattr(s, "TELEMETRY_HISTORY_STEP_S", 1.0)),
-        tick_min_s=1.0 / MAX_TICK_HZ,
+        tick_min_s=1.0 / float(getattr(s, "TELEMETRY_MAX_TICK_HZ", MAX_TICK_HZ) or MAX_TICK_HZ),
         lag_allowance_max_s=float(getattr(s, "TELEMETRY_LAG_ALLOWANCE_MAX_S", 60.0)),
     )
 
