@@ -232,6 +232,26 @@ def test_a_large_cluster_keeps_group_minutes_from_group_accumulators(tiny_cluste
     assert not r.keys(keys.minute_acc(cid, lay.version, "g.*", minute))
 
 
+def test_minute_rows_written_twice_are_kept_once(tiny_cluster):
+    """``insert_minutes`` (COPY on PostgreSQL, the ORM elsewhere) skips rows already
+    there: a finished minute handed over twice is not an error, the first one stays."""
+    cid = tiny_cluster["cluster"].pk
+    stamp = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    mean = np.full(len(METRIC_INDEX), np.nan, "<f4")
+    mean[METRIC_INDEX["gpu_util"]] = 50.0
+    first = [(cid, "rack", 7, stamp, 40, mean.tobytes(), mean.tobytes(), 12_345.5),
+             (cid, "cluster", cid, stamp, 40, mean.tobytes(), mean.tobytes(), None)]
+    minutes.insert_minutes(first)
+    again = [(cid, "rack", 7, stamp, 1, (mean * 2).tobytes(), mean.tobytes(), 1.0),
+             (cid, "rack", 8, stamp, 3, mean.tobytes(), mean.tobytes(), None)]
+    minutes.insert_minutes(again)
+    rows = {(m.level, m.object_id): m for m in TelemetryMinute.objects.filter(cluster_id=cid)}
+    assert set(rows) == {("rack", 7), ("cluster", cid), ("rack", 8)}
+    kept = rows[("rack", 7)]
+    assert (kept.samples, kept.draw_w, kept.mean_values()["gpu_util"]) == (40, 12_345.5, 50.0)
+    assert kept.minute == stamp and rows[("cluster", cid)].draw_w is None
+
+
 def test_a_column_with_many_holes_keeps_the_old_values_in_them(wide):
     cid = wide["cluster"].pk
     put(cid, {"gpu_util": np.arange(40, dtype=np.float32)})

@@ -34,9 +34,9 @@ from twin.telemetry.processing.aggregate import reduce_groups, reduce_levels
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.state import GroupIndex, Layout, layout
 
-__all__ = ["GROUP_LEVELS", "POWER", "add_group_samples", "add_minute_sample", "by_group",
-           "finish_minute_sample", "minute_due", "minute_parts", "persist_minute",
-           "sample_minute"]
+__all__ = ["GROUP_LEVELS", "POWER", "Row", "add_group_samples", "add_minute_sample", "by_group",
+           "finish_minute_sample", "insert_minutes", "minute_due", "minute_parts",
+           "persist_minute", "sample_minute"]
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +214,6 @@ def finish_minute_sample(r: redis.Redis, lay: Layout, now: float) -> None:
 
 def persist_minute(cluster_id: int, version: str, minute: int) -> int:
     """Write one finished minute (cards, racks, supernodes, cluster) to the database."""
-    from twin.telemetry.models import TelemetryMinute
-
     r = redis_client()
     lay = layout(cluster_id)
     if lay.version != version:
@@ -233,15 +231,13 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(cnt > 0, total / np.maximum(cnt, 1), np.nan).astype(np.float32)
     stamp = dt.datetime.fromtimestamp(minute * 60, tz=dt.UTC)
-    rows: list[TelemetryMinute] = []
+    rows: list[Row] = []
     any_card = (cnt > 0).any(axis=0)
     samples = cnt.max(axis=0)
     if n <= int(getattr(settings, "TELEMETRY_PERSIST_CARDS_MAX", 8_192)):
         for o in np.flatnonzero(any_card):
-            rows.append(TelemetryMinute(
-                cluster_id=cluster_id, level="card", object_id=int(lay.card_ids[o]),
-                minute=stamp, samples=int(samples[o]), mean=mean[:, o].tobytes(),
-                max=vmax[:, o].tobytes()))
+            rows.append((cluster_id, "card", int(lay.card_ids[o]), stamp, int(samples[o]),
+                         mean[:, o].tobytes(), vmax[:, o].tobytes(), None))
     for level, index in lay.groups.items():
         if not n:
             break
@@ -254,11 +250,10 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
             if power[4, g] == 0 and not np.isfinite(gmean[:, g]).any():
                 continue
             draw = float(power[3, g] + index.static_w[g]) if power[4, g] > 0 else None
-            rows.append(TelemetryMinute(
-                cluster_id=cluster_id, level=level, object_id=int(gid), minute=stamp,
-                samples=int(gsamples[g]), mean=gmean[:, g].astype("<f4").tobytes(),
-                max=gmax[:, g].astype("<f4").tobytes(), draw_w=draw))
-    TelemetryMinute.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+            rows.append((cluster_id, level, int(gid), stamp, int(gsamples[g]),
+                         gmean[:, g].astype("<f4").tobytes(),
+                         gmax[:, g].astype("<f4").tobytes(), draw))
+    insert_minutes(rows)
     r.delete(*done)
     return len(rows)
 
@@ -267,12 +262,10 @@ def persist_minute(cluster_id: int, version: str, minute: int) -> int:
 def _persist_groups(r: redis.Redis, lay: Layout, minute: int) -> int:
     """``persist_minute`` of a ``by_group`` cluster: group rows from the group
     accumulators (the mean of all readings, the max, the card-samples, the draw)."""
-    from twin.telemetry.models import TelemetryMinute
-
     cid, ver = lay.cluster_id, lay.version
     done = [keys.minute_acc(cid, ver, f"g.{level}", minute) for level in GROUP_LEVELS]
     stamp = dt.datetime.fromtimestamp(minute * 60, tz=dt.UTC)
-    rows: list[TelemetryMinute] = []
+    rows: list[Row] = []
     for level, raw in zip(GROUP_LEVELS, r.mget(done), strict=True):
         index = lay.groups[level]
         if not raw or len(raw) != 8 * _W * len(index.ids):
@@ -283,12 +276,52 @@ def _persist_groups(r: redis.Redis, lay: Layout, minute: int) -> int:
             mean = np.where(cnt > 0, acc[:, _SUM] / np.maximum(cnt, 1), np.nan)
             draw = acc[:, _DRAW] / acc[:, _DRAW_N] + index.static_w
         vmax = np.where(cnt > 0, acc[:, _MAX], np.nan)
+        means, maxes = mean.astype("<f4"), vmax.astype("<f4")
         for g in np.flatnonzero((cnt > 0).any(axis=1)):
-            rows.append(TelemetryMinute(
-                cluster_id=cid, level=level, object_id=int(index.ids[g]), minute=stamp,
-                samples=int(acc[g, _CARDS]), mean=mean[g].astype("<f4").tobytes(),
-                max=vmax[g].astype("<f4").tobytes(),
-                draw_w=float(draw[g]) if acc[g, _DRAW_N] > 0 else None))
-    TelemetryMinute.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+            rows.append((cid, level, int(index.ids[g]), stamp, int(acc[g, _CARDS]),
+                         means[g].tobytes(), maxes[g].tobytes(),
+                         float(draw[g]) if acc[g, _DRAW_N] > 0 else None))
+    insert_minutes(rows)
     r.delete(*done)
     return len(rows)
+
+
+Row = tuple[int, str, int, dt.datetime, int, bytes, bytes, float | None]
+"""A ``TelemetryMinute`` row: cluster, level, object id, minute, samples, mean, max, draw."""
+
+_COLUMNS = "cluster_id, level, object_id, minute, samples, mean, max, draw_w"
+
+
+def insert_minutes(rows: list[Row]) -> None:
+    """Insert minute rows, skipping any already there (a minute written twice).
+
+    On PostgreSQL by COPY into a temporary table and one INSERT … ON CONFLICT DO
+    NOTHING: a million-card cluster's minute is ≈ 28,700 group rows, which the
+    ORM's ``bulk_create`` took 5.2 s of a worker's CPU to write — once a minute,
+    the slow tick rounds of ``live_million`` (``docs/benchmarks.md``)."""
+    from django.db import connection, transaction
+
+    from twin.telemetry.models import TelemetryMinute
+
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        TelemetryMinute.objects.bulk_create(
+            [TelemetryMinute(cluster_id=c, level=lv, object_id=o, minute=m, samples=n,
+                             mean=mean, max=mx, draw_w=d)
+             for c, lv, o, m, n, mean, mx, d in rows], batch_size=2000, ignore_conflicts=True)
+        return
+    table = connection.ops.quote_name(TelemetryMinute._meta.db_table)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # (ON COMMIT DROP happens at the outermost commit: inside a longer transaction
+        # the table of an earlier call is still there)
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.twin_minute_load")
+        cursor.execute("CREATE TEMP TABLE twin_minute_load (cluster_id bigint, "
+                       "level varchar(10), object_id bigint, minute timestamptz, "
+                       "samples integer, mean bytea, max bytea, draw_w double precision) "
+                       "ON COMMIT DROP")
+        with cursor.cursor.copy(f"COPY twin_minute_load ({_COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {table} ({_COLUMNS}) SELECT {_COLUMNS} "
+                       f"FROM twin_minute_load ON CONFLICT DO NOTHING")
