@@ -508,7 +508,8 @@ def test_victoria_accepts_its_flags(services, tmp_path):
 
 # Settings that web and the workers must agree on (web claims drain slots when it
 # enqueues; the workers drain, shard the tick and write the history).
-MILLION_SIZING = ("TWIN_TICK_SHARD_CARDS", "TWIN_TELEMETRY_DRAINERS", "TWIN_VICTORIA_STEP_S")
+MILLION_SIZING = ("TWIN_TICK_SHARD_CARDS", "TWIN_TELEMETRY_DRAINERS", "TWIN_VICTORIA_STEP_S",
+                  "TWIN_TELEMETRY_APPLY_ON_INGEST", "TWIN_TELEMETRY_MAX_TICK_HZ")
 
 
 @pytest.fixture(scope="module")
@@ -563,20 +564,23 @@ def test_million_sizing_is_one_in_every_app_service_and_read_by_the_settings(
     assert all(values == first for values in sizing.values()), sizing
 
     probe = ("import json\nfrom django.conf import settings as s\n"
-             "from twin.telemetry.enqueue import drainers\n"
+             "from twin.telemetry.config import conf\n"
+             "from twin.telemetry.enqueue import apply_on_ingest, drainers\n"
              "from twin.telemetry.processing.shards import shard_cards\n"
              "print(json.dumps([s.TELEMETRY_TICK_SHARD_CARDS, shard_cards(), drainers(),"
-             " s.TWIN_VICTORIA_STEP_S]))\n")
+             " s.TWIN_VICTORIA_STEP_S, apply_on_ingest(), conf().tick_min_s]))\n")
     env = {k: interpolate(v, DOTENV) for k, v in environment_of(million_services["web"]).items()}
     base = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "twin.settings",
             "TWIN_VAR_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    shard, used_shard, drain_slots, step = json.loads(result.stdout)
+    shard, used_shard, drain_slots, step, applied, tick_min_s = json.loads(result.stdout)
     assert shard == used_shard == int(first["TWIN_TICK_SHARD_CARDS"])
     assert drain_slots == int(first["TWIN_TELEMETRY_DRAINERS"])
     assert step == float(first["TWIN_VICTORIA_STEP_S"])
+    assert applied is (first["TWIN_TELEMETRY_APPLY_ON_INGEST"] == "1") is True
+    assert tick_min_s == 1 / float(first["TWIN_TELEMETRY_MAX_TICK_HZ"]) == 1.0
 
 
 def test_million_preset_ticks_in_shards_beside_its_drains(million_services):

@@ -7,7 +7,9 @@ a higher number as a restart; a stream over its backlog (batches or bytes) is
 the first refusal of the episode is noted, ``keys.ingest_refused``: the ticks do
 not call a card silent whose readings we refused); else the batch is appended
 and one idle drain slot is claimed for the caller to start. The views and the
-scraper call :func:`enqueue` after :mod:`.ingest` has parsed the batch.
+scraper call :func:`enqueue` after :mod:`.ingest` has parsed the batch. With
+``TELEMETRY_APPLY_ON_INGEST`` the script only takes the sequence number and the
+batch is written into the state by the calling process (see :func:`enqueue`).
 
 Sequence numbers are signed 64-bit (0 … 2^63 − 1, ``ingest.MAX_SEQ``), checked
 by the parser before this runs. Redis Lua numbers are doubles, exact only to
