@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 
 POWER = METRIC_INDEX["power_w"]
 
+Row = tuple[int, str, int, dt.datetime, int, bytes, bytes, float | None]
+"""A ``TelemetryMinute`` row: cluster, level, object id, minute, samples, mean, max, draw."""
+
+_COLUMNS = "cluster_id, level, object_id, minute, samples, mean, max, draw_w"
+
+
 GROUP_LEVELS = ("rack", "supernode", "cluster")
 """The levels a group accumulator is kept for (``by_group``)."""
 
@@ -284,12 +290,6 @@ def _persist_groups(r: redis.Redis, lay: Layout, minute: int) -> int:
     insert_minutes(rows)
     r.delete(*done)
     return len(rows)
-
-
-Row = tuple[int, str, int, dt.datetime, int, bytes, bytes, float | None]
-"""A ``TelemetryMinute`` row: cluster, level, object id, minute, samples, mean, max, draw."""
-
-_COLUMNS = "cluster_id, level, object_id, minute, samples, mean, max, draw_w"
 
 
 def insert_minutes(rows: list[Row]) -> None:
