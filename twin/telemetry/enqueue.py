@@ -154,9 +154,9 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
     With ``apply_on_ingest()`` the script only checks and takes the sequence
     number, and the batch is written into the live state here ("applied"; the
     caller must see that a tick follows: ``processing.schedule_trailing_tick``).
-    A 65,536-card batch then costs ≈ 25 ms of CPU (this process and Redis)
-    instead of ≈ 60 through the stream (its 6.8 MB copied into the script, the
-    stream, a worker and back: ``docs/benchmarks.md``, live_million), at the price
+    A 65,536-card batch then costs ≈ 18 ms of CPU (this process and Redis)
+    instead of ≈ 51 through the stream (its 6.8 MB copied into the script, the
+    stream, a worker and back: ``benchmarks/ingest_paths.py``), at the price
     of the stream's buffer: no backpressure ("busy") and no queue while workers
     are away (the state is written without them; only ticks wait). Should the
     write fail, the sequence number is given back, so the agent's retry of the
