@@ -18,6 +18,10 @@ In this process, nothing else running, on the ``live-million`` cluster (or
    rack, supernode and cluster rows): ``TelemetryMinute.objects.bulk_create`` (what
    ``persist_minute`` did) against ``minutes.insert_minutes`` (COPY on PostgreSQL).
    Baseline: the ORM.
+3. **A tick shard's rollups** (131,072 cards, racks and supernodes, 26 metrics):
+   each level reduced from the cards (``reduce_groups``, what the shards did)
+   against ``reduce_levels`` (supernodes from the racks, racks summed in float32).
+   Baseline: level by level.
 """
 from __future__ import annotations
 
@@ -170,6 +174,47 @@ def main() -> None:
     ratio = (statistics.median(c for _, c in times[True])
              / statistics.median(c for _, c in times[False]))
     print(f"minute ratio ORM / insert_minutes (CPU): {ratio:.2f}x")
+    rollups(cid, args.repeat)
+
+
+def rollups(cluster_id: int, repeat: int) -> None:
+    """Part 3: one tick shard's rollups, level by level against nested."""
+    import numpy as np
+
+    from twin.telemetry import state
+    from twin.telemetry.processing import shards
+    from twin.telemetry.processing.aggregate import reduce_groups, reduce_levels
+
+    lay = state.layout(cluster_id)
+    start, end = (shards.plan(lay) or [(0, lay.n)])[0]
+    sub = shards.shard_layout(lay, start, end)
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0, 700, (26, end - start)).astype(np.float32)
+    values[:, rng.random(end - start) < 0.05] = np.nan
+    levels = ("rack", "supernode")
+
+    def each() -> dict[str, np.ndarray]:
+        return {lv: reduce_groups(values, sub.groups[lv]) for lv in levels}
+
+    def nested() -> dict[str, np.ndarray]:
+        return reduce_levels(values, sub.groups, levels)
+
+    took = {}
+    for name, fn in (("each level from the cards", each), ("reduce_levels", nested)):
+        fn()
+        samples = []
+        for _ in range(max(repeat, 5)):
+            t = time.process_time()
+            fn()
+            samples.append(time.process_time() - t)
+        took[name] = statistics.median(samples)
+        print(f"rollup {name:42s} {end - start:,} cards: {took[name] * 1000:6.1f} ms CPU")
+    a, b = each(), nested()
+    worst = max(float(np.nanmax(np.abs(a[lv] - b[lv]) / np.maximum(np.abs(a[lv]), 1e-9)))
+                for lv in levels)
+    print(f"rollup ratio level by level / reduce_levels: "
+          f"{took['each level from the cards'] / took['reduce_levels']:.2f}x "
+          f"(largest relative difference {worst:.1e})")
 
 
 if __name__ == "__main__":

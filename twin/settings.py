@@ -331,8 +331,9 @@ TELEMETRY_MAX_TICK_HZ = float(os.environ.get("TWIN_TELEMETRY_MAX_TICK_HZ", 2))
 # beat kick walks the same slots), so set it alike in web and workers.
 TELEMETRY_DRAINERS = int(os.environ.get("TWIN_TELEMETRY_DRAINERS", 2))
 # The web (or scrape) process writes each batch into the live state itself instead of
-# queuing it on the stream for a worker: ~2.8x less CPU per batch (benchmarks/ingest_paths.py), no queue while the
-# workers are away, no backpressure (twin.telemetry.enqueue). For the largest clusters.
+# queuing it on the stream for a worker: ~2.6-2.9x less CPU per batch
+# (benchmarks/ingest_paths.py), no queue while the workers are away, no backpressure
+# (twin.telemetry.enqueue). For the largest clusters.
 TELEMETRY_APPLY_ON_INGEST = env_bool("TWIN_TELEMETRY_APPLY_ON_INGEST")
 TELEMETRY_RETENTION_DAYS = int(os.environ.get("TWIN_TELEMETRY_RETENTION_DAYS", 7))
 TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE

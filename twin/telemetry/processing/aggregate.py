@@ -7,10 +7,10 @@ live_million). Racks nest in supernodes and supernodes in the cluster, so
 ``reduce_levels`` reduces the cards once, to the finest level, and each coarser
 level from the finer one's count, sum, min and max — exact for count, min and
 max, and for the sum a float64 sum of float64 sums. Small groups (racks) are
-summed in float32, three times faster than in float64 and, over at most
-``F32_SUM_MAX`` values of a few significant digits, within float32 rounding of
-it; larger groups in float64 (a sequential float32 sum over a million cards
-would drift by percents).
+summed in float32 (faster than float64 and, over at most ``F32_SUM_MAX`` values of a
+few significant digits, within float32 rounding of it; a shard's rollups take 1.76×
+less CPU, ``benchmarks/ingest_paths.py``); larger groups in float64 (a sequential
+float32 sum over a million cards would drift by percents).
 """
 from __future__ import annotations
 
