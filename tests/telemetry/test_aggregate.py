@@ -110,3 +110,8 @@ def test_a_million_card_sum_keeps_float64_precision():
     got = reduce_groups(values, _index("cluster", np.zeros(n, int)))
     assert got[0, 3, 0] == pytest.approx(float(np.float32(700.1)) * n, rel=1e-7)
     assert got[0, 0, 0] == pytest.approx(700.1, rel=1e-6)
+
+
+def test_no_level_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least one level"):
+        reduce_levels_and_all(np.zeros((1, 4), np.float32), {}, [])

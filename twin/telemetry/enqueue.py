@@ -168,9 +168,10 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
     r = state.redis_client()
     has_data = batch.accepted_values() > 0
     direct = has_data and apply_on_ingest()
+    queued = has_data and not direct
     seq_key = keys.agent_seq(agent_id) if (agent_id is not None and seq is not None) else "-"
     script = _enqueue_script(r)
-    payload = batch.payload(agent_id) if has_data and not direct else b""
+    payload = batch.payload(agent_id) if queued else b""
     known = "?" if callable(last_known_seq) else _known(last_known_seq)
 
     def run(known: str) -> tuple[int, bytes | str, int, int]:
@@ -179,7 +180,7 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
                   *[keys.drain_kick(i) for i in range(drainers())]],
             args=["" if seq is None else str(seq), known,
                   int(getattr(settings, "TELEMETRY_MAX_BACKLOG", 2000)),
-                  payload, KICK_TTL_MS, "1" if has_data and not direct else "0",
+                  payload, KICK_TTL_MS, "1" if queued else "0",
                   int(getattr(settings, "TELEMETRY_MAX_BACKLOG_BYTES", 512 * 1024 * 1024)),
                   # the refusal episode ends when no batch was refused for this long
                   int(1000 * conf().stale_after_s)],
@@ -200,12 +201,12 @@ def enqueue(batch: Batch, *, agent_id: int | None, seq: int | None,
         return EnqueueResult("busy", current=previous)
     if direct:
         _apply_or_give_back(r, batch, seq_key, seq, last)
-    elif has_data:
+    elif queued:
         r.sadd(keys.clusters(), batch.cluster_id)
     gap = 0
     if seq is not None and previous is not None and not restart and seq > previous + 1:
         gap = seq - previous - 1  # in Python: exact for any 64-bit pair
-    status = "applied" if direct else "queued" if has_data else "empty"
+    status = "applied" if direct else "queued" if queued else "empty"
     return EnqueueResult(status, gap=gap, restart=bool(restart), kicked=kick,
                          current=seq if seq is not None else None)
 

@@ -11,7 +11,7 @@ the ingest views and callers of the tasks.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import current_task, shared_task
 from django.conf import settings
@@ -19,6 +19,9 @@ from django.conf import settings
 from twin.core.unavailable import OUTAGE_ERRORS
 from twin.telemetry.notify import DeliveryFailed
 from twin.telemetry.processing.follow_ups import FollowUps
+
+if TYPE_CHECKING:
+    from twin.telemetry.enqueue import EnqueueResult
 
 __all__ = [
     "FOLLOW_UPS",
@@ -55,7 +58,7 @@ def dispatch(task: Any, *args: Any, countdown: float | None = None) -> bool:
     return True
 
 
-def after_enqueue(result: Any, cluster_id: int) -> None:
+def after_enqueue(result: EnqueueResult, cluster_id: int) -> None:
     """What follows an ``enqueue.enqueue``: the drain of the slot its script claimed,
     or, for a batch applied at once (``TELEMETRY_APPLY_ON_INGEST``), a tick."""
     if result.kicked >= 0:

@@ -20,7 +20,8 @@ import numpy as np
 
 from twin.telemetry.state import GroupIndex
 
-__all__ = ["F32_SUM_MAX", "reduce_groups", "reduce_levels", "reduce_levels_and_all"]
+__all__ = ["F32_SUM_MAX", "reduce_groups", "reduce_levels", "reduce_levels_and_all",
+           "reporting_counts"]
 
 F32_SUM_MAX = 256
 """Groups of at most this many cards are summed in float32."""
@@ -31,6 +32,12 @@ _Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # count, sum, mi
 def reduce_groups(values: np.ndarray, index: GroupIndex) -> np.ndarray:
     """(…, n) → (…, 5, groups): mean, min, max, sum, count of the finite values."""
     return _stack(_from_cards(values, index))
+
+
+def reporting_counts(fresh: np.ndarray, index: GroupIndex) -> np.ndarray:
+    """How many of each group's cards are fresh (``fresh``: bool per card), int32."""
+    fr = fresh[index.perm] if index.perm is not None else fresh
+    return np.add.reduceat(fr, index.starts, dtype=np.int32)
 
 
 def reduce_levels(values: np.ndarray, groups: Mapping[str, GroupIndex],
@@ -62,15 +69,10 @@ def reduce_levels_and_all(values: np.ndarray, groups: Mapping[str, GroupIndex],
         out[level] = _stack(parts)
         finer = (index, parts)
     if finer is None:
-        every = _from_cards(values, GroupIndex(
-            level="all", ids=np.zeros(1, np.int64), names=[""], of_card=np.zeros(0, np.int32),
-            perm=None, starts=np.zeros(1, np.int64), cards=np.zeros(1, np.int32),
-            budget_w=np.zeros(1), static_w=np.zeros(1)))
-        count, total, vmin, vmax = (p[..., 0] for p in every)
-    else:
-        count, total, vmin, vmax = finer[1]
-        count, total = count.sum(axis=-1, dtype=np.float64), total.sum(axis=-1)
-        vmin, vmax = np.fmin.reduce(vmin, axis=-1), np.fmax.reduce(vmax, axis=-1)
+        raise ValueError("reduce_levels_and_all needs at least one level")
+    count, total, vmin, vmax = finer[1]
+    count, total = count.sum(axis=-1, dtype=np.float64), total.sum(axis=-1)
+    vmin, vmax = np.fmin.reduce(vmin, axis=-1), np.fmax.reduce(vmax, axis=-1)
     return {level: out[level] for level in wanted}, (count, total, vmin, vmax)
 
 

@@ -30,9 +30,9 @@ from django.conf import settings
 from twin.telemetry import keys
 from twin.telemetry.config import redis_client
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
-from twin.telemetry.processing.aggregate import reduce_groups, reduce_levels
+from twin.telemetry.processing.aggregate import reduce_groups, reduce_levels, reporting_counts
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
-from twin.telemetry.state import GroupIndex, Layout, layout
+from twin.telemetry.state import Layout, layout
 
 __all__ = ["GROUP_LEVELS", "POWER", "Row", "add_group_samples", "add_minute_sample", "by_group",
            "finish_minute_sample", "insert_minutes", "minute_due", "minute_parts",
@@ -85,16 +85,11 @@ def sample_minute(r: redis.Redis, lay: Layout, fresh_values: np.ndarray, now: fl
         if rollups is None or reporting is None:
             rollups = reduce_levels(fresh_values, lay.groups, GROUP_LEVELS)
             fresh = np.isfinite(fresh_values).any(axis=0)
-            reporting = {lv: _reporting(fresh, lay.groups[lv]) for lv in GROUP_LEVELS}
+            reporting = {lv: reporting_counts(fresh, lay.groups[lv]) for lv in GROUP_LEVELS}
         add_group_samples(r, lay, {lv: (0, rollups[lv], reporting[lv]) for lv in GROUP_LEVELS})
     else:
         add_minute_sample(r, lay, 0, lay.n, fresh_values)
     finish_minute_sample(r, lay, now)
-
-
-def _reporting(fresh: np.ndarray, index: GroupIndex) -> np.ndarray:
-    fr = fresh[index.perm] if index.perm is not None else fresh
-    return np.add.reduceat(fr.astype(np.int32), index.starts).astype(np.int32)
 
 
 def minute_due(r: redis.Redis, lay: Layout, now: float,

@@ -63,7 +63,7 @@ from twin.telemetry.alerts import EvalInput, Rule, evaluate
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import tickparts
-from twin.telemetry.processing.aggregate import reduce_levels_and_all
+from twin.telemetry.processing.aggregate import reduce_levels_and_all, reporting_counts
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
@@ -328,8 +328,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
 
     rollups, (count, total, vmin, vmax) = reduce_levels_and_all(fresh_values, sub.groups,
                                                                 SHARD_LEVELS)
-    reporting = {level: np.add.reduceat(fresh.astype(np.int32), sub.groups[level].starts)
-                 .astype(np.int32) for level in SHARD_LEVELS}
+    reporting = {level: reporting_counts(fresh, sub.groups[level]) for level in SHARD_LEVELS}
     racks = sub.groups["rack"]
     power = rollups["rack"][POWER]
     rack_draw = np.where(power[4] > 0, power[3] + racks.static_w, np.nan)

@@ -34,7 +34,7 @@ from twin.telemetry import bridge, keys, victoria
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import shards, tickparts
-from twin.telemetry.processing.aggregate import reduce_levels
+from twin.telemetry.processing.aggregate import reduce_levels, reporting_counts
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
@@ -131,10 +131,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     reporting: dict[str, np.ndarray] = {}
     if n:
         rollups = reduce_levels(fresh_values, lay.groups)  # (N_METRICS, 5, G) per level
-        for level, index in lay.groups.items():
-            fr = fresh[index.perm] if index.perm is not None else fresh
-            reporting[level] = np.add.reduceat(fr.astype(np.int32), index.starts).astype(
-                np.int32)
+        reporting = {level: reporting_counts(fresh, index) for level, index in lay.groups.items()}
     racks = lay.groups["rack"]
     if n:
         power = rollups["rack"][POWER]
