@@ -114,3 +114,22 @@ def test_a_tick_follows_on_the_worker(celery_worker, agent, settings):
     roll = wait_for(lambda: (r := state.rollup(cid, "cluster", IDS_UTIL))["seq"] >= 1 and r,
                     what="a tick on the worker")
     assert roll["mean"][0] == pytest.approx(77.0) and stream_length() == 0
+
+
+def test_a_scrape_is_applied_and_counted_too(agent, settings, dcgm_exporter):
+    """The scraper goes through the same enqueue: applied at once, its accepted cards
+    counted on the target as for a queued batch, nothing on the stream."""
+    from twin.telemetry import scrape, tasks
+    from twin.telemetry.models import ScrapeTarget
+
+    settings.TELEMETRY_APPLY_ON_INGEST = True
+    cid = agent["cluster"].pk
+    ids = [c.pk for c in agent["cards"]]
+    target = ScrapeTarget.objects.create(cluster=agent["cluster"], agent=agent["agent"],
+                                         endpoint=f"http://{dcgm_exporter}/metrics",
+                                         interval_s=15)
+    scrape.scrape(target.pk, tasks.after_enqueue)
+    target.refresh_from_db()
+    assert target.last_status == "partial" and target.last_accepted == 8
+    assert state.latest(cid, IDS_UTIL, ids).tolist() == [90 + g for g in range(8)]
+    assert stream_length() == 0
