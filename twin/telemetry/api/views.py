@@ -28,11 +28,13 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
+from twin.core.api.renderers import LargeJSONRenderer
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.hardware.models import Card, Cluster
 from twin.telemetry import bridge, grouping, state, victoria
@@ -170,6 +172,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     filterset_class = MinuteFilterSet
     permission_classes = [TwinModelPermissions]
     pagination_class = HistoryPagination
+    renderer_classes = [LargeJSONRenderer, BrowsableAPIRenderer]
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not victoria.enabled():
