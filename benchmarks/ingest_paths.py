@@ -22,6 +22,11 @@ In this process, nothing else running, on the ``live-million`` cluster (or
    each level reduced from the cards (``reduce_groups``, what the shards did)
    against ``reduce_levels`` (supernodes from the racks, racks summed in float32).
    Baseline: level by level.
+4. **The Redis command packer** (batches applied at once, in this one thread):
+   redis-py's default, hiredis's (copies every value into one string a command),
+   against the Python packer the twin uses (``config.command_packer``: large values
+   sent as they are). Baseline: hiredis's. (Live, in the threaded web process, the
+   difference is larger: ``live_million``'s card-samples per web CPU-second.)
 """
 from __future__ import annotations
 
@@ -71,7 +76,24 @@ def redis_cpu() -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def per_batch(cluster_id: int, chunk: int, apply_on_ingest: bool) -> tuple[float, float]:
+def use_packer(python: bool) -> None:
+    """Make the process's Redis client anew with redis-py's Python command packer
+    (``config.command_packer``, the twin's) or with its default (hiredis's)."""
+    from twin.telemetry import config
+
+    config._client = None
+    config.command_packer = _PACKERS[python]  # type: ignore[assignment]
+
+
+def _hiredis_packer() -> None:
+    return None  # redis-py then picks hiredis's packer
+
+
+_PACKERS: dict[bool, Any] = {}
+
+
+def per_batch(cluster_id: int, chunk: int, apply_on_ingest: bool,
+              python_packer: bool = True) -> tuple[float, float]:
     """(this process, Redis) CPU seconds per batch for one reading of every card."""
     from django.conf import settings
 
@@ -79,6 +101,7 @@ def per_batch(cluster_id: int, chunk: int, apply_on_ingest: bool) -> tuple[float
     from twin.telemetry.enqueue import drainers, enqueue
 
     settings.TELEMETRY_APPLY_ON_INGEST = apply_on_ingest
+    use_packer(python_packer)
     todo = batches(cluster_id, chunk)
     state.redis_client().set(keys.tick_gate(cluster_id), 1, px=600_000)  # no ticks here
     cpu, rcpu = time.process_time(), redis_cpu()
@@ -140,11 +163,17 @@ def main() -> None:
                              args.cards)
     cid = cluster.pk
     state.layout(cid)
+    from twin.telemetry import config
+
+    _PACKERS.update({True: config.command_packer, False: _hiredis_packer})
     per_batch(cid, args.chunk, False)  # (warm: the state blobs, the layout, the scripts)
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    hiredis: list[tuple[float, float]] = []
     for _ in range(args.repeat):
         for applied in (False, True):
             runs[applied].append(per_batch(cid, args.chunk, applied))
+        hiredis.append(per_batch(cid, args.chunk, True, python_packer=False))
+    use_packer(True)
     n = len(batches(cid, args.chunk))
     print(f"{args.cards:,} cards, {n} batches of ≤ {args.chunk:,} cards; machine: "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
@@ -157,6 +186,12 @@ def main() -> None:
         print(f"batch  {label:42s} {me:6.1f} ms this process + {rd:5.1f} ms Redis "
               f"= {me + rd:6.1f} ms CPU a batch (median of {args.repeat})")
     print(f"batch  ratio stream / applied at once: {total[False] / total[True]:.2f}x")
+    me = statistics.median(c for c, _ in hiredis) * 1000
+    rd = statistics.median(r for _, r in hiredis) * 1000
+    print(f"batch  {'applied at once, hiredis command packer':42s} {me:6.1f} ms this process + "
+          f"{rd:5.1f} ms Redis = {me + rd:6.1f} ms CPU a batch (median of {args.repeat})")
+    print(f"batch  ratio hiredis packer / Python packer (applied at once): "
+          f"{(me + rd) / total[True]:.2f}x")
 
     base = int(time.time() // 60) - 10_000
     times: dict[bool, list[tuple[float, float]]] = {True: [], False: []}

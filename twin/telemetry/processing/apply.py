@@ -65,6 +65,12 @@ MAX_RUNS = 16
 """Above this many separate runs of cards in one column, a write merges instead."""
 
 
+def _view(values: np.ndarray, dtype: str) -> memoryview:
+    """The bytes of ``values`` as ``dtype``, without a copy when they already are:
+    the Redis client (``config.command_packer``) sends a memoryview as it is."""
+    return memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B")
+
+
 class _Writes:
     """The writes of one batch: SETRANGE per run of cards, or, for a column
     with many holes (NaN: no reading, keep the old value), read the covering
@@ -76,7 +82,7 @@ class _Writes:
     """
 
     def __init__(self) -> None:
-        self.direct: list[tuple[str, int, bytes]] = []
+        self.direct: list[tuple[str, int, memoryview]] = []
         self.merges: list[tuple[str, int, np.ndarray, np.ndarray, str]] = []
 
     def add(self, key: str, start: int | None, ords: np.ndarray | None, values: np.ndarray,
@@ -84,7 +90,7 @@ class _Writes:
         itemsize = np.dtype(dtype).itemsize
         finite = np.isfinite(values)
         if start is not None and finite.all():
-            self.direct.append((key, start * itemsize, values.astype(dtype).tobytes()))
+            self.direct.append((key, start * itemsize, _view(values, dtype)))
             return
         sel = np.flatnonzero(finite)
         if not len(sel):
@@ -95,7 +101,7 @@ class _Writes:
         if len(breaks) < MAX_RUNS:
             bounds = np.concatenate([[0], breaks, [len(o)]])
             for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-                self.direct.append((key, int(o[a]) * itemsize, v[a:b].tobytes()))
+                self.direct.append((key, int(o[a]) * itemsize, _view(v[a:b], dtype)))
             return
         self.merges.append((key, int(o[0]), o - o[0], v, dtype))
 
@@ -115,7 +121,7 @@ class _Writes:
             got = np.frombuffer(old or b"", dtype=dtype)[: len(span)]
             span[: len(got)] = got
             span[rel] = v
-            pipe.setrange(key, lo * np.dtype(dtype).itemsize, span.tobytes())
+            pipe.setrange(key, lo * np.dtype(dtype).itemsize, _view(span, dtype))
         pipe.execute()
         return len(self.direct) + 2 * len(self.merges)
 
