@@ -202,6 +202,42 @@ def test_a_sharded_tick_gives_what_the_whole_cluster_tick_gives(twins, fake_cloc
     assert written.filter(level="card").exists() is not by_group
 
 
+@pytest.mark.parametrize("queued", [True, False], ids=["queued", "inline"])
+def test_a_finished_minute_is_written_after_the_round_s_shards(twins, fake_clock, settings,
+                                                              queued):
+    """Queued before the shards, the minute's database write held a worker process
+    while the round's shards waited for the rest: it comes after them — as a task
+    (``queued``) or, with nothing to queue to, written here once they ran."""
+    cid, n = twins["split"], 3 * SN
+    _mode(settings, True)
+    settings.TELEMETRY_MINUTE_SAMPLE_S = 5.0
+    start = fake_clock[0] = (int(fake_clock[0] // 60) + 1) * 60 - 10.0  # 10 s before a minute
+    order: list[Any] = []
+
+    def persist(c: int, version: str, minute: int) -> bool:
+        order.append(("persist", minute))
+        if queued:
+            return True
+        assert not TelemetryMinute.objects.filter(cluster_id=cid).exists()  # not yet written
+        return False
+
+    def shard(c: int, round_id: str, k: int) -> bool:  # "queued": run at once, here
+        order.append(("shard", k))
+        shards.run_shard(c, round_id, k)
+        return True
+
+    follow = FollowUps(tick_shard=shard, persist_minute=persist)
+    for offset in (0, 12):  # a sample in the first minute, then one in the next
+        fake_clock[0] = start + offset
+        _put(cid, {"gpu_util": np.full(n, 50.0)}, start + offset, np.arange(n))
+        order.clear()
+        assert processing.tick(cid, force=True, follow_ups=follow) is not None
+    finished = int(start // 60)
+    assert order == [("shard", 0), ("shard", 1), ("shard", 2), ("persist", finished)]
+    rows = TelemetryMinute.objects.filter(cluster_id=cid, level="cluster")
+    assert rows.exists() is not queued  # inline: written by the tick, after its shards
+
+
 def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings):
     """The cluster rule runs at the merge, on what the round's start saw of all cards."""
     start = fake_clock[0]
