@@ -6,7 +6,7 @@ Usage (SQLite is fine; the cluster is built once, ≈ 75 s, and kept as ``live-m
         .venv/bin/python benchmarks/live_million.py
     # options: --cards 1048576 --chunk 65536 --clients 4 --workers 2 --web-workers 1
     #          --shard-cards 131072 --hz 1 --duration 40 --warmup 20 --ticks-only-duration 30
-    #          --baseline-ticks 3 --apply-on-ingest --max-tick-hz 1 --json out.json
+    #          --baseline-ticks 3 --apply-on-ingest --max-tick-hz 1 --web-nice 10 --json out.json
 
 In one run:
 
@@ -34,7 +34,11 @@ In one run:
    have not reported yet (the ticks-only phase's made-up freshness is dropped).
 
 ``--apply-on-ingest`` has the web process write the batches into the state
-(``TWIN_TELEMETRY_APPLY_ON_INGEST=1``, no stream), ``--max-tick-hz`` caps the rounds.
+(``TWIN_TELEMETRY_APPLY_ON_INGEST=1``, no stream), ``--max-tick-hz`` caps the rounds,
+``--web-nice 10`` runs uvicorn at a lower CPU priority than the workers (the rounds are
+bound by their latency, the ingest only by its throughput: on shared cores the
+rounds should get a core first; ``docker-compose.million.yml`` does the same with
+``cpu_shares``).
 
 Target (issue 15 item 6): 1 Hz with the cluster tick ≤ 500 ms (every round: the p99),
 the ingest keeping up.
@@ -138,13 +142,14 @@ def baseline(cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str, bytes]
 
 
 def start_services(queue: str, workers: int, web_workers: int, shard_cards: int,
-                   apply_on_ingest: bool, max_tick_hz: float) -> tuple[str, list[subprocess.Popen]]:
+                   apply_on_ingest: bool, max_tick_hz: float,
+                   web_nice: int) -> tuple[str, list[subprocess.Popen]]:
     return seedcluster.start_services(
         queue, workers, web_workers,
         {"TWIN_TELEMETRY_PREFIX": PREFIX, "TWIN_TICK_SHARD_CARDS": str(shard_cards),
          "TWIN_TELEMETRY_APPLY_ON_INGEST": "1" if apply_on_ingest else "0",
          "TWIN_TELEMETRY_MAX_TICK_HZ": repr(max_tick_hz)},
-        log_prefix="million-")
+        log_prefix="million-", web_nice=web_nice)
 
 
 def cpu_seconds(procs: list[Any]) -> dict[int, float]:
@@ -230,6 +235,8 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
 
     rounds: list[tuple[float, float, int]] = []  # (when, round seconds, shards)
     shard_costs: list[tuple[float, float, float]] = []  # per round: cpu, wall, slowest wall
+    # per round: second of the minute seen, round, shards' CPU, wall summed, slowest (ms)
+    detail: list[tuple[float, int, int, int, int]] = []
     backlog: list[tuple[int, int]] = []
 
     def poll() -> None:
@@ -246,6 +253,9 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
                     rounds.append((time.time(), float(cost), int(shards or 0)))
                     if s_cpu:
                         shard_costs.append((float(s_cpu), float(s_wall), float(s_max)))
+                        detail.append((round(time.time() % 60, 1), round(1000 * float(cost)),
+                                       round(1000 * float(s_cpu)), round(1000 * float(s_wall)),
+                                       round(1000 * float(s_max))))
                     if c - last_count > 1:  # (only the last of several is seen)
                         rounds.extend([(time.time(), float("nan"), 0)] * (c - last_count - 1))
                 last_count = c
@@ -317,6 +327,8 @@ def live(base: str, cluster_id: int, lay: Any, chunks: list[tuple[int, dict[str,
         # (seconds into the measured window, round ms): when the slow ones came
         "round_times": [(round(w - t_wall0, 2), round(1000 * c)) for w, c, _ in rounds
                         if c == c],
+        # (second of the minute, round ms, shards' CPU ms, wall summed, slowest shard)
+        "round_detail": detail,
         "shards": max((s for *_, s in rounds), default=0),
         "shard_cpu_s": statistics.median([c for c, _, _ in shard_costs]) if shard_costs
         else float("nan"),
@@ -358,6 +370,10 @@ def main() -> None:
     parser.add_argument("--apply-on-ingest", action="store_true",
                         help="TWIN_TELEMETRY_APPLY_ON_INGEST=1: the web process writes each "
                              "batch into the state (no stream, no drains)")
+    parser.add_argument("--web-nice", type=int, default=0,
+                        help="nice value of the uvicorn processes: with 10 the workers' "
+                             "rounds get the cores first when both want them (what "
+                             "docker-compose.million.yml's cpu_shares does)")
     parser.add_argument("--duration", type=float, default=40.0)
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--baseline-ticks", type=int, default=3)
@@ -390,7 +406,7 @@ def main() -> None:
                   for k in range(args.clients)]
         base_url, procs = start_services(queue, args.workers, args.web_workers,
                                          args.shard_cards, args.apply_on_ingest,
-                                         args.max_tick_hz)
+                                         args.max_tick_hz, args.web_nice)
         watched = {"web": [psutil.Process(procs[0].pid)],
                    "worker": [psutil.Process(procs[1].pid)]}
         print("ticks only …", flush=True)
@@ -426,7 +442,7 @@ def main() -> None:
           f"{args.workers} worker processes, {args.web_workers} web process(es), "
           f"{args.clients} agent threads; batches "
           f"{'applied by the web process' if args.apply_on_ingest else 'through the stream'}"
-          f"; ≤ {args.max_tick_hz:g} rounds a second")
+          f"; ≤ {args.max_tick_hz:g} rounds a second; web processes at nice {args.web_nice}")
     print()
     print("in this process, nothing else running (median of "
           f"{args.baseline_ticks}):")

@@ -47,10 +47,11 @@ def ensure_cluster(name: str, cards: int) -> Any:
 
 
 def start_services(queue: str, workers: int, web_workers: int, env_extra: dict[str, str],
-                   log_prefix: str = "") -> tuple[str, list[subprocess.Popen]]:
-    """uvicorn (``web_workers`` processes) and a prefork worker (``workers``
-    processes) serving ``queue``, with this process's settings plus ``env_extra``;
-    returns the base URL once both answer. Logs in ``var/bench-logs/``."""
+                   log_prefix: str = "", web_nice: int = 0) -> tuple[str, list[subprocess.Popen]]:
+    """uvicorn (``web_workers`` processes, at ``nice`` ``web_nice``) and a prefork
+    worker (``workers`` processes) serving ``queue``, with this process's settings
+    plus ``env_extra``; returns the base URL once both answer. Logs in
+    ``var/bench-logs/``."""
     from django.conf import settings
 
     from twin.celery import app
@@ -64,7 +65,8 @@ def start_services(queue: str, workers: int, web_workers: int, env_extra: dict[s
     logs.mkdir(parents=True, exist_ok=True)
     web_log, worker_log = logs / f"{log_prefix}web.log", logs / f"{log_prefix}worker.log"
     web = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
+        [*(["nice", "-n", str(web_nice)] if web_nice else []),
+         sys.executable, "-m", "uvicorn", "twin.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--lifespan", "off", "--log-level", "warning", "--no-access-log",
          "--workers", str(web_workers)],
         cwd=ROOT, env=env, stdout=open(web_log, "w"), stderr=subprocess.STDOUT)  # noqa: SIM115

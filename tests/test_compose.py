@@ -555,6 +555,18 @@ def test_million_commands_add_processes_and_keep_the_rest(base_services, million
         assert command_of(million_services[infra])[:len(base_tokens)] == base_tokens, infra
 
 
+def test_million_web_yields_the_cores_to_the_telemetry_workers(base_services,
+                                                               million_services):
+    """Where they share cores, the rounds (latency-bound) get them before the ingest
+    (throughput-bound): the web's CPU weight is below the telemetry worker's, which
+    keeps Docker's default (1,024), and the base file sets no weights at all."""
+    assert all("cpu_shares" not in service for service in base_services.values())
+    web = million_services["web"]["cpu_shares"]
+    assert isinstance(web, int) and 2 <= web < 1024  # Docker's range starts at 2
+    assert "cpu_shares" not in million_services["worker-telemetry"]
+    assert "cpu_shares" not in million_services["redis"]
+
+
 def test_million_sizing_is_one_in_every_app_service_and_read_by_the_settings(
         million_services, tmp_path):
     sizing = {name: {key: environment_of(million_services[name]).get(key)
