@@ -67,6 +67,28 @@ def test_a_card_added_behind_the_signals_is_probed_for_beside_the_caller(
     assert state.layout(cid) is rebuilt
 
 
+def test_one_process_of_the_deployment_probes_an_interval(wide, transactional_db):
+    from twin.telemetry.state import layouts
+
+    cid = wide["cluster"].pk
+    lay = state.layout(cid)
+    lay.built_at = time.monotonic() - 3600  # the interval is up
+    assert state.layout(cid) is lay
+    layouts._probing.pop(cid).join(timeout=30)
+    ttl = state.redis_client().pttl(keys.layout_probe(cid))
+    assert 0 < ttl <= layouts.LAYOUT_PROBE_S * 1000
+    # Another process whose interval is up too: the deployment's probe is taken.
+    lay.built_at = time.monotonic() - 3600
+    assert state.layout(cid) is lay and cid not in layouts._probing
+
+
+def test_the_probe_interval_grows_with_the_cluster_past_65536_cards():
+    from twin.telemetry.state.layouts import LAYOUT_PROBE_S, probe_interval
+
+    assert probe_interval(40) == probe_interval(65_536) == LAYOUT_PROBE_S
+    assert probe_interval(1_048_576) == 16 * LAYOUT_PROBE_S  # 8 minutes
+
+
 def test_the_layout_orders_cards_by_supernode_rack_server_and_slot(wide):
     cid = wide["cluster"].pk
     lay = state.layout(cid)

@@ -10,6 +10,8 @@ Live state, per cluster ``c`` and layout version ``v`` — never one key per sam
 * ``tw:c<c>:layout`` → ``<v>:<fingerprint>`` (the layout version; replaced when
   the card order changes, so every process rebuilds the layout and starts
   fresh keys) and ``tw:c<c>:layout_gen``, a counter hardware changes bump;
+  ``tw:c<c>:layout_probe`` is held while one process's probe of the cards is due
+  (``state.layouts``: one probe per interval in the whole deployment);
 * ``tw:c<c>:<v>:m:<i>`` → float32[n_cards], the latest value of metric ``i``
   (NaN = none), written with SETRANGE per contiguous run of cards;
 * ``tw:c<c>:<v>:seen`` → float64[n_cards] last-sample time;
@@ -77,6 +79,7 @@ __all__ = [
     "last_tick",
     "layout",
     "layout_gen",
+    "layout_probe",
     "metric",
     "minute_acc",
     "rollup",
@@ -115,6 +118,10 @@ def layout(cluster_id: int) -> str:
 
 def layout_gen(cluster_id: int) -> str:
     return f"{base(cluster_id)}:layout_gen"
+
+
+def layout_probe(cluster_id: int) -> str:
+    return f"{base(cluster_id)}:layout_probe"
 
 
 def deleted(cluster_id: int) -> str:

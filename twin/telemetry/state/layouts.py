@@ -23,12 +23,14 @@ from twin.telemetry.config import redis_client
 __all__ = [
     "DELETED_KEPT_S",
     "LAYOUT_PROBE_S",
+    "PROBE_SCALE_CARDS",
     "GroupIndex",
     "Layout",
     "forget_cluster",
     "forget_state",
     "invalidate_layout",
     "layout",
+    "probe_interval",
     "touch_layout",
     "was_deleted",
 ]
@@ -141,19 +143,36 @@ class Layout:
 _layouts: dict[int, Layout] = {}
 _layout_lock = threading.Lock()
 LAYOUT_PROBE_S = 30.0
+PROBE_SCALE_CARDS = 65_536
+"""Past this many cards the probe interval grows with the cluster (see :func:`probe_interval`)."""
 _probing: dict[int, threading.Thread] = {}
 
 
+def probe_interval(n_cards: int) -> float:
+    """Seconds between probes of a cluster's cards: ``LAYOUT_PROBE_S`` up to
+    ``PROBE_SCALE_CARDS`` cards, in proportion past it (8 minutes at a million).
+
+    The probe reads every card (385 ms of one PostgreSQL backend at a million
+    cards); taken every 30 s it was a burst of CPU twice a minute beside the tick
+    rounds. It only catches changes that bypassed ``touch_layout``."""
+    return LAYOUT_PROBE_S * max(1.0, n_cards / PROBE_SCALE_CARDS)
+
+
 def _probe(cluster_id: int) -> tuple[int, int]:
-    """A fingerprint of the cluster's cards: (count, max id). Cheap for a small
-    cluster; a join over every card for a large one (0.1–0.3 s of wall time and three
-    PostgreSQL backends at a million cards), hence :func:`_probe_in_background`."""
+    """A fingerprint of the cluster's cards: (count, max id). A join over every card
+    (hence :func:`_probe_in_background`); on PostgreSQL without parallel workers,
+    which would take every core of a small machine at once for its 0.1–0.3 s."""
+    from django.db import connection, transaction
     from django.db.models import Count, Max
 
     from twin.hardware.models import Card
 
-    agg = Card.objects.filter(supernode__cluster_id=cluster_id).aggregate(n=Count("id"),
-                                                                        m=Max("id"))
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        agg = Card.objects.filter(supernode__cluster_id=cluster_id).aggregate(
+            n=Count("id"), m=Max("id"))
     return int(agg["n"] or 0), int(agg["m"] or 0)
 
 
@@ -257,8 +276,9 @@ def layout(cluster_id: int) -> Layout:
 
     Redis holds ``<version>:<fingerprint>`` under ``tw:c<id>:layout`` and a
     generation counter that hardware changes bump (``touch_layout``). A
-    process rebuilds when the generation moved (or every 30 s, if a cheap
-    probe of the cards changed); if its build has the published fingerprint
+    process rebuilds when the generation moved, or when a probe of the cards
+    (:func:`probe_interval`, in the background, one process at a time) found them
+    changed; if its build has the published fingerprint
     (same cards, same order) it keeps the version and so the live state. If
     not, the card order changed: it publishes a new version, which starts
     fresh state keys, and drops the old ones.
@@ -271,9 +291,12 @@ def layout(cluster_id: int) -> Layout:
     cached = _layouts.get(cluster_id)
     now = time.monotonic()
     if cached and cached.gen == gen and stored == f"{cached.version}:{cached.fingerprint}":
-        if now - cached.built_at >= LAYOUT_PROBE_S:
+        every = probe_interval(cached.n)
+        if now - cached.built_at >= every:
             cached.built_at = now
-            _probe_in_background(cluster_id, cached.probe)
+            # One process of the deployment probes an interval; the others keep going.
+            if r.set(keys.layout_probe(cluster_id), 1, nx=True, px=max(1, int(every * 1000))):
+                _probe_in_background(cluster_id, cached.probe)
         return cached
     with _layout_lock:
         built = _build_layout(cluster_id)
@@ -299,10 +322,10 @@ def _probe_in_background(cluster_id: int, known: tuple[int, int]) -> None:
     should they differ from ``known``, bump the generation so that every process
     rebuilds at its next call. The caller keeps its cached layout meanwhile.
 
-    Run in the caller, the probe stalled whatever called ``layout`` first after
-    ``LAYOUT_PROBE_S`` — at a million cards, in each process every 30 s, a tick
-    shard by 0.2–0.3 s (the slowest rounds of ``benchmarks/live_million``) or an
-    ingest request. The generation bumps of ``touch_layout`` remain the prompt path;
+    Run in the caller, the probe stalled whatever called ``layout`` first once the
+    interval was up — at a million cards, in each process every 30 s, a tick shard
+    by 0.2–0.3 s (the slowest rounds of ``benchmarks/live_million``) or an ingest
+    request. The generation bumps of ``touch_layout`` remain the prompt path;
     the probe only catches changes that bypassed them (bulk SQL)."""
     with _layout_lock:
         running = _probing.get(cluster_id)
