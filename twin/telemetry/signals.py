@@ -8,9 +8,11 @@ Any save or delete of a card, server, rack or network device bumps the
 cluster's layout generation (``state.touch_layout``), now and again on commit
 (so a process that read the old rows mid-transaction rebuilds). Bulk writes
 (the builder's ``bulk_create``, raw deletes) send no signals; a new cluster
-gets a new id anyway, and ``state.layout`` also re-probes the card count every
-30 s. Deleting a cluster drops all its live state. Self-healing's decisions close
-their alert and reach the Channels group (``remediations``).
+gets a new id anyway, and ``state.layout`` also re-probes the card count (in the
+background, one process at a time: every 30 s, every 8 minutes at a million cards,
+``layouts.probe_interval``). Deleting a cluster drops all its live state.
+Self-healing's decisions close their alert and reach the Channels group
+(``remediations``).
 """
 from __future__ import annotations
 
