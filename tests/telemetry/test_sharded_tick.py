@@ -238,6 +238,22 @@ def test_a_finished_minute_is_written_after_the_round_s_shards(twins, fake_clock
     assert rows.exists() is not queued  # inline: written by the tick, after its shards
 
 
+def test_a_round_that_fails_to_start_raises_its_own_error_and_frees_the_lock(
+        twins, fake_clock, settings, monkeypatch):
+    """A failure before the minute was looked at is reported as itself (not as the
+    deferred minute write's bookkeeping), and the next round can start."""
+    cid = twins["split"]
+    _mode(settings, True)
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("Redis went away")
+
+    monkeypatch.setattr(shards, "_ensure_shard_state", broken)
+    with pytest.raises(RuntimeError, match="Redis went away"):
+        processing.tick(cid, force=True)
+    assert not state.redis_client().exists(keys.tick_lock(cid))
+
+
 def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings):
     """The cluster rule runs at the merge, on what the round's start saw of all cards."""
     start = fake_clock[0]

@@ -35,7 +35,8 @@ from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.state import Layout, layout
 
 __all__ = ["GROUP_LEVELS", "POWER", "Row", "add_group_samples", "add_minute_sample", "by_group",
-           "finish_minute_sample", "insert_minutes", "minute_due", "minute_parts",
+           "finish_minute_sample", "hand_on_minute", "insert_minutes", "minute_due",
+           "minute_parts",
            "persist_minute", "sample_minute"]
 
 log = logging.getLogger(__name__)
@@ -110,11 +111,18 @@ def minute_due(r: redis.Redis, lay: Layout, now: float,
             pipe.expire(done, 3600)
         try:
             pipe.execute()
-            if not follow_ups.persist_minute(lay.cluster_id, lay.version, int(current)):
-                persist_minute(lay.cluster_id, lay.version, int(current))
+            hand_on_minute(lay.cluster_id, lay.version, int(current), follow_ups)
         except redis.ResponseError:
             log.warning("minute accumulators of cluster %s were incomplete", lay.cluster_id)
     return True
+
+
+def hand_on_minute(cluster_id: int, version: str, minute: int,
+                   follow_ups: FollowUps = NO_FOLLOW_UPS) -> None:
+    """A finished minute's database write: queued (``follow_ups.persist_minute``), or
+    done here when that queues nothing."""
+    if not follow_ups.persist_minute(cluster_id, version, minute):
+        persist_minute(cluster_id, version, minute)
 
 
 def add_minute_sample(r: redis.Redis, lay: Layout, start: int, end: int,

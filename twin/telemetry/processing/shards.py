@@ -80,8 +80,8 @@ from twin.telemetry.processing.minutes import (
     add_minute_sample,
     by_group,
     finish_minute_sample,
+    hand_on_minute,
     minute_due,
-    persist_minute,
 )
 from twin.telemetry.processing.tickparts import (
     ewma_alpha,
@@ -228,6 +228,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
     if not r.set(keys.tick_lock(cid), round_id, nx=True, px=ROUND_LOCK_MS):
         return None
     started = time.time()
+    finished: list[tuple[int, str, int]] = []  # a finished minute, written after the shards
     try:
         ensure_state(lay)
         _ensure_shard_state(r, lay)
@@ -251,7 +252,6 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
         # before: queued first, its write (≈ 0.1 s of CPU, ≈ 0.45 s of PostgreSQL at a
         # million cards) held a worker process while the round's 8 shards waited for
         # the other one — the slowest round of every minute (docs/benchmarks.md).
-        finished: list[tuple[int, str, int]] = []
         sample = minute_due(r, lay, now, replace(
             follow_ups, persist_minute=lambda *job: finished.append(job) is None))
         pipe = r.pipeline(transaction=False)
@@ -283,9 +283,8 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
 
 
 def _persist(finished: list[tuple[int, str, int]], follow_ups: FollowUps) -> None:
-    for job in finished:
-        if not follow_ups.persist_minute(*job):
-            persist_minute(*job)
+    for cluster_id, version, minute in finished:
+        hand_on_minute(cluster_id, version, minute, follow_ups)
 
 
 def run_shard(cluster_id: int, round_id: str, shard: int,
