@@ -14,6 +14,8 @@ from celery import Celery
 from celery.signals import worker_process_init
 from celery.worker.consumer import Consumer as CeleryConsumer
 
+from twin.core import collector
+
 __all__ = ["Consumer", "app", "freeze_startup_objects"]
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,4 @@ def freeze_startup_objects(**_: Any) -> None:
     """A worker process's start-up objects out of the collector's sight
     (``twin.core.collector``): a full collection had walked them all, 100–150 ms in a
     telemetry worker of the million-card cluster, stalling the tick shard it ran."""
-    from twin.core.collector import freeze_startup_objects as freeze
-
-    freeze()
+    collector.freeze_startup_objects()

@@ -70,7 +70,7 @@ def command_packer() -> PythonRespSerializer:
     string per command — a fresh 256 KiB allocation and copy each, 15 % of the web
     process's time under the million-card load (py-spy); the Python packer hands a
     value longer than ``BUFFER_CUTOFF`` (or a ``memoryview``) to the socket as it
-    is. Live, the web process went from 1.45–1.59 to 1.83–1.90 M card-samples per
+    is. Live, the web process went from 1.45–1.59 to 1.74–1.91 M card-samples per
     CPU-second (``benchmarks/live_million``); alone in one thread the difference is
     small (``benchmarks/ingest_paths``). Small commands it packs about as fast (5.1
     against 4.2 ms for the ≈ 2,100 small SETRANGEs of a million-card tick round).
