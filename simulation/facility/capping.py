@@ -67,6 +67,7 @@ __all__ = [
     "CapLimits",
     "Throughput",
     "allocate",
+    "element_groups",
     "it_limits",
     "throughput",
 ]
@@ -97,6 +98,9 @@ class CapLimits:
     coolant_c: F64 | None = None
     r_k_w: float = 0.04
     limit_c: float = 85.0
+    element_groups: tuple[I64, ...] | None = None
+    """:func:`element_groups` of ``chain`` and ``card_rack``, if already computed (a
+    controller that runs every tick passes it to save the walk)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,8 +151,9 @@ def _cut(want: F64, floor: F64, coef: F64, group: I64, limit: F64,
     return want, over
 
 
-def _element_groups(chain: PowerChain, rack: I64) -> list[I64]:
-    """Per depth (deepest first): the element at that depth above each rack (−1 none)."""
+def element_groups(chain: PowerChain, rack: I64) -> tuple[I64, ...]:
+    """Per depth (deepest first): the element at that depth above each card's rack
+    (−1 none); ``rack`` maps cards to racks."""
     depth_of = np.full(chain.n, -1, dtype=np.int64)
     for d, level in enumerate(chain.levels):
         depth_of[level] = d
@@ -162,7 +167,7 @@ def _element_groups(chain: PowerChain, rack: I64) -> list[I64]:
         alive[idx] = nxt >= 0
         cur[idx] = np.maximum(nxt, 0)
     per_rack = anc[:, chain.rack_parent]
-    return [per_rack[d][rack] for d in range(len(chain.levels) - 1, -1, -1)]
+    return tuple(per_rack[d][rack] for d in range(len(chain.levels) - 1, -1, -1))
 
 
 def allocate(demand_w: F64, min_w: F64, max_w: F64, limits: CapLimits,
@@ -196,7 +201,9 @@ def allocate(demand_w: F64, min_w: F64, max_w: F64, limits: CapLimits,
     elements_limited: list[int] = []
     if limits.chain is not None and limits.element_limit_w is not None:
         big = np.append(limits.element_limit_w, np.inf)
-        for grp in _element_groups(limits.chain, rack):
+        groups = limits.element_groups if limits.element_groups is not None \
+            else element_groups(limits.chain, rack)
+        for grp in groups:
             g = np.where(grp >= 0, grp, limits.chain.n)
             want, over = _cut(want, min_w, coef, g, big, binding, 3)
             elements_limited.extend(int(e) for e in np.flatnonzero(over[:-1]))

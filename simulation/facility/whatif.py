@@ -38,7 +38,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from simulation.facility.capping import CapController, CapLimits, it_limits, throughput
+from simulation.facility.capping import (
+    CapController,
+    CapLimits,
+    element_groups,
+    it_limits,
+    throughput,
+)
 from simulation.facility.model import compile_model
 from simulation.facility.plant import Plant, PlantError
 from simulation.facility.power_chain import power_flow
@@ -269,6 +275,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     n_steps = int(math.ceil(inp.horizon_s / dt - 1e-9))
     stride = max(1, int(math.ceil(n_steps / (inp.points - 1))))
     ctl = CapController(min_w=np.full(n, idle_rack), max_w=budget.copy(), policy=inp.policy)
+    rack_ids = np.arange(n)
+    groups = element_groups(chain, rack_ids)
     t = 0.0
     cond = Conditions(wb0, db0)
     reading = model.settle(base, cond)
@@ -320,13 +328,13 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                 flow0 = power_flow(chain, delivered, failed_units=pow_failed)
             else:
                 flow0 = flow_cache[1]
-            limits = CapLimits(card_rack=np.arange(n), rack_limit_w=budget, chain=chain,
+            limits = CapLimits(card_rack=rack_ids, rack_limit_w=budget, chain=chain,
                                element_limit_w=it_limits(flow0, chain, delivered),
                                site_limit_w=(plant.site.contract_kw * 1e3 * flow0.it_w
                                              / max(flow0.facility_w + s.mechanical_w, 1.0)
                                              if plant.site.contract_kw else None),
                                coolant_c=coolant, r_k_w=p.r_liquid_k_w / cards,
-                               limit_c=limit_c)
+                               limit_c=limit_c, element_groups=groups)
             dec = ctl.update(np.minimum(delivered, want), limits)
             capped = dec.caps_w < want * (1 - 1e-6)
             racks_capped = int(capped.sum())
@@ -350,9 +358,12 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         throttled = int((demand > thermal_cap * (1 + 1e-9)).sum())
         fac = flow0.facility_w + nxt.mechanical_w
         it = flow0.it_w
-        kept = throughput(rack_w / cards, demand / cards, inp.card_tdp_w, inp.card_idle_w,
-                          compute_share=inp.compute_share).kept
-        lost = float(1.0 - (kept * (rack_w > 0)).mean()) if n else 0.0
+        if n and bool((rack_w < demand).any()):
+            kept = throughput(rack_w / cards, demand / cards, inp.card_tdp_w, inp.card_idle_w,
+                              compute_share=inp.compute_share).kept
+            lost = float(1.0 - (kept * (rack_w > 0)).mean())
+        else:
+            lost = 0.0
         # how many steps this one stands for: 1, or a quiescent stretch to the next change
         span = 1
         moved = max(float(np.max(np.abs(nxt.rack_ret_c - s.rack_ret_c), initial=0.0)),
