@@ -56,6 +56,28 @@ class FacilityReading:
                    facility_w=self.power.facility_w, pue=self.pue)
         return out
 
+    def elements(self, model: FacilityModel) -> dict[str, list[dict[str, Any]]]:
+        """Per CDU and per power element, what an operator watches: load against
+        rating (the planned one: redundancy counts), temperatures, flows, headroom."""
+        t, pw, net = self.thermal, self.power, model.net
+        cdus = []
+        for k, e in enumerate(net.cdu_elem.tolist()):
+            cap = float(net.cdu_cap_w[k])
+            cdus.append({"key": model.plant.cooling[e].key, "heat_w": float(t.cdu_heat_w[k]),
+                         "capacity_w": cap, "load_fraction": float(t.cdu_heat_w[k]) / cap,
+                         "supply_c": float(t.cdu_sup_c[k]), "return_c": float(t.cdu_ret_c[k]),
+                         "flow_kg_s": float(t.cdu_flow_kg_s[k])})
+        power = []
+        for i, key in enumerate(model.chain.keys):
+            limit = float(min(pw.planned_w[i], pw.available_w[i]))
+            power.append({"key": key, "input_w": float(pw.input_w[i]),
+                          "loss_w": float(pw.loss_w[i]), "planned_w": float(pw.planned_w[i]),
+                          "available_w": float(pw.available_w[i]),
+                          "headroom_w": float(pw.headroom_w[i]),
+                          "load_fraction": float(pw.input_w[i]) / limit if limit > 0
+                          else float("inf")})
+        return {"cdus": cdus, "power": power}
+
 
 @dataclass(frozen=True, eq=False)
 class FacilityModel:

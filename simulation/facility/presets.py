@@ -4,7 +4,9 @@ CDUs on a facility loop and cooling towers, racks on PDUs under UPS and feeds.
 Sizing follows the seeds (40 kW liquid racks, PUE ≤ 1.05) and common practice:
 CDU flow for a 10 K coolant rise at its rated load (1.5 L/min per kW for PG25, OCP
 guidance); CDU approach 5 K (CoolIT's rated approach temperature difference); towers
-at 4 K approach, fans ≈ 1 % of their capacity, CDU pumps ≈ 1 % (docs/facility.md).
+at 4 K approach with fans of 0.8 % of the IT load at full speed, CDU pumps 0.6 % of
+their capacity, the facility pump 0.4 % of IT (assumptions of the preset, in the
+range of the plant shares ExaDigiT reports for Frontier; docs/facility.md).
 This module is arrays, not a preset of the twin's database (``twin/facility`` builds
 those); the benchmark builds the million-card plant with it.
 
@@ -53,8 +55,7 @@ def demo_plant(racks: int = 107, *, rack_kw: float = 40.0, racks_per_cdu: int = 
     cooling: list[CoolingElement] = [
         CoolingElement("tower", "cooling_tower", it_kw * 1.2 / max(towers - 1, 1),
                        units=towers, redundancy="N+1" if towers > 1 else "N",
-                       approach_c=4.0, fan_kw=it_kw * 1.2 / max(towers - 1, 1) * 0.008
-                       * towers / max(towers - 1, 1), volume_l=it_kw * 0.5),
+                       approach_c=4.0, fan_kw=it_kw * 0.008, volume_l=it_kw * 0.5),
         CoolingElement("fws", "facility_loop", it_kw * 1.2, parent="tower",
                        design_flow_kg_s=flow * n_cdu, pump_kw=it_kw * 0.004, units=2,
                        redundancy="N+1", volume_l=it_kw * 2.0),

@@ -114,3 +114,27 @@ def test_bad_input_names_its_field(plant, data, field: str) -> None:
     with pytest.raises(PlantError) as err:
         run(plant, WhatIfInput.from_dict(data))
     assert err.value.field == field
+
+
+def test_a_weather_series_drives_the_towers(plant) -> None:
+    day = replace(plant, site=replace(plant.site, weather=((0.0, 30.0, 20.0),
+                                                           (3600.0, 38.0, 30.0))))
+    res = run(day, WhatIfInput(horizon_s=3600.0, points=60))
+    sup = res.series["facility_supply_c"]
+    # the setpoint (design wet bulb 24 + 4) holds while the wet bulb is low, then floats
+    assert sup[0] == pytest.approx(28.0, abs=0.01)
+    assert sup[-1] > 30.0
+    assert all(b >= a - 1e-9 for a, b in zip(sup, sup[1:], strict=False))
+
+
+def test_the_reading_per_element(plant) -> None:
+    from simulation.facility.model import compile_model
+
+    model = compile_model(plant)
+    r = model.settle(np.full(24, 36e3))
+    el = r.elements(model)
+    assert [c["key"] for c in el["cdus"]] == ["cdu-0", "cdu-1", "cdu-2"]
+    assert sum(c["heat_w"] for c in el["cdus"]) == pytest.approx(24 * 36e3 * 0.9, rel=1e-6)
+    feed = el["power"][0]
+    assert feed["key"] == "feed"
+    assert feed["headroom_w"] == pytest.approx(feed["planned_w"] - feed["input_w"])
