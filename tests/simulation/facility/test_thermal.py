@@ -185,3 +185,62 @@ def test_chiller_draws_heat_over_cop() -> None:
     t_evap = 18.0 + 273.15
     cop = 0.40 * t_evap / (35.0 + 10.0 - 18.0)
     assert s.chillers_w == pytest.approx(s.rejected_w / cop, rel=1e-6)
+
+
+def mixed_plant():
+    from simulation.facility.plant import CoolingElement, Plant, PowerElement, RackSet, Site
+
+    cooling = (
+        CoolingElement("chiller", "chiller", 300.0, units=2, redundancy="N+1",
+                       supply_setpoint_c=18.0),
+        CoolingElement("dry", "dry_cooler", 800.0, approach_c=6.0, fan_kw=8.0),
+        CoolingElement("fws-a", "facility_loop", 300.0, parent="chiller",
+                       design_flow_kg_s=10.0, pump_kw=3.0, volume_l=2000.0),
+        CoolingElement("cdu-a", "cdu", 200.0, parent="dry", approach_c=4.0,
+                       design_flow_kg_s=5.0, pump_kw=2.0, volume_l=300.0),
+        CoolingElement("tcs-a", "tcs_loop", 200.0, parent="cdu-a", volume_l=100.0),
+        CoolingElement("crah", "crah", 150.0, parent="fws-a", design_flow_kg_s=6.0,
+                       fan_kw=6.0, units=2, redundancy="N+1"),
+    )
+    racks = RackSet(ids=np.arange(6, dtype=np.int64), power_parent=np.zeros(6, dtype=np.int64),
+                    cooling_parent=np.array([4, 4, 3, 5, 5, 5]),
+                    budget_w=np.array([40e3, 40e3, 40e3, 20e3, 20e3, 20e3]),
+                    liquid_fraction=np.array([0.9, 0.9, 0.8, 0.0, 0.0, 0.0]))
+    return Plant(Site(dry_bulb_c=30.0, wet_bulb_c=22.0),
+                 (PowerElement("feed", "feed", 500.0),), cooling, racks)
+
+
+def test_every_kind_in_one_plant_balances() -> None:
+    plant = mixed_plant()
+    model = compile_model(plant)
+    rack_w = np.array([35e3, 30e3, 38e3, 15e3, 18e3, 12e3])
+    r = model.settle(rack_w)
+    t = r.thermal
+    assert np.all(np.isfinite(t.card_c))
+    assert t.rejected_w == pytest.approx(rack_w.sum(), rel=1e-3)
+    assert t.chillers_w > 0 and t.fans_w > 0 and t.pumps_w == pytest.approx(5000.0)
+    # the technology loop's racks are the CDU's; the air racks sit on the CRAH's 25 °C
+    assert t.cdu_heat_w[0] == pytest.approx(0.9 * 65e3 + 0.8 * 38e3, rel=1e-3)
+    assert t.card_c[3] == pytest.approx(25.0 + 15e3 / 40 * 0.065)
+    # lose a CRAH unit of two in N+1: nothing changes; both: the air racks' inlet rises
+    one = model.settle(rack_w, Conditions(22.0, 30.0, cooling_failed=(0,) * 5 + (1,)))
+    both = model.settle(rack_w, Conditions(22.0, 30.0, cooling_failed=(0,) * 5 + (2,)))
+    assert one.thermal.card_c[3] == pytest.approx(t.card_c[3])
+    assert both.thermal.card_c[3] > t.card_c[3] + 5.0
+    assert both.thermal.unremoved_air_w > 0
+
+
+def test_an_air_only_plant_runs() -> None:
+    from simulation.facility.plant import CoolingElement, Plant, PowerElement, RackSet, Site
+
+    plant = Plant(Site(), (PowerElement("feed", "feed", 100.0),),
+                  (CoolingElement("ch", "chiller", 100.0),
+                   CoolingElement("crah", "crah", 60.0, parent="ch", design_flow_kg_s=3.0,
+                                  fan_kw=2.0)),
+                  RackSet(ids=np.arange(2), power_parent=np.zeros(2, dtype=np.int64),
+                          cooling_parent=np.ones(2, dtype=np.int64), budget_w=np.full(2, 15e3),
+                          liquid_fraction=np.zeros(2)))
+    r = compile_model(plant).settle(np.full(2, 12e3))
+    assert r.thermal.rejected_w == pytest.approx(24e3, rel=1e-3)
+    assert r.thermal.cdu_heat_w.size == 0
+    assert r.pue > 1.0
