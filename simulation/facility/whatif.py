@@ -346,6 +346,9 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                 max_racks_capped = max(max_racks_capped, racks_capped)
                 min_cap_fraction = min(min_cap_fraction,
                                        float((dec.caps_w / np.maximum(demand, 1.0)).min()))
+        else:   # no capping: a rack "hits its cap" when its demand passes its budget
+            over = (demand > budget * (1 + 1e-9)) & np.isnan(t_cap)
+            t_cap[over] = t
         rack_w = np.where(tripped, 0.0, want)
         if flow_cache is None or not np.array_equal(flow_cache[0], rack_w):
             flow_cache = (rack_w.copy(), power_flow(chain, rack_w, failed_units=pow_failed))

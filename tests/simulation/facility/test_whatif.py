@@ -86,6 +86,11 @@ def test_capping_holds_the_site_contract_on_a_surge(plant) -> None:
     assert res.energy["it_lost_kwh"] > 0 and res.energy["throughput_lost_fraction"] > 0
     free = run(contracted, replace(inp, capping=False))
     assert max(free.series["facility_w"]) > it_kw * 1.08e3 * 1.02
+    # 0.9 × 1.1 of the budget: no rack passes its own budget without capping
+    assert all(x is None for x in free.racks["time_to_cap_s"])
+    over = run(plant, WhatIfInput(horizon_s=300.0,
+                                  events=(Event(60.0, "load_surge", value=1.2),)))
+    assert over.racks["time_to_cap_s"] == [60.0] * 24
 
 
 def test_series_are_bounded_and_round_trip_as_json(plant) -> None:
