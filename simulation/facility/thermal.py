@@ -38,11 +38,16 @@ coefficient, h ∝ ṁ^0.8 (Dittus–Boelter), half the resistance on each side.
 holds its TCS supply setpoint with its facility-side valve: Q = min(Q_max, C_TCS ·
 (T_return − T_set)); above Q_max the supply floats up.
 
+**Units.** ``capacity_kw`` is per unit (:mod:`~simulation.facility.plant`); a CDU's
+units are its modules (exchanger and pump), so its rated capacity is capacity × usable
+units, with ``design_flow_kg_s`` and ``pump_kw`` for the whole CDU; a tower's units are
+cells, a CRAH's its fans-and-coils.
+
 **Pumps and fans: affinity laws** (pump power ∝ speed³ ∝ flow³ in a fixed system
 curve; same for fans and airflow; e.g. ASHRAE Handbook — HVAC Systems and Equipment,
-ch. 44 "Centrifugal Pumps"). A CDU's ``units`` are its pumps: with redundancy the
-running pumps carry the design flow until fewer than the usable count run, then the
-flow falls in proportion (parallel identical pumps).
+ch. 44 "Centrifugal Pumps"). With redundancy the running units carry the design flow
+until fewer than the usable count run, then the flow falls in proportion (parallel
+identical pumps).
 
 **Heat rejection.** A cooling tower (dry cooler) is a conductance k = Q_d / a_d to the
 wet (dry) bulb, so Q = k (T_supply − T_wb) and T_supply = (G T_return + k T_wb) /
@@ -378,10 +383,13 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
         params=p, rack_cdu=rack_cdu, rack_crah=rack_crah, rack_liquid=liquid,
         rack_flow_d=rack_flow_d, rack_cap_j_k=rack_cap, liquid_rack=is_liq,
         cdu_elem=np.array(cdus, dtype=np.int64), cdu_root=cdu_root, cdu_floop=cdu_floop,
-        cdu_cap_w=np.array([els[i].capacity_kw * 1e3 for i in cdus], dtype=float),
+        cdu_cap_w=np.array([els[i].capacity_kw * 1e3 * usable_units(els[i].units,
+                                                                    els[i].redundancy)
+                            for i in cdus], dtype=float),
         cdu_flow_d=cdu_flow_d, cdu_fws_flow_d=cdu_flow_d * tcs.cp_j_kg_k / fws.cp_j_kg_k,
-        cdu_ua_d=np.array([els[i].capacity_kw * 1e3 / els[i].approach_c for i in cdus],
-                          dtype=float),
+        cdu_ua_d=np.array([els[i].capacity_kw * 1e3 * usable_units(els[i].units,
+                                                                   els[i].redundancy)
+                           / els[i].approach_c for i in cdus], dtype=float),
         cdu_setpoint_c=cdu_set,
         cdu_pump_w=np.array([els[i].pump_kw * 1e3 for i in cdus], dtype=float),
         cdu_units=np.array([els[i].units for i in cdus], dtype=np.int64),

@@ -1,7 +1,7 @@
 """Facility what-ifs: run the plant forward over a horizon with events.
 
 Events (plain dataclasses, JSON in and out, for the twin's ``facility`` scenario
-kind): a CDU trip (all its pumps), a pump trip (one unit of a CDU or facility
+kind): a CDU trip (all its units), a pump trip (one unit of a CDU or facility
 loop), the loss of a chiller or tower (cells), a hot day (wet and dry bulb + N °C),
 the loss of one power feed (a unit of any power element), a load surge (demand ×
 factor), capping on or off; each optionally reverting after ``duration_s``.
