@@ -105,3 +105,27 @@ def test_site_inputs() -> None:
     plant = one_cdu_plant()
     refused(replace(plant, site=replace(plant.site, contract_kw=0.0)), "site.contract_kw")
     refused(replace(plant, site=replace(plant.site, wet_bulb_c=50.0)), "site.wet_bulb_c")
+
+
+def test_planning_over_ratings_names_every_element_over() -> None:
+    from simulation.facility.presets import demo_plant
+    from simulation.facility.ratings import over_ratings
+
+    assert over_ratings(demo_plant(56)) == []
+    # 28 racks × 40 kW × 0.9 liquid = 1,008 kW per CDU; 2 modules of 520 kW in N+1: 520
+    small = demo_plant(56, cdu_kw=520.0)
+    errs = over_ratings(small)
+    assert [e.field for e in errs] == ["cooling[2].capacity_kw", "cooling[3].capacity_kw"]
+    assert "N+1 of 2" in errs[0].message
+    # the same CDUs with a third module (N+1 of 3: two usable) fit
+    third = replace(small, cooling=tuple(replace(c, units=3) if c.kind == "cdu" else c
+                                         for c in small.cooling))
+    assert over_ratings(third) == []
+    # a contract under the racks' nameplate draw
+    tight = replace(small, site=replace(small.site, contract_kw=1000.0))
+    assert "site.contract_kw" in [e.field for e in over_ratings(tight)]
+    # a PDU of 8 racks × 40 kW planned at 300 kW: over, losses included
+    pdus = replace(small, power=tuple(replace(p, rating_kw=300.0) if p.kind == "pdu" else p
+                                      for p in small.power))
+    fields = [e.field for e in over_ratings(pdus)]
+    assert "power[3].rating_kw" in fields and len([f for f in fields if f.startswith("power")]) == 7
