@@ -69,8 +69,9 @@ class EfficiencyCurve:
 
     def at(self, load_fraction: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Efficiency at each load fraction (clamped to the curve's ends)."""
-        return np.interp(np.asarray(load_fraction, dtype=float),
-                         self.load_fraction, self.efficiency)
+        out: npt.NDArray[np.float64] = np.interp(np.asarray(load_fraction, dtype=float),
+                                                 self.load_fraction, self.efficiency)
+        return out
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,422 @@
+"""Facility what-ifs: run the plant forward over a horizon with events.
+
+Events (plain dataclasses, JSON in and out, for the twin's ``facility`` scenario
+kind): a CDU trip (all its units), a pump trip (one unit of a CDU or facility
+loop), the loss of a chiller or tower (cells), a hot day (wet and dry bulb + N °C),
+the loss of one power feed (a unit of any power element), a load surge (demand ×
+factor), capping on or off; each optionally reverting after ``duration_s``.
+
+Every step is :func:`simulation.facility.thermal.step` (at ``dt_s``, 1 s by default)
+plus the power chain for PUE. Cards protect themselves as firmware does: above the
+card limit a rack's power falls to what the limit allows on its coolant,
+cards × (T_limit − T_coolant)/R (the hardware slowdown), never below idle; a rack
+whose cards pass the shutdown temperature trips (draws nothing). With capping on,
+:class:`~simulation.facility.capping.CapController` sets the caps each step (one
+representative card per rack: the rack's cards are identical here). The result:
+time series downsampled to at most ``points`` samples, per rack the time until it
+reached its thermal limit and its cap, the energy and throughput lost, what capping
+did.
+
+**Quiescent stretches are skipped exactly**: when no event is due, the inputs did
+not change and no temperature moved by more than 1e-9 K in a step, the state is a
+fixed point of the step (the exponential integrator), so the run jumps to the next
+event, filling samples and energy with the constant values. A test checks the
+result equals stepping every second.
+
+>>> from simulation.facility.presets import demo_plant
+>>> res = run(demo_plant(12, racks_per_cdu=6), WhatIfInput(horizon_s=600.0,
+...           events=(Event(60.0, "cdu_trip", "cdu-0"),)))
+>>> res.racks["time_to_limit_s"][0] is not None, res.racks["time_to_limit_s"][11]
+(True, None)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simulation.facility.capping import (
+    CapController,
+    CapLimits,
+    element_groups,
+    it_limits,
+    throughput,
+)
+from simulation.facility.model import compile_model
+from simulation.facility.plant import Plant, PlantError
+from simulation.facility.power_chain import power_flow
+from simulation.facility.thermal import Conditions, ThermalParams, hydraulics, step
+
+__all__ = ["EVENT_KINDS", "Event", "WhatIfInput", "WhatIfResult", "run"]
+
+F64 = npt.NDArray[np.float64]
+
+EVENT_KINDS = ("cdu_trip", "pump_trip", "cooling_loss", "hot_day", "feed_loss",
+               "load_surge", "capping")
+"""What can happen: ``target`` names a cooling element (cdu_trip, pump_trip,
+cooling_loss) or a power element (feed_loss); ``value`` is units lost (default 1;
+cdu_trip: all), °C (hot_day), a demand factor (load_surge) or 1/0 (capping)."""
+
+_TARGETED = {"cdu_trip": ("cdu",), "pump_trip": ("cdu", "facility_loop"),
+             "cooling_loss": ("cooling_tower", "dry_cooler", "chiller", "crah")}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happens at ``at_s`` seconds (and reverts after ``duration_s``)."""
+
+    at_s: float
+    kind: str
+    target: str = ""
+    value: float | None = None
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "event") -> Event:
+        known = {f.name for f in fields(cls)}
+        extra = set(data) - known
+        if extra:
+            raise PlantError(f"{where}.{sorted(extra)[0]}", "unknown field")
+        try:
+            return cls(**data)
+        except TypeError as err:
+            raise PlantError(where, str(err)) from err
+
+
+@dataclass(frozen=True)
+class WhatIfInput:
+    """A facility what-if: horizon and step (s), events, the starting load (per rack
+    W, e.g. from the live snapshot; else ``load_fraction`` of each budget), capping
+    and its policy, the card figures the caps and throughput need, and how many
+    samples the series keep."""
+
+    horizon_s: float = 3600.0
+    dt_s: float = 1.0
+    events: tuple[Event, ...] = ()
+    rack_w: tuple[float, ...] | None = None
+    load_fraction: float = 0.9
+    wet_bulb_c: float | None = None
+    dry_bulb_c: float | None = None
+    capping: bool = False
+    policy: str = "uniform"
+    cards_per_rack: int = 40
+    card_tdp_w: float = 1000.0
+    card_idle_w: float = 100.0
+    compute_share: float = 0.7
+    shutdown_margin_c: float = 10.0
+    points: int = 500
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["events"] = [e.to_dict() for e in self.events]
+        out["rack_w"] = list(self.rack_w) if self.rack_w is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WhatIfInput:
+        known = {f.name for f in fields(cls)}
+        extra = set(data) - known
+        if extra:
+            raise PlantError(sorted(extra)[0], "unknown field")
+        d = dict(data)
+        d["events"] = tuple(Event.from_dict(e, f"events[{i}]")
+                            for i, e in enumerate(d.get("events", ())))
+        if d.get("rack_w") is not None:
+            d["rack_w"] = tuple(float(x) for x in d["rack_w"])
+        try:
+            return cls(**d)
+        except TypeError as err:
+            raise PlantError("input", str(err)) from err
+
+
+@dataclass(frozen=True)
+class WhatIfResult:
+    """Series (``t_s`` and one list per figure), per-rack outcomes, energy,
+    capping, and how many steps were computed (the rest were quiescent)."""
+
+    t_s: list[float]
+    series: dict[str, list[float]]
+    cdu_sup_c: list[list[float]]
+    racks: dict[str, list[Any]]
+    energy: dict[str, float]
+    capping: dict[str, Any]
+    steps: int
+    steps_computed: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check(plant: Plant, inp: WhatIfInput) -> None:
+    def pos(name: str, v: float) -> None:
+        if not (math.isfinite(v) and v > 0):
+            raise PlantError(name, f"must be a finite number > 0, got {v!r}")
+
+    pos("horizon_s", inp.horizon_s)
+    pos("dt_s", inp.dt_s)
+    if inp.horizon_s / inp.dt_s > 10_000_000:
+        raise PlantError("dt_s", "more than 10 million steps; use a longer step")
+    if not 2 <= inp.points <= 100_000:
+        raise PlantError("points", "must be between 2 and 100000")
+    pos("card_tdp_w", inp.card_tdp_w)
+    if not 0 <= inp.card_idle_w < inp.card_tdp_w:
+        raise PlantError("card_idle_w", "must be ≥ 0 and below card_tdp_w")
+    if inp.cards_per_rack < 1:
+        raise PlantError("cards_per_rack", "must be ≥ 1")
+    if inp.rack_w is not None:
+        arr = np.asarray(inp.rack_w, dtype=float)
+        if arr.shape != (len(plant.racks),) or not np.all(np.isfinite(arr)) or (arr < 0).any():
+            raise PlantError("rack_w", f"needs {len(plant.racks)} finite values ≥ 0")
+    elif not 0 <= inp.load_fraction <= 2:
+        raise PlantError("load_fraction", "must be in [0, 2]")
+    from simulation.facility.capping import POLICIES
+
+    if inp.policy not in POLICIES:
+        raise PlantError("policy", f"unknown {inp.policy!r}; one of {', '.join(POLICIES)}")
+    cool = {c.key: c.kind for c in plant.cooling}
+    power = {p.key for p in plant.power}
+    for i, e in enumerate(inp.events):
+        name = f"events[{i}]"
+        if e.kind not in EVENT_KINDS:
+            raise PlantError(f"{name}.kind",
+                             f"unknown {e.kind!r}; one of {', '.join(EVENT_KINDS)}")
+        if not (math.isfinite(e.at_s) and 0 <= e.at_s):
+            raise PlantError(f"{name}.at_s", "must be a finite time ≥ 0")
+        if e.duration_s is not None and not (math.isfinite(e.duration_s) and e.duration_s > 0):
+            raise PlantError(f"{name}.duration_s", "must be > 0")
+        if e.value is not None and not math.isfinite(e.value):
+            raise PlantError(f"{name}.value", "must be finite")
+        if e.kind in _TARGETED and cool.get(e.target) not in _TARGETED[e.kind]:
+            raise PlantError(f"{name}.target",
+                             f"{e.target!r} is not a {' or '.join(_TARGETED[e.kind])} "
+                             "of this plant")
+        if e.kind == "feed_loss" and e.target not in power:
+            raise PlantError(f"{name}.target", f"{e.target!r} is not a power element")
+        if e.kind == "load_surge" and (e.value is None or e.value < 0):
+            raise PlantError(f"{name}.value", "a load surge needs a factor ≥ 0 (1.2: +20 %)")
+        if e.kind == "hot_day" and e.value is None:
+            raise PlantError(f"{name}.value", "a hot day needs + °C")
+
+
+def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
+        skip_quiescent: bool = True) -> WhatIfResult:
+    """Run the what-if (raises PlantError naming the field for bad input).
+    ``skip_quiescent=False`` computes every step (the benchmark's baseline)."""
+    _check(plant, inp)
+    p = params or ThermalParams(cards_per_rack=inp.cards_per_rack)
+    model = compile_model(plant, p)
+    net, chain = model.net, model.chain
+    n = len(plant.racks)
+    cool_idx = {c.key: i for i, c in enumerate(plant.cooling)}
+    pow_idx = {e.key: i for i, e in enumerate(plant.power)}
+    budget = np.asarray(plant.racks.budget_w, dtype=float)
+    base = (np.asarray(inp.rack_w, dtype=float) if inp.rack_w is not None
+            else budget * inp.load_fraction)
+    cards = inp.cards_per_rack
+    idle_rack = cards * inp.card_idle_w
+    # timeline of changes: (time, sign, event); reverts apply the opposite change
+    changes: list[tuple[float, int, int]] = []
+    for i, e in enumerate(inp.events):
+        changes.append((e.at_s, +1, i))
+        if e.duration_s is not None:
+            changes.append((e.at_s + e.duration_s, -1, i))
+    weather = plant.site.weather
+    if weather:
+        t_w = 0.0
+        while t_w < inp.horizon_s:
+            changes.append((t_w, 0, -1))
+            t_w += 60.0
+    changes.sort(key=lambda c: (c[0], c[1]))
+    wb0 = inp.wet_bulb_c if inp.wet_bulb_c is not None else plant.site.wet_bulb_c
+    db0 = inp.dry_bulb_c if inp.dry_bulb_c is not None else plant.site.dry_bulb_c
+    hot = 0.0
+    cool_failed = np.zeros(len(plant.cooling), dtype=np.int64)
+    pow_failed = np.zeros(len(plant.power), dtype=np.int64)
+    surge = 1.0
+    capping = inp.capping
+    wb, db = wb0, db0
+
+    def apply(sign: int, i: int) -> None:
+        nonlocal hot, surge, capping, wb, db
+        if i < 0:   # weather point
+            ts = np.array([w[0] for w in weather])
+            t_now = t
+            db = float(np.interp(t_now, ts, [w[1] for w in weather]))
+            wb = float(np.interp(t_now, ts, [w[2] for w in weather]))
+            return
+        e = inp.events[i]
+        if e.kind == "cdu_trip":
+            k = cool_idx[e.target]
+            cool_failed[k] += sign * plant.cooling[k].units
+        elif e.kind in ("pump_trip", "cooling_loss"):
+            k = cool_idx[e.target]
+            units = int(e.value) if e.value is not None else 1
+            cool_failed[k] += sign * units
+        elif e.kind == "feed_loss":
+            k = pow_idx[e.target]
+            pow_failed[k] += sign * (int(e.value) if e.value is not None else 1)
+        elif e.kind == "hot_day":
+            hot += sign * float(e.value or 0.0)
+        elif e.kind == "load_surge":
+            f = float(e.value if e.value is not None else 1.0)
+            surge = surge * f if sign > 0 else surge / max(f, 1e-12)
+        elif e.kind == "capping":
+            on = bool(e.value if e.value is not None else 1.0)
+            capping = on if sign > 0 else not on
+
+    dt = inp.dt_s
+    n_steps = int(math.ceil(inp.horizon_s / dt - 1e-9))
+    stride = max(1, int(math.ceil(n_steps / (inp.points - 1))))
+    ctl = CapController(min_w=np.full(n, idle_rack), max_w=budget.copy(), policy=inp.policy)
+    rack_ids = np.arange(n)
+    groups = element_groups(chain, rack_ids)
+    t = 0.0
+    cond = Conditions(wb0, db0)
+    reading = model.settle(base, cond)
+    s = reading.thermal
+    limit_c = p.card_limit_c
+    shutdown_c = limit_c + inp.shutdown_margin_c
+    tripped = np.zeros(n, dtype=bool)
+    t_limit = np.full(n, np.nan)
+    t_cap = np.full(n, np.nan)
+    delivered = base.copy()
+    series: dict[str, list[float]] = {k: [] for k in (
+        "max_card_c", "mean_card_c", "max_rack_return_c", "max_cdu_supply_c",
+        "facility_supply_c", "tcs_flow_kg_s", "it_w", "demand_w", "facility_w", "losses_w",
+        "mechanical_w", "pue", "racks_capped", "racks_throttled")}
+    t_out: list[float] = []
+    cdu_out: list[list[float]] = []
+    e_fac = e_it = e_demand = 0.0
+    thr_lost_time = 0.0
+    cap_ticks = 0
+    max_racks_capped = 0
+    min_cap_fraction = 1.0
+    ci = 0
+    hyd = None
+    flow_cache: tuple[F64, Any] | None = None
+    computed = 0
+    k = 0
+    while k < n_steps:
+        t = k * dt
+        changed = False
+        while ci < len(changes) and changes[ci][0] <= t + 1e-9:
+            _, sign, i = changes[ci]
+            apply(sign, i)
+            ci += 1
+            changed = True
+        if changed or hyd is None:
+            cond = Conditions(wb + hot, db + hot, tuple(int(x) for x in cool_failed))
+            hyd = hydraulics(net, dt, cond)
+            flow_cache = None
+        demand = base * surge
+        # firmware protection: slow down at the limit, trip past shutdown
+        coolant = 0.5 * (s.rack_sup_c + s.rack_ret_c)
+        thermal_cap = np.maximum(cards * (limit_c - coolant) / p.r_liquid_k_w, idle_rack)
+        thermal_cap = np.where(net.liquid_rack, thermal_cap, np.inf)
+        tripped |= s.card_c >= shutdown_c
+        want = np.minimum(demand, thermal_cap)
+        racks_capped = 0
+        if capping:
+            if flow_cache is None:
+                flow0 = power_flow(chain, delivered, failed_units=pow_failed)
+            else:
+                flow0 = flow_cache[1]
+            limits = CapLimits(card_rack=rack_ids, rack_limit_w=budget, chain=chain,
+                               element_limit_w=it_limits(flow0, chain, delivered),
+                               site_limit_w=(plant.site.contract_kw * 1e3 * flow0.it_w
+                                             / max(flow0.facility_w + s.mechanical_w, 1.0)
+                                             if plant.site.contract_kw else None),
+                               coolant_c=coolant, r_k_w=p.r_liquid_k_w / cards,
+                               limit_c=limit_c, element_groups=groups)
+            dec = ctl.update(np.minimum(delivered, want), limits)
+            capped = dec.caps_w < want * (1 - 1e-6)
+            racks_capped = int(capped.sum())
+            newly = capped & np.isnan(t_cap)
+            t_cap[newly] = t
+            want = np.minimum(want, dec.caps_w)
+            if racks_capped:
+                cap_ticks += 1
+                max_racks_capped = max(max_racks_capped, racks_capped)
+                min_cap_fraction = min(min_cap_fraction,
+                                       float((dec.caps_w / np.maximum(demand, 1.0)).min()))
+        else:   # no capping: a rack "hits its cap" when its demand passes its budget
+            over = (demand > budget * (1 + 1e-9)) & np.isnan(t_cap)
+            t_cap[over] = t
+        rack_w = np.where(tripped, 0.0, want)
+        if flow_cache is None or not np.array_equal(flow_cache[0], rack_w):
+            flow_cache = (rack_w.copy(), power_flow(chain, rack_w, failed_units=pow_failed))
+        flow0 = flow_cache[1]
+        rack_w = np.where(flow0.rack_powered, rack_w, 0.0)
+        nxt = step(net, s, rack_w, dt, cond, rack_w / cards, hyd)
+        computed += 1
+        hit = (nxt.card_c >= limit_c - 1e-9) & np.isnan(t_limit)
+        t_limit[hit] = t + dt
+        throttled = int((demand > thermal_cap * (1 + 1e-9)).sum())
+        fac = flow0.facility_w + nxt.mechanical_w
+        it = flow0.it_w
+        if n and bool((rack_w < demand).any()):
+            kept = throughput(rack_w / cards, demand / cards, inp.card_tdp_w, inp.card_idle_w,
+                              compute_share=inp.compute_share).kept
+            lost = float(1.0 - (kept * (rack_w > 0)).mean())
+        else:
+            lost = 0.0
+        # how many steps this one stands for: 1, or a quiescent stretch to the next change
+        span = 1
+        moved = max(float(np.max(np.abs(nxt.rack_ret_c - s.rack_ret_c), initial=0.0)),
+                    float(np.max(np.abs(nxt.root_ret_c - s.root_ret_c), initial=0.0)),
+                    float(np.max(np.abs(nxt.cdu_sup_c - s.cdu_sup_c), initial=0.0)))
+        if skip_quiescent and moved < 1e-9 and np.array_equal(rack_w, delivered) \
+                and not changed:
+            nxt_change = changes[ci][0] if ci < len(changes) else inp.horizon_s
+            span = max(1, min(n_steps - k, int(math.floor((nxt_change - t) / dt + 1e-9))))
+        delivered = rack_w
+        s = nxt
+        e_fac += fac * dt * span
+        e_it += it * dt * span
+        e_demand += float(demand.sum()) * dt * span
+        thr_lost_time += lost * dt * span
+        for j in range(k, k + span):
+            if j % stride == 0 or j == n_steps - 1:
+                t_out.append((j + 1) * dt)
+                series["max_card_c"].append(float(s.card_c.max()) if n else 0.0)
+                series["mean_card_c"].append(float(s.card_c.mean()) if n else 0.0)
+                series["max_rack_return_c"].append(float(s.rack_ret_c.max()) if n else 0.0)
+                series["max_cdu_supply_c"].append(float(s.cdu_sup_c.max(initial=0.0)))
+                series["facility_supply_c"].append(float(s.root_sup_c.max(initial=0.0)))
+                series["tcs_flow_kg_s"].append(float(s.cdu_flow_kg_s.sum()))
+                series["it_w"].append(it)
+                series["demand_w"].append(float(demand.sum()))
+                series["facility_w"].append(fac)
+                series["losses_w"].append(float(flow0.loss_w.sum()))
+                series["mechanical_w"].append(s.mechanical_w)
+                series["pue"].append(fac / it if it > 0 else float("nan"))
+                series["racks_capped"].append(float(racks_capped))
+                series["racks_throttled"].append(float(throttled))
+                cdu_out.append([float(x) for x in s.cdu_sup_c])
+        k += span
+
+    def opt(a: F64) -> list[float | None]:
+        return [None if math.isnan(x) else float(x) for x in a]
+
+    hours = 3_600_000.0
+    return WhatIfResult(
+        t_s=t_out, series=series, cdu_sup_c=cdu_out,
+        racks={"time_to_limit_s": opt(t_limit), "time_to_cap_s": opt(t_cap),
+               "tripped": tripped.tolist(),
+               "names": list(plant.racks.names) or [str(int(x)) for x in plant.racks.ids]},
+        energy={"facility_kwh": e_fac / hours, "it_kwh": e_it / hours,
+                "it_lost_kwh": max(e_demand - e_it, 0.0) / hours,
+                "throughput_lost_fraction": thr_lost_time / (n_steps * dt),
+                "mean_pue": e_fac / e_it if e_it > 0 else float("nan")},
+        capping={"on_at_end": capping, "ticks_capped": cap_ticks,
+                 "max_racks_capped": max_racks_capped,
+                 "min_cap_fraction": min_cap_fraction},
+        steps=n_steps, steps_computed=computed,
+        events=[e.to_dict() for e in inp.events])

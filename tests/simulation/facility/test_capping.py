@@ -1,0 +1,154 @@
+"""Power capping: every limit held, the policies' shares, a step settles without
+overshoot, and the throughput the caps cost through the DVFS curve."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulation.facility.capping import (
+    CapController,
+    CapLimits,
+    allocate,
+    it_limits,
+    throughput,
+)
+from simulation.facility.plant import EfficiencyCurve, PowerElement
+from simulation.facility.power_chain import compile_chain, power_flow
+from simulation.training.energy import clock_for_cap
+
+
+def test_every_rack_element_and_site_limit_holds() -> None:
+    rng = np.random.default_rng(7)
+    racks, per = 40, 32
+    elements = [PowerElement("feed", "feed", 1200.0)]
+    elements += [PowerElement(f"pdu{k}", "pdu", 80.0, parent="feed",
+                              efficiency=EfficiencyCurve((0.0, 1.0), (0.97, 0.99)))
+                 for k in range(10)]
+    chain = compile_chain(elements, 1 + np.arange(racks) // 4)
+    card_rack = np.repeat(np.arange(racks), per)
+    demand = rng.uniform(300.0, 1200.0, racks * per)
+    min_w, max_w = np.full(demand.size, 200.0), np.full(demand.size, 1000.0)
+    rack_w = np.bincount(card_rack, weights=np.minimum(demand, max_w))
+    flow = power_flow(chain, rack_w, mechanical_w=20e3)
+    limits = CapLimits(card_rack=card_rack, rack_limit_w=np.full(racks, 22e3), chain=chain,
+                       element_limit_w=it_limits(flow, chain, rack_w), site_limit_w=700e3)
+    d = allocate(demand, min_w, max_w, limits)
+    caps = d.caps_w
+    assert np.all(caps >= min_w - 1e-9) and np.all(caps <= max_w + 1e-9)
+    assert np.all(caps <= np.maximum(demand, min_w) + 1e-9)
+    per_rack = np.bincount(card_rack, weights=caps)
+    assert np.all(per_rack <= 22e3 * (1 + 1e-9))
+    per_pdu = np.bincount(chain.rack_parent, weights=per_rack, minlength=chain.n)
+    assert np.all(per_pdu[1:] <= limits.element_limit_w[1:] * (1 + 1e-9))
+    assert caps.sum() <= 700e3 * (1 + 1e-9)
+    assert d.site_limited and d.elements_limited.size > 0 and d.racks_limited.size > 0
+    # the PDU limit in IT watts: its rating over the present input-to-IT ratio
+    assert limits.element_limit_w[1] < 80e3
+
+
+def test_uniform_priority_and_thermal_policies_share_differently() -> None:
+    demand = np.full(4, 1000.0)
+    floor, top = np.full(4, 200.0), np.full(4, 1000.0)
+    limits = CapLimits(card_rack=np.zeros(4, dtype=np.int64), rack_limit_w=np.array([3200.0]))
+    uni = allocate(demand, floor, top, limits, "uniform").caps_w
+    np.testing.assert_allclose(uni, 800.0)
+    pri = allocate(demand, floor, top, limits, "priority",
+                   weight=np.array([1.0, 1.0, 3.0, 3.0])).caps_w
+    assert pri.sum() == pytest.approx(3200.0)
+    assert pri[0] < pri[2] and pri[0] == pytest.approx(pri[1])
+    # cut ∝ 1/weight: low-priority cards give 3× as much
+    assert (1000 - pri[0]) == pytest.approx(3 * (1000 - pri[2]))
+    hot = CapLimits(card_rack=limits.card_rack, rack_limit_w=limits.rack_limit_w,
+                    coolant_c=np.array([30.0, 30.0, 30.0, 40.0]), r_k_w=0.04, limit_c=85.0)
+    th = allocate(demand, floor, top, hot, "thermal").caps_w
+    assert th.sum() == pytest.approx(3200.0)
+    assert th[3] < th[0]
+
+
+def test_thermal_limit_caps_a_card_on_hot_coolant() -> None:
+    limits = CapLimits(card_rack=np.zeros(2, dtype=np.int64), rack_limit_w=np.array([1e6]),
+                       coolant_c=np.array([40.0, 60.0]), r_k_w=0.04, limit_c=85.0)
+    d = allocate(np.full(2, 1000.0), np.full(2, 100.0), np.full(2, 1000.0), limits)
+    assert d.caps_w[0] == pytest.approx(1000.0)
+    assert d.caps_w[1] == pytest.approx((85.0 - 60.0) / 0.04)
+    assert d.binding.tolist() == [0, 1]
+
+
+def test_infeasible_limits_stop_at_the_minimum_and_say_so() -> None:
+    limits = CapLimits(card_rack=np.zeros(4, dtype=np.int64), rack_limit_w=np.array([500.0]))
+    d = allocate(np.full(4, 1000.0), np.full(4, 200.0), np.full(4, 1000.0), limits)
+    np.testing.assert_allclose(d.caps_w, 200.0)
+    assert "rack" in d.infeasible
+
+
+def run_rack(demand_of_tick, ticks: int, cards: int = 40, limit: float = 40e3,
+             lag: float = 0.0):
+    """A rack whose cards obey their caps (optionally with a first-order lag)."""
+    ctl = CapController(min_w=np.full(cards, 200.0), max_w=np.full(cards, 1200.0))
+    limits = CapLimits(card_rack=np.zeros(cards, dtype=np.int64),
+                       rack_limit_w=np.array([limit]))
+    power = np.minimum(demand_of_tick(0), limit / cards)
+    totals, caps = [], []
+    for t in range(ticks):
+        d = ctl.update(power, limits)
+        target = np.minimum(demand_of_tick(t), d.caps_w)
+        power = lag * power + (1 - lag) * target
+        power = np.minimum(power, d.caps_w)    # an obeying card never exceeds its cap
+        totals.append(float(power.sum()))
+        caps.append(d.caps_w.copy())
+    return np.array(totals), np.array(caps)
+
+
+@pytest.mark.parametrize("lag", [0.0, 0.5])
+def test_a_load_step_settles_in_a_few_ticks_without_overshoot(lag: float) -> None:
+    step_at = 10
+
+    def demand(t: int) -> np.ndarray:
+        return np.full(40, 600.0 if t < step_at else 1100.0)   # 24 kW → 44 kW wanted
+
+    totals, caps = run_rack(demand, 40, lag=lag)
+    limit = 40e3
+    assert totals[:step_at].max() == pytest.approx(24e3, rel=0.01)
+    after = totals[step_at:]
+    final = after[-1]
+    assert final == pytest.approx(limit, rel=0.02)
+    assert after.max() <= final * 1.02 and after.max() <= limit * 1.0 + 1e-6
+    settled = np.flatnonzero(np.abs(after - final) > 0.02 * final)
+    ticks_to_settle = int(settled[-1]) + 1 if settled.size else 0
+    assert ticks_to_settle <= 8
+    # and it stays put: no oscillation once settled
+    tail = caps[-10:]
+    assert np.ptp(tail, axis=0).max() < 1.0
+
+
+def test_a_load_drop_releases_the_caps_and_a_new_rise_is_caught() -> None:
+    def demand(t: int) -> np.ndarray:
+        return np.full(40, 1100.0 if t < 10 or t >= 20 else 500.0)
+
+    totals, _ = run_rack(demand, 40)
+    assert totals[15:20].max() == pytest.approx(20e3, rel=0.01)
+    assert totals.max() <= 40e3 + 1e-6
+    assert totals[-1] == pytest.approx(40e3, rel=0.02)
+
+
+def test_throughput_cost_through_the_dvfs_curve() -> None:
+    curve = ((0.5, 0.32), (1.0, 1.0))
+    tdp, idle = 1000.0, 100.0
+    demand = np.array([1000.0, 1000.0, 400.0])
+    caps = np.array([1000.0, 100.0 + 0.32 * 900.0, 1000.0])
+    t = throughput(caps, demand, tdp, idle, compute_share=0.7, curve=curve)
+    assert t.clock.tolist() == pytest.approx([1.0, 0.5, 1.0])
+    assert t.kept[1] == pytest.approx(1.0 / (0.7 / 0.5 + 0.3))
+    assert t.kept[0] == 1.0 and t.kept[2] == 1.0
+    # a partly busy card: its dynamic power scales the same curve
+    part = throughput(np.array([250.0]), np.array([400.0]), tdp, idle, curve=curve)
+    g = (250.0 - idle) / (400.0 - idle)
+    assert part.clock[0] == pytest.approx(
+        float(clock_for_cap(np.array([idle + g * (tdp - idle)]), tdp, idle, curve)[0]))
+    assert 0 < t.lost_fraction < 1
+
+
+def test_unknown_policy_is_refused() -> None:
+    limits = CapLimits(card_rack=np.zeros(1, dtype=np.int64), rack_limit_w=np.array([1.0]))
+    with pytest.raises(ValueError, match="policy"):
+        allocate(np.ones(1), np.zeros(1), np.ones(1), limits, "random")
