@@ -18,10 +18,12 @@ JSON shape (``to_dict``/``from_dict``) is compact for large clusters:
 
 * id lists (cards in layout order, down elements) are run-length packed as
   ``[[first, count], …]`` of consecutive ids — a cluster built in layout order is
-  a handful of runs whatever its size (:func:`pack_ids`);
+  a handful of runs whatever its size, a job on whole servers a few
+  (:func:`pack_ids`); a job's shares are one number when they are all equal;
 * per-card readings are little-endian float32 in base64 (``{"dtype": "<f4",
   "b64": …}``, 5.3 bytes a card), NaN where a card never reported
-  (:func:`pack_floats`). 65,536 cards with three metrics are ~1 MB of JSON.
+  (:func:`pack_floats`). 65,536 cards with three metrics are ~1 MB of JSON (plus ~20 bytes a running
+  job: ``benchmarks/fork.py``).
 
 Example:
     >>> snap = LiveSnapshot(taken_at=0.0, cluster_id=1, cluster_name="demo",
@@ -164,15 +166,21 @@ class RunningJob:
         return None if self.expected_end is None else max(0.0, self.expected_end - at)
 
     def to_dict(self) -> dict[str, Any]:
+        """``cards`` run-length packed (a job on whole servers is one run);
+        ``share_milli`` one number when every card has the same share."""
+        uniform = len(set(self.share_milli)) == 1
         return {"id": self.id, "name": self.name, "tenant": self.tenant,
-                "priority": self.priority, "cards": list(self.cards),
-                "share_milli": list(self.share_milli), "started": self.started,
-                "expected_end": self.expected_end, "progress": self.progress}
+                "priority": self.priority, "cards": pack_ids(self.cards),
+                "share_milli": self.share_milli[0] if uniform else list(self.share_milli),
+                "started": self.started, "expected_end": self.expected_end,
+                "progress": self.progress}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str = "") -> RunningJob:
-        cards = tuple(int(c) for c in _req(data, "cards", path))
-        share = tuple(int(s) for s in _req(data, "share_milli", path))
+        cards = _ids(_req(data, "cards", path), f"{path}cards")
+        raw = _req(data, "share_milli", path)
+        share = (tuple(int(s) for s in raw) if isinstance(raw, list)
+                 else (int(raw),) * len(cards))
         if len(share) != len(cards):
             raise TopologyError(f"{path}share_milli", "one share per card")
         return cls(int(_req(data, "id", path)), str(data.get("name", "")),

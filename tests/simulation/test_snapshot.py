@@ -30,7 +30,7 @@ def snapshot(n: int = 16, cap: bool = False) -> LiveSnapshot:
         taken_at=1_764_800_000.25, cluster_id=7, cluster_name="demo", has_live_state=True,
         cards_down={"failed": (101, 102), "stale": (5000,)}, servers_down={"down": (3,)},
         links_down={"down": (9, 10, 11), "degraded": (40,)}, facility_down=("cdu-1",),
-        running=(RunningJob(1, "train", "team-a", 5, (100, 104), (1000, 1000),
+        running=(RunningJob(1, "train", "team-a", 5, (100, 104), (1000, 500),
                             1_764_790_000.0, 1_764_810_000.0, 0.5),
                  RunningJob(2, "infer", "team-b", 0, (105,), (250,), None, None, None)),
         queue=(PendingJob(3, "big", "team-a", 9, 64, 1000, True, 3600.0, 1_764_799_000.0),),
@@ -97,7 +97,9 @@ def test_inventory_only_snapshot() -> None:
     (lambda d: d.pop("taken_at"), "snapshot.taken_at"),
     (lambda d: d["cards_down"].update(failed=[[1, 0]]), "snapshot.cards_down.failed[0]"),
     (lambda d: d["readings"]["power_w"].update(b64="AAAA"), "snapshot.readings.power_w"),
-    (lambda d: d["running"][0].update(share_milli=[1000]), "snapshot.running[0].share_milli"),
+    (lambda d: d["running"][0].update(share_milli=[1000, 1000, 1000]),
+     "snapshot.running[0].share_milli"),
+    (lambda d: d["running"][0].update(cards=[5]), "snapshot.running[0].cards[0]"),
     (lambda d: d["racks"].update(draw_w=[1.0]), "snapshot.racks.draw_w"),
 ])
 def test_bad_input_names_the_field(mutate, field: str) -> None:
