@@ -221,3 +221,13 @@ def test_the_command_forks_and_says_when_there_is_no_live_state(tiny_cluster, li
     with pytest.raises(CommandError, match="--fork-from: no scenario run"):
         call_command("run_scenario", "failure", "--cluster", "tiny", "--fork-from",
                      "99999999", "--params", "{}", stdout=StringIO())
+
+
+def test_any_kind_can_fork(live_world) -> None:
+    """The fork is the runner's, not a kind's: a topology run forked from the live state
+    stores the snapshot and its result says what it started from."""
+    run = submit("topology", {}, live_world["cluster"], None, enqueue=False, fork=True)
+    done = execute(run.pk, worker="test@host")
+    assert done is not None and done.status == "succeeded", done.error
+    assert done.snapshot is not None and done.result["fork"]["has_live_state"] is True
+    assert done.result["fork"]["reporting"] == 7 and "avg_hops" in done.result
