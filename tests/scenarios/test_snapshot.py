@@ -231,3 +231,14 @@ def test_any_kind_can_fork(live_world) -> None:
     assert done is not None and done.status == "succeeded", done.error
     assert done.snapshot is not None and done.result["fork"]["has_live_state"] is True
     assert done.result["fork"]["reporting"] == 7 and "avg_hops" in done.result
+
+
+def test_the_admin_shows_the_snapshot_summary_not_the_arrays(live_world, client,
+                                                             admin_user) -> None:
+    run = submit("failure", {"live": True}, live_world["cluster"], None, enqueue=False)
+    client.force_login(admin_user)
+    page = client.get(f"/admin/scenarios/scenariorun/{run.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "forked from" in text.lower() and run.inputs["fork"]["digest"] in text
+    assert "b64" not in text  # the per-card arrays stay in the API's snapshot endpoint
