@@ -6,7 +6,11 @@ earliest time enough resources are free *where it can run* (the shadow time); a 
 job may start now if it ends by then or uses only what the head leaves spare. Here
 "where it can run" is a node (or, for a job wider than a node, a set of nodes): the
 running jobs' releases are replayed in order of expected end on copies of the nodes
-they touch until a node the head can use holds it.
+they touch until a node the head can use holds it. The running jobs include the
+live twin's pinned jobs (``simulate(initial=...)``): their expected end is when
+their cards free up, as for any running job — ignoring it would put the shadow
+time at infinity (or too late) and let a long job backfill onto the cards the
+head is about to get.
 
 Example (hand-worked in tests/simulation/scheduling): nodes A, B of 4 cards, both
 holding two 2-card jobs (A's end at 10 s and 100 s, B's at 20 s and 100 s): a 4-card

@@ -41,7 +41,8 @@ cluster's running jobs): they hold their cards, CPU, memory and a virtual
 function from time 0 — forever in ``arrival-only`` mode, for their
 ``remaining_s`` in ``full`` mode — and the policy places only the workload.
 They count in the allocation rate, not in the arrived demand nor in the job
-counts (``jobs["pinned"]``). EASY's reservation does not see their ends.
+counts (``jobs["pinned"]``). EASY's reservation counts a pinned job's expected
+end (``remaining_s``) as the time its cards free up, like a running task's.
 
 Example:
     >>> from simulation.scheduling.cluster import Nodes
@@ -172,6 +173,8 @@ class _Run:
         self.placements: dict[int, Placement] = {}
         self.job_log: dict[int, tuple[int, float, float, float]] = {}
         self.pinned = 0
+        # pinned entries with an expected end (full mode): index -> as ``running``
+        self.pinned_running: dict[int, tuple[float, int, Placement, JobRequest]] = {}
         self.arrived_milli = 0
         self.arrived = 0
         self.placed = 0
@@ -313,8 +316,9 @@ class _Run:
             return
         # EASY: reservation for the head, then backfill what does not delay it
         _, head_seq, head_j = self.queue[0]
-        shadow, reserved, spare = reservation(self.st, self.running.values(),
-                                              self.req_of(head_seq, head_j))
+        shadow, reserved, spare = reservation(
+            self.st, [*self.running.values(), *self.pinned_running.values()],
+            self.req_of(head_seq, head_j))
         now = float(self.env.now)
         i = 1
         while i < len(self.queue) and i <= 200:

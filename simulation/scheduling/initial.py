@@ -6,6 +6,12 @@ The twin's ``from_live`` pins its running jobs to the cards they hold: each entr
 arrival; in ``full`` mode an entry with ``remaining_s`` is released then (a SimPy
 timeout) and the queue dispatches as after any completion; otherwise it is held
 for the whole run.
+
+A pinned entry's expected end (now + ``remaining_s``) is also what EASY
+backfilling's reservation counts as the time its cards free up (Lifka 1995;
+Mu'alem & Feitelson 2001: the head's shadow time is the earliest time enough
+resources are free, the running jobs' expected ends included): the entry is kept
+in ``run.pinned_running`` until released, next to the workload's ``running``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from .errors import SchedulingInputError
+from .policies import JobRequest
 from .state import Placement
 
 if TYPE_CHECKING:
@@ -62,8 +69,13 @@ def pin_initial(run: _Run, initial: Sequence[Mapping[str, Any]]) -> None:
             if not float(remaining) >= 0:
                 raise SchedulingInputError(f"{path}.remaining_s", "must be >= 0 (or None)")
 
+            cards = sum(1 for _, c, _ in pl if c >= 0)
+            req = JobRequest(cards, 1000 if cards != 1 else pl[0][2], cpu, mem)
+            run.pinned_running[i] = (float(remaining), req.demand_milli, pl, req)
+
             def release(_event: simpy.Event, pl: Placement = pl, cpu: int = cpu,
-                        mem: int = mem) -> None:
+                        mem: int = mem, i: int = i) -> None:
+                run.pinned_running.pop(i, None)
                 run.st.release(pl, cpu, mem)
                 run.dispatch()
                 run.record()

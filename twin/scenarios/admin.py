@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from simulation.snapshot import LiveSnapshot
 from twin.core.admin.badges import badge
 from twin.core.admin.base import TwinModelAdmin
 from twin.core.choices import JobStatusChoices
@@ -58,8 +59,8 @@ class ScenarioRunAdmin(TwinModelAdmin):
     readonly_fields = ("kind", "cluster", "status", "progress", "message", "error",
                        "error_field", "cached_from", "params_hash", "task_id", "worker",
                        "heartbeat", "created_by", "created", "started", "finished",
-                       "params_json", "inputs_json", "result_json")
-    exclude = ("params", "inputs", "result")
+                       "params_json", "inputs_json", "result_json", "snapshot_summary")
+    exclude = ("params", "inputs", "result", "snapshot")
     list_select_related = ("cluster", "created_by")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -71,7 +72,7 @@ class ScenarioRunAdmin(TwinModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         qs = super().get_queryset(request)
         if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
-            qs = qs.defer("result", "inputs")
+            qs = qs.defer("result", "inputs", "snapshot")
         return qs
 
     @admin.display(description="status", ordering="status")
@@ -104,6 +105,13 @@ class ScenarioRunAdmin(TwinModelAdmin):
     @admin.display(description="result")
     def result_json(self, run: ScenarioRun) -> str:
         return self._json(run.result)
+
+    @admin.display(description="forked from (the live state's summary; whole: the API's "
+                               "/api/scenarios/<id>/snapshot/)")
+    def snapshot_summary(self, run: ScenarioRun) -> str:
+        if not run.snapshot:
+            return "—"
+        return self._json(LiveSnapshot.from_dict(run.snapshot).summary())
 
     @admin.action(description="Cancel the selected queued or running runs",
                   permissions=["cancel"])

@@ -3,7 +3,8 @@
 ``params`` is the request as the client sent it; ``inputs`` is what the
 simulation actually runs on — the parameters after validation, with the
 cluster converted to the simulation's plain dataclasses (as JSON) — so a run
-is reproducible after the cluster changes, and ``params_hash`` (a hash of
+is reproducible after the cluster changes, and ``snapshot`` the live state
+it was forked from (``twin.scenarios.snapshot``), if any; and ``params_hash`` (a hash of
 ``kind`` + ``inputs`` + the engine version) finds an earlier identical run
 whose result can be reused.
 
@@ -31,6 +32,10 @@ class ScenarioRun(Job):
     params = models.JSONField(default=dict, blank=True, help_text="Parameters as requested.")
     inputs = models.JSONField(default=dict, blank=True,
                               help_text="Validated inputs the simulation runs on.")
+    snapshot = models.JSONField(
+        null=True, blank=True,
+        help_text="The live state the inputs were taken from (a fork: "
+                  "simulation.snapshot.LiveSnapshot as JSON); null when none was read.")
     params_hash = models.CharField(max_length=64, db_index=True, blank=True,
                                    help_text="SHA-256 of kind + inputs + engine version.")
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.SET_NULL, null=True,

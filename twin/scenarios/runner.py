@@ -50,6 +50,14 @@ from twin.core.choices import JobStatusChoices as S
 from twin.core.jobs import Cancelled, JobError, JobRunner, Outcome, Reporter
 from twin.scenarios.kinds import ENGINE_VERSION, REGISTRY, ScenarioInputError, get_kind, jsonable
 from twin.scenarios.models import ScenarioRun, group_name
+from twin.scenarios.snapshot import (
+    Fork,
+    fork_summary,
+    forking,
+    freeze,
+    stored_snapshot,
+    with_fork,
+)
 from twin.scenarios.sweeps import Sweeps, active_parts
 
 __all__ = [
@@ -186,8 +194,16 @@ def cached_run(digest: str) -> ScenarioRun | None:
 def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = None, *,
            refresh: bool = False,
            enqueue: Callable[[int], object] | Literal[False] | None = None,
-           before_queue: Callable[[], object] | None = None) -> ScenarioRun:
+           before_queue: Callable[[], object] | None = None,
+           fork: bool | ScenarioRun = False) -> ScenarioRun:
     """Validate and record a run (see the module docstring).
+
+    ``fork``: True freezes the cluster's live state now into the run's input
+    (:func:`twin.scenarios.snapshot.freeze`); a run reuses the snapshot stored
+    with that run (the same state, so the same answer). Either way, and when the
+    kind reads the live state by itself (:func:`~twin.scenarios.snapshot.live_state`),
+    the snapshot is stored with the run (``snapshot``) and summarised in
+    ``inputs["fork"]``.
 
     ``enqueue(run_id)`` sends its task once the row is committed; without it
     (``None`` or ``False``) the run is only recorded, for the caller to
@@ -205,7 +221,14 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
         params = {}
     if not isinstance(params, Mapping):
         raise ScenarioInputError.one("params", "must be a JSON object")
-    inputs = jsonable(kind.prepare(params, cluster))
+    state = _fork(fork, cluster)
+    with forking(state):
+        prepared = kind.prepare(params, cluster)
+    snapshot = None
+    if state.snapshot is not None:
+        prepared = {**prepared, "fork": fork_summary(state.snapshot)}
+        snapshot = state.snapshot.to_dict()
+    inputs = jsonable(prepared)
     digest = params_hash(kind.name, inputs)
     owner = user if user is not None and getattr(user, "is_authenticated", False) else None
     if before_queue is not None and (refresh or cached_run(digest) is None):
@@ -213,7 +236,8 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
     with transaction.atomic():
         source = None if refresh else cached_run(digest)
         common = {"kind": kind.name, "params": jsonable(dict(params)), "inputs": inputs,
-                  "params_hash": digest, "cluster": cluster, "created_by": owner}
+                  "params_hash": digest, "cluster": cluster, "created_by": owner,
+                  "snapshot": snapshot}
         if source is not None:
             now = timezone.now()
             return ScenarioRun.objects.create(
@@ -227,6 +251,23 @@ def submit(kind_name: Any, params: Any, cluster: Any | None, user: Any | None = 
             send = enqueue
             transaction.on_commit(lambda: send(run.pk))
     return run
+
+
+def _fork(fork: bool | ScenarioRun, cluster: Any | None) -> Fork:
+    """The submit's snapshot holder: frozen now, another run's, or empty (filled
+    only if the kind reads the live state)."""
+    if fork is False or fork is None:
+        return Fork(cluster)
+    field = "fork" if fork is True else "fork_from"
+    if cluster is None:
+        raise ScenarioInputError.one(field, "needs a cluster (give \"cluster\": <id>): a "
+                                            "fork freezes a cluster's live state")
+    if fork is True:
+        return Fork(cluster, freeze(cluster))
+    if fork.cluster_id != cluster.pk:
+        raise ScenarioInputError.one(field, f"run #{fork.pk} was forked from another "
+                                            f"cluster ({fork.cluster_id})")
+    return Fork(cluster, stored_snapshot(fork, field))
 
 
 # ----------------------------------------------------------------- execute
@@ -264,6 +305,6 @@ def compute(run: ScenarioRun, report: Reporter,
             handed = SWEEPS.split(run, kind, enqueue_part)
             if handed is not None:
                 return handed
-        return Outcome(kind.run(run.inputs, report))
+        return Outcome(with_fork(run.inputs, kind.run(run.inputs, report)))
     except TopologyError as exc:
         raise JobError(exc.message, field=f"params.{exc.field}") from exc

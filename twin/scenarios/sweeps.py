@@ -56,6 +56,7 @@ from twin.core.choices import JobStatusChoices as S
 from twin.core.jobs import Cancelled, JobError, JobRunner, Outcome, Reporter
 from twin.scenarios.kinds import REGISTRY, ScenarioKind, jsonable
 from twin.scenarios.models import ScenarioPart, ScenarioRun
+from twin.scenarios.snapshot import with_fork
 
 __all__ = ["Sweeps", "active_parts", "max_parts"]
 
@@ -190,7 +191,8 @@ class Sweeps:
             if kind is None:
                 raise JobError(f"unknown kind {run.kind!r}: this worker does not have it",
                                field="kind")
-            result = jsonable(kind.merge(run.inputs, [r for _, r in parts]))
+            result = jsonable(with_fork(run.inputs,
+                                        kind.merge(run.inputs, [r for _, r in parts])))
         except JobError as exc:
             self.jobs.fail(run_id, exc.message, field=exc.field, from_statuses=(S.RUNNING,))
             return False

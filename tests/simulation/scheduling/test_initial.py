@@ -92,3 +92,29 @@ def test_failed_card_cannot_be_pinned() -> None:
         simulate(nodes, Workload.from_records([{"num_gpu": 1}]), "fgd",
                  initial=[{"placement": [[0, 1, 1.0]]}])
     assert err.value.field == "initial[0].placement[0]"
+
+
+def test_easy_backfill_counts_a_pinned_jobs_expected_end() -> None:
+    """EASY (Lifka 1995; Mu'alem & Feitelson 2001): the head's reservation is the
+    earliest time enough cards free up — a pinned live job's expected end included.
+
+    One 8-card node; a pinned job holds 4 cards until 10 s; W (2 cards, 1000 s) starts
+    at 0; the head H (6 cards, 10 s) arrives at 1: 2 free, it waits. Its reservation:
+    the pinned job leaves at 10 → 6 free → shadow 10, no spare. B (2 cards, 500 s)
+    arrives at 2: it fits now but would end at 502 > 10 and take cards H needs, so
+    EASY keeps it waiting; H starts at 10, B at 20 when H leaves. Ignoring the pinned
+    end (the shadow is then W's end plus never: infinity) backfills B and H starts
+    only at 502.
+    """
+    nodes = Nodes.uniform(1, 8)
+    work = Workload.from_records([
+        {"num_gpu": 2, "arrival_s": 0, "duration_s": 1000},
+        {"num_gpu": 6, "arrival_s": 1, "duration_s": 10},
+        {"num_gpu": 2, "arrival_s": 2, "duration_s": 500}])
+    pin = [{"placement": [[0, c, 1.0] for c in range(4)], "remaining_s": 10.0}]
+    r = simulate(nodes, work, "easy-backfill", mode="full", initial=pin,
+                 keep_placements=True)
+    start = {j: s for j, _, s, _ in r.job_log.values()}
+    assert start[1] == pytest.approx(10.0)
+    assert start[2] == pytest.approx(20.0)
+    assert r.jobs["completed"] == 3

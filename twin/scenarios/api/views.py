@@ -47,6 +47,7 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from simulation.snapshot import LiveSnapshot
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.schema import error_response
@@ -111,10 +112,22 @@ class ScenarioRunSerializer(ScenarioRunListSerializer):
                   "run_scenario prints and the dashboard's table shows); null until it "
                   "succeeded.")
 
+    snapshot = serializers.SerializerMethodField(
+        help_text="The live state the run was forked from, summarised (when it was taken, "
+                  "whether there was live telemetry, what was down, jobs, cards reporting, "
+                  "its digest); null when it read none. The whole snapshot: "
+                  "GET /api/scenarios/<id>/snapshot/.")
+
     class Meta(ScenarioRunListSerializer.Meta):
         fields = [*ScenarioRunListSerializer.Meta.fields, "params_hash", "inputs", "result",
-                  "rows"]
+                  "rows", "snapshot"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_snapshot(self, run: ScenarioRun) -> dict[str, Any] | None:
+        if not run.snapshot:
+            return None
+        return LiveSnapshot.from_dict(run.snapshot).summary()
 
     @extend_schema_field(serializers.ListField(child=serializers.ListField(
         child=serializers.CharField()), allow_null=True))
@@ -136,6 +149,23 @@ class ScenarioRequestSerializer(serializers.Serializer):
                                    help_text="Kind parameters; see README 'Scenario runs'.")
     refresh = serializers.BooleanField(default=False,
                                        help_text="Recompute even if a cached result exists.")
+    fork = serializers.BooleanField(
+        default=False, help_text="Fork now: freeze the cluster's live state (cards, servers and "
+                                 "links down, running jobs and the queue, readings per card "
+                                 "and rack) into the run's input, stored with the run. Needs "
+                                 "a cluster; one without live telemetry forks its inventory "
+                                 "(the result's fork.note says so).")
+    fork_from = serializers.PrimaryKeyRelatedField(
+        queryset=ScenarioRun.objects.only("id", "cluster_id", "snapshot"), required=False,
+        allow_null=True, help_text="Reuse the live state stored with this earlier run (same "
+                                   "cluster): the same snapshot and seed give the same answer.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("fork") and attrs.get("fork_from") is not None:
+            raise serializers.ValidationError(
+                {"fork_from": ["give either fork (freeze now) or fork_from (an earlier "
+                               "run's snapshot), not both"]})
+        return attrs
 
     def validate_kind(self, value: str) -> str:
         if value not in REGISTRY:
@@ -212,7 +242,7 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def get_queryset(self) -> Any:
         qs = super().get_queryset()
         if self.action == "list":
-            qs = qs.defer("result", "inputs")
+            qs = qs.defer("result", "inputs", "snapshot")
         return qs
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
@@ -235,10 +265,11 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         incoming = self.get_serializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
+        fork = data.get("fork_from") or data["fork"]
         try:
             run = submit(data["kind"], data.get("params"), data.get("cluster"), request.user,
                          refresh=data["refresh"], enqueue=enqueue_run,
-                         before_queue=check_broker)
+                         before_queue=check_broker, fork=fork)
         except ScenarioInputError as exc:
             raise serializers.ValidationError(exc.errors) from exc
         except TooManyActiveRuns as exc:
@@ -262,6 +293,18 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def kinds(self, request: Request) -> Response:
         """The kinds and their parameters, to build a form from (readable by any reader)."""
         return Response(describe_kinds())
+
+    @extend_schema(responses={200: serializers.DictField(), 404: error_response(
+        "No such run, or the run stores no snapshot.")}, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def snapshot(self, request: Request, pk: Any = None) -> Response:
+        """The live state the run was forked from, whole (``LiveSnapshot.to_dict``:
+        ids run-length packed, per-card readings as base64 float32)."""
+        run = self.get_object()
+        if not run.snapshot:
+            return Response({"detail": f"run #{run.pk} was not forked from a live state"},
+                            status=status.HTTP_404_NOT_FOUND)
+        return Response(run.snapshot)
 
     @extend_schema(request=None, responses={
         200: ScenarioRunSerializer,

@@ -1,10 +1,16 @@
-"""The failure kind: remove links, cards or switches and measure what got worse."""
+"""The failure kind: remove links, cards or switches and measure what got worse.
+
+``live``: also remove what the live twin has down — the failed cards and the down
+scale-up links of the run's snapshot (``twin.scenarios.snapshot.live_state``:
+the one the run forked, or frozen at submit and stored with the run).
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+from simulation.snapshot import LiveSnapshot
 from simulation.topology import FailureSpec, Topology, TopologyError, from_spec
 from twin.hardware.choices import CardStatusChoices, LinkKindChoices, LinkStatusChoices
 from twin.scenarios.inputs import ClusterInput, card_node
@@ -22,6 +28,7 @@ from twin.scenarios.kinds.base import (
 )
 from twin.scenarios.kinds.cards import card_lookup
 from twin.scenarios.kinds.limits import MAX_LIST_ITEMS, MAX_SAMPLES, check_items
+from twin.scenarios.snapshot import live_state
 
 __all__ = ["FailureKind"]
 
@@ -99,7 +106,7 @@ class FailureKind(ScenarioKind):
         extra_nodes = [c["node"] for c in named]
         extra_pairs: list[tuple[int, int]] = []
         if live and info is not None:
-            live_nodes, extra_pairs = _live_failures(info)
+            live_nodes, extra_pairs = _live_failures(info, live_state(cluster))
             extra_nodes += live_nodes
         failure = replace(failure, nodes=tuple(failure.nodes) + tuple(extra_nodes),
                           link_pairs=tuple(failure.link_pairs) + tuple(extra_pairs))
@@ -148,8 +155,10 @@ class FailureKind(ScenarioKind):
         ]
 
 
-def _live_failures(info: ClusterInput) -> tuple[list[int], list[tuple[int, int]]]:
-    """Nodes of the failed cards and node pairs of the down scale-up links (two queries)."""
+def _live_failures(info: ClusterInput,
+                   snapshot: LiveSnapshot) -> tuple[list[int], list[tuple[int, int]]]:
+    """Nodes of the snapshot's failed cards and node pairs of its down scale-up links
+    (the live state as forked; two queries map their ids onto the topology)."""
     from twin.hardware.models import Card, Link
 
     fields = ("index", "x", "y", "z", "supernode__index", "supernode__fabric",
@@ -162,9 +171,11 @@ def _live_failures(info: ClusterInput) -> tuple[list[int], list[tuple[int, int]]
                          (g["x"], g["y"], g["z"]))
 
     failed = Card.objects.filter(supernode__cluster_id=info.cluster_id,
-                                 status=CardStatusChoices.FAILED).values(*fields)
-    nodes = [node(row) for row in failed]
-    down = Link.objects.filter(cluster_id=info.cluster_id, status=LinkStatusChoices.DOWN,
+                                 pk__in=sorted(snapshot.cards_down.get(
+                                     CardStatusChoices.FAILED, ()))).values(*fields)
+    nodes = [node(row) for row in failed.order_by("id")]
+    down = Link.objects.filter(cluster_id=info.cluster_id,
+                               pk__in=sorted(snapshot.links_down.get(LinkStatusChoices.DOWN, ())),
                                kind=LinkKindChoices.SCALE_UP, a_card__isnull=False,
                                b_card__isnull=False).values(
         *(f"a_card__{f}" for f in fields), *(f"b_card__{f}" for f in fields))

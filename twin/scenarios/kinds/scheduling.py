@@ -12,10 +12,12 @@ the multi-card placements priced by ``default_allreduce`` with the cluster's own
 scale-up (its accelerator's NVLink/HCCS Gb/s) and NIC figures. The parameters are
 ``replay_trace``'s.
 
-``from_live`` (with a cluster): the live twin's failed cards are already out of
-the nodes, and its running jobs are pinned to the cards they hold
+``from_live`` (with a cluster): the run's snapshot of the live twin
+(``twin.scenarios.snapshot.live_state``: the one it forked, or frozen at submit
+and stored with the run) gives the failed cards, out of the nodes, and the
+running jobs, pinned to the cards they hold
 (``simulate(initial=...)``) — for their remaining expected duration (as of the
-submit) in ``full`` mode, for the whole run in ``arrival-only`` mode or when a
+snapshot) in ``full`` mode, for the whole run in ``arrival-only`` mode or when a
 job has no expected duration. The policy under test places only the workload.
 A piece on a card that failed under its job is dropped.
 
@@ -43,6 +45,7 @@ from simulation.scheduling import (
     simulate,
     synthetic_workload,
 )
+from simulation.snapshot import LiveSnapshot
 from twin.scenarios.kinds import schedulingdetail as detail
 from twin.scenarios.kinds.base import (
     FieldSpec,
@@ -54,6 +57,7 @@ from twin.scenarios.kinds.base import (
     jsonable,
     register,
 )
+from twin.scenarios.snapshot import live_state
 
 __all__ = ["MAX_JOBS", "MAX_POLICIES", "SPLIT_MIN_JOBS", "SPLIT_MIN_NODES", "SchedulingKind"]
 
@@ -214,8 +218,6 @@ class SchedulingKind(ScenarioKind):
 
         from twin.hardware.models import Card, Server
         from twin.jobs.capacity import live_capacity
-        from twin.jobs.choices import JobStateChoices
-        from twin.jobs.models import Job
 
         live = live_capacity(cluster.pk)
         if not live.records:
@@ -230,9 +232,9 @@ class SchedulingKind(ScenarioKind):
                                                                 "name": cluster.name},
                                "records": live.records, "server_ids": live.server_ids}
         if from_live:
-            running = list(Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING)
-                           .select_related("accelerator").order_by("id"))
-            out["live_jobs"] = _pinned(running, live)
+            snapshot = live_state(cluster)
+            _fail_as_forked(live, snapshot)
+            out["live_jobs"] = _pinned(snapshot, live)
             out["failed_cards"] = sum(len(r["failed_gpus"]) for r in live.records)
         return out
 
@@ -340,24 +342,68 @@ def _slowest_row(r: Mapping[str, Any]) -> list[tuple[str, str]]:
              + f" — table: {table.get('shown')}")]
 
 
-def _pinned(running: list[Any], live: Any) -> list[dict[str, Any]]:
-    """The running jobs as ``simulate(initial=...)`` pins them: their live pieces (not
-    on a card that failed under them), and their remaining expected seconds."""
-    from django.utils import timezone
+def _card_places(card_ids: set[int]) -> dict[int, tuple[int, int]]:
+    """card id → (server id, slot), for the cards named (one query)."""
+    from twin.hardware.models import Card
 
-    now = timezone.now()
+    return {int(c): (int(s), int(slot)) for c, s, slot in Card.objects.filter(
+        pk__in=sorted(card_ids)).order_by().values_list("id", "server_id", "slot")}
+
+
+def _fail_as_forked(live: Any, snapshot: LiveSnapshot) -> None:
+    """Make the nodes' failed cards the snapshot's (failed or in maintenance when it
+    was taken), keeping the empty slots: the run starts from the forked state even
+    when it reuses an earlier run's snapshot."""
+    from twin.jobs.constants import UNAVAILABLE_CARD_STATES
+
+    node_of = live.node_of_server
+    down = snapshot.down_cards(*UNAVAILABLE_CARD_STATES)
+    now_down = set(_unavailable_now(live.cluster_id))
+    places = _card_places(down | now_down)
+    per_node: dict[int, set[int]] = {}
+    for card, (server, slot) in places.items():
+        if card in now_down:
+            node = node_of.get(server)
+            if node is not None:
+                live.records[node]["failed_gpus"] = [
+                    g for g in live.records[node]["failed_gpus"] if g != slot]
+    for card in down:
+        if card in places and places[card][0] in node_of:
+            per_node.setdefault(node_of[places[card][0]], set()).add(places[card][1])
+    for node, slots in per_node.items():
+        rec = live.records[node]
+        rec["failed_gpus"] = sorted(set(rec["failed_gpus"]) | {g for g in slots
+                                                               if g < rec["gpus"]})
+
+
+def _unavailable_now(cluster_id: int) -> list[int]:
+    from twin.hardware.models import Card
+    from twin.jobs.constants import UNAVAILABLE_CARD_STATES
+
+    return list(Card.objects.filter(server__rack__cluster_id=cluster_id,
+                                    status__in=UNAVAILABLE_CARD_STATES)
+                .order_by().values_list("id", flat=True))
+
+
+def _pinned(snapshot: LiveSnapshot, live: Any) -> list[dict[str, Any]]:
+    """The snapshot's running jobs as ``simulate(initial=...)`` pins them: their pieces
+    (not on a card that failed under them) as nodes and slots of ``live``, and their
+    remaining expected seconds when the snapshot was taken."""
+    node_of = live.node_of_server
+    places = _card_places({c for job in snapshot.running for c in job.cards})
     failed = {(i, g) for i, rec in enumerate(live.records) for g in rec["failed_gpus"]}
     out = []
-    for job in running:
-        pieces = [[n, c, m / 1000.0] for n, c, m in live.allocations.get(job.pk, [])
-                  if (n, c) not in failed]
+    for job in snapshot.running:
+        pieces = []
+        for card, milli in zip(job.cards, job.share_milli, strict=True):
+            server, slot = places.get(card, (-1, -1))
+            node = node_of.get(server)
+            if node is not None and (node, slot) not in failed:
+                pieces.append([node, slot, milli / 1000.0])
         if not pieces:
             continue
-        remaining = None
-        if job.duration_s and job.started:
-            remaining = max(0.0, job.duration_s - (now - job.started).total_seconds())
         out.append({"name": job.name, "tenant": job.tenant, "placement": pieces,
-                    "remaining_s": remaining})
+                    "remaining_s": job.remaining_s(snapshot.taken_at)})
     return out
 
 

@@ -16,7 +16,13 @@ Examples::
         "accelerator": "a100-sxm-80gb", "cards": 64, "tp": 8, "pp": 8, "global_batch": 64}'
     python manage.py run_scenario training_search --cluster dgx-h100-superpod \
         --params '{"model": "llama3-70b", "cards": 256, "global_batch": 1024}'
+    python manage.py run_scenario scheduling --cluster demo --fork \
+        --params '{"from_live": true, "mode": "full", "policies": "easy-backfill"}'
     python manage.py run_scenario --list
+
+``--fork`` freezes the cluster's live state into the run's input (stored with
+the run; a cluster without live telemetry forks its inventory and the output
+says so); ``--fork-from RUN`` reuses the state stored with an earlier run.
 
 ``--json`` prints the run's result as the kind returns it (a training step's
 ``step_time_s``, ``mfu``, ``breakdown`` …; a search's ``configs_evaluated``,
@@ -58,6 +64,10 @@ class Command(BaseCommand):
         parser.add_argument("--cluster", help="Cluster name (or id) to run on.")
         parser.add_argument("--refresh", action="store_true",
                             help="Recompute even if an identical run has a result.")
+        parser.add_argument("--fork", action="store_true",
+                            help="Freeze the cluster's live state now into the run's input.")
+        parser.add_argument("--fork-from", type=int, metavar="RUN",
+                            help="Reuse the live state stored with scenario run RUN.")
         parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
         parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
         parser.add_argument("--list", action="store_true", help="List the kinds and exit.")
@@ -82,9 +92,10 @@ class Command(BaseCommand):
                                f"{exc.pos}); quote it like --params '{{\"family\": "
                                f"\"ring\", \"nodes\": 8}}'") from exc
         cluster = self._cluster(options["cluster"])
+        fork = self._fork(options["fork"], options["fork_from"])
         try:
             run = submit(kind.name, params, cluster, None, refresh=options["refresh"],
-                         enqueue=False)
+                         enqueue=False, fork=fork)
         except ScenarioInputError as exc:
             raise CommandError(exc.line()) from exc
         if run.status == JobStatusChoices.QUEUED:
@@ -111,7 +122,26 @@ class Command(BaseCommand):
             return
         note = f" (cached result of run #{run.cached_from_id})" if run.cached_from_id else ""
         self.stdout.write(f"{kind.label} — run #{run.pk}{note}, {run.message}")
+        forked = (run.inputs or {}).get("fork")
+        if forked:
+            self.stdout.write(forked["note"] or (
+                f"forked from the live state: {forked['reporting']:,} cards reporting, "
+                f"{sum(forked['cards_down'].values()):,} down or degraded, "
+                f"{forked['running']:,} jobs running, {forked['queued']:,} queued"))
         self.stdout.write(format_table(kind.rows(run.result or {})))
+
+    def _fork(self, now: bool, run_id: int | None) -> Any:
+        if run_id is None:
+            return now
+        if now:
+            raise CommandError("--fork-from: give either --fork (freeze now) or --fork-from "
+                               "RUN (an earlier run's snapshot), not both")
+        from twin.scenarios.models import ScenarioRun
+
+        run = ScenarioRun.objects.filter(pk=run_id).first()
+        if run is None:
+            raise CommandError(f"--fork-from: no scenario run #{run_id}")
+        return run
 
     def _cluster(self, value: str | None) -> Any:
         if not value:
