@@ -11,7 +11,8 @@ import pytest
 from scipy.sparse import csgraph
 
 from simulation.topology import AccessSpec, FabricSpec, cluster
-from tests.scenarios.test_inputs import db_topology, hop_distances
+from simulation.topology.search import hop_distances
+from tests.scenarios.test_inputs import db_topology
 from twin.hardware.models import Card, Cluster, Link
 from twin.scenarios.inputs import cluster_input
 from twin.scenarios.kinds import get_kind

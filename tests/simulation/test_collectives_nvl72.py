@@ -108,6 +108,16 @@ def test_nvls_on_a_full_nvl72_rack_matches_nccl_tests(size, published):
     assert res.best[0].algorithm == "nvls"
 
 
+def test_nvidias_gb200_figures_within_15_percent():
+    """NVIDIA, GTC25 S72583: GB200 NVL72 AllReduce busbw ~850 GB/s with NVLS, ~680 GB/s
+    with the ring (as quoted in docs/simulation.md). NVLS within 3 %; the ring runs
+    14 % high (the NVLink 5 efficiency is a copy figure; docs/simulation.md), inside the
+    15 % band the other nccl-tests rows hold."""
+    topo = nvl72()
+    assert busbw(topo, 72, "nvls") == pytest.approx(850, rel=0.03)
+    assert busbw(topo, 72, "ring") == pytest.approx(680, rel=0.15)
+
+
 def test_the_hopper_calibration_is_unchanged():
     """NVLink 4 keeps the H100's NVLS efficiency (NVIDIA/nccl-tests issue 212: ~480 GB/s
     busbw on 8 H100); NVLink 5's is its own, not the H100's 0.69, which would predict
