@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.test import Client
 from django.urls import reverse
 
 from twin.hardware.models import AcceleratorType
@@ -95,3 +96,18 @@ def test_the_simulation_figures_carry_the_nvlink_domain() -> None:
     assert figures is not None
     assert (figures["nvlink_domain_cards"], figures["fp4_tflops"]) == (72, 10_000)
     assert accelerator_figures("h100-sxm5-80gb")["nvlink_domain_cards"] == 8
+
+
+def test_the_admin_shows_fp4_and_the_nvlink_domain(admin_user) -> None:
+    client = Client()
+    client.force_login(admin_user)
+    listing = client.get(reverse("admin:hardware_acceleratortype_changelist"))
+    assert listing.status_code == 200
+    html = listing.content.decode()
+    assert "NVIDIA GB300 (NVL72) 288GB" in html and "FP4 TFLOP/s" in html
+    assert "NVLink domain (cards)" in html
+    form = client.get(reverse("admin:hardware_acceleratortype_change",
+                              args=[get("gb200-186gb").pk]))
+    assert form.status_code == 200
+    body = form.content.decode()
+    assert 'name="fp4_tflops"' in body and 'name="nvlink_domain_cards"' in body

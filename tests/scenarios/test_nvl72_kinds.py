@@ -112,3 +112,19 @@ def test_failing_one_gpu_degrades_its_rack_only(nvl72_cluster):
     # its 71 NVLinks and its NIC link go; its 71 rack peers lose a neighbour
     assert result["removed_links"] == 72 and result["endpoints_degraded"] == 71
     assert result["pairs_disconnected"] == 0 and result["pairs_longer"] == 0
+
+
+def test_the_training_model_sees_72_card_nvlink_domains(nvl72_cluster):
+    """What the training kinds read of the cluster: one scale-up domain per rack (72),
+    NVLink 5 at 900 GB/s per direction, one 400G NIC per GPU, the catalogue figures
+    with ``nvlink_domain_cards``; a step prices on it."""
+    from twin.scenarios.hardware import cluster_hardware
+
+    hw = cluster_hardware(nvl72_cluster)
+    assert (hw.scale_up_kind, hw.scale_up_domain, hw.cards_per_server) == ("full_mesh", 72, 4)
+    assert (hw.scale_up_gbps, hw.scale_up_technology) == (7200.0, "nvlink5")
+    assert (hw.scale_out_gbps, hw.scale_out_technology) == (400.0, "infiniband")
+    assert hw.accelerator["nvlink_domain_cards"] == 72
+    assert hw.accelerator["fp4_tflops"] == 10_000
+    result = run("training", {"model": "llama3-8b", "global_batch": 144}, nvl72_cluster)
+    assert result["step_time_s"] > 0 and 0 < result["mfu"] < 1
