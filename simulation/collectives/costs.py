@@ -49,6 +49,7 @@ __all__ = [
     "torus_broadcast",
     "torus_reduce_scatter",
     "nvls_allreduce",
+    "nvls_across_allreduce",
     "tree_allreduce",
     "tree_depth",
     "tree_edges_per_rank",
@@ -239,6 +240,48 @@ def nvls_allreduce(p: int, size: float, alpha: float, beta: float) -> float:
     if p <= 1:
         return 0.0
     return pipelined(2, alpha, size * (1 + 1 / p) * beta)
+
+
+def nvls_across_allreduce(
+    p0: int,
+    p1: int,
+    size: float,
+    alpha: float,
+    beta_in: float,
+    beta_out: float,
+    *,
+    in_network: bool,
+) -> float:
+    """AllReduce over ``p1`` NVLS domains of ``p0`` cards, the two tiers pipelined.
+
+    Inside each domain NVLink SHARP reduces S into S/p0 per card and
+    multicasts the result back: S(1 + 1/p0) per card and direction at the NVLS
+    rate (:func:`nvls_allreduce`). Between the reduce and the multicast each
+    card all-reduces its S/p0 slice with the same slice of the other domains
+    through its own NIC (its rail):
+
+    * ``in_network`` (InfiniBand SHARP, NCCL's NVLS algorithm with CollNet):
+      the switches reduce in flight, so each card sends its slice up the
+      aggregation tree once and receives the result once — S/p0 per card and
+      direction (Graham et al., "Scalable Hierarchical Aggregation Protocol
+      (SHArP)", COMHPC 2016; NVIDIA Quantum-2 / Quantum-X800 SHARPv3);
+      2 pipeline stages across;
+    * otherwise NCCL's NVLSTree: a double binary tree across the domains
+      (:func:`tree_allreduce`): e·(S/p0)/2 per card and direction, e =
+      :func:`tree_edges_per_rank` (2·S/p0 once p1 ≥ 4), over 2⌈log₂ p1⌉ stages.
+
+    The three phases stream chunk by chunk (NCCL pipelines them through one
+    kernel), so the bandwidth term is the slower tier's and every stage pays
+    α once: ``pipelined(2 + stages_across, α, max(S(1+1/p0)β_in, k·S/p0·β_out))``.
+    With p1 = 1 it is :func:`nvls_allreduce`.
+    """
+    if p1 <= 1:
+        return nvls_allreduce(p0, size, alpha, beta_in)
+    k = 1.0 if in_network else tree_edges_per_rank(p1) / 2
+    stages = 2 if in_network else 2 * tree_depth(p1)
+    inner = size * (1 + 1 / p0) * beta_in
+    across = k * size / p0 * beta_out
+    return pipelined(2 + stages, alpha, max(inner, across))
 
 
 # ----------------------------------------------------------------- torus

@@ -20,6 +20,10 @@ instead of restating what it was fitted to:
     issue 1264: "unidirectional 380GB/s out of 450GB/s"): NVLink packet
     headers and flow control. (A100 over NVLink 3 measures 274 of 300 GB/s,
     0.91; one figure per technology is kept, the H100's.)
+``nvlink5`` 0.86
+    NVLink 5 through the GB200 NVL72's NVLink switch trays: ``nvbandwidth``
+    GPU-to-GPU copies reach about 770 of the 900 GB/s per direction
+    (Azure/AI-benchmarking-guide issue 7, ND GB200 v6).
 ``hccs`` 0.84
     No public measurement; taken equal to NVLink (a comparable SerDes fabric).
 ``pcie`` 0.86
@@ -41,7 +45,8 @@ In-switch reduction (NVLS, NVLink SHARP) moves fewer bytes per card but
 each multimem operation goes through the NVSwitch's reduction engine;
 :data:`NVLS_EFFICIENCY` is the fraction of NVLink line rate those transfers
 reach (see its docstring — the one constant here that is calibrated on a
-collective figure, and how it is checked).
+collective figure, and how it is checked); NVLink 5's NVL72 domain has its
+own (:data:`NVLS_EFFICIENCY_BY_TECHNOLOGY`).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from simulation.topology.spec import TECHNOLOGIES
 
 __all__ = [
     "NVLS_EFFICIENCY",
+    "NVLS_EFFICIENCY_BY_TECHNOLOGY",
     "PROTOCOL_EFFICIENCY",
     "Efficiency",
     "fabric_efficiency",
@@ -63,6 +69,7 @@ __all__ = [
 PROTOCOL_EFFICIENCY: Mapping[str, float] = {
     "generic": 1.0,
     "nvlink": 0.84,
+    "nvlink5": 0.86,
     "hccs": 0.84,
     "pcie": 0.86,
     "infiniband": 0.98,
@@ -83,7 +90,25 @@ The check is the shape, not that point: the same constant gives busbw
 wins, as NCCL's tuner finds. docs/simulation.md tabulates both.
 """
 
+NVLS_EFFICIENCY_BY_TECHNOLOGY: Mapping[str, float] = {
+    "nvlink": NVLS_EFFICIENCY,
+    "nvlink5": 0.48,
+}
+"""NVLS transfer efficiency per NVLink generation (others: :data:`NVLS_EFFICIENCY`).
+
+``nvlink5`` 0.48 — the GB200 NVL72's 72-GPU NVLink domain (NVLink 5, 18
+NVLink switch chips in 9 trays), calibrated like the H100's on one nccl-tests
+figure: a full NVL72 rack's all_reduce_perf reaches algbw 423 GB/s (busbw
+835 GB/s) at 8 GiB (coreweave/nccl-tests pull request 43, "Add a GB200 NVL72
+example"): 423 × 73/72 = 429 GB/s = 0.48 × 900. The H100's 0.69 would predict
+busbw 1,208 GB/s there: across a rack the NVLS transfers reach a smaller share
+of line rate than inside an 8-GPU board, and no public figure separates why
+(switch-tray hops, NCCL's NVLS channel count). The checks are the rest of the
+published curve (the 4 GiB point, 839 GB/s) and docs/simulation.md's table.
+"""
+
 assert set(PROTOCOL_EFFICIENCY) == set(TECHNOLOGIES)
+assert set(NVLS_EFFICIENCY_BY_TECHNOLOGY) <= set(TECHNOLOGIES)
 
 
 @dataclass(frozen=True)
@@ -134,5 +159,6 @@ def fabric_efficiency(
         scale_out=scale_out if scale_out is not None else PROTOCOL_EFFICIENCY.get(out_tech, 1.0),
         scale_up_technology=up_tech,
         scale_out_technology=out_tech,
+        nvls=NVLS_EFFICIENCY_BY_TECHNOLOGY.get(up_tech, NVLS_EFFICIENCY),
         overridden=overridden,
     )

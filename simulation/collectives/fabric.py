@@ -203,6 +203,7 @@ _LEVEL_PARAMS = (
     "rails",
     "nic_per_card",
     "nvls_domain",
+    "in_network_reduction",
     "scale_up_technology",
     "scale_out_technology",
 )
@@ -300,4 +301,5 @@ def fabric_from_topology(
         single_gbps=single,
         note="core fat tree taken as non-blocking; per-card share of the network uplinks",
     )
+    outer.in_network_reduction = bool(topo.params.get("in_network_reduction", False))
     return CommFabric([inner, outer], notes, eff)

@@ -75,6 +75,8 @@ class Level:
     nvls_ranks: int = 0
     """Cards per in-switch-reduction domain (NVLS) when all ranks are in one; 0: none."""
     nvls_efficiency: float = 1.0
+    in_network_reduction: bool = False
+    """The switches joining this level's ranks reduce in flight (InfiniBand SHARP)."""
     _cache: dict[tuple[str, int], PatternCost] = field(default_factory=dict, repr=False)
 
     @property
@@ -113,6 +115,7 @@ class Level:
             "ring_channels": self.ring_channels,
             "ring_busbw_gbps": ring.gbps * self.ring_channels,
             "nvls": self.nvls_ranks > 0,
+            "in_network_reduction": self.in_network_reduction,
         }
 
 
@@ -283,7 +286,13 @@ class FlatLevel(Level):
         if kind == "tree":  # few crossing edges per supernode
             return self._combine(self.inner.cost(kind), o.alpha_s, o.single_gbps)
         if kind == "xor":
-            return self.inner.cost("xor", arg) if arg < p0 else PatternCost(o.alpha_s, o.gbps, 0)
+            if p0 % (2 * arg) == 0:  # every pair inside one supernode
+                return self.inner.cost("xor", arg)
+            # some partners sit in another supernode (arg ≥ p0, or p0 not a multiple of
+            # 2·arg, as with 72-card NVL72 racks): those flows take the network
+            q0 = 1 << (p0.bit_length() - 1)
+            local = self.inner.cost("xor", arg) if arg < q0 else PatternCost(0.0, math.inf, 0)
+            return self._combine(local, o.alpha_s, o.gbps)
         if kind == "pair":
             return self.inner.cost("pair", min(arg, p0 // 2))
         if kind == "shift":

@@ -20,7 +20,12 @@ links every one reduces to its closed form in
     switch domain that declares it): each card sends its buffer once to the
     switch, which reduces, and receives the result once — S(1 + 1/p) per
     card and direction instead of the ring's 2(p−1)/p·S, at the NVLS
-    transfer efficiency.
+    transfer efficiency. Over several such domains (NVL72 racks: the
+    supernode level is one domain) each card's reduced S/p₀ slice crosses
+    the network in the same pipeline: reduced in flight by the switches
+    when the network declares it (InfiniBand SHARP: NCCL's NVLS with
+    CollNet), else along a double binary tree of NICs (NCCL's NVLSTree) —
+    ``costs.nvls_across_allreduce``.
 ``rhd``
     recursive halving/doubling: Rabenseifner AllReduce, recursive-halving
     ReduceScatter, recursive-doubling AllGather, scatter+allgather
@@ -59,9 +64,9 @@ from typing import Any
 
 from simulation.topology.graph import Topology, TopologyError
 
-from .costs import busbw_factor, pipelined, torus_alltoall_load
+from .costs import busbw_factor, nvls_across_allreduce, pipelined, torus_alltoall_load
 from .fabric import CommFabric, fabric_from_topology
-from .levels import Level
+from .levels import FlatLevel, Level
 from .routed import RoutedLevel
 
 __all__ = [
@@ -349,8 +354,10 @@ def supported(level: Level, op: str, algorithm: str, levels: int = 1) -> str | N
     if algorithm == "nvls":
         if op != "allreduce":
             return "in-switch reduction (NVLS) is modelled for AllReduce only"
-        if levels != 1 or level.nvls_ranks != level.ranks or not isinstance(level, RoutedLevel):
-            return "needs every rank in one switch domain that reduces in flight (NVLink SHARP)"
+        inner = level.inner if isinstance(level, FlatLevel) else level
+        if levels > 2 or inner.nvls_ranks != inner.ranks or not isinstance(inner, RoutedLevel):
+            return ("needs every rank in switch domains that reduce in flight (NVLink SHARP), "
+                    "each domain one supernode")
     if algorithm == "torus":
         if not level.dims:
             return "the fabric is not a torus"
@@ -390,8 +397,31 @@ def algorithm_time(
             return _best_single(outer, op, size / p0, gamma) + _best_single(inner, op, size, gamma)
         # broadcast: across the root's peers, then inside; alltoall: two phases
         return _best_single(outer, op, size, gamma) + _best_single(inner, op, size, gamma)
+    if algorithm == "nvls" and len(fabric.levels) == 2:
+        return _nvls_across(fabric, size)
     level = fabric.flat()
     return _SINGLE[algorithm](level, op, size, gamma)
+
+
+def _nvls_across(fabric: CommFabric, s: float) -> float:
+    """NVLS AllReduce over several NVLS domains (``costs.nvls_across_allreduce``):
+    inside at the card's NVLS rate, across at the card's share of the network
+    (every card of a domain sends its slice at once), reduced in flight when
+    the network's switches do (SHARP), else along a tree; the switches reduce,
+    so γ does not apply."""
+    inner, outer = fabric.levels
+    assert isinstance(inner, RoutedLevel)
+    rate_in = inner.card_scale_up_gbps() * inner.nvls_efficiency
+    alpha = max(inner.cost("ring").alpha_s, outer.cost("uniform").alpha_s)
+    return nvls_across_allreduce(
+        inner.ranks,
+        outer.ranks,
+        s,
+        alpha,
+        1 / _Bps(rate_in),
+        1 / _Bps(outer.cost("uniform").gbps),
+        in_network=outer.in_network_reduction,
+    )
 
 
 def collective_curve(

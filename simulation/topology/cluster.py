@@ -183,6 +183,8 @@ def cluster(spec: ClusterSpec) -> Topology:
     if all(g.fabric == first for g in spec.supernodes) and first.in_switch_reduction:
         # cards per switch domain that reduces in flight (NVLink SHARP)
         params["nvls_domain"] = first.dims[1] if first.kind == "server_mesh" else first.n_cards
+    if net is not None and net.in_network_reduction:
+        params["in_network_reduction"] = True  # SHARP in the network's switches
     classes: IntArray | None = None
 
     if net is not None:

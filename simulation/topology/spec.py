@@ -58,10 +58,12 @@ DEFAULT_SWITCH_NS = 10.0
 """Assumption: per-hop forwarding of an on-package router in a direct network."""
 
 FAMILIES = ("ring", "torus", "mesh", "full_mesh", "star", "fat_tree")
-TECHNOLOGIES = ("generic", "nvlink", "hccs", "pcie", "infiniband", "roce")
+TECHNOLOGIES = ("generic", "nvlink", "nvlink5", "hccs", "pcie", "infiniband", "roce")
 """Link technologies a fabric or network may declare; each has a default
 protocol efficiency (:mod:`simulation.collectives.efficiency`). ``generic``:
-an ideal link (efficiency 1, the closed forms hold exactly)."""
+an ideal link (efficiency 1, the closed forms hold exactly). ``nvlink`` is
+NVLink 4 (Hopper, 900 GB/s per GPU), ``nvlink5`` NVLink 5 with its NVLink
+switch (Blackwell: HGX B200, GB200/GB300 NVL72, 1.8 TB/s per GPU)."""
 FABRIC_KINDS = ("torus", "ring", "mesh", "full_mesh", "switch", "server_mesh")
 
 #: Size guards: beyond these a standalone family is almost certainly a typo
@@ -465,18 +467,30 @@ class NetworkSpec:
     protocol efficiency collectives reach across it. Each card may inject at
     most its NICs' port speed into it: its own NIC's with ``nic_per_card``,
     otherwise its server's NICs together.
+
+    ``in_network_reduction``: the switches reduce in flight (InfiniBand
+    SHARP on Quantum-2 / Quantum-X800): across NVLS domains the ``nvls``
+    AllReduce then sends each card's slice up the aggregation tree once
+    instead of through a tree of NICs (:func:`~simulation.collectives.costs.
+    nvls_across_allreduce`).
     """
 
     access: AccessSpec = field(default_factory=AccessSpec)
     aggregation: NicSpec = field(default_factory=NicSpec)
     core: tuple[TierSpec, ...] = field(default_factory=_default_core)
     technology: str = "generic"
+    in_network_reduction: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str) -> NetworkSpec:
         """Validate the network; the core tiers must share one radix."""
         data = _mapping(data, path)
-        _unknown(data, ["access", "aggregation", "core", "technology"], path)
+        _unknown(
+            data, ["access", "aggregation", "core", "technology", "in_network_reduction"], path
+        )
+        inr = data.get("in_network_reduction", False)
+        if not isinstance(inr, bool):
+            raise TopologyError(f"{path}in_network_reduction", f"true or false, got {inr!r}")
         core_raw = data.get("core")
         if core_raw is None:
             core = _default_core()
@@ -494,6 +508,7 @@ class NetworkSpec:
             aggregation=NicSpec.from_dict(data.get("aggregation", {}), f"{path}aggregation."),
             core=core,
             technology=_technology(data, path),
+            in_network_reduction=inr,
         )
 
     def capacity(self) -> int:

@@ -11,6 +11,7 @@ from django.db import connection
 
 from tests.conftest import ROOT, _worker_env
 from twin.hardware.models import Card, Cluster, Rack
+from twin.hardware.presets import PRESETS
 
 
 def run(*args: str) -> tuple[str, str]:
@@ -56,7 +57,7 @@ def test_duplicate_name_needs_replace(db):
 
 def test_list_shows_every_preset(db):
     out, _ = run("--list")
-    for name in ("seed-512", "dgx-h100-superpod", "million", "demo"):
+    for name in ("seed-512", "dgx-h100-superpod", "million", "demo", "gb200-nvl72"):
         assert name in out
     assert "1,048,576 cards" in out
 
@@ -72,8 +73,8 @@ def test_bad_input_exits_non_zero_with_one_line():
     unknown = manage("--preset", "seed-1024")
     assert unknown.returncode == 1
     assert unknown.stderr.strip().splitlines() == [
-        "CommandError: Unknown preset 'seed-1024'; choose one of: demo, dgx-h100-superpod, "
-        "million, seed-512."]
+        f"CommandError: Unknown preset 'seed-1024'; choose one of: {', '.join(sorted(PRESETS))}."]
+    assert "demo, dgx-h100-superpod, gb200-nvl72, million, seed-512" in unknown.stderr
     tight = manage("--preset", "seed-512", "--rack-budget-w", "5000")
     assert tight.returncode == 1
     lines = tight.stderr.strip().splitlines()

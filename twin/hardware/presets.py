@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from simulation.power import RackPacking, ServerDraw, pack, pack_servers
+from simulation.power import RackBudgetError, RackPacking, ServerDraw, pack, pack_servers
 from twin.hardware.choices import CoolingChoices, DeviceKindChoices, FabricChoices
 from twin.hardware.choices import LinkKindChoices as L
 from twin.hardware.constants import DEFAULT_PUE, DEFAULT_RACK_BUDGET_W
 
 __all__ = [
+    "GB200_NVL72",
     "PRESETS",
     "ClusterPlan",
     "DeviceSpec",
@@ -121,7 +122,10 @@ class SupernodeSpec:
     dims: tuple[int, int, int]
     scale_up: str
     """``"torus"``: links to the +x/+y/+z neighbour with wrap-around;
-    ``"server_mesh"``: a full mesh among the cards of each server."""
+    ``"server_mesh"``: a full mesh among the cards of each server (an 8-GPU
+    NVSwitch board); ``"full_mesh"``: a full mesh among all the supernode's
+    cards (an NVL72 rack, whose NVLink switch trays join its 72 GPUs), each
+    the non-blocking equivalent of the switch: one link per pair of cards."""
     scale_up_gbps: float
     """Per scale-up link, per direction."""
     scale_up_latency_ns: float
@@ -142,6 +146,9 @@ class SupernodeSpec:
     """Host memory per server."""
     nvme: NvmeSpec | None = None
     """Local data drives per server (None: none)."""
+    whole_rack: bool = False
+    """The supernode is one rack and cannot be split over several (an NVL72: its
+    NVLink switch trays and cable spine join only the trays of their own rack)."""
 
     @property
     def servers(self) -> int:
@@ -170,7 +177,15 @@ class SupernodeSpec:
         if self.scale_up == "server_mesh":
             c = self.cards_per_server
             return self.servers * c * (c - 1) // 2
+        if self.scale_up == "full_mesh":
+            return self.cards * (self.cards - 1) // 2
         return torus_links(self.dims)
+
+    @property
+    def nvlink_domain_cards(self) -> int:
+        """Cards one scale-up domain joins: a server of a ``server_mesh``, else the
+        whole supernode (a torus, or an NVL72 rack's ``full_mesh``)."""
+        return self.cards_per_server if self.scale_up == "server_mesh" else self.cards
 
     @property
     def access_links(self) -> int:
@@ -426,6 +441,11 @@ class ClusterPlan:
             "facility_power_w": round(self.facility_power_w),
             "max_rack_w": self.max_rack_w,
             "rack_budget_w": self.rack_budget_w,
+            "cards_per_rack": self.compute.per_rack * self.sn.cards_per_server,
+            "nvlink_domain_cards": self.sn.nvlink_domain_cards,
+            "cooling": self.preset.cooling,
+            "liquid_share": self.preset.liquid_share,
+            "pue": self.preset.pue,
             "storage": self.storage_summary(),
         }
 
@@ -446,6 +466,10 @@ class Preset:
     notes: tuple[str, ...] = field(default_factory=tuple)
     pfs: PfsSpec | None = None
     """The parallel file system, in storage racks of its own."""
+    liquid_share: float | None = None
+    """Share of the compute racks' heat taken by liquid (cold plates), the rest by
+    air; None: not stated (the seeds say "liquid cooling" without a share). The
+    facility model sizes CDUs and air handling from it."""
 
     def plan(self, supernodes: int | None = None, rack_budget_w: int | None = None,
              card_tdp_w: int | None = None) -> ClusterPlan:
@@ -458,6 +482,14 @@ class Preset:
         tdp = self.supernode.card_tdp_w if card_tdp_w is None else card_tdp_w
         compute = pack_servers(self.supernode.servers, self.supernode.server_draw(tdp), budget,
                                max_per_rack=self.supernode.max_servers_per_rack)
+        if self.supernode.whole_rack and compute.racks > 1:
+            need = self.supernode.servers * compute.item_w
+            raise RackBudgetError(
+                f"a {self.name} supernode is one rack of {self.supernode.servers} servers "
+                f"({self.supernode.cards} cards in one NVLink domain) drawing {need:,} W; "
+                f"a {budget:,} W budget holds {compute.per_rack} of them and the rack cannot "
+                f"be split: give a budget of at least {need:,} W",
+                item_w=compute.item_w, available_w=budget, min_budget_w=need)
         fabric = design_fabric(n * self.supernode.servers * self.supernode.nics_per_server,
                                self.network.radix)
         switch_w = max(self.network.leaf.power_w, self.network.spine.power_w,
@@ -540,6 +572,12 @@ AI400X2_PFS = PfsSpec(
     source="https://www.ddn.com/resources/reference-architectures/nvidia-dgx-pod-h100",
 )
 
+CX7_NIC_400G_GB200 = replace(
+    CX7_NIC_400G, source="https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-"
+                         "infrastructure-gb200/latest/network-fabrics.html")
+"""The GB200 compute tray's four ConnectX-7 400G NDR adapters, one per GPU (the DGX
+GB200 SuperPOD's compute fabric; a GB300 tray carries ConnectX-8 800G instead)."""
+
 PCIE_GEN5_SWITCH_48P = DeviceSpec(
     kind=DeviceKindChoices.PCIE_SWITCH, model="PCIe Gen5 48-port switch", ports=48,
     port_gbps=int(PCIE5_X16_GBPS), power_w=50, latency_ns=105.0,
@@ -620,6 +658,66 @@ DGX_H100_SU = SupernodeSpec(
     memory_gib=2048, nvme=DGX_H100_NVME,
 )
 
+# --------------------------------------------------------------------------
+# GB200 NVL72 (one rack = one 72-GPU NVLink domain = one supernode). Sources:
+# * NVIDIA GB200 NVL72 product page and the DGX GB200 user guide: 36 GB200
+#   superchips (72 Blackwell GPUs, 36 Grace CPUs) in 18 1U compute trays of
+#   2 superchips = 4 GPUs each, and 9 NVLink switch trays of 2 NVLink switch
+#   chips; 1.8 TB/s NVLink per GPU; liquid cooled.
+# * Rack power: ~120 kW (NVIDIA's figure for the NVL72), up to ~132 kW
+#   nameplate (SemiAnalysis, "GB200 hardware architecture", 2024): the preset
+#   declares a 132 kW rack budget. About 85 % of the heat leaves in liquid
+#   (cold plates on GPUs, CPUs and NVLink switches), the rest in air (fans for
+#   NICs, drives, power shelves): the preset's ``liquid_share``.
+# * Per compute tray (nameplate, W): 4 × 1,200 GPUs (catalogue TDP) + 4 ×
+#   25 ConnectX-7 + overhead 1,750 = 2 Grace CPUs with LPDDR5X at 300 each (a
+#   superchip is rated 2,700 W = 2 × 1,200 + 300) + a BlueField-3 DPU 150 +
+#   E1.S drives, BMC and fans ~250 (estimate) + half an NVLink switch tray,
+#   ~750 (estimate: 9 switch trays of ~1.5 kW shared by 18 compute trays).
+#   18 × 6,650 W = 119.7 kW: NVIDIA's ~120 kW.
+# * Host memory: 17 TB LPDDR5X per rack (NVL72 page) / 18 trays ≈ 960 GB.
+# * Cooling: GPUs, CPUs, NICs and NVLink switches on cold plates, the rest by air
+#   (MLCommons inference v6.1, Crusoe's GB200 NVL72 system description).
+# * Scale-out: one 400G NDR port per GPU on a rail-optimised Quantum-2 fat tree
+#   (DGX GB200 SuperPOD reference architecture, compute fabric); the switches
+#   reduce in flight (SHARPv3), which the simulation's NVLS AllReduce uses
+#   across racks.
+# --------------------------------------------------------------------------
+
+GB200_TRAY_NVME = NvmeSpec(
+    model="3.84 TB E1.S NVMe (PCIe Gen4 class)", drives=4, drive_tb=3.84,
+    drive_read_gb_per_s=6.4, drive_write_gb_per_s=3.8,
+    source="https://raw.githubusercontent.com/mlcommons/inference_results_v6.1/main/closed/"
+           "Crusoe/systems/GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json",
+)
+"""A compute tray's local NVMe: 4 drives in RAID 0 (MLCommons inference v6.1, Crusoe's
+GB200 NVL72 system description: "local NVMe RAID0, 4x drives"); the drive size and
+speeds are taken as the DGX H100's U.2 drives' (an estimate)."""
+
+GB200_NVL72_RACK = SupernodeSpec(
+    accelerator="gb200-186gb", card_tdp_w=1_200,
+    cards=72, cards_per_server=4, fabric=FabricChoices.FULL_MESH, dims=(72, 1, 1),
+    # The NVLink switch trays give every GPU its full 900 GB/s per direction to any
+    # other: modelled as the switch's non-blocking equivalent, one link per pair of
+    # GPUs at the per-GPU 7,200 Gb/s, each GPU held to its catalogue total
+    # (FabricSpec.card_gbps), as the DGX preset models its NVSwitch board.
+    scale_up="full_mesh", scale_up_gbps=7_200.0,
+    # one NVLink switch hop plus cable cartridge: taken as the DGX H100's 250 ns
+    # (estimate); the link figure covers the switch.
+    scale_up_latency_ns=250.0, switch_latency_ns=0.0,
+    server_overhead_w=1_750,
+    pcie_switch=None, pcie_switches_per_server=0,
+    nic=CX7_NIC_400G_GB200, nics_per_server=4,
+    pcie_gbps=PCIE5_X16_GBPS, pcie_latency_ns=20.0,
+    # 18 compute trays in the NVL72 rack (the 9 switch trays sit between them)
+    max_servers_per_rack=18,
+    in_switch_reduction=True,
+    memory_gib=894, nvme=GB200_TRAY_NVME, whole_rack=True,
+)
+
+GB200_NVL72_BUDGET_W = 132_000
+"""The NVL72 rack's budget: NVIDIA's ~120 kW with the ~132 kW nameplate headroom."""
+
 SEED_512 = Preset(
     name="seed-512",
     description="The seeds' supernode: 512 H100 SXM5 in an 8×8×8 3D torus, 8 per server, "
@@ -660,7 +758,28 @@ DEMO = replace(
     description="The demo: 8 × seed-512 = 4,096 cards, loads in seconds.",
 )
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (SEED_512, DGX_H100_SUPERPOD, MILLION, DEMO)}
+GB200_NVL72 = Preset(
+    name="gb200-nvl72",
+    description="NVIDIA GB200 NVL72 racks: 72 Blackwell GPUs per rack in one NVLink domain "
+                "(18 compute trays of 2 GB200 superchips = 4 GPUs, 9 NVLink switch trays), "
+                "liquid cooled at ~120 kW (132 kW budget), one 400G NDR NIC per GPU on a "
+                "rail-optimised InfiniBand fat tree with SHARP.",
+    supernode=GB200_NVL72_RACK, network=NDR_400G, default_supernodes=8,
+    default_name="gb200-nvl72", rack_budget_w=GB200_NVL72_BUDGET_W,
+    cooling=CoolingChoices.LIQUID, pue=DEFAULT_PUE[CoolingChoices.LIQUID], liquid_share=0.85,
+    notes=("One rack is one supernode and one NVLink domain: 72 GPUs, 119.7 kW nameplate "
+           "against a 132 kW budget — a seed 40 kW rack holds 5 HGX servers (40 GPUs).",
+           "The NVLink switch trays are not separate rows: their draw is shared out over the "
+           "compute trays (half a switch tray each) and the builder writes the switch as its "
+           "non-blocking equivalent, a link between every two GPUs of the rack.",
+           "Storage: 894 GiB of LPDDR5X and 4 E1.S NVMe drives per compute tray; 2 DDN "
+           "AI400X2 appliances for the file system."),
+    pfs=AI400X2_PFS,
+)
+
+PRESETS: dict[str, Preset] = {
+    p.name: p for p in (SEED_512, DGX_H100_SUPERPOD, MILLION, DEMO, GB200_NVL72)
+}
 
 
 def get_preset(name: str) -> Preset:

@@ -40,7 +40,8 @@ How the model maps onto the spec
       catalogue's bidirectional ``scaleup_gbps`` GB/s × 8 / 2: 3,600 Gb/s for
       an H100, whatever the number of NVSwitch ports or torus links it
       reaches) and the links' technology (``nvlink`` for NVIDIA, ``hccs`` for
-      Huawei) for their protocol efficiency; the supernode's
+      Huawei; ``nvlink5`` for NVIDIA cards of 1.8 TB/s, Blackwell's NVLink 5
+      with its own measured efficiencies) for their protocol efficiency; the supernode's
       ``in_switch_reduction`` (NVLink SHARP) enables NVLS. The network's
       technology is the NIC → leaf link's kind (``infiniband``, ``roce``).
     * **Access tier = a server**: ``cards_per_switch`` = cards per server,
@@ -56,7 +57,9 @@ How the model maps onto the spec
       latency. A cluster without PCIe switches whose NICs are not one per
       card is refused (the NIC could not be reached by the other cards).
     * **Core tiers**: the leaf, spine and core kinds present, in that order, as
-      a fat tree of the leaf switches' radix; each tier's link figures are
+      a fat tree of the leaf switches' radix; an InfiniBand network reduces in
+      flight (``in_network_reduction``: SHARP, which every Quantum-2 /
+      Quantum-X800 switch of the presets does), a RoCE one does not; each tier's link figures are
       those of a link from the tier below (NIC → leaf, leaf → spine, …) and
       its ``switch_ns`` the switches' latency.
     * **Figures per tier** are read from one representative device of each
@@ -120,6 +123,9 @@ __all__ = [
 CORE_KINDS = (D.LEAF, D.SPINE, D.CORE)
 SCALE_UP_TECHNOLOGY = {"NVIDIA": "nvlink", "Huawei": "hccs"}
 """Scale-up link technology by accelerator vendor (protocol efficiency of the fabric)."""
+NVLINK5_CARD_GBPS = 1_800 * 8 / 2
+"""Per-card scale-up Gb/s per direction from which an NVIDIA card is on NVLink 5
+(1.8 TB/s bidirectional per GPU; NVLink 4 is 900 GB/s): technology ``nvlink5``."""
 NETWORK_TECHNOLOGY = {L.INFINIBAND: "infiniband", L.ROCE: "roce", L.PCIE: "pcie"}
 
 
@@ -322,7 +328,8 @@ def _network(cluster_id: int, cards: int, servers: int, where: str,
         aggregation=NicSpec(nics_per_switch=nic["n"] // servers, link_gbps=pcie_nic[0],
                             link_ns=pcie_nic[1], nic_ns=float(nic["max_ns"])),
         core=_core(links, nic, tiers, where, notes),
-        technology=_network_technology(links, nic, tiers),
+        technology=(tech := _network_technology(links, nic, tiers)),
+        in_network_reduction=tech == "infiniband",
     )
 
 
@@ -360,7 +367,8 @@ def _direct_network(cluster_id: int, cards: int, servers: int, where: str, notes
         aggregation=NicSpec(nics_per_switch=cps, link_gbps=card_link[0], link_ns=card_link[1],
                             nic_ns=float(nic["max_ns"])),
         core=_core(links, nic, tiers, where, notes),
-        technology=_network_technology(links, nic, tiers),
+        technology=(tech := _network_technology(links, nic, tiers)),
+        in_network_reduction=tech == "infiniband",
     )
 
 
@@ -465,6 +473,8 @@ def _scale_up(by_type: list[dict[str, Any]], notes: list[str]) -> ScaleUp:
         notes.append(f"cards of {len(known)} accelerator types: every card is limited to the "
                      f"slowest's {gbps:,.0f} Gb/s of scale-up bandwidth per direction")
     tech = SCALE_UP_TECHNOLOGY.get(vendors.pop(), "generic") if len(vendors) == 1 else "generic"
+    if tech == "nvlink" and gbps >= NVLINK5_CARD_GBPS:
+        tech = "nvlink5"  # Blackwell's NVLink 5 and its switch: its own efficiencies
     return ScaleUp(card_gbps=gbps, technology=tech)
 
 

@@ -44,8 +44,11 @@ from twin.scenarios.inputs import ConversionError, cluster_input
 __all__ = ["ACCELERATOR_FIELDS", "ClusterHardware", "accelerator_figures", "cluster_hardware"]
 
 ACCELERATOR_FIELDS = ("slug", "name", "vendor", "bf16_tflops", "fp8_tflops", "fp32_tflops",
-                      "tf32_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w", "scaleup_gbps")
-"""The catalogue columns the training library's ``system_for_accelerator`` reads."""
+                      "tf32_tflops", "fp4_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
+                      "scaleup_gbps", "nvlink_domain_cards")
+"""The catalogue columns the training library's ``system_for_accelerator`` reads
+(``fp4_tflops``: dense FP4, None before Blackwell; ``nvlink_domain_cards``: the
+cards one NVLink switch domain of the part joins, 72 on NVL72 parts, 8 on HGX)."""
 
 
 @dataclass(frozen=True)

@@ -50,18 +50,19 @@ class AcceleratorTypeAdmin(BudgetedAdminMixin, TwinModelAdmin):
     filterset_class = AcceleratorTypeFilterSet
     filterset_sidebar = ("vendor",)
     search_fields = AcceleratorTypeFilterSet.search_fields
-    list_display = ("name", "vendor", "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps",
-                    "tdp_w", "idle_w", "scaleup_gbps", "card_count")
+    list_display = ("name", "vendor", "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_gib",
+                    "hbm_tbps", "tdp_w", "idle_w", "scaleup_gbps", "nvlink_domain_cards",
+                    "card_count")
     prepopulated_fields = {"slug": ("name",)}
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     readonly_fields = ("card_count", "source_link")
     fieldsets = (
         (None, {"fields": ("name", "slug", "vendor")}),
         ("Dense compute (TFLOP/s)", {"fields": ("fp32_tflops", "tf32_tflops", "bf16_tflops",
-                                                 "fp8_tflops")}),
+                                                 "fp8_tflops", "fp4_tflops")}),
         ("Memory", {"fields": ("hbm_gib", "hbm_tbps")}),
         ("Power", {"fields": ("tdp_w", "idle_w")}),
-        ("Scale-up", {"fields": ("scaleup_links", "scaleup_gbps")}),
+        ("Scale-up", {"fields": ("scaleup_links", "scaleup_gbps", "nvlink_domain_cards")}),
         ("Source", {"fields": ("source", "source_link", "notes", "card_count")}),
     )
 

@@ -120,13 +120,13 @@ class AcceleratorTypeSerializer(BudgetedSerializer):
         model = AcceleratorType
         fields = [
             "id", "url", "display", "slug", "name", "vendor", "fp32_tflops", "tf32_tflops",
-            "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
-            "scaleup_links", "scaleup_gbps", "source", "notes", "created", "last_updated",
-            "allow_over_budget", "racks_over_budget",
+            "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
+            "scaleup_links", "scaleup_gbps", "nvlink_domain_cards", "source", "notes", "created",
+            "last_updated", "allow_over_budget", "racks_over_budget",
         ]
         # The model's clean() refuses negative optional figures (no constraint says so).
         extra_kwargs = {name: {"min_value": 0.0}
-                        for name in ("fp32_tflops", "tf32_tflops", "fp8_tflops")}
+                        for name in ("fp32_tflops", "tf32_tflops", "fp8_tflops", "fp4_tflops")}
 
 
 class ClusterSerializer(ValidatedModelSerializer):

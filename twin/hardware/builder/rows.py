@@ -81,6 +81,8 @@ class Generator:
             base = (np.arange(self.S, dtype=np.int64) * k)[:, None]
             self.su_a = (base + ia[None, :]).ravel()
             self.su_b = (base + ib[None, :]).ravel()
+        elif sn.scale_up == "full_mesh":  # one switch domain over every card (NVL72)
+            self.su_a, self.su_b = (a.astype(np.int64) for a in np.triu_indices(self.C, 1))
         else:
             pa, pb = [], []
             coords = [self.cx, self.cy, self.cz]

@@ -14,6 +14,7 @@ from twin.hardware.constants import (
     MAX_HBM_TBPS,
     MAX_SCALEUP_GBYTES,
     MAX_SCALEUP_LINKS,
+    MAX_SUPERNODE_CARDS,
     MAX_TFLOPS,
 )
 from twin.hardware.models.racks import BudgetedWrite, Rack
@@ -25,7 +26,10 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
     """One accelerator model with its published figures.
 
     TFLOP/s are *dense* (no 2:4 sparsity), as used by MFU calculations; a
-    precision the part does not support is left empty rather than zero.
+    precision the part does not support is left empty rather than zero (FP8 on
+    an A100, FP4 before Blackwell). ``nvlink_domain_cards`` is how many cards
+    the part's scale-up switches join at full bandwidth (72 in an NVL72 rack,
+    8 on an HGX board): the simulation reads it as ``nvlink_domain_cards``.
     ``idle_w`` is not on spec sheets: it is a measured idle draw, see ``notes``.
 
     Its ``tdp_w`` is every one of its cards' share of its rack's draw: raising it
@@ -48,6 +52,10 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
                                     validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
     fp8_tflops = models.FloatField("FP8 TFLOP/s", null=True, blank=True,
                                    validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
+    fp4_tflops = models.FloatField(
+        "FP4 TFLOP/s", null=True, blank=True, validators=bounded(0, MAX_TFLOPS, "TFLOP/s"),
+        help_text="Dense FP4 (NVFP4/MXFP4) tensor peak; empty on parts without FP4 "
+                  "(Hopper, Ampere).")
     hbm_gib = models.FloatField("HBM (GiB)", validators=bounded(0, MAX_HBM_GIB, "GiB"))
     hbm_tbps = models.FloatField("HBM bandwidth (TB/s)",
                                  validators=bounded(0, MAX_HBM_TBPS, "TB/s"))
@@ -59,6 +67,11 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
         "Scale-up bandwidth (GB/s)", help_text="Aggregate bidirectional, as on the datasheet.",
         validators=bounded(0, MAX_SCALEUP_GBYTES, "GB/s"),
     )
+    nvlink_domain_cards = models.PositiveSmallIntegerField(
+        "NVLink domain (cards)", default=8,
+        validators=bounded(1, MAX_SUPERNODE_CARDS, "cards"),
+        help_text="Cards one scale-up switch domain of this part joins at full bandwidth: "
+                  "72 for an NVL72 rack (GB200, GB300), 8 for an HGX/DGX board.")
     source = models.URLField(max_length=400, help_text="Where the figures come from.")
     notes = models.TextField(blank=True)
 
@@ -79,7 +92,10 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 & Q(scaleup_links__lte=MAX_SCALEUP_LINKS) & Q(scaleup_gbps__lte=MAX_SCALEUP_GBYTES)
                 & Q(fp32_tflops__gte=0) & Q(fp32_tflops__lte=MAX_TFLOPS)
                 & Q(tf32_tflops__gte=0) & Q(tf32_tflops__lte=MAX_TFLOPS)
-                & Q(fp8_tflops__gte=0) & Q(fp8_tflops__lte=MAX_TFLOPS),
+                & Q(fp8_tflops__gte=0) & Q(fp8_tflops__lte=MAX_TFLOPS)
+                & Q(fp4_tflops__gte=0) & Q(fp4_tflops__lte=MAX_TFLOPS)
+                & Q(nvlink_domain_cards__gte=1)
+                & Q(nvlink_domain_cards__lte=MAX_SUPERNODE_CARDS),
                 name="accelerator_figures_bounded",
             ),
         ]
