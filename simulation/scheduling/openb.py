@@ -46,6 +46,13 @@ ties go to the lexicographically smallest node name (the artifact's patched
   ``max(33 − free, free)``; a pod that needs untouched cards on a used node
   ``max(50 − untouched used, 33)``; a pod that fits on partly used cards
   ``max(100 − Σ(left·100/1000)/10, 50)``; CPU-only pods score 0 everywhere.
+* ``dot-product`` (``dot_product_score.go`` ``calculateDotProductScore`` with the
+  experiments' ``-dimext merge -norm max``, ``utils.go`` ``GenerateSchedulingMatchGroups``):
+  ``int(100·(1 − (cpu_left·cpu/128 000² + gpu_left·gpu/8 000²)/2))``.
+* ``gpu-clustering`` (``gpu_clustering_score.go``): a GPU pod's tag is "share" or
+  "k-gpu"; ``⌊25·(8000 − gpu_left)/8000⌋`` plus 75 if the node holds only pods of the
+  same tag, 50 if it holds that tag among others, 25 if it holds no GPU pod, 0
+  otherwise; CPU-only pods score 0 everywhere.
 * ``random`` (``random_score.go``): one feasible node drawn uniformly.
 
 Card choice (``open_gpu_share.go`` ``allocateGpuIdBasedOnBestFit``, and for FGD
@@ -98,8 +105,8 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 BoolA = npt.NDArray[np.bool_]
 
-OPENB_POLICIES = ("random", "gpu-packing", "best-fit", "fgd")
-"""The artifact's policies reproduced here (its 01-Random, 04-GpuPacking, 05-BestFit, 06-FGD)."""
+OPENB_POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
+"""The artifact's six policies, in its order (01-Random … 06-FGD)."""
 
 _MAX_SPEC_CPU = 128_000  # open-gpu-share/utils/const.go MaxSpecCpu (milli-cores)
 _MAX_SPEC_GPU = 8_000  # MaxSpecGpu (thousandths of a card)
@@ -186,13 +193,15 @@ def tuned_order(work: Workload, total_gpus: int, ratio: float = 1.3,
 
 @dataclass(frozen=True, eq=False)
 class OpenbResult:
-    """One replay: per arrival, the arrived GPU request and the allocated thousandths."""
+    """One replay: per arrival, the arrived GPU request, the allocated thousandths and the
+    node it went to (-1: failed)."""
 
     policy: str
     total_gpus: int
     arrived_milli: I64
     used_milli: I64
     failed: int
+    node: I64
 
     def allocation_at(self, load_pct: int) -> float:
         """GPU allocation ratio (%) at ``load_pct`` % arrived (:func:`allocation_at_load`)."""
@@ -239,6 +248,8 @@ class _Cluster:
         self.t_access = np.array([[_accessible(m, s) for s in types.gpu_model]
                                   for m in self.model], bool).reshape(n, len(types))
         # aggregates: cards ≥ θ, Σ left of cards < θ, Σ left
+        # GPU pods per node and tag (share, 1-, 2-, … max-card): gpu-clustering's affinity
+        self.tags = np.zeros((n, g + 1), np.int64)
         self.ge = np.zeros((n, len(types)), np.int64)
         self.small = np.zeros((n, len(types)), np.int64)
         self.refresh(np.arange(n))
@@ -338,6 +349,29 @@ def _best_fit(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> int:
     return cl.pick(idx, norm)
 
 
+def _dot_product(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> int:
+    dot = (cl.cpu[idx] / _MAX_SPEC_CPU) * (cpu / _MAX_SPEC_CPU)
+    dot = dot + (cl.left[idx].sum(axis=1) / _MAX_SPEC_GPU) * (milli * num / _MAX_SPEC_GPU)
+    score = (100.0 * (1.0 - dot / 2.0)).astype(np.int64)
+    return cl.pick(idx, score)
+
+
+def _tag(num: int, milli: int) -> int:
+    """``pod.go`` ``GetGpuAffinityFromPodAnnotation``: 0 = share, k = k whole cards."""
+    return 0 if milli < 1000 else num
+
+
+def _clustering(cl: _Cluster, idx: I64, num: int, milli: int) -> int:
+    if milli <= 0:
+        return cl.pick(idx, np.zeros(idx.size, np.int64))
+    tags = cl.tags[idx]
+    same = tags[:, _tag(num, milli)] > 0
+    kinds = (tags > 0).sum(axis=1)
+    base = 25 * (_MAX_SPEC_GPU - cl.left[idx].sum(axis=1)) // _MAX_SPEC_GPU
+    score = base + np.where(same, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
+    return cl.pick(idx, score.astype(np.int64))
+
+
 def _packing(cl: _Cluster, idx: I64, num: int, milli: int) -> int:
     if milli <= 0:
         return cl.pick(idx, np.zeros(idx.size, np.int64))
@@ -375,6 +409,7 @@ def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, see
     cpu_score = _nonzero_cpu(work.cpu_milli)
     arrived = np.zeros(seq.size, np.int64)
     used = np.zeros(seq.size, np.int64)
+    where = np.full(seq.size, -1, np.int64)
     acc_arr = acc_used = failed = 0
     for step, i in enumerate(seq.tolist()):
         num = int(work.num_gpu[i])
@@ -394,6 +429,10 @@ def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, see
                     node = int(rng.choice(idx))
                 elif policy == "best-fit":
                     node = _best_fit(cl, idx, c, num, milli)
+                elif policy == "dot-product":
+                    node = _dot_product(cl, idx, c, num, milli)
+                elif policy == "gpu-clustering":
+                    node = _clustering(cl, idx, num, milli)
                 else:
                     node = _packing(cl, idx, num, milli)
                 if milli == 0:
@@ -410,8 +449,11 @@ def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, see
             for card in cards:
                 cl.left[node, card] -= milli
             acc_used += milli * len(cards)
+            if milli > 0:
+                cl.tags[node, _tag(num, milli)] += 1
+            where[step] = node
             cl.refresh(np.array([node]))
         arrived[step] = acc_arr
         used[step] = acc_used
     return OpenbResult(policy=policy, total_gpus=total_gpus, arrived_milli=arrived,
-                       used_milli=used, failed=failed)
+                       used_milli=used, failed=failed, node=where)

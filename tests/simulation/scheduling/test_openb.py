@@ -113,6 +113,44 @@ def test_replay_counts_arrivals_and_allocation_by_hand() -> None:
     assert allocation_at_load(r.arrived_milli, r.used_milli, 4, 62) == 62.5
 
 
+def eight_card_pair():  # type: ignore[no-untyped-def]
+    from simulation.scheduling.cluster import Nodes
+    return Nodes.from_records([dict(name=n, gpus=8, gpu_model="G2", cpu_milli=64000)
+                               for n in ("a", "b")])
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    # share 500 → a (tie, name); one card: clustering wants a node without another tag
+    # (b: 0 + 25 vs a: ⌊25·500/8000⌋ + 0), packing a used node (49 vs idle 33 − 8 = 25);
+    # share 200: clustering a (same tag only: 1 + 75), packing the partly used card (95)
+    ("gpu-clustering", [0, 1, 0, 1]),
+    ("gpu-packing", [0, 0, 0, 0]),
+])
+def test_clustering_and_packing_scores_by_hand(policy, expected) -> None:  # type: ignore[no-untyped-def]
+    w = Workload.from_records([
+        dict(num_gpu=1, gpu_milli=500, cpu_milli=1000), dict(num_gpu=1, cpu_milli=1000),
+        dict(num_gpu=1, gpu_milli=200, cpu_milli=1000), dict(num_gpu=1, cpu_milli=1000)])
+    r = replay(eight_card_pair(), w, policy, order=np.arange(4))
+    assert r.node.tolist() == expected
+
+
+def test_dot_product_and_best_fit_prefer_the_fuller_node_by_hand() -> None:
+    # after 4 cards + 32 cores on a: dot-product a = int(100(1 − (32000·1000/128000² +
+    # 4000·1000/8000²)/2)) = 96 > b = 93; best-fit raw a 71 > b 43 → normalised 100 vs 0
+    w = Workload.from_records([dict(num_gpu=4, cpu_milli=32000),
+                               dict(num_gpu=1, cpu_milli=1000)])
+    for policy in ("dot-product", "best-fit"):
+        assert replay(eight_card_pair(), w, policy, order=np.arange(2)).node.tolist() == [0, 0]
+    # FGD (typical pods: the 4-card and the 1-card shape, p = ½ each): on a, the 4 cards left
+    # would no longer hold the 4-card shape, F grows by ½·3000 → int(100·σ(−1.5)) = 18;
+    # on b nothing becomes a fragment, 50: b
+    assert replay(eight_card_pair(), w, "fgd", order=np.arange(2)).node.tolist() == [0, 1]
+    # random: a seeded uniform choice among the feasible nodes
+    got = {tuple(replay(eight_card_pair(), w, "random", seed=s, order=np.arange(2)).node)
+           for s in range(12)}
+    assert len(got) > 1
+
+
 @pytest.mark.parametrize("trace", ["default", "multigpu50"])
 def test_published_allocation_ratio_within_one_point_and_fgd_first(nodes, trace) -> None:  # type: ignore[no-untyped-def]
     work = pods(trace)
