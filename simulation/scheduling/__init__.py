@@ -10,7 +10,8 @@ Quick tour (a doctest: ``pytest`` runs it)::
     (True, True)
 
 See docs/simulation.md ("Scheduling") for the policies, the fragmentation measure,
-the FGD comparison and the AllReduce check.
+the FGD comparison and the AllReduce check. :mod:`.openb` replays an Alibaba pod list by
+the FGD artifact's own rules, to compare with its published figures.
 """
 
 from .allreduce import AllReducePrice, default_allreduce, torus_allreduce

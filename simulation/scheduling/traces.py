@@ -42,6 +42,7 @@ from .workload import Workload
 __all__ = [
     "ALIBABA_NODE_COLUMNS",
     "ALIBABA_POD_COLUMNS",
+    "ALIBABA_POD_REQUIRED",
     "HELIOS_COLUMNS",
     "QOS_PRIORITY",
     "read_alibaba_nodes",
@@ -53,6 +54,9 @@ __all__ = [
 ALIBABA_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 ALIBABA_POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
                        "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
+ALIBABA_POD_REQUIRED = ALIBABA_POD_COLUMNS[:5]
+"""The columns every openb pod list has: ``openb_pod_list_multigpu*.csv`` have only these
+(no times: the pods arrive in file order)."""
 HELIOS_COLUMNS = ("job_id", "gpu_num", "submit_time")
 QOS_PRIORITY = {"Guaranteed": 3, "LS": 2, "Burstable": 1, "BE": 0}
 """Queue priority of the trace's QoS classes (Kubernetes QoS; LS = latency-sensitive)."""
@@ -178,18 +182,28 @@ class _Columns:
 
 
 def read_alibaba_pods(stream: IO[str], *, max_errors: int = 20) -> Workload:
-    """Tasks from an Alibaba v2023 pod list (``openb_pod_list_*.csv``)."""
+    """Tasks from an Alibaba v2023 pod list (``openb_pod_list_*.csv``).
+
+    Only :data:`ALIBABA_POD_REQUIRED` must be present; without ``creation_time`` a pod
+    arrives at its 0-based row index (seconds), keeping the file order.
+    """
     errors = _Errors(max_errors)
     out = _Columns()
-    for line, row in _rows(stream, ALIBABA_POD_COLUMNS, "pod list"):
+    for line, row in _rows(stream, ALIBABA_POD_REQUIRED, "pod list"):
         vals: dict[str, int] = {}
         bad = False
-        for key in ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time"):
+        for key in ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli"):
             try:
                 vals[key] = _int(row, key)
             except ValueError as exc:
                 errors.add(line, key, str(exc))
                 bad = True
+        try:
+            vals["creation_time"] = (_int(row, "creation_time") if "creation_time" in row
+                                     else len(out.cols["name"]))
+        except ValueError as exc:
+            errors.add(line, "creation_time", str(exc))
+            bad = True
         for key in ("deletion_time", "scheduled_time"):
             try:
                 vals[key] = _int(row, key, default=-1)
