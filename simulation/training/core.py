@@ -77,12 +77,13 @@ import numpy.typing as npt
 from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
-from .layer import layer_kernels, logit_kernels
+from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
+from .recipes import CAST_KERNELS, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
+__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -90,9 +91,13 @@ B8 = npt.NDArray[np.bool_]
 RECOMPUTE_CODES = ("none", "selective", "full")
 ADAM_BYTES = 28.0
 """FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
-OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0)
-"""Per precision code (fp32, bf16, fp16, fp8): grad-norm read 4 B + master → 16-bit
+OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0, 10.0)
+"""Per precision code (fp32, bf16, fp16, fp8, fp4): grad-norm read 4 B + master → 16-bit
 copy 6 B (not fp32) + FP16's unscale and inf check 8 B (core docstring)."""
+CAST_RECIPES = ("none", "delayed", "current", "block", "mx", "nvfp4")
+"""Codes of ``Batch.recipe`` (:mod:`.recipes`)."""
+_CAST_B = np.array([cast_bytes(r) for r in CAST_RECIPES])
+_CAST_K = np.array([CAST_KERNELS.get(r, 0.0) for r in CAST_RECIPES])
 ZERO_GRAD_BYTES = 4.0
 ACCUM_BYTES = 2.0
 """Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
@@ -141,9 +146,16 @@ class Batch:
     overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
         """cp 1, fused gradient accumulation, the other flags off where not given."""
+        if self.recipe.size != self.tp.size:
+            self.recipe = np.select(
+                [self.precision == PRECISIONS.index("fp8"),
+                 self.precision == PRECISIONS.index("fp4")],
+                [CAST_RECIPES.index("delayed"), CAST_RECIPES.index("nvfp4")], 0).astype(np.int64)
         if self.cp.size != self.tp.size:
             self.cp = np.ones_like(self.tp)
         if self.grad_fusion.size != self.tp.size:
@@ -188,15 +200,21 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
 
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
     tokens = mb * s / cp
-    elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
+    elem = np.array([4.0, 2.0, 2.0, 1.0, 0.5])[b.precision]  # TF32 / 16-bit / FP8 / FP4
+    low = b.precision >= PRECISIONS.index("fp8")  # GEMM inputs cast (:mod:`.recipes`)
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
                       store_overlap=system.gemm_store_overlap)
     t_gemm = k["fwd_gemm"]
+    # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
+    c_f, c_b = cast_elements(model, tokens, tp, b.sp)
+    cast_b = _CAST_B[b.recipe]
+    cast_f = c_f * cast_b / hbm
+    cast_bw = c_b * cast_b / hbm
     fwd_comp = k["fwd_gemm"] + k["fwd_core"]
-    fwd_fixed = k["fwd_mem"] + k["core_mem"]
+    fwd_fixed = k["fwd_mem"] + k["core_mem"] + cast_f
     bwd_comp = k["bwd_gemm"] + k["bwd_core"]
-    bwd_fixed = k["bwd_mem"]
+    bwd_fixed = k["bwd_mem"] + cast_bw
     fwd = fwd_comp + fwd_fixed
     bwd = bwd_comp + bwd_fixed
     rc = b.recompute
@@ -206,8 +224,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
 
     # ---- kernel gaps per layer and micro-batch
     k_fwd = np.where(b.flash, KERNELS_FWD - 4.0, KERNELS_FWD)
-    gap_f = k_fwd * KERNEL_GAP_S
-    gap_b = (2.0 * k_fwd + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
+    k_cast = CAST_TENSORS * _CAST_K[b.recipe]  # cast kernels, forward and backward each
+    gap_f = (k_fwd + k_cast) * KERNEL_GAP_S
+    gap_b = (2.0 * k_fwd + k_cast + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
     gap_rc = np.where(rc == 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
                                                * KERNEL_GAP_S, 0.0))
     fwd = fwd + gap_f
@@ -265,8 +284,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     p_card = p_dense + p_expert
 
     # ---- the critical (last) stage per micro-batch
-    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count,
-                                     system.gemm_store_overlap)
+    # the output layer stays 16-bit under FP8 / FP4 (:mod:`.recipes`)
+    logit_f, logit_b = logit_kernels(model, tokens, tp, np.where(low, 2.0, elem),
+                                     np.where(low, peaks[1] * clock, peak_gemm), hbm,
+                                     system.sm_count, system.gemm_store_overlap)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
     # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the
@@ -350,9 +371,19 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     grad_buf = p_card / np.where(z >= 2, dpc, 1.0)
     optim = (shard * (ADAM_BYTES + np.array(OPTIM_EXTRA_BYTES)[b.precision])
              + grad_buf * ZERO_GRAD_BYTES) / hbm
+    # the low-precision weight copies, cast once a step (TE caches them over micro-batches)
+    optim = optim + p_card * cast_b / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
+    # ---- the critical stage's busy time by class of op (:mod:`.recipes`): per step
+    rc_gemm = np.where(rc == 2, k["fwd_gemm"], 0.0)
+    rc_core = np.where(rc >= 1, k["fwd_core"], 0.0)
+    rc_mem = np.where(rc == 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, k["core_mem"],
+                                                                      0.0))
+    rc_cast = np.where(rc == 2, cast_f, 0.0)
+    per_step = m * L_stage
+    op_cast_w = p_card * cast_b / hbm
     # ---- FLOPs, utilisation
     mflops, hflops = step_flops(model, 1.0, "none")
     _, hf_sel = step_flops(model, 1.0, "selective")
@@ -411,6 +442,14 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
+        "op_gemm": per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm),
+        "op_attention": per_step * (k["fwd_core"] + k["bwd_core"] + rc_core),
+        "op_memory_bound": per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem)
+        + m * accum,
+        "op_casts": per_step * (cast_f + cast_bw + rc_cast) + op_cast_w,
+        "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc),
+        "op_output_layer": m * w_logit * (logit_f + logit_b),
+        "op_optimizer": optim - op_cast_w,
     }
 
 

@@ -59,11 +59,44 @@ import numpy.typing as npt
 from .gemm import gemm_time
 from .models import ModelSpec
 
-__all__ = ["layer_kernels", "logit_kernels"]
+__all__ = ["CAST_TENSORS", "cast_elements", "layer_kernels", "logit_kernels"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
 BWD_TRAFFIC = 1.5
+CAST_TENSORS = 4.0
+"""Tensors cast to FP8/FP4 per layer and direction: the inputs of QKV, projection,
+MLP up and MLP down forward; their output gradients backward (:mod:`.recipes`)."""
+
+
+def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, F64]:
+    """Elements cast per card, layer and micro-batch: (forward, backward).
+
+    Forward, the GEMM inputs: the normed x of QKV and of the MLP up (T·h, ÷ t with
+    SP: Transformer Engine casts before the sequence-parallel all-gather and gathers
+    FP8), the attention output of the projection (T·h/t), the activation output of
+    the MLP down (T'·f/t, T' = routed tokens). Backward, the output gradients of the
+    same four GEMMs: T·(h + 2kv)/t, T·h (÷ t with SP), T'·n_up·f/t, T'·h (÷ t with SP;
+    an expert's T'·h). MoE layers weighted by their share of the layers.
+
+    >>> from simulation.training.models import MODELS
+    >>> one = np.array([1.0])
+    >>> f, b = cast_elements(MODELS["llama3-8b"], 8192 * one, one, np.array([False]))
+    >>> int(f[0]) == 8192 * (3 * 4096 + 14336), int(b[0]) == 8192 * (6144 + 2 * 4096 + 2 * 14336)
+    (True, True)
+    """
+    h, f = float(model.hidden), float(model.ffn)
+    kv = float(model.kv_heads * model.head_dim)
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    r = np.where(sp, 1.0 / tp, 1.0)
+    T = tokens
+    routed = 1.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        routed = 1.0 + share * (model.top_k * model.capacity_factor - 1.0)
+    fwd = T * h * r + T * h / tp + T * h * r * routed + T * routed * f / tp
+    bwd = T * (h + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
+    return fwd, bwd
 
 
 def _fwd_bwd(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64, hbm: float,

@@ -112,6 +112,7 @@ STATE_BYTES = {  # (weights, gradients, optimizer) bytes per parameter
     "bf16": (2.0, 2.0, 12.0),
     "fp16": (2.0, 2.0, 12.0),
     "fp8": (2.0, 2.0, 12.0),
+    "fp4": (2.0, 2.0, 12.0),
 }
 
 A = TypeVar("A", float, npt.NDArray[np.float64])

@@ -46,18 +46,20 @@ __all__ = [
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
     "PRECISIONS",
+    "BLOCK_SCALED_MMA",
     "SM_COUNT",
     "SystemSpec",
     "default_clock_power",
     "system_for_accelerator",
 ]
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 
 MATMUL_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.75,
     "h100-sxm5-80gb": 792.1 / 989.5,
     "h200-sxm-141gb": 792.1 / 989.5,
+    "h800-sxm5-80gb": 792.1 / 989.5,
 }
 """The tensor cores' achieved fraction of the dense BF16 peak inside a wave of
 GEMM tiles (wave quantization and the C store are priced on top, :mod:`.gemm`).
@@ -100,6 +102,10 @@ use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
 GEMM_STORE_OVERLAP: dict[str, bool] = {
     "h100-sxm5-80gb": True,
     "h200-sxm-141gb": True,
+    "h800-sxm5-80gb": True,
+    "b200-sxm-180gb": True,
+    "gb200-186gb": True,
+    "gb300-288gb": True,
 }
 """Cards whose GEMM kernels hide the C store behind the next tile's main loop
 (:mod:`simulation.training.gemm`, "Epilogue"): Hopper's warp-specialized persistent
@@ -112,11 +118,30 @@ SM_COUNT: dict[str, int] = {
     "a100-sxm-40gb": 108,
     "h100-sxm5-80gb": 132,
     "h200-sxm-141gb": 132,
+    "h800-sxm5-80gb": 132,
+    "b200-sxm-180gb": 148,
+    "gb200-186gb": 148,
+    "gb300-288gb": 160,
 }
 """Streaming multiprocessors (the GEMM wave size, :mod:`simulation.training.gemm`):
 NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs), NVIDIA H100
-Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part). Other
-cards: 0 (``SystemSpec.sm_count``: no wave quantization, overridable)."""
+Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part; the H800 is
+the same die with NVLink cut to 400 GB/s), NVIDIA Blackwell: B200 148 SMs (two
+dies of 74), Blackwell Ultra (GB300) 160 SMs (NVIDIA Technical Blog, "Inside
+NVIDIA Blackwell Ultra", 2025). Other cards: 0 (``SystemSpec.sm_count``: no wave
+quantization, overridable)."""
+
+BLOCK_SCALED_MMA: dict[str, bool] = {
+    "b200-sxm-180gb": True,
+    "gb200-186gb": True,
+    "gb300-288gb": True,
+}
+"""Cards whose tensor cores apply per-block scale factors inside the MMA (5th
+generation tensor cores, ``tcgen05.mma`` with MX / NVF4 kinds: NVIDIA Blackwell
+architecture technical brief; PTX ISA 8.7 "block scaling"), so MXFP8 runs at the
+FP8 rate. A card with a dense FP4 peak in the catalogue has them too. Hopper
+(``wgmma``) has none: block-scaled FP8 there is DeepSeek-V3's software recipe
+(``fp8_recipe="block"``)."""
 
 
 def default_clock_power(points: int = 9) -> list[list[float]]:
@@ -175,6 +200,8 @@ class SystemSpec:
     clock_power: tuple[tuple[float, float], ...] = field(
         default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
     )
+    block_scaled_mma: bool = False
+    """Tensor cores that apply block scales (MXFP8 / NVFP4; :data:`BLOCK_SCALED_MMA`)."""
     comm_sms: int = 20
     """SMs a scale-out collective's kernels hold while it overlaps compute: the
     overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
@@ -231,7 +258,7 @@ class SystemSpec:
                 if not isinstance(v, list | tuple):
                     raise TrainingInputError(where, "a list of torus dimensions")
                 kw[f.name] = tuple(integer(d, f"{where}[{i}]", low=2) for i, d in enumerate(v))
-            elif f.name == "gemm_store_overlap":
+            elif f.name in ("gemm_store_overlap", "block_scaled_mma"):
                 if not isinstance(v, bool):
                     raise TrainingInputError(where, "true or false")
                 kw[f.name] = v
@@ -286,12 +313,14 @@ def _curve(value: Any, where: str) -> tuple[tuple[float, float], ...]:
 
 
 def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: Any) -> SystemSpec:
-    """A hypothetical system of 8-card NVLink servers, one 400G NIC per card.
+    """A hypothetical system of NVLink domains, one 400G NIC per card.
 
     ``figures`` is an accelerator row of the twin's catalogue
     (``twin/hardware/fixtures/catalogue.json``: slug, bf16_tflops, fp8_tflops,
-    fp32_tflops, tf32_tflops, hbm_gib, hbm_tbps, tdp_w, idle_w, scaleup_gbps
-    bidirectional GB/s). ``overrides`` replace any field.
+    fp4_tflops (dense, Blackwell), fp32_tflops, tf32_tflops, hbm_gib, hbm_tbps,
+    tdp_w, idle_w, scaleup_gbps bidirectional GB/s, nvlink_domain_cards: the cards
+    of one NVLink domain, 72 on an NVL72 rack, 8 when absent). ``overrides``
+    replace any field.
 
     >>> a100 = {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp8_tflops": None,
     ...         "fp32_tflops": 19.5, "tf32_tflops": 156, "hbm_gib": 80, "hbm_tbps": 2.039,
@@ -305,7 +334,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
     # FP32 training runs its matmuls on TF32 tensor cores where the card has them
     fp32 = figures.get("tf32_tflops") or figures.get("fp32_tflops")
     for key, val in (("fp32", fp32), ("bf16", figures.get("bf16_tflops")),
-                     ("fp8", figures.get("fp8_tflops"))):
+                     ("fp8", figures.get("fp8_tflops")), ("fp4", figures.get("fp4_tflops"))):
         if val:
             peaks[key] = float(val)
     if "bf16" not in peaks:
@@ -325,6 +354,8 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "sm_count": SM_COUNT.get(slug, 0),
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
+        "block_scaled_mma": BLOCK_SCALED_MMA.get(slug, "fp4" in peaks),
+        "scale_up_domain": int(figures.get("nvlink_domain_cards") or 8),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
     }
     data.update(overrides)
