@@ -189,12 +189,14 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- clocks and peaks
     f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
     clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
-    peaks = np.array([system.peak(p) for p in PRECISIONS]) * 1e12 * system.matmul_efficiency
+    # each precision's peak × the fraction its GEMMs reach (SystemSpec.efficiency)
+    raw = np.array([system.peak(p) for p in PRECISIONS]) * 1e12
+    peaks = raw * np.array([system.efficiency(p) for p in PRECISIONS])
     peak_gemm = peaks[b.precision] * clock
-    peak_core = np.where(b.precision == PRECISIONS.index("fp8"), peaks[1], peaks[b.precision])
-    peak_core = peak_core * clock
-    flash_eff = system.flash_efficiency or system.matmul_efficiency
-    peak_flash = peak_core / system.matmul_efficiency * flash_eff
+    low_p = b.precision >= PRECISIONS.index("fp8")  # attention stays 16-bit (:mod:`.recipes`)
+    peak_core = np.where(low_p, peaks[1], peaks[b.precision]) * clock
+    flash_eff = system.flash_efficiency or system.efficiency("bf16")
+    peak_flash = np.where(low_p, raw[1], raw[b.precision]) * flash_eff * clock
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
 

@@ -45,6 +45,7 @@ __all__ = [
     "FLASH_EFFICIENCY",
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
+    "MATMUL_EFFICIENCY_BY_PRECISION",
     "PRECISIONS",
     "BLOCK_SCALED_MMA",
     "SM_COUNT",
@@ -84,13 +85,43 @@ therefore not independent of this constant. Other cards: 0.80
 (``DEFAULT_MATMUL_EFFICIENCY``)."""
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 
+_MAMF = ("S. Bekman, *ML Engineering*, compute/accelerator/README.md, \"Maximum Achievable "
+         "Matmul FLOPS comparison table\" (mamf-finder, mean of 100 iterations)")
+MATMUL_EFFICIENCY_BY_PRECISION: dict[str, dict[str, float]] = {
+    "h100-sxm5-80gb": {"fp8": 1402.6 / 1979},
+    "h800-sxm5-80gb": {"fp8": 1402.6 / 1979},
+    "h200-sxm-141gb": {"fp8": 1453.4 / 1979},
+    "b200-sxm-180gb": {"bf16": 1745.0 / 2250, "fp8": 3432.5 / 4500, "fp4": 3432.5 / 4500},
+    "gb200-186gb": {"bf16": 1822.0 / 2500, "fp8": 3615.6 / 5000, "fp4": 3615.6 / 5000},
+    "gb300-288gb": {"bf16": 1769.0 / 2250, "fp8": 3353.3 / 4500, "fp4": 3353.3 / 4500},
+}
+"""The achieved fraction of each precision's own dense peak, where it differs from
+``matmul_efficiency`` (the BF16 figure): the MAMF table's measured maximum for that
+accelerator and dtype (``_MAMF``): H100 SXM FP8 1,402.6 of 1,979 (0.709, below BF16's
+0.80: the FP8 main loop is twice as fast, the rest of a tile's work is not), H200
+1,453.4; B200 BF16 1,745 of 2,250, FP8 3,432.5 of 4,500; GB200 1,822 of 2,500 and
+3,615.6 of 5,000; GB300 the table's B300 SXM row (1,769 / 3,353.3 of 2,250 / 4,500,
+"same as B200, newer torch/cuda"). FP4: no MAMF measurement is published; the FP8
+fraction is used (an assumption, docs/training.md)."""
+
 FLASH_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.73,
     "a100-sxm-40gb": 0.73,
     "h100-sxm5-80gb": 335.0 / 989.5,
     "h200-sxm-141gb": 335.0 / 989.5,
+    "h800-sxm5-80gb": 335.0 / 989.5,
+    "b200-sxm-180gb": 1613.0 / 1.3 / 2250,
+    "gb200-186gb": 1613.0 / 1.3 / 2250,
+    "gb300-288gb": 1613.0 / 1.3 / 2250,
 }
-"""FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
+"""Blackwell: cuDNN 9.13's fused attention, the kernel Transformer Engine runs there,
+derived from FlashAttention-4's comparison (Zadouri, Dao et al. 2026, "FlashAttention-4:
+Algorithm and Kernel Pipelining Co-Design for Asymmetric Hardware Scaling": up to
+1,613 TFLOP/s BF16 forward on a B200, "up to 1.3× over cuDNN 9.13"): 1,613 / 1.3 of
+2,250 = 0.55 — the exponential units and shared memory did not double with the
+tensor cores. GB200 / GB300: the same fraction of their peak.
+
+FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
 long sequences: H100 SXM 335 TFLOP/s forward at 16k tokens (Shah et al. 2024,
 FlashAttention-3, Fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)",
 the FlashAttention-2 bars; FLOPs counted on the causal half); A100 the "up to 73 %
@@ -200,6 +231,9 @@ class SystemSpec:
     clock_power: tuple[tuple[float, float], ...] = field(
         default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
     )
+    precision_efficiency: dict[str, float] = field(default_factory=dict)
+    """Fraction of a precision's own peak its GEMMs reach, where not ``matmul_efficiency``
+    (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)."""
     block_scaled_mma: bool = False
     """Tensor cores that apply block scales (MXFP8 / NVFP4; :data:`BLOCK_SCALED_MMA`)."""
     comm_sms: int = 20
@@ -215,6 +249,11 @@ class SystemSpec:
         if precision == "fp16":
             return self.peak_tflops.get("fp16", self.peak_tflops.get("bf16", 0.0))
         return self.peak_tflops.get(precision, 0.0)
+
+    def efficiency(self, precision: str) -> float:
+        """Achieved fraction of ``precision``'s peak in a wave of GEMM tiles (fp16 = bf16)."""
+        key = "bf16" if precision == "fp16" else precision
+        return self.precision_efficiency.get(key, self.matmul_efficiency)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (round-trips through :meth:`from_dict`)."""
@@ -268,6 +307,11 @@ class SystemSpec:
                 if not isinstance(v, str):
                     raise TrainingInputError(where, "a technology name")
                 kw[f.name] = v
+            elif f.name == "precision_efficiency":
+                if not isinstance(v, Mapping):
+                    raise TrainingInputError(where, "an object {precision: fraction}")
+                kw[f.name] = {str(choice(k, where, PRECISIONS)): number(
+                    e, f"{where}.{k}", open_low=True, high=1.0) for k, e in v.items()}
             elif f.name == "clock_power":
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
@@ -350,7 +394,10 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "cards": cards,
         "scale_up_gbps": float(figures.get("scaleup_gbps") or 0) * 8 / 2 or 800.0,
         "scale_up_technology": vendor_tech,
-        "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
+        "matmul_efficiency": MATMUL_EFFICIENCY.get(
+            slug, MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}).get(
+                "bf16", DEFAULT_MATMUL_EFFICIENCY)),
+        "precision_efficiency": dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {})),
         "sm_count": SM_COUNT.get(slug, 0),
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),

@@ -98,7 +98,8 @@ class ModernRun:
         lay = f"TP{self.tp} PP{self.pp}" + (f" CP{self.cp}" if self.cp > 1 else "") + (
             f" VP{self.vp}" if self.vp > 1 else "") + (" FSDP" if self.fsdp else "")
         return (f"{self.model} on {self.gpus} {self.system.removeprefix('DGX-')}, "
-                f"{self.precision}, {lay}, GBS {self.gbs}")
+                f"{self.precision}, {lay}, GBS {self.gbs}"
+                + (f" ({self.release})" if self.release != "25.11" else ""))
 
     def layout(self) -> dict[str, Any]:
         """The execution parameters (the published ones + :data:`MEGATRON_CORE`)."""
