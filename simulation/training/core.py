@@ -11,6 +11,12 @@ hundreds of thousands. Formulas (each in its module's docstring):
   the memory-bound kernels (norms, bias-dropout-add, activation, rotary,
   softmax) by their bytes at HBM × memory efficiency; backward by the data-
   and weight-gradient GEMMs' own shapes;
+* FP8 / FP4 (:mod:`.recipes`): the projection/MLP GEMMs at that dtype's peak × its
+  measured fraction (``SystemSpec.efficiency``), the attention core and the output
+  layer in BF16, every GEMM input and output gradient cast at the recipe's bytes per
+  element (+ the weights once a step), one more kernel per cast;
+* MoE (:mod:`.layer`): a grouped GEMM over the card's E/ep experts, the token
+  permute / unpermute and the router's softmax as memory-bound passes;
 * recompute: full repeats the forward, selective the attention core;
 * TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
   (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
@@ -206,7 +212,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     low = b.precision >= PRECISIONS.index("fp8")  # GEMM inputs cast (:mod:`.recipes`)
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
-                      store_overlap=system.gemm_store_overlap)
+                      store_overlap=system.gemm_store_overlap, ep=ep)
     t_gemm = k["fwd_gemm"]
     # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
     c_f, c_b = cast_elements(model, tokens, tp, b.sp)
@@ -263,7 +269,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- EP all-to-all per MoE layer
     if model.moe:
         local_tokens = tokens / np.where(b.sp, tp, 1.0)
-        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0 / ep
+        # the whole send buffer of a rank: its tokens × k copies (collectives.costs.ring_alltoall:
+        # S is the per-rank buffer, (ep − 1)/ep of it leaves the card)
+        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0
         k_ep, n_ep = group_split(b.ep, b.tp, system.scale_up_domain)
         ep_layer = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes) * moe_share
     else:

@@ -86,7 +86,7 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     (True, True)
     """
     h, f = float(model.hidden), float(model.ffn)
-    kv = float(model.kv_heads * model.head_dim)
+    kv, q = float(model.kv_heads * model.head_dim), float(model.q_dim)
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     r = np.where(sp, 1.0 / tp, 1.0)
     T = tokens
@@ -94,8 +94,8 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     if model.moe:
         share = model.moe_layers / model.layers
         routed = 1.0 + share * (model.top_k * model.capacity_factor - 1.0)
-    fwd = T * h * r + T * h / tp + T * h * r * routed + T * routed * f / tp
-    bwd = T * (h + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
+    fwd = T * h * r + T * q / tp + T * h * r * routed + T * routed * f / tp
+    bwd = T * (q + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
     return fwd, bwd
 
 
@@ -115,7 +115,8 @@ def _fwd_dgrad_wgrad(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flop
 def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
                   act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
-                  flops_flash: F64 | None = None, store_overlap: bool = True) -> dict[str, F64]:
+                  flops_flash: F64 | None = None, store_overlap: bool = True,
+                  ep: F64 | float = 1.0) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -134,7 +135,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     the ones Megatron-LM overlaps its backward TP collectives with.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
-    d, kv, f = h / a, float(model.kv_heads * model.head_dim), float(model.ffn)
+    d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
+    q = a * d  # the queries' width (h unless the model sets its head size)
     one = np.ones_like(tokens)
     T = tokens
     b = T * cp / s
@@ -144,12 +146,12 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     r = np.where(sp, 1.0 / tp, 1.0)
 
     st = store_overlap
-    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (h + 2 * kv) / tp, h * one, one, elem, flops,
+    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (q + 2 * kv) / tp, h * one, one, elem, flops,
                                            hbm, sms, st)
     qkv_b = qkv_d + qkv_w
-    prj_f, prj_b = _fwd_bwd(T, h * one, h / tp, one, elem, flops, hbm, sms, st)
+    prj_f, prj_b = _fwd_bwd(T, h * one, q / tp, one, elem, flops, hbm, sms, st)
 
-    def mlp(tok: F64, experts: float) -> tuple[F64, F64, F64, F64]:
+    def mlp(tok: F64, experts: float | F64) -> tuple[F64, F64, F64, F64]:
         up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
                                             flops, hbm, sms, st)
         dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
@@ -160,9 +162,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     if model.moe:
         share = model.moe_layers / model.layers
         routed = model.top_k * model.capacity_factor
-        # every expert on a card (E/ep of them, ep folded into the token share):
-        # the card's T·k·c routed tokens spread over the E experts' GEMMs
-        e_f, e_b, e_d, e_w = mlp(T * routed / model.experts, float(model.experts))
+        # a grouped GEMM over the card's E/ep experts, each fed the tokens the ep ranks
+        # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
+        e_f, e_b, e_d, e_w = mlp(T * routed * ep / model.experts, model.experts / ep * one)
         router = 2 * T * h * model.experts / flops
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
@@ -182,9 +184,17 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     dropout = 0.5 if model.dropout else 0.0
     per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
     act = (n_up + 1) * T * routed * f / tp
-    rope = 0.0 if model.learned_positions else 2 * T * (h + kv) / tp
+    rope = 0.0 if model.learned_positions else 2 * T * (q + kv) / tp
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
-    fwd_mem = (per_h + act + rope) * act_bytes / hbm
+    # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed
+    # copies gathered (read T·h, write T·k·c·h) and combined back (read T·k·c·h, write
+    # T·h), the router's FP32 softmax and top-k over T·E scores (read + write, 2 × 4 B)
+    moe: float | F64 = 0.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        kc = model.top_k * model.capacity_factor
+        moe = share * (2 * T * h * r * (1 + kc) + 2 * 2 * T * model.experts)
+    fwd_mem = (per_h + act + rope + moe) * act_bytes / hbm
     core_mem = soft * act_bytes / hbm
     return {
         "fwd_gemm": qkv_f + prj_f + mlp_f,

@@ -28,7 +28,7 @@ datasheet), typed here so the check does not depend on the fixture file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .execution import execution_from_params
@@ -91,12 +91,16 @@ class ModernRun:
     tokens_per_gpu: float = 0.0
     release: str = "25.11"
     system: str = "DGX-H100"
+    ep: int = 1
+    seq: int = 0
+    """Sequence length when not the catalogue model's."""
 
     @property
     def name(self) -> str:
         """A readable row name."""
         lay = f"TP{self.tp} PP{self.pp}" + (f" CP{self.cp}" if self.cp > 1 else "") + (
-            f" VP{self.vp}" if self.vp > 1 else "") + (" FSDP" if self.fsdp else "")
+            f" VP{self.vp}" if self.vp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "") + (
+            " FSDP" if self.fsdp else "") + (f", seq {self.seq}" if self.seq else "")
         return (f"{self.model} on {self.gpus} {self.system.removeprefix('DGX-')}, "
                 f"{self.precision}, {lay}, GBS {self.gbs}"
                 + (f" ({self.release})" if self.release != "25.11" else ""))
@@ -108,7 +112,7 @@ class ModernRun:
             self.precision]
         out: dict[str, Any] = {
             **MEGATRON_CORE, "tp": self.tp, "pp": self.pp, "cp": self.cp, "vpp": self.vp,
-            "global_batch": self.gbs, "micro_batch": self.mbs, "precision": prec,
+            "global_batch": self.gbs, "micro_batch": self.mbs, "precision": prec, "ep": self.ep,
             "fp8_recipe": recipe, "sequence_parallel": self.tp > 1,
             "overlap_tp": False,
             # Llama 3.1 405B: the embedding and the loss take a layer's slot each
@@ -155,17 +159,45 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               system="GB300"),
     ModernRun("llama3-70b", "gb300-288gb", 64, "NVFP4", 256, 1, 1, 4, 1, 5,
               tokens_per_gpu=6798, release="26.02", system="GB300"),
+    # mixture of experts (the tables: token distribution force-balanced, dropless)
+    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8),
+    ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
+              tokens_per_gpu=5630),
+    ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 1280, 1, pp=4, ep=8,
+              tokens_per_gpu=5993, release="26.02"),
+    ModernRun("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 512, 4, ep=8,
+              tokens_per_gpu=8213, system="DGX-B200"),
+    ModernRun("qwen3-30b-a3b", "b200-sxm-180gb", 8, "FP8-MX", 512, 1, ep=8,
+              tokens_per_gpu=9299, system="DGX-B200"),
+    ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
+              tokens_per_gpu=3269, system="DGX-B200"),
+    ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
+              tokens_per_gpu=15876, system="GB200"),
+    ModernRun("qwen3-30b-a3b", "gb200-186gb", 8, "FP8-MX", 512, 4, ep=8,
+              tokens_per_gpu=23766, system="GB200"),
+    ModernRun("qwen3-235b-a22b", "gb200-186gb", 256, "BF16", 8192, 1, pp=8, vp=3, ep=32,
+              tokens_per_gpu=4916, system="GB200"),
+    ModernRun("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 4, ep=8,
+              tokens_per_gpu=28934, system="GB300"),
+    ModernRun("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 2, ep=64, seq=8192,
+              tokens_per_gpu=18347, system="GB300"),
+    ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
+              tokens_per_gpu=6131, system="GB300"),
 )
 """Dense pre-training rows of the Megatron-Bridge tables (module docstring): every
 Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
 26.02 rows with a layout or precision the 25.11 table does not have. Llama 3.1 405B
-is priced as ``llama3-405b`` (same shape). MoE rows: not yet (their models —
-DeepSeek-V3's latent attention, Qwen3's and GPT-OSS's head size ≠ h/a — are not
-representable by :class:`~simulation.training.models.ModelSpec`)."""
+is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
+and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
+tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
+DeepSeek-V3 needs multi-head latent attention, which :class:`~simulation.training.
+models.ModelSpec` cannot express."""
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:
     model = MODELS[run.model]
+    if run.seq:
+        model = replace(model, seq_len=run.seq)
     base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
                         "tokens", run.tokens_per_gpu,
                         MEGATRON_BRIDGE.format(release=run.release, system=run.system))
@@ -174,6 +206,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
     ex, res = _choose(base, model, system)
     value = float(res.values["tokens_per_s"]) / run.gpus
     return {"run": run.name, "accelerator": run.accelerator, "precision": run.precision,
+            "moe": model.moe,
             "published": run.tokens_per_gpu, "model": value,
             "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
             "source": base.source, "fits": bool(res.values["fits"]),
@@ -211,6 +244,7 @@ def validation_table() -> list[dict[str, Any]]:
         ex, res = engineer_choice(run)
         value = float(res.values["mfu"])
         out.append({"run": run.run, "accelerator": run.accelerator, "precision": "BF16",
+                    "moe": False,
                     "published": run.published, "model": value,
                     "error": value / run.published - 1, "metric": "mfu",
                     "source": run.source, "fits": bool(res.values["fits"]),
