@@ -70,6 +70,8 @@ BAD = [
      "unknown limit"),
     ("training_search", {**A100, "limits": {"precision": ["bf16", "fp6"]}}, False,
      "params.limits.precision[1]", "got 'fp6'"),
+    ("training_search", {**A100, "limits": {"fp8_recipe": ["delayed", "tensorwise"]}}, False,
+     "params.limits.fp8_recipe[1]", "got 'tensorwise'"),
     ("training_search", {**A100, "limits": {"precision": ["fp8"]}}, False,
      "params.limits.precision", "offers none of fp8"),
     ("training_search", {**A100, "top": 1000}, False, "params.top", "≤ 100, got 1000"),

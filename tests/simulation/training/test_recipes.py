@@ -171,3 +171,34 @@ def test_expert_all_to_all_sends_every_routed_copy() -> None:
     t = CommModel(system).time("alltoall", np.array([8]), np.array([1]),
                                np.array([4096.0 * 8 * 2048 * 2]))
     assert r["exposed_comm"]["ep"] == pytest.approx(4 * float(t[0]) * model.layers, rel=1e-9)
+
+
+def test_search_tries_each_fp8_recipe_it_is_given() -> None:
+    """``limits.fp8_recipe`` multiplies the FP8 configurations (one per recipe) and
+    the vectorised prices agree with :func:`evaluate` one at a time; ``mx`` on an H100
+    is rejected with its reason, counted, not priced; an unknown recipe names its index."""
+    from simulation.training import search
+    from simulation.training.search import enumerate_configs, execution_at
+
+    model = MODELS["llama3-8b"]
+    system = system_for_accelerator(H100, 8)
+    limits: dict[str, Any] = {"tp": [1, 2], "pp": [1], "micro_batch": [1], "vpp": [1],
+                              "zero": [1], "recompute": ["none"], "sequence_parallel": [True],
+                              "overlap": [True], "precision": ["fp8"]}
+    one, _, _ = enumerate_configs(model, system, 8, 16, limits)
+    both, rej, _ = enumerate_configs(model, system, 8, 16,
+                                     {**limits, "fp8_recipe": ["delayed", "current", "mx"]})
+    assert len(both) == 2 * len(one)
+    assert any(k.startswith("fp8_recipe") for k in rej)
+    res = search(model, system, 8, 16, limits={**limits, "fp8_recipe": ["current", "delayed"]},
+                 top=4).to_dict()
+    recipes = {row["execution"]["fp8_recipe"] for row in res["best"]}
+    assert recipes == {"current", "delayed"}
+    for row in res["best"]:
+        ex = execution_from_params(row["execution"], 8, model)
+        assert evaluate(model, system, ex).values["step_time_s"] == pytest.approx(
+            row["step_time_s"], rel=1e-9)
+    assert execution_at(both, 0).precision == "fp8"
+    with pytest.raises(TrainingInputError) as exc:
+        search(model, system, 8, 16, limits={**limits, "fp8_recipe": ["fp8"]})
+    assert exc.value.field == "limits.fp8_recipe[0]"

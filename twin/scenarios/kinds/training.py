@@ -76,6 +76,7 @@ LIMITS: dict[str, tuple[str, Any]] = {
     "recompute": ("list", RECOMPUTE), "precision": ("list", PRECISIONS),
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
+    "fp8_recipe": ("list", FP8_RECIPES),
 }
 """The values each of the search's ``limits`` (``SEARCH_LIMITS``) takes: lists of
 the values to try per dimension, the most cards, a compression ratio."""
