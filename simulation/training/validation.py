@@ -71,6 +71,18 @@ MEGATRON_CORE: dict[str, Any] = {
 MEGATRON_BRIDGE = ("NVIDIA Megatron-Bridge performance summary "
                    "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, {release} "
                    "NeMo container), {system}")
+TORCHTITAN_SOURCE = ("Liang et al. 2025, TorchTitan (ICLR 2025) / pytorch/torchtitan "
+                     "docs/performance.md, {release}: Llama 3.1 8B, FSDP2, local batch 2, "
+                     "selective activation checkpointing, {system}")
+TORCHTITAN: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("fp32_grads", True), ("power_cap_w", 500.0))
+"""What torchtitan's page states: selective activation checkpointing, FSDP2 (ZeRO-3,
+prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
+``mixed_precision_reduce``), "the default 500W power limit" (priced by the DVFS model,
+:mod:`.energy`); PyTorch SDPA's FlashAttention-2 kernel."""
+GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
+"""Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
+usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,12 @@ class ModernRun:
     ep: int = 1
     seq: int = 0
     """Sequence length when not the catalogue model's."""
+    settings: tuple[tuple[str, Any], ...] = ()
+    """Layout settings the source states beyond the table's columns (override
+    :data:`MEGATRON_CORE`)."""
+    figures: tuple[tuple[str, Any], ...] = ()
+    """Accelerator figures that differ from :data:`ACCELERATORS` (the source's part)."""
+    source: str = MEGATRON_BRIDGE
 
     @property
     def name(self) -> str:
@@ -120,6 +138,7 @@ class ModernRun:
             "pp_balance": self.pp > 1 and MODELS[self.model].layers % (self.pp * self.vp) != 0}
         if self.fsdp:
             out["zero"] = 3
+        out.update(dict(self.settings))
         return out
 
 
@@ -183,6 +202,14 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=18347, system="GB300"),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
               tokens_per_gpu=6131, system="GB300"),
+    # torchtitan (PyTorch), eager FSDP2 rows: the compiled rows fuse ops the model prices
+    # one by one, so they are not compared
+    ModernRun("llama3-8b", "h100-sxm5-80gb", 8, "BF16", 16, 2, fsdp=True,
+              tokens_per_gpu=5762, release="Table 1", system="Grand Teton H100",
+              settings=TORCHTITAN, figures=GRAND_TETON, source=TORCHTITAN_SOURCE),
+    ModernRun("llama3-8b", "h100-sxm5-80gb", 128, "BF16", 256, 2, fsdp=True,
+              tokens_per_gpu=5605, release="Table 3", system="Grand Teton H100",
+              settings=TORCHTITAN, figures=GRAND_TETON, source=TORCHTITAN_SOURCE),
 )
 """Dense pre-training rows of the Megatron-Bridge tables (module docstring): every
 Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
@@ -200,13 +227,13 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
         model = replace(model, seq_len=run.seq)
     base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
                         "tokens", run.tokens_per_gpu,
-                        MEGATRON_BRIDGE.format(release=run.release, system=run.system))
-    fig = ACCELERATORS[run.accelerator]
+                        run.source.format(release=run.release, system=run.system))
+    fig = {**ACCELERATORS[run.accelerator], **dict(run.figures)}
     system = system_for_accelerator(fig, run.gpus)
     ex, res = _choose(base, model, system)
     value = float(res.values["tokens_per_s"]) / run.gpus
     return {"run": run.name, "accelerator": run.accelerator, "precision": run.precision,
-            "moe": model.moe,
+            "moe": model.moe, "eager": run.source == TORCHTITAN_SOURCE,
             "published": run.tokens_per_gpu, "model": value,
             "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
             "source": base.source, "fits": bool(res.values["fits"]),
@@ -217,7 +244,8 @@ def _choose(run: PublishedRun, model: Any, system: Any) -> tuple[Any, Any]:
     """The published layout, recomputation by :mod:`.fidelity`'s rule."""
     best = None
     fallback = None
-    for rc in ("none", "selective", "full"):
+    published = run.layout.get("recompute")
+    for rc in (published,) if published else ("none", "selective", "full"):
         ex = execution_from_params({**run.layout, "recompute": rc}, run.gpus, model)
         res = evaluate(model, system, ex)
         if fallback is None or res.values["memory_gib_per_card"] < fallback[1].values[
@@ -244,7 +272,7 @@ def validation_table() -> list[dict[str, Any]]:
         ex, res = engineer_choice(run)
         value = float(res.values["mfu"])
         out.append({"run": run.run, "accelerator": run.accelerator, "precision": "BF16",
-                    "moe": False,
+                    "moe": False, "eager": False,
                     "published": run.published, "model": value,
                     "error": value / run.published - 1, "metric": "mfu",
                     "source": run.source, "fits": bool(res.values["fits"]),

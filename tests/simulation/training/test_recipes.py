@@ -117,10 +117,12 @@ def test_validation_table_sources_and_reached_error() -> None:
                                                  "gb200-186gb", "gb300-288gb"}
     assert {r["precision"] for r in TABLE} >= {"BF16", "FP8-CS", "FP8-MX", "NVFP4"}
     assert any(r["moe"] for r in TABLE) and not all(r["moe"] for r in TABLE)
+    assert len({r["source"].split(",")[0] for r in TABLE}) >= 3  # NVIDIA, Meta, PyTorch
     dense = [r for r in TABLE if not r["moe"]]
-    hopper = [abs(r["error"]) for r in dense if r["accelerator"] == "h100-sxm5-80gb"]
+    hopper = [abs(r["error"]) for r in dense
+              if r["accelerator"] == "h100-sxm5-80gb" and not r["eager"]]
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
-    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.258
+    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.278
     assert statistics.mean(abs(r["error"]) for r in TABLE if r["moe"]) <= 1.09
 
 
@@ -130,11 +132,14 @@ def test_validation_row(row: int) -> None:
     """Each row fits HBM in its published layout and is optimistic (the model misses
     costs, it does not invent them): dense on Hopper by at most 15 %, dense on
     Blackwell by at most the 73 % reached (NVFP4 70B on GB200), MoE by at most the
-    343 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200)."""
+    343 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200), torchtitan's eager
+    (unfused) FSDP rows by at most the 50 % reached."""
     r = TABLE[row]
     assert r["fits"]
     if r["moe"]:
         bound = 3.43
+    elif r["eager"]:
+        bound = 0.50
     else:
         bound = 0.15 if r["accelerator"] == "h100-sxm5-80gb" else 0.73
     assert 0.0 < r["error"] <= bound
