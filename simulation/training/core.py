@@ -89,7 +89,8 @@ from .models import ModelSpec
 from .recipes import CAST_KERNELS, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
+__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "kernel_rates", "memory_arrays",
+           "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -180,36 +181,59 @@ class Batch:
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
 
 
+def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F64]:
+    """What every kernel of a configuration is priced with (arrays of N).
+
+    ``clock`` (the fixed clock, lowered by a power cap: :mod:`.energy`); ``peaks``
+    each precision's dense peak × the fraction its GEMMs reach
+    (``SystemSpec.efficiency``), FLOP/s; ``peak_gemm`` the projection/MLP GEMMs' rate
+    at the run's precision and clock; ``peak_core`` and ``peak_flash`` the attention
+    core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction);
+    ``hbm`` achievable B/s; ``act_scale`` 2 for FP32 activations; ``tokens`` per
+    micro-batch and card (b·s/cp); ``elem`` bytes per GEMM operand; ``low`` 1 where
+    the GEMM inputs are cast (FP8 / FP4).
+    """
+    f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
+    clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
+    raw = np.array([system.peak(p) for p in PRECISIONS]) * 1e12
+    peaks = raw * np.array([system.efficiency(p) for p in PRECISIONS])
+    low = b.precision >= PRECISIONS.index("fp8")
+    flash_eff = system.flash_efficiency or system.efficiency("bf16")
+    return {
+        "clock": clock,
+        "peaks": peaks,
+        "peak_gemm": peaks[b.precision] * clock,
+        "peak_core": np.where(low, peaks[1], peaks[b.precision]) * clock,
+        "peak_flash": np.where(low, raw[1], raw[b.precision]) * flash_eff * clock,
+        "hbm": np.array([system.hbm_tbps * 1e12 * system.memory_efficiency]),
+        "act_scale": np.where(b.precision == 0, 2.0, 1.0),
+        "tokens": b.mb.astype(np.float64) * model.seq_len / b.cp.astype(np.float64),
+        "elem": np.array([4.0, 2.0, 2.0, 1.0, 0.5])[b.precision],
+        "low": low.astype(np.float64),
+    }
+
+
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
     s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
-    mb = b.mb.astype(np.float64)
     cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
     cards = tp * cp * pp * dp
 
-    # ---- clocks and peaks
-    f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
-    clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
-    # each precision's peak × the fraction its GEMMs reach (SystemSpec.efficiency)
-    raw = np.array([system.peak(p) for p in PRECISIONS]) * 1e12
-    peaks = raw * np.array([system.efficiency(p) for p in PRECISIONS])
-    peak_gemm = peaks[b.precision] * clock
-    low_p = b.precision >= PRECISIONS.index("fp8")  # attention stays 16-bit (:mod:`.recipes`)
-    peak_core = np.where(low_p, peaks[1], peaks[b.precision]) * clock
-    flash_eff = system.flash_efficiency or system.efficiency("bf16")
-    peak_flash = np.where(low_p, raw[1], raw[b.precision]) * flash_eff * clock
-    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
-    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+    # ---- clocks, peaks, bytes per element (:func:`kernel_rates`)
+    rates = kernel_rates(model, system, b)
+    clock, peaks, peak_gemm, peak_core, peak_flash = (
+        rates["clock"], rates["peaks"], rates["peak_gemm"], rates["peak_core"],
+        rates["peak_flash"])
+    hbm = float(rates["hbm"][0])
+    act_scale, tokens, elem, low = (rates["act_scale"], rates["tokens"], rates["elem"],
+                                    rates["low"] > 0)
 
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
-    tokens = mb * s / cp
-    elem = np.array([4.0, 2.0, 2.0, 1.0, 0.5])[b.precision]  # TF32 / 16-bit / FP8 / FP4
-    low = b.precision >= PRECISIONS.index("fp8")  # GEMM inputs cast (:mod:`.recipes`)
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
                       store_overlap=system.gemm_store_overlap, ep=ep)

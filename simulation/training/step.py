@@ -18,6 +18,7 @@ from .energy import card_power, plan_stage_clocks
 from .errors import TrainingInputError
 from .execution import Execution, shape_problem
 from .models import ModelSpec
+from .ops import layer_ops
 from .pipeline import articles_utilisation
 from .recipes import recipe_name
 from .system import PRECISIONS, SystemSpec
@@ -152,11 +153,13 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
         raise TrainingInputError("fp8_recipe", f"{system.accelerator} has no block-scaled "
                                  "tensor cores for MXFP8 (choose from delayed, current, block)")
     comm = comm or CommModel(system)
-    out = step_arrays(model, system, batch_of([execution]), comm, MEMORY_RESERVE_GIB)
+    batch = batch_of([execution])
+    out = step_arrays(model, system, batch, comm, MEMORY_RESERVE_GIB)
     tokens = float(train_tokens) if train_tokens else 20.0 * model.params
     values = result_from_arrays(out, 0, execution, system, tokens,
                                 execution.global_batch * model.seq_len)
     values["dvfs"] = stage_clock_plan(model, system, execution, out)
+    values["layer_ops"] = layer_ops(model, system, batch)
     notes = []
     if not values["fits"]:
         notes.append(f"needs {values['memory_gib_per_card']:.1f} GiB per card, the card has "

@@ -207,3 +207,52 @@ def test_search_tries_each_fp8_recipe_it_is_given() -> None:
     with pytest.raises(TrainingInputError) as exc:
         search(model, system, 8, 16, limits={**limits, "fp8_recipe": ["fp8"]})
     assert exc.value.field == "limits.fp8_recipe[0]"
+
+
+@pytest.mark.parametrize(("model_name", "params"), [
+    ("llama3-8b", {"precision": "fp8", "fp8_recipe": "current"}),
+    ("gpt3-175b", {"tp": 8, "sequence_parallel": True, "flash_attention": False,
+                   "grad_accum_fusion": False}),
+    ("qwen3-30b-a3b", {"ep": 8, "precision": "bf16"}),
+    ("mixtral-8x7b", {"tp": 2, "ep": 4, "precision": "fp8", "fp8_recipe": "block"}),
+])
+def test_layer_ops_sum_to_the_step_models_layer(model_name: str, params: dict[str, Any]) -> None:
+    """The per-op list (FLOPs, bytes, time, bound-by) is the step model's layer, op by
+    op: its GEMM, attention, memory-bound, cast and launch rows sum to what
+    :func:`layer_kernels` and the core price for one layer and micro-batch."""
+    from simulation.training.core import kernel_rates
+    from simulation.training.layer import layer_kernels
+    from simulation.training.step import batch_of
+
+    model = MODELS[model_name]
+    system = system_for_accelerator(H100, 8)
+    ex = execution_from_params({"global_batch": 8, **params}, 8, model)
+    r = evaluate(model, system, ex).values
+    ops = r["layer_ops"]
+    b = batch_of([ex])
+    rt = kernel_rates(model, system, b)
+    k = layer_kernels(model, rt["tokens"], b.tp.astype(float), b.sp, b.flash, rt["elem"],
+                      rt["peak_gemm"], rt["peak_core"], float(rt["hbm"][0]), system.sm_count,
+                      2.0 * rt["act_scale"], cp=b.cp.astype(float), flops_flash=rt["peak_flash"],
+                      store_overlap=system.gemm_store_overlap, ep=b.ep.astype(float))
+
+    def total(kind: str, phase: str) -> float:
+        return sum(o["time_s"] for o in ops if o["kind"] == kind and o["phase"] == phase)
+
+    assert total("gemm", "forward") == pytest.approx(float(k["fwd_gemm"][0]), rel=1e-9)
+    assert total("gemm", "backward") == pytest.approx(float(k["bwd_gemm"][0]), rel=1e-9)
+    assert total("attention", "forward") == pytest.approx(float(k["fwd_core"][0]), rel=1e-9)
+    assert total("attention", "backward") == pytest.approx(float(k["bwd_core"][0]), rel=1e-9)
+    mem_f = float(k["fwd_mem"][0] + k["core_mem"][0])
+    assert total("memory", "forward") == pytest.approx(mem_f, rel=1e-9)
+    assert total("memory", "backward") == pytest.approx(float(k["bwd_mem"][0]), rel=1e-9)
+    # the whole layer: the step model's per-layer forward + backward (no TP exposure here
+    # when tp = 1; with TP the exposed collectives are the difference)
+    layer = sum(o["time_s"] for o in ops)
+    exposed = r["exposed_comm"]["tp"] / (r["micro_batches"] * model.layers)
+    assert layer == pytest.approx(r["layer"]["forward"] + r["layer"]["backward"] - exposed,
+                                  rel=1e-9)
+    for o in ops:
+        assert o["bound"] in ("compute", "memory", "launch") and o["time_s"] >= 0
+        if o["kind"] == "gemm" and o["bytes"] > 0:
+            assert o["flops"] > 0
