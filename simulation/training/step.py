@@ -23,7 +23,7 @@ from .pipeline import articles_utilisation
 from .recipes import recipe_name
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "StepResult", "batch_of", "evaluate"]
+__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "precision_comparison", "StepResult", "batch_of", "evaluate"]
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_exposed", "pp_bubble",
              "pp_p2p", "dp_exposed", "compression", "optimizer")
@@ -160,11 +160,37 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
                                 execution.global_batch * model.seq_len)
     values["dvfs"] = stage_clock_plan(model, system, execution, out)
     values["layer_ops"] = layer_ops(model, system, batch)
+    values["precisions"] = precision_comparison(model, system, execution, comm)
     notes = []
     if not values["fits"]:
         notes.append(f"needs {values['memory_gib_per_card']:.1f} GiB per card, the card has "
                      f"{system.hbm_gib:g}")
     return StepResult(values, execution, notes)
+
+
+def precision_comparison(model: ModelSpec, system: SystemSpec, execution: Execution,
+                         comm: CommModel) -> dict[str, dict[str, Any]]:
+    """The same layout at every GEMM precision the card offers (BF16, FP8, FP4).
+
+    FP8 keeps the run's scaling recipe when the card supports it (``mx`` needs
+    block-scaled tensor cores), else ``delayed``; FP4 is NVFP4. Each entry: the step
+    time, tokens/s, whether it fits, the op classes (:data:`OP_CLASSES`) and the
+    speed-up over BF16 — the FP8 gain as the model sees it, GEMMs only sped up.
+    """
+    from dataclasses import replace
+
+    options = [p for p in ("bf16", "fp8", "fp4") if system.peak(p) > 0]
+    recipe = execution.fp8_recipe if (execution.fp8_recipe != "mx"
+                                      or system.block_scaled_mma) else "delayed"
+    runs = [replace(execution, precision=p, fp8_recipe=recipe) for p in options]
+    out = step_arrays(model, system, batch_of(runs), comm, MEMORY_RESERVE_GIB)
+    base = float(out["step_time_s"][0])
+    return {p: {"step_time_s": float(out["step_time_s"][i]),
+                "tokens_per_s": float(out["tokens_per_s"][i]),
+                "fits": bool(out["mem_total"][i] <= system.hbm_gib),
+                "speedup_over_bf16": base / float(out["step_time_s"][i]),
+                "ops": {k: float(out[f"op_{k}"][i]) for k in OP_CLASSES}}
+            for i, p in enumerate(options)}
 
 
 def stage_clock_plan(model: ModelSpec, system: SystemSpec, ex: Execution,

@@ -256,3 +256,18 @@ def test_layer_ops_sum_to_the_step_models_layer(model_name: str, params: dict[st
         assert o["bound"] in ("compute", "memory", "launch") and o["time_s"] >= 0
         if o["kind"] == "gemm" and o["bytes"] > 0:
             assert o["flops"] > 0
+
+
+def test_precision_comparison_prices_the_same_layout_per_dtype() -> None:
+    """``precisions``: BF16 and FP8 on an H100 (no FP4), BF16/FP8/FP4 on a GB200; each
+    the step of the same layout at that GEMM dtype, equal to evaluating it directly."""
+    r = _run("bf16", "current")
+    assert set(r["precisions"]) == {"bf16", "fp8"}
+    assert r["precisions"]["bf16"]["step_time_s"] == pytest.approx(r["step_time_s"])
+    fp8 = _run("fp8", "current")
+    assert r["precisions"]["fp8"]["step_time_s"] == pytest.approx(fp8["step_time_s"])
+    assert r["precisions"]["fp8"]["speedup_over_bf16"] == pytest.approx(
+        r["step_time_s"] / fp8["step_time_s"])
+    g = _run("fp8", "mx", GB200)
+    assert set(g["precisions"]) == {"bf16", "fp8", "fp4"}
+    assert g["precisions"]["fp8"]["step_time_s"] == pytest.approx(g["step_time_s"])
