@@ -23,7 +23,8 @@ from .pipeline import articles_utilisation
 from .recipes import recipe_name
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "precision_comparison", "StepResult", "batch_of", "evaluate"]
+__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "StepResult", "batch_of", "evaluate",
+           "precision_comparison"]
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_exposed", "pp_bubble",
              "pp_p2p", "dp_exposed", "compression", "optimizer")
