@@ -154,6 +154,8 @@ class Batch:
     balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
@@ -169,7 +171,7 @@ class Batch:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
-        for name in ("overlap_tp_bwd", "balance", "dp_every_mb"):
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
 
@@ -236,7 +238,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
-                      store_overlap=system.gemm_store_overlap, ep=ep)
+                      store_overlap=system.gemm_store_overlap, ep=ep,
+                      eager=b.eager if np.any(b.eager) else False)
     t_gemm = k["fwd_gemm"]
     # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
     c_f, c_b = cast_elements(model, tokens, tp, b.sp)

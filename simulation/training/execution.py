@@ -86,6 +86,10 @@ class Execution:
     overlap_tp_bwd: bool = False
     pp_balance: bool = False
     dp_every_microbatch: bool = False
+    fused_elementwise: bool = True
+    """Norms, rotary and the activation run as fused kernels (Megatron-LM, Transformer
+    Engine); False: as eager PyTorch ops, one HBM pass each (:data:`.layer.EAGER_ELEMENTS`,
+    torchtitan without ``torch.compile``)."""
     fp8_recipe: str = "delayed"
     """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
     ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
@@ -174,7 +178,7 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)

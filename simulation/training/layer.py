@@ -59,7 +59,8 @@ import numpy.typing as npt
 from .gemm import gemm_time
 from .models import ModelSpec
 
-__all__ = ["CAST_TENSORS", "cast_elements", "layer_kernels", "logit_kernels"]
+__all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "cast_elements", "eager_elements", "layer_kernels",
+           "logit_kernels"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
@@ -67,6 +68,37 @@ BWD_TRAFFIC = 1.5
 CAST_TENSORS = 4.0
 """Tensors cast to FP8/FP4 per layer and direction: the inputs of QKV, projection,
 MLP up and MLP down forward; their output gradients backward (:mod:`.recipes`)."""
+
+
+EAGER_ELEMENTS = {"norm": 18.0, "rope": 10.0, "swiglu": 5.0}
+"""16-bit elements moved per element by the unfused (eager PyTorch) ops, forward, where
+a fused kernel moves 2 (norm, rotary) or n_up + 1 (activation). From the reference
+code torchtitan trains with (``torchtitan/models/norms.py`` ``RMSNorm``,
+``torchtitan/models/llama/model.py`` ``apply_rotary_emb`` and ``FeedForward``), one
+HBM pass per op, in bytes per element: RMSNorm ``x.float()`` 2 + 4, ``pow(2)`` 4 + 4,
+``mean`` 4, ``x * rsqrt`` 4 + 4, ``type_as`` 4 + 2, ``* weight`` 2 + 2 = 36 B (18
+elements); rotary ``float()`` 2 + 4, complex multiply 4 + 4, ``type_as`` 4 + 2 = 20 B
+(10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: 1.5×,
+as for the fused kernels (:data:`BWD_TRAFFIC`)."""
+
+
+def eager_elements(model: ModelSpec, eager: B8 | bool) -> tuple[F64 | float, F64 | float,
+                                                                 F64 | float]:
+    """Elements per element of (each norm, rotary, the activation), fused or eager.
+
+    >>> from simulation.training.models import MODELS
+    >>> eager_elements(MODELS["llama3-8b"], False), eager_elements(MODELS["llama3-8b"], True)
+    ((2.0, 2.0, 3.0), (18.0, 10.0, 5.0))
+    """
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    fused_act = n_up + 1
+    eager_act = EAGER_ELEMENTS["swiglu"] if model.activation == "swiglu" else fused_act
+    if isinstance(eager, bool | np.bool_):
+        return ((EAGER_ELEMENTS["norm"], EAGER_ELEMENTS["rope"], eager_act) if eager
+                else (2.0, 2.0, fused_act))
+    return (np.where(eager, EAGER_ELEMENTS["norm"], 2.0),
+            np.where(eager, EAGER_ELEMENTS["rope"], 2.0),
+            np.where(eager, eager_act, fused_act))
 
 
 def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, F64]:
@@ -116,7 +148,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
                   act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
                   flops_flash: F64 | None = None, store_overlap: bool = True,
-                  ep: F64 | float = 1.0) -> dict[str, F64]:
+                  ep: F64 | float = 1.0, eager: B8 | bool = False) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -182,9 +214,10 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
 
     # memory-bound kernels (elements, then bytes)
     dropout = 0.5 if model.dropout else 0.0
-    per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
-    act = (n_up + 1) * T * routed * f / tp
-    rope = 0.0 if model.learned_positions else 2 * T * (q + kv) / tp
+    norm_el, rope_el, act_el = eager_elements(model, eager)
+    per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r
+    act = act_el * T * routed * f / tp
+    rope = 0.0 if model.learned_positions else rope_el * T * (q + kv) / tp
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed
     # copies gathered (read T·h, write T·k·c·h) and combined back (read T·k·c·h, write

@@ -39,7 +39,7 @@ from .core import (
     kernel_rates,
 )
 from .gemm import gemm_time
-from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements
+from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements, eager_elements
 from .models import ModelSpec
 from .recipes import CAST_KERNELS, cast_bytes
 from .system import SystemSpec
@@ -112,10 +112,11 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
             BWD_TRAFFIC * nbytes / hbm, "memory", weight)
 
     dropout = 0.5 if model.dropout else 0.0
-    mem("norm (attention)", 2 * T * h * r)
+    norm_el, rope_el, act_el = (float(x) for x in eager_elements(model, bool(one_b.eager[0])))
+    mem("norm (attention)", norm_el * T * h * r)
     gemm("QKV", T, (q + 2 * kv) / tp, h, 1.0, elem, g_rate, dtype)
     if not model.learned_positions:
-        mem("rotary embedding", 2 * T * (q + kv) / tp)
+        mem("rotary embedding", rope_el * T * (q + kv) / tp)
     if flash:
         fl = 2 * sq * s * d * heads
         io = 2.0 * heads * sq * d * 4  # read q, k, v, write o (16-bit)
@@ -129,11 +130,11 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
         gemm("attention context PV", sq, d, s, heads, 2.0, c_rate, "bf16", kind="attention")
     gemm("projection", T, h, q / tp, 1.0, elem, g_rate, dtype)
     mem("bias-dropout-residual (attention)", (3 + dropout) * T * h * r)
-    mem("norm (MLP)", 2 * T * h * r)
+    mem("norm (MLP)", norm_el * T * h * r)
     if share < 1.0:
         gemm("MLP up" + (" (gate + up)" if n_up == 2 else ""), T, n_up * f / tp, h, 1.0, elem,
              g_rate, dtype, 1.0 - share)
-        mem("activation", (n_up + 1) * T * f / tp, 1.0 - share)
+        mem("activation", act_el * T * f / tp, 1.0 - share)
         gemm("MLP down", T, h, f / tp, 1.0, elem, g_rate, dtype, 1.0 - share)
     if share > 0.0:
         E = float(model.experts)
@@ -146,7 +147,7 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
         mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
         tok = T * kc * ep / E
         gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
-        mem("experts activation", (n_up + 1) * T * kc * f / tp, share)
+        mem("experts activation", act_el * T * kc * f / tp, share)
         gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)
     mem("bias-dropout-residual (MLP)", (3 + dropout) * T * h * r)
 

@@ -280,6 +280,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
         overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
+        fused_elementwise=not bool(batch.eager[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
     )

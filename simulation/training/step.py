@@ -86,6 +86,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         dp_every_mb=col("dp_every_microbatch", np.bool_),
         recipe=np.array([CAST_RECIPES.index(recipe_name(e.precision, e.fp8_recipe))
                          for e in executions], dtype=np.int64),
+        eager=~col("fused_elementwise", np.bool_),
     )
 
 

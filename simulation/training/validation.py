@@ -75,11 +75,14 @@ TORCHTITAN_SOURCE = ("Liang et al. 2025, TorchTitan (ICLR 2025) / pytorch/torcht
                      "docs/performance.md, {release}: Llama 3.1 8B, FSDP2, local batch 2, "
                      "selective activation checkpointing, {system}")
 TORCHTITAN: tuple[tuple[str, Any], ...] = (
-    ("recompute", "selective"), ("fp32_grads", True), ("power_cap_w", 500.0))
+    ("recompute", "selective"), ("fp32_grads", True), ("power_cap_w", 500.0),
+    ("fused_elementwise", False))
 """What torchtitan's page states: selective activation checkpointing, FSDP2 (ZeRO-3,
 prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
 ``mixed_precision_reduce``), "the default 500W power limit" (priced by the DVFS model,
-:mod:`.energy`); PyTorch SDPA's FlashAttention-2 kernel."""
+:mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:
+``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`); PyTorch SDPA's
+FlashAttention-2 kernel."""
 GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
 """Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
 usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""

@@ -122,7 +122,7 @@ def test_validation_table_sources_and_reached_error() -> None:
     hopper = [abs(r["error"]) for r in dense
               if r["accelerator"] == "h100-sxm5-80gb" and not r["eager"]]
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
-    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.278
+    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.263
     assert statistics.mean(abs(r["error"]) for r in TABLE if r["moe"]) <= 1.09
 
 
@@ -133,13 +133,13 @@ def test_validation_row(row: int) -> None:
     costs, it does not invent them): dense on Hopper by at most 15 %, dense on
     Blackwell by at most the 73 % reached (NVFP4 70B on GB200), MoE by at most the
     343 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200), torchtitan's eager
-    (unfused) FSDP rows by at most the 50 % reached."""
+    (unfused) FSDP rows by at most the 34 % reached."""
     r = TABLE[row]
     assert r["fits"]
     if r["moe"]:
         bound = 3.43
     elif r["eager"]:
-        bound = 0.50
+        bound = 0.34
     else:
         bound = 0.15 if r["accelerator"] == "h100-sxm5-80gb" else 0.73
     assert 0.0 < r["error"] <= bound
@@ -215,6 +215,7 @@ def test_search_tries_each_fp8_recipe_it_is_given() -> None:
                    "grad_accum_fusion": False}),
     ("qwen3-30b-a3b", {"ep": 8, "precision": "bf16"}),
     ("mixtral-8x7b", {"tp": 2, "ep": 4, "precision": "fp8", "fp8_recipe": "block"}),
+    ("llama3-8b", {"fused_elementwise": False, "recompute": "selective"}),
 ])
 def test_layer_ops_sum_to_the_step_models_layer(model_name: str, params: dict[str, Any]) -> None:
     """The per-op list (FLOPs, bytes, time, bound-by) is the step model's layer, op by
@@ -234,7 +235,8 @@ def test_layer_ops_sum_to_the_step_models_layer(model_name: str, params: dict[st
     k = layer_kernels(model, rt["tokens"], b.tp.astype(float), b.sp, b.flash, rt["elem"],
                       rt["peak_gemm"], rt["peak_core"], float(rt["hbm"][0]), system.sm_count,
                       2.0 * rt["act_scale"], cp=b.cp.astype(float), flops_flash=rt["peak_flash"],
-                      store_overlap=system.gemm_store_overlap, ep=b.ep.astype(float))
+                      store_overlap=system.gemm_store_overlap, ep=b.ep.astype(float),
+                      eager=b.eager)
 
     def total(kind: str, phase: str) -> float:
         return sum(o["time_s"] for o in ops if o["kind"] == kind and o["phase"] == phase)
@@ -271,3 +273,21 @@ def test_precision_comparison_prices_the_same_layout_per_dtype() -> None:
     g = _run("fp8", "mx", GB200)
     assert set(g["precisions"]) == {"bf16", "fp8", "fp4"}
     assert g["precisions"]["fp8"]["step_time_s"] == pytest.approx(g["step_time_s"])
+
+
+def test_eager_element_wise_ops_cost_their_extra_passes() -> None:
+    """Unfused (eager) norms, rotary and SwiGLU move 36 / 20 / 10 bytes per element
+    where the fused kernels move 4 / 4 / 6: the memory-bound time grows by exactly the
+    extra bytes at HBM speed; GEMMs and attention do not change."""
+    model = MODELS["llama3-8b"]
+    fused, eager = _run("bf16"), _run("bf16", fused_elementwise=False)
+    for op in ("gemm", "attention", "casts"):
+        assert eager["ops"][op] == pytest.approx(fused["ops"][op])
+    system = system_for_accelerator(H100, 8)
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    T, h, f = 8192.0, float(model.hidden), float(model.ffn)
+    qkv = float(model.q_dim + model.kv_heads * model.head_dim)
+    extra_el = 2 * (18 - 2) * T * h + (10 - 2) * T * qkv + (5 - 3) * T * f  # per layer, fwd
+    extra = extra_el * 2.0 * (1 + 1.5) / hbm * model.layers * 2  # bytes, fwd + bwd, 2 mb
+    assert eager["ops"]["memory_bound"] - fused["ops"]["memory_bound"] == pytest.approx(
+        extra, rel=1e-9)

@@ -128,6 +128,8 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "schedule": ("Pipeline schedule", "1F1B or GPipe."),
     "clock": ("Clock (fraction)", "Fixed clock as a fraction of the maximum (DVFS)."),
     "power_cap_w": ("Power cap (W per card)", "Empty: no cap."),
+    "fused_elementwise": ("Fused element-wise kernels", "Norms, rotary and the activation as "
+                          "fused kernels (off: eager PyTorch, one memory pass per op)."),
     "fp8_recipe": ("FP8 scaling recipe", "delayed or current per-tensor scaling, block "
                    "(DeepSeek-V3's 1×128 / 128×128) or mx (MXFP8, Blackwell); fp4 is NVFP4."),
 }
