@@ -11,6 +11,12 @@ hundreds of thousands. Formulas (each in its module's docstring):
   the memory-bound kernels (norms, bias-dropout-add, activation, rotary,
   softmax) by their bytes at HBM × memory efficiency; backward by the data-
   and weight-gradient GEMMs' own shapes;
+* FP8 / FP4 (:mod:`.recipes`): the projection/MLP GEMMs at that dtype's peak × its
+  measured fraction (``SystemSpec.efficiency``), the attention core and the output
+  layer in BF16, every GEMM input and output gradient cast at the recipe's bytes per
+  element (+ the weights once a step), one more kernel per cast;
+* MoE (:mod:`.layer`): a grouped GEMM over the card's E/ep experts, the token
+  permute / unpermute and the router's softmax as memory-bound passes;
 * recompute: full repeats the forward, selective the attention core;
 * TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
   (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
@@ -77,12 +83,14 @@ import numpy.typing as npt
 from .comm import CommModel, group_split
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
-from .layer import layer_kernels, logit_kernels
+from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
+from .recipes import CAST_KERNELS, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "RECOMPUTE_CODES", "memory_arrays", "step_arrays"]
+__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "kernel_rates", "memory_arrays",
+           "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -90,9 +98,13 @@ B8 = npt.NDArray[np.bool_]
 RECOMPUTE_CODES = ("none", "selective", "full")
 ADAM_BYTES = 28.0
 """FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
-OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0)
-"""Per precision code (fp32, bf16, fp16, fp8): grad-norm read 4 B + master → 16-bit
+OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0, 10.0)
+"""Per precision code (fp32, bf16, fp16, fp8, fp4): grad-norm read 4 B + master → 16-bit
 copy 6 B (not fp32) + FP16's unscale and inf check 8 B (core docstring)."""
+CAST_RECIPES = ("none", "delayed", "current", "block", "mx", "nvfp4")
+"""Codes of ``Batch.recipe`` (:mod:`.recipes`)."""
+_CAST_B = np.array([cast_bytes(r) for r in CAST_RECIPES])
+_CAST_K = np.array([CAST_KERNELS.get(r, 0.0) for r in CAST_RECIPES])
 ZERO_GRAD_BYTES = 4.0
 ACCUM_BYTES = 2.0
 """Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
@@ -141,16 +153,25 @@ class Batch:
     overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
+    """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
         """cp 1, fused gradient accumulation, the other flags off where not given."""
+        if self.recipe.size != self.tp.size:
+            self.recipe = np.select(
+                [self.precision == PRECISIONS.index("fp8"),
+                 self.precision == PRECISIONS.index("fp4")],
+                [CAST_RECIPES.index("delayed"), CAST_RECIPES.index("nvfp4")], 0).astype(np.int64)
         if self.cp.size != self.tp.size:
             self.cp = np.ones_like(self.tp)
         if self.grad_fusion.size != self.tp.size:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
-        for name in ("overlap_tp_bwd", "balance", "dp_every_mb"):
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
 
@@ -162,41 +183,73 @@ class Batch:
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
 
 
+def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F64]:
+    """What every kernel of a configuration is priced with (arrays of N).
+
+    ``clock`` (the fixed clock, lowered by a power cap: :mod:`.energy`); ``peaks``
+    each precision's dense peak × the fraction its GEMMs reach
+    (``SystemSpec.efficiency``), FLOP/s; ``peak_gemm`` the projection/MLP GEMMs' rate
+    at the run's precision and clock; ``peak_core`` and ``peak_flash`` the attention
+    core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction);
+    ``hbm`` achievable B/s; ``act_scale`` 2 for FP32 activations; ``tokens`` per
+    micro-batch and card (b·s/cp); ``elem`` bytes per GEMM operand; ``low`` 1 where
+    the GEMM inputs are cast (FP8 / FP4).
+    """
+    f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
+    clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
+    raw = np.array([system.peak(p) for p in PRECISIONS]) * 1e12
+    peaks = raw * np.array([system.efficiency(p) for p in PRECISIONS])
+    low = b.precision >= PRECISIONS.index("fp8")
+    flash_eff = system.flash_efficiency or system.efficiency("bf16")
+    return {
+        "clock": clock,
+        "peaks": peaks,
+        "peak_gemm": peaks[b.precision] * clock,
+        "peak_core": np.where(low, peaks[1], peaks[b.precision]) * clock,
+        "peak_flash": np.where(low, raw[1], raw[b.precision]) * flash_eff * clock,
+        "hbm": np.array([system.hbm_tbps * 1e12 * system.memory_efficiency]),
+        "act_scale": np.where(b.precision == 0, 2.0, 1.0),
+        "tokens": b.mb.astype(np.float64) * model.seq_len / b.cp.astype(np.float64),
+        "elem": np.array([4.0, 2.0, 2.0, 1.0, 0.5])[b.precision],
+        "low": low.astype(np.float64),
+    }
+
+
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
     s, h, L = model.seq_len, model.hidden, model.layers
     tp, pp, dp, ep = (x.astype(np.float64) for x in (b.tp, b.pp, b.dp, b.ep))
-    mb = b.mb.astype(np.float64)
     cp = b.cp.astype(np.float64)
     m = b.gb / (b.dp * b.mb)
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
     cards = tp * cp * pp * dp
 
-    # ---- clocks and peaks
-    f_cap = clock_for_cap(b.cap_w, system.tdp_w, system.idle_w, system.clock_power)
-    clock = np.minimum(b.clock, np.where(np.isfinite(b.cap_w), f_cap, 1.0))
-    peaks = np.array([system.peak(p) for p in PRECISIONS]) * 1e12 * system.matmul_efficiency
-    peak_gemm = peaks[b.precision] * clock
-    peak_core = np.where(b.precision == PRECISIONS.index("fp8"), peaks[1], peaks[b.precision])
-    peak_core = peak_core * clock
-    flash_eff = system.flash_efficiency or system.matmul_efficiency
-    peak_flash = peak_core / system.matmul_efficiency * flash_eff
-    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
-    act_scale = np.where(b.precision == 0, 2.0, 1.0)  # FP32 activations are twice 16-bit
+    # ---- clocks, peaks, bytes per element (:func:`kernel_rates`)
+    rates = kernel_rates(model, system, b)
+    clock, peaks, peak_gemm, peak_core, peak_flash = (
+        rates["clock"], rates["peaks"], rates["peak_gemm"], rates["peak_core"],
+        rates["peak_flash"])
+    hbm = float(rates["hbm"][0])
+    act_scale, tokens, elem, low = (rates["act_scale"], rates["tokens"], rates["elem"],
+                                    rates["low"] > 0)
 
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
-    tokens = mb * s / cp
-    elem = np.array([4.0, 2.0, 2.0, 1.0])[b.precision]  # TF32 / 16-bit / FP8 operands
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
-                      store_overlap=system.gemm_store_overlap)
+                      store_overlap=system.gemm_store_overlap, ep=ep,
+                      eager=b.eager if np.any(b.eager) else False)
     t_gemm = k["fwd_gemm"]
+    # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
+    c_f, c_b = cast_elements(model, tokens, tp, b.sp)
+    cast_b = _CAST_B[b.recipe]
+    cast_f = c_f * cast_b / hbm
+    cast_bw = c_b * cast_b / hbm
     fwd_comp = k["fwd_gemm"] + k["fwd_core"]
-    fwd_fixed = k["fwd_mem"] + k["core_mem"]
+    fwd_fixed = k["fwd_mem"] + k["core_mem"] + cast_f
     bwd_comp = k["bwd_gemm"] + k["bwd_core"]
-    bwd_fixed = k["bwd_mem"]
+    bwd_fixed = k["bwd_mem"] + cast_bw
     fwd = fwd_comp + fwd_fixed
     bwd = bwd_comp + bwd_fixed
     rc = b.recompute
@@ -206,8 +259,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
 
     # ---- kernel gaps per layer and micro-batch
     k_fwd = np.where(b.flash, KERNELS_FWD - 4.0, KERNELS_FWD)
-    gap_f = k_fwd * KERNEL_GAP_S
-    gap_b = (2.0 * k_fwd + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
+    k_cast = CAST_TENSORS * _CAST_K[b.recipe]  # cast kernels, forward and backward each
+    gap_f = (k_fwd + k_cast) * KERNEL_GAP_S
+    gap_b = (2.0 * k_fwd + k_cast + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
     gap_rc = np.where(rc == 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
                                                * KERNEL_GAP_S, 0.0))
     fwd = fwd + gap_f
@@ -242,7 +296,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- EP all-to-all per MoE layer
     if model.moe:
         local_tokens = tokens / np.where(b.sp, tp, 1.0)
-        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0 / ep
+        # the whole send buffer of a rank: its tokens × k copies (collectives.costs.ring_alltoall:
+        # S is the per-rank buffer, (ep − 1)/ep of it leaves the card)
+        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0
         k_ep, n_ep = group_split(b.ep, b.tp, system.scale_up_domain)
         ep_layer = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes) * moe_share
     else:
@@ -265,8 +321,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     p_card = p_dense + p_expert
 
     # ---- the critical (last) stage per micro-batch
-    logit_f, logit_b = logit_kernels(model, tokens, tp, elem, peak_gemm, hbm, system.sm_count,
-                                     system.gemm_store_overlap)
+    # the output layer stays 16-bit under FP8 / FP4 (:mod:`.recipes`)
+    logit_f, logit_b = logit_kernels(model, tokens, tp, np.where(low, 2.0, elem),
+                                     np.where(low, peaks[1] * clock, peak_gemm), hbm,
+                                     system.sm_count, system.gemm_store_overlap)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
     # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the
@@ -350,9 +408,19 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     grad_buf = p_card / np.where(z >= 2, dpc, 1.0)
     optim = (shard * (ADAM_BYTES + np.array(OPTIM_EXTRA_BYTES)[b.precision])
              + grad_buf * ZERO_GRAD_BYTES) / hbm
+    # the low-precision weight copies, cast once a step (TE caches them over micro-batches)
+    optim = optim + p_card * cast_b / hbm
 
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
+    # ---- the critical stage's busy time by class of op (:mod:`.recipes`): per step
+    rc_gemm = np.where(rc == 2, k["fwd_gemm"], 0.0)
+    rc_core = np.where(rc >= 1, k["fwd_core"], 0.0)
+    rc_mem = np.where(rc == 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, k["core_mem"],
+                                                                      0.0))
+    rc_cast = np.where(rc == 2, cast_f, 0.0)
+    per_step = m * L_stage
+    op_cast_w = p_card * cast_b / hbm
     # ---- FLOPs, utilisation
     mflops, hflops = step_flops(model, 1.0, "none")
     _, hf_sel = step_flops(model, 1.0, "selective")
@@ -411,6 +479,14 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
+        "op_gemm": per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm),
+        "op_attention": per_step * (k["fwd_core"] + k["bwd_core"] + rc_core),
+        "op_memory_bound": per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem)
+        + m * accum,
+        "op_casts": per_step * (cast_f + cast_bw + rc_cast) + op_cast_w,
+        "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc),
+        "op_output_layer": m * w_logit * (logit_f + logit_b),
+        "op_optimizer": optim - op_cast_w,
     }
 
 

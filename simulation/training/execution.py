@@ -86,6 +86,14 @@ class Execution:
     overlap_tp_bwd: bool = False
     pp_balance: bool = False
     dp_every_microbatch: bool = False
+    fused_elementwise: bool = True
+    """Norms, rotary and the activation run as fused kernels (Megatron-LM, Transformer
+    Engine); False: as eager PyTorch ops, one HBM pass each (:data:`.layer.EAGER_ELEMENTS`,
+    torchtitan without ``torch.compile``)."""
+    fp8_recipe: str = "delayed"
+    """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
+    ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
+    read when ``precision`` is ``fp8`` (``fp4`` is NVFP4)."""
 
     @property
     def cards(self) -> int:
@@ -170,14 +178,18 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)
     cap = data.get("power_cap_w")
     cap_w = None if cap is None else number(cap, f"{path}power_cap_w", open_low=True, high=1e5)
+    from .recipes import FP8_RECIPES
+
+    fp8_recipe = choice(data.get("fp8_recipe", "delayed"), f"{path}fp8_recipe", FP8_RECIPES)
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
-                   clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp, **flags)
+                   clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
+                   fp8_recipe=fp8_recipe, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

@@ -36,13 +36,13 @@ def layer_flops(model: ModelSpec, tokens: float, *, moe: bool = False,
     ``moe``: this layer's MLP is a mixture of experts (top_k experts per token;
     with ``hardware`` the padding to the capacity factor is computed too).
     """
-    h, kv = model.hidden, model.kv_heads * model.head_dim
-    proj = 2 * tokens * h * (h + 2 * kv) + 2 * tokens * h * h
+    h, q, kv = model.hidden, model.q_dim, model.kv_heads * model.head_dim
+    proj = 2 * tokens * h * (q + 2 * kv) + 2 * tokens * q * h
     mlp = 2 * tokens * model.mlp_matrices * h * model.ffn
     if moe:
         mlp *= model.top_k * (model.capacity_factor if hardware else 1.0)
         mlp += 2 * tokens * h * model.experts
-    core = 4 * tokens * model.seq_len * h
+    core = 4 * tokens * model.seq_len * q
     return proj + mlp, core
 
 

@@ -59,11 +59,76 @@ import numpy.typing as npt
 from .gemm import gemm_time
 from .models import ModelSpec
 
-__all__ = ["layer_kernels", "logit_kernels"]
+__all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "cast_elements", "eager_elements", "layer_kernels",
+           "logit_kernels"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
 BWD_TRAFFIC = 1.5
+CAST_TENSORS = 4.0
+"""Tensors cast to FP8/FP4 per layer and direction: the inputs of QKV, projection,
+MLP up and MLP down forward; their output gradients backward (:mod:`.recipes`)."""
+
+
+EAGER_ELEMENTS = {"norm": 18.0, "rope": 10.0, "swiglu": 5.0}
+"""16-bit elements moved per element by the unfused (eager PyTorch) ops, forward, where
+a fused kernel moves 2 (norm, rotary) or n_up + 1 (activation). From the reference
+code torchtitan trains with (``torchtitan/models/norms.py`` ``RMSNorm``,
+``torchtitan/models/llama/model.py`` ``apply_rotary_emb`` and ``FeedForward``), one
+HBM pass per op, in bytes per element: RMSNorm ``x.float()`` 2 + 4, ``pow(2)`` 4 + 4,
+``mean`` 4, ``x * rsqrt`` 4 + 4, ``type_as`` 4 + 2, ``* weight`` 2 + 2 = 36 B (18
+elements); rotary ``float()`` 2 + 4, complex multiply 4 + 4, ``type_as`` 4 + 2 = 20 B
+(10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: 1.5×,
+as for the fused kernels (:data:`BWD_TRAFFIC`)."""
+
+
+def eager_elements(model: ModelSpec, eager: B8 | bool) -> tuple[F64 | float, F64 | float,
+                                                                 F64 | float]:
+    """Elements per element of (each norm, rotary, the activation), fused or eager.
+
+    >>> from simulation.training.models import MODELS
+    >>> eager_elements(MODELS["llama3-8b"], False), eager_elements(MODELS["llama3-8b"], True)
+    ((2.0, 2.0, 3.0), (18.0, 10.0, 5.0))
+    """
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    fused_act = n_up + 1
+    eager_act = EAGER_ELEMENTS["swiglu"] if model.activation == "swiglu" else fused_act
+    if isinstance(eager, bool | np.bool_):
+        return ((EAGER_ELEMENTS["norm"], EAGER_ELEMENTS["rope"], eager_act) if eager
+                else (2.0, 2.0, fused_act))
+    return (np.where(eager, EAGER_ELEMENTS["norm"], 2.0),
+            np.where(eager, EAGER_ELEMENTS["rope"], 2.0),
+            np.where(eager, eager_act, fused_act))
+
+
+def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, F64]:
+    """Elements cast per card, layer and micro-batch: (forward, backward).
+
+    Forward, the GEMM inputs: the normed x of QKV and of the MLP up (T·h, ÷ t with
+    SP: Transformer Engine casts before the sequence-parallel all-gather and gathers
+    FP8), the attention output of the projection (T·h/t), the activation output of
+    the MLP down (T'·f/t, T' = routed tokens). Backward, the output gradients of the
+    same four GEMMs: T·(h + 2kv)/t, T·h (÷ t with SP), T'·n_up·f/t, T'·h (÷ t with SP;
+    an expert's T'·h). MoE layers weighted by their share of the layers.
+
+    >>> from simulation.training.models import MODELS
+    >>> one = np.array([1.0])
+    >>> f, b = cast_elements(MODELS["llama3-8b"], 8192 * one, one, np.array([False]))
+    >>> int(f[0]) == 8192 * (3 * 4096 + 14336), int(b[0]) == 8192 * (6144 + 2 * 4096 + 2 * 14336)
+    (True, True)
+    """
+    h, f = float(model.hidden), float(model.ffn)
+    kv, q = float(model.kv_heads * model.head_dim), float(model.q_dim)
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    r = np.where(sp, 1.0 / tp, 1.0)
+    T = tokens
+    routed = 1.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        routed = 1.0 + share * (model.top_k * model.capacity_factor - 1.0)
+    fwd = T * h * r + T * q / tp + T * h * r * routed + T * routed * f / tp
+    bwd = T * (q + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
+    return fwd, bwd
 
 
 def _fwd_bwd(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops: F64, hbm: float,
@@ -82,7 +147,8 @@ def _fwd_dgrad_wgrad(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flop
 def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
                   act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
-                  flops_flash: F64 | None = None, store_overlap: bool = True) -> dict[str, F64]:
+                  flops_flash: F64 | None = None, store_overlap: bool = True,
+                  ep: F64 | float = 1.0, eager: B8 | bool = False) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -101,7 +167,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     the ones Megatron-LM overlaps its backward TP collectives with.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
-    d, kv, f = h / a, float(model.kv_heads * model.head_dim), float(model.ffn)
+    d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
+    q = a * d  # the queries' width (h unless the model sets its head size)
     one = np.ones_like(tokens)
     T = tokens
     b = T * cp / s
@@ -111,12 +178,12 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     r = np.where(sp, 1.0 / tp, 1.0)
 
     st = store_overlap
-    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (h + 2 * kv) / tp, h * one, one, elem, flops,
+    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (q + 2 * kv) / tp, h * one, one, elem, flops,
                                            hbm, sms, st)
     qkv_b = qkv_d + qkv_w
-    prj_f, prj_b = _fwd_bwd(T, h * one, h / tp, one, elem, flops, hbm, sms, st)
+    prj_f, prj_b = _fwd_bwd(T, h * one, q / tp, one, elem, flops, hbm, sms, st)
 
-    def mlp(tok: F64, experts: float) -> tuple[F64, F64, F64, F64]:
+    def mlp(tok: F64, experts: float | F64) -> tuple[F64, F64, F64, F64]:
         up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
                                             flops, hbm, sms, st)
         dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
@@ -127,9 +194,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     if model.moe:
         share = model.moe_layers / model.layers
         routed = model.top_k * model.capacity_factor
-        # every expert on a card (E/ep of them, ep folded into the token share):
-        # the card's T·k·c routed tokens spread over the E experts' GEMMs
-        e_f, e_b, e_d, e_w = mlp(T * routed / model.experts, float(model.experts))
+        # a grouped GEMM over the card's E/ep experts, each fed the tokens the ep ranks
+        # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
+        e_f, e_b, e_d, e_w = mlp(T * routed * ep / model.experts, model.experts / ep * one)
         router = 2 * T * h * model.experts / flops
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
@@ -147,11 +214,20 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
 
     # memory-bound kernels (elements, then bytes)
     dropout = 0.5 if model.dropout else 0.0
-    per_h = (2 * 2 + 2 * (3 + dropout)) * T * h * r
-    act = (n_up + 1) * T * routed * f / tp
-    rope = 0.0 if model.learned_positions else 2 * T * (h + kv) / tp
+    norm_el, rope_el, act_el = eager_elements(model, eager)
+    per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r
+    act = act_el * T * routed * f / tp
+    rope = 0.0 if model.learned_positions else rope_el * T * (q + kv) / tp
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
-    fwd_mem = (per_h + act + rope) * act_bytes / hbm
+    # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed
+    # copies gathered (read T·h, write T·k·c·h) and combined back (read T·k·c·h, write
+    # T·h), the router's FP32 softmax and top-k over T·E scores (read + write, 2 × 4 B)
+    moe: float | F64 = 0.0
+    if model.moe:
+        share = model.moe_layers / model.layers
+        kc = model.top_k * model.capacity_factor
+        moe = share * (2 * T * h * r * (1 + kc) + 2 * 2 * T * model.experts)
+    fwd_mem = (per_h + act + rope + moe) * act_bytes / hbm
     core_mem = soft * act_bytes / hbm
     return {
         "fwd_gemm": qkv_f + prj_f + mlp_f,

@@ -112,6 +112,7 @@ STATE_BYTES = {  # (weights, gradients, optimizer) bytes per parameter
     "bf16": (2.0, 2.0, 12.0),
     "fp16": (2.0, 2.0, 12.0),
     "fp8": (2.0, 2.0, 12.0),
+    "fp4": (2.0, 2.0, 12.0),
 }
 
 A = TypeVar("A", float, npt.NDArray[np.float64])
@@ -156,6 +157,7 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     kv, f = float(model.kv_heads * model.head_dim), float(model.ffn)
+    q = float(model.q_dim)
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     drop = 1.0 if model.dropout else 0.0
     routed = 1.0
@@ -164,7 +166,7 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
         routed = 1 + share * (model.top_k * model.capacity_factor - 1)
     tokens = mb * s / cp
     boundary = (8.0 + 2.0 * drop) * h / np.where(sp, tp, 1.0)
-    split = (4.0 * h + 4.0 * kv + routed * (2.0 * n_up * f + 2.0 * f)) / tp
+    split = (4.0 * q + 4.0 * kv + routed * (2.0 * n_up * f + 2.0 * f)) / tp
     core = np.where(flash, 4.0 * a / tp, (2.0 + 3.0 * drop) * a * s / tp)
     per_token = boundary + split + np.where(recompute == 1, 0.0, core)
     full = 2.0 * h / np.where(sp, tp, 1.0)

@@ -64,11 +64,19 @@ class ModelSpec:
     source: str = ""
     dropout: bool = True
     """Dropout after attention and MLP (GPT-3/Megatron: 0.1; Llama 3, Mixtral: none)."""
+    head_size: int = 0
+    """Size of one attention head when it is not h / a (0): Qwen3 (128 with h = 2,048 and
+    32 heads), GPT-OSS (64 with h = 2,880 and 64 heads); the queries are then a·d wide."""
 
     @property
     def head_dim(self) -> int:
-        """h / a."""
-        return self.hidden // self.heads
+        """d: ``head_size``, or h / a."""
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the queries and of the attention output, a·d (= h unless ``head_size``)."""
+        return self.heads * self.head_dim
 
     @property
     def moe(self) -> bool:
@@ -88,9 +96,9 @@ class ModelSpec:
     @property
     def attention_params(self) -> int:
         """Q, K, V and output projections of one layer (+ biases)."""
-        h, kv = self.hidden, self.kv_heads * self.head_dim
-        weights = h * (h + 2 * kv) + h * h
-        return weights + ((h + 2 * kv + h) if self.bias else 0)
+        h, q, kv = self.hidden, self.q_dim, self.kv_heads * self.head_dim
+        weights = h * (q + 2 * kv) + q * h
+        return weights + ((q + 2 * kv + h) if self.bias else 0)
 
     @property
     def mlp_params(self) -> int:
@@ -160,6 +168,9 @@ _MEGATRON = ("Narayanan et al. 2021, Efficient Large-Scale Language Model Traini
 _KORTHIKANTI = ("Korthikanti et al. 2022, Reducing Activation Recomputation in Large "
                 "Transformer Models, Table 3")
 _LLAMA3 = "Dubey et al. 2024, The Llama 3 Herd of Models, Table 3"
+_QWEN3 = ("Qwen Team 2025, Qwen3 Technical Report, Tables 1-2 (MoE: 128 experts, 8 "
+          "activated, head size 128, no shared experts) and the models' config.json "
+          "(hidden, expert FFN, vocab 151,936); sequence 4,096 as in the Megatron-Bridge rows")
 
 MODELS: dict[str, ModelSpec] = {
     m.name: m
@@ -186,6 +197,23 @@ MODELS: dict[str, ModelSpec] = {
                   top_k=2, bias=False, tied_embeddings=False, learned_positions=False,
                   dropout=False,
                   source="Jiang et al. 2024, Mixtral of Experts, Table 1 (seq 4096 for training)"),
+        ModelSpec("mixtral-8x22b", 56, 6144, 48, 8, 16384, "swiglu", 4096, 32768, experts=8,
+                  top_k=2, bias=False, tied_embeddings=False, learned_positions=False,
+                  dropout=False, source="Mistral AI, Mixtral-8x22B-v0.1 config.json "
+                  "(56 layers, h 6,144, 48 heads, 8 KV heads, expert FFN 16,384, vocab 32,768)"),
+        ModelSpec("qwen3-30b-a3b", 48, 2048, 32, 4, 768, "swiglu", 4096, 151936, experts=128,
+                  top_k=8, bias=False, tied_embeddings=False, learned_positions=False,
+                  dropout=False, head_size=128, source=_QWEN3),
+        ModelSpec("qwen3-235b-a22b", 94, 4096, 64, 4, 1536, "swiglu", 4096, 151936,
+                  experts=128, top_k=8, bias=False, tied_embeddings=False,
+                  learned_positions=False, dropout=False, head_size=128, source=_QWEN3),
+        ModelSpec("gpt-oss-120b", 36, 2880, 64, 8, 2880, "swiglu", 4096, 201088, experts=128,
+                  top_k=4, bias=True, tied_embeddings=False, learned_positions=False,
+                  dropout=False, head_size=64,
+                  source="OpenAI 2025, gpt-oss-120b & gpt-oss-20b Model Card, Table 1 and §2 "
+                  "(36 layers, residual width 2,880, 64 query / 8 KV heads of 64, 128 experts "
+                  "top-4, o200k vocabulary; its alternating 128-token sliding-window "
+                  "attention is priced as full causal attention)"),
     )
 }
 
@@ -221,7 +249,8 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     layers = integer(merged["layers"], f"{path}layers", high=10_000)
     hidden = integer(merged["hidden"], f"{path}hidden", high=1 << 20)
     heads = integer(merged["heads"], f"{path}heads", high=hidden)
-    if hidden % heads:
+    head_size = integer(merged.get("head_size", 0), f"{path}head_size", low=0, high=4096)
+    if hidden % heads and not head_size:
         raise TrainingInputError(f"{path}heads", f"must divide hidden ({hidden})")
     kv = integer(merged.get("kv_heads", heads), f"{path}kv_heads", high=heads)
     if heads % kv:
@@ -246,5 +275,5 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     if not isinstance(source, str):
         raise TrainingInputError(f"{path}source", "a string")
     spec = ModelSpec(name, layers, hidden, heads, kv, ffn, activation, seq, vocab, experts,
-                     top_k, cap, every, source=source, **flags)
+                     top_k, cap, every, source=source, head_size=head_size, **flags)
     return replace(spec)

@@ -24,10 +24,11 @@ import numpy.typing as npt
 
 from ._check import check_keys, integer, number
 from .comm import CommModel
-from .core import RECOMPUTE_CODES, Batch, step_arrays
+from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .errors import TrainingInputError
 from .execution import Execution
 from .models import ModelSpec
+from .recipes import FP8_RECIPES, recipe_name
 from .step import MEMORY_RESERVE_GIB, evaluate
 from .system import PRECISIONS, SystemSpec
 
@@ -46,11 +47,13 @@ __all__ = [
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
 """Objective name → the result key it ranks by (iterate it for the names)."""
 SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
-                 "sequence_parallel", "overlap", "max_cards", "compression", "cp")
+                 "sequence_parallel", "overlap", "max_cards", "compression", "cp", "fp8_recipe")
 """The keys ``search(limits=...)`` accepts: lists of values to try for each
 dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
 ``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
-Any other key is refused (``limits.<key>``)."""
+``fp8_recipe`` (:mod:`.recipes`) defaults to ["delayed"]: each FP8 configuration is
+tried with every recipe listed (``mx`` only on cards with block-scaled tensor cores;
+FP4 is NVFP4). Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
 
@@ -121,7 +124,12 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
                                  [p for p in ("bf16", "fp8") if system.peak(p) > 0]),
         "sp": [bool(x) for x in _limit_list(limits, "sequence_parallel", [False, True])],
         "overlap": [bool(x) for x in _limit_list(limits, "overlap", [False, True])],
+        "fp8_recipe": _limit_list(limits, "fp8_recipe", ["delayed"]),
     }
+    for i, r in enumerate(dims["fp8_recipe"]):
+        if r not in FP8_RECIPES:
+            raise TrainingInputError(f"limits.fp8_recipe[{i}]",
+                                     f"unknown {r!r} (choose from {', '.join(FP8_RECIPES)})")
     for i, r in enumerate(dims["recompute"]):
         if r not in RECOMPUTE_CODES:
             raise TrainingInputError(f"limits.recompute[{i}]", f"unknown {r!r}")
@@ -183,10 +191,15 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
     rows: list[tuple[int, ...]] = []
     groups: list[int] = []
     total = 0
-    for p_at, prec in enumerate(precs):
-        if system.peak(prec) <= 0:
+    # (precision, cast recipe) pairs: FP8 once per recipe asked for (:mod:`.recipes`)
+    pairs = [(p, recipe_name(p, r)) for p in precs
+             for r in (dims["fp8_recipe"] if p == "fp8" else ["delayed"])]
+    for p_at, (prec, recipe) in enumerate(pairs):
+        if system.peak(prec) <= 0 or (recipe == "mx" and not system.block_scaled_mma):
             n = len(mine) * len(mbs) * len(vpps) * len(eps) * inner
-            reject(f"precision: {system.accelerator} has no {prec} peak", n)
+            reject(f"precision: {system.accelerator} has no {prec} peak"
+                   if system.peak(prec) <= 0 else
+                   f"fp8_recipe: {system.accelerator} has no block-scaled tensor cores (mx)", n)
             total += n
             continue
         for block, (tp, pp, cp) in enumerate(itertools.product(tps, pps, cps)):
@@ -220,9 +233,10 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
                 elif dp % ep:
                     reject("ep does not divide dp", inner)
                 else:
-                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp))
+                    rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp,
+                                 CAST_RECIPES.index(recipe)))
                     groups.append(at)
-    base = np.array(rows, dtype=np.int64).reshape(-1, 8)
+    base = np.array(rows, dtype=np.int64).reshape(-1, 9)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
     nb, nc = base.shape[0], combos.shape[0]
@@ -244,7 +258,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
         precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
-        cp=b[:, 7],
+        cp=b[:, 7], recipe=b[:, 8],
     )
     return batch, rejected, total, group
 
@@ -266,6 +280,9 @@ def execution_at(batch: Batch, i: int) -> Execution:
         grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
         overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
+        fused_elementwise=not bool(batch.eager[i]),
+        fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
+                    if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
     )
 
 

@@ -13,18 +13,29 @@ from typing import Any
 import numpy as np
 
 from .comm import CommModel
-from .core import RECOMPUTE_CODES, Batch, step_arrays
+from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .energy import card_power, plan_stage_clocks
 from .errors import TrainingInputError
 from .execution import Execution, shape_problem
 from .models import ModelSpec
+from .ops import layer_ops
 from .pipeline import articles_utilisation
+from .recipes import recipe_name
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "StepResult", "batch_of", "evaluate"]
+__all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "StepResult", "batch_of", "evaluate",
+           "precision_comparison"]
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_exposed", "pp_bubble",
              "pp_p2p", "dp_exposed", "compression", "optimizer")
+OP_CLASSES = ("gemm", "attention", "memory_bound", "casts", "kernel_gaps", "output_layer",
+              "optimizer")
+"""The critical stage's busy seconds a step by class of op (``StepResult["ops"]``):
+projection/MLP GEMMs, the attention core, memory-bound ops (norms, activations,
+RoPE, residual adds, dropout, softmax; unfused gradient accumulation), the FP8/FP4
+casts (inputs, output gradients, the weights once a step), kernel gaps, the output
+layer and loss, the optimizer. With the pipeline bubble and ``exposed_comm`` (per
+parallel dimension) they make the step."""
 MEMORY_RESERVE_GIB = 3.0
 """Held back on every card: CUDA context (~0.5–1 GiB), NCCL buffers and the
 caching allocator's fragmentation (PyTorch, "CUDA semantics: memory management")."""
@@ -73,6 +84,9 @@ def batch_of(executions: list[Execution]) -> Batch:
         overlap_tp_bwd=col("overlap_tp_bwd", np.bool_),
         balance=col("pp_balance", np.bool_) & (col("pp", np.int64) > 1),
         dp_every_mb=col("dp_every_microbatch", np.bool_),
+        recipe=np.array([CAST_RECIPES.index(recipe_name(e.precision, e.fp8_recipe))
+                         for e in executions], dtype=np.int64),
+        eager=~col("fused_elementwise", np.bool_),
     )
 
 
@@ -103,6 +117,9 @@ def result_from_arrays(out: dict[str, Any], i: int, ex: Execution, system: Syste
         "power": {"card_w": v("card_power_w"), "facility_w": v("facility_power_w"),
                   "utilisation": v("utilisation"), "clock": v("clock")},
         "breakdown": {k: v(k) for k in BREAKDOWN},
+        "ops": {k: v(f"op_{k}") for k in OP_CLASSES},
+        "exposed_comm": {"tp": v("tp_comm"), "cp": v("cp_comm"), "ep": v("ep_exposed"),
+                         "pp": v("pp_p2p"), "dp": v("dp_exposed")},
         "layer": {"forward": v("layer_forward_s"), "backward": v("layer_backward_s"),
                   "recompute": v("layer_recompute_s")},
         "bubble": {
@@ -130,19 +147,52 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
         raise TrainingInputError("cards", f"{execution.cards} cards but the system has "
                                  f"{system.cards}")
     if system.peak(execution.precision) <= 0:
+        offered = ", ".join(p for p in PRECISIONS if system.peak(p) > 0)
         raise TrainingInputError("precision", f"{system.accelerator} has no "
-                                 f"{execution.precision} peak")
+                                 f"{execution.precision} peak (choose from {offered})")
+    if (execution.precision == "fp8" and execution.fp8_recipe == "mx"
+            and not system.block_scaled_mma):
+        raise TrainingInputError("fp8_recipe", f"{system.accelerator} has no block-scaled "
+                                 "tensor cores for MXFP8 (choose from delayed, current, block)")
     comm = comm or CommModel(system)
-    out = step_arrays(model, system, batch_of([execution]), comm, MEMORY_RESERVE_GIB)
+    batch = batch_of([execution])
+    out = step_arrays(model, system, batch, comm, MEMORY_RESERVE_GIB)
     tokens = float(train_tokens) if train_tokens else 20.0 * model.params
     values = result_from_arrays(out, 0, execution, system, tokens,
                                 execution.global_batch * model.seq_len)
     values["dvfs"] = stage_clock_plan(model, system, execution, out)
+    values["layer_ops"] = layer_ops(model, system, batch)
+    values["precisions"] = precision_comparison(model, system, execution, comm)
     notes = []
     if not values["fits"]:
         notes.append(f"needs {values['memory_gib_per_card']:.1f} GiB per card, the card has "
                      f"{system.hbm_gib:g}")
     return StepResult(values, execution, notes)
+
+
+def precision_comparison(model: ModelSpec, system: SystemSpec, execution: Execution,
+                         comm: CommModel) -> dict[str, dict[str, Any]]:
+    """The same layout at every GEMM precision the card offers (BF16, FP8, FP4).
+
+    FP8 keeps the run's scaling recipe when the card supports it (``mx`` needs
+    block-scaled tensor cores), else ``delayed``; FP4 is NVFP4. Each entry: the step
+    time, tokens/s, whether it fits, the op classes (:data:`OP_CLASSES`) and the
+    speed-up over BF16 — the FP8 gain as the model sees it, GEMMs only sped up.
+    """
+    from dataclasses import replace
+
+    options = [p for p in ("bf16", "fp8", "fp4") if system.peak(p) > 0]
+    recipe = execution.fp8_recipe if (execution.fp8_recipe != "mx"
+                                      or system.block_scaled_mma) else "delayed"
+    runs = [replace(execution, precision=p, fp8_recipe=recipe) for p in options]
+    out = step_arrays(model, system, batch_of(runs), comm, MEMORY_RESERVE_GIB)
+    base = float(out["step_time_s"][0])
+    return {p: {"step_time_s": float(out["step_time_s"][i]),
+                "tokens_per_s": float(out["tokens_per_s"][i]),
+                "fits": bool(out["mem_total"][i] <= system.hbm_gib),
+                "speedup_over_bf16": base / float(out["step_time_s"][i]),
+                "ops": {k: float(out[f"op_{k}"][i]) for k in OP_CLASSES}}
+            for i, p in enumerate(options)}
 
 
 def stage_clock_plan(model: ModelSpec, system: SystemSpec, ex: Execution,

@@ -45,19 +45,22 @@ __all__ = [
     "FLASH_EFFICIENCY",
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
+    "MATMUL_EFFICIENCY_BY_PRECISION",
     "PRECISIONS",
+    "BLOCK_SCALED_MMA",
     "SM_COUNT",
     "SystemSpec",
     "default_clock_power",
     "system_for_accelerator",
 ]
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 
 MATMUL_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.75,
     "h100-sxm5-80gb": 792.1 / 989.5,
     "h200-sxm-141gb": 792.1 / 989.5,
+    "h800-sxm5-80gb": 792.1 / 989.5,
 }
 """The tensor cores' achieved fraction of the dense BF16 peak inside a wave of
 GEMM tiles (wave quantization and the C store are priced on top, :mod:`.gemm`).
@@ -82,13 +85,43 @@ therefore not independent of this constant. Other cards: 0.80
 (``DEFAULT_MATMUL_EFFICIENCY``)."""
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 
+_MAMF = ("S. Bekman, *ML Engineering*, compute/accelerator/README.md, \"Maximum Achievable "
+         "Matmul FLOPS comparison table\" (mamf-finder, mean of 100 iterations)")
+MATMUL_EFFICIENCY_BY_PRECISION: dict[str, dict[str, float]] = {
+    "h100-sxm5-80gb": {"fp8": 1402.6 / 1979},
+    "h800-sxm5-80gb": {"fp8": 1402.6 / 1979},
+    "h200-sxm-141gb": {"fp8": 1453.4 / 1979},
+    "b200-sxm-180gb": {"bf16": 1745.0 / 2250, "fp8": 3432.5 / 4500, "fp4": 3432.5 / 4500},
+    "gb200-186gb": {"bf16": 1822.0 / 2500, "fp8": 3615.6 / 5000, "fp4": 3615.6 / 5000},
+    "gb300-288gb": {"bf16": 1769.0 / 2250, "fp8": 3353.3 / 4500, "fp4": 3353.3 / 4500},
+}
+"""The achieved fraction of each precision's own dense peak, where it differs from
+``matmul_efficiency`` (the BF16 figure): the MAMF table's measured maximum for that
+accelerator and dtype (``_MAMF``): H100 SXM FP8 1,402.6 of 1,979 (0.709, below BF16's
+0.80: the FP8 main loop is twice as fast, the rest of a tile's work is not), H200
+1,453.4; B200 BF16 1,745 of 2,250, FP8 3,432.5 of 4,500; GB200 1,822 of 2,500 and
+3,615.6 of 5,000; GB300 the table's B300 SXM row (1,769 / 3,353.3 of 2,250 / 4,500,
+"same as B200, newer torch/cuda"). FP4: no MAMF measurement is published; the FP8
+fraction is used (an assumption, docs/training.md)."""
+
 FLASH_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.73,
     "a100-sxm-40gb": 0.73,
     "h100-sxm5-80gb": 335.0 / 989.5,
     "h200-sxm-141gb": 335.0 / 989.5,
+    "h800-sxm5-80gb": 335.0 / 989.5,
+    "b200-sxm-180gb": 1613.0 / 1.3 / 2250,
+    "gb200-186gb": 1613.0 / 1.3 / 2250,
+    "gb300-288gb": 1613.0 / 1.3 / 2250,
 }
-"""FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
+"""Blackwell: cuDNN 9.13's fused attention, the kernel Transformer Engine runs there,
+derived from FlashAttention-4's comparison (Zadouri, Dao et al. 2026, "FlashAttention-4:
+Algorithm and Kernel Pipelining Co-Design for Asymmetric Hardware Scaling": up to
+1,613 TFLOP/s BF16 forward on a B200, "up to 1.3× over cuDNN 9.13"): 1,613 / 1.3 of
+2,250 = 0.55 — the exponential units and shared memory did not double with the
+tensor cores. GB200 / GB300: the same fraction of their peak.
+
+FlashAttention-2's measured rate ÷ dense BF16 peak, head dim 128, causal,
 long sequences: H100 SXM 335 TFLOP/s forward at 16k tokens (Shah et al. 2024,
 FlashAttention-3, Fig. "Attention forward speed, head dim 128 (H100 80GB SXM5)",
 the FlashAttention-2 bars; FLOPs counted on the causal half); A100 the "up to 73 %
@@ -100,6 +133,10 @@ use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
 GEMM_STORE_OVERLAP: dict[str, bool] = {
     "h100-sxm5-80gb": True,
     "h200-sxm-141gb": True,
+    "h800-sxm5-80gb": True,
+    "b200-sxm-180gb": True,
+    "gb200-186gb": True,
+    "gb300-288gb": True,
 }
 """Cards whose GEMM kernels hide the C store behind the next tile's main loop
 (:mod:`simulation.training.gemm`, "Epilogue"): Hopper's warp-specialized persistent
@@ -112,11 +149,30 @@ SM_COUNT: dict[str, int] = {
     "a100-sxm-40gb": 108,
     "h100-sxm5-80gb": 132,
     "h200-sxm-141gb": 132,
+    "h800-sxm5-80gb": 132,
+    "b200-sxm-180gb": 148,
+    "gb200-186gb": 148,
+    "gb300-288gb": 160,
 }
 """Streaming multiprocessors (the GEMM wave size, :mod:`simulation.training.gemm`):
 NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs), NVIDIA H100
-Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part). Other
-cards: 0 (``SystemSpec.sm_count``: no wave quantization, overridable)."""
+Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 part; the H800 is
+the same die with NVLink cut to 400 GB/s), NVIDIA Blackwell: B200 148 SMs (two
+dies of 74), Blackwell Ultra (GB300) 160 SMs (NVIDIA Technical Blog, "Inside
+NVIDIA Blackwell Ultra", 2025). Other cards: 0 (``SystemSpec.sm_count``: no wave
+quantization, overridable)."""
+
+BLOCK_SCALED_MMA: dict[str, bool] = {
+    "b200-sxm-180gb": True,
+    "gb200-186gb": True,
+    "gb300-288gb": True,
+}
+"""Cards whose tensor cores apply per-block scale factors inside the MMA (5th
+generation tensor cores, ``tcgen05.mma`` with MX / NVF4 kinds: NVIDIA Blackwell
+architecture technical brief; PTX ISA 8.7 "block scaling"), so MXFP8 runs at the
+FP8 rate. A card with a dense FP4 peak in the catalogue has them too. Hopper
+(``wgmma``) has none: block-scaled FP8 there is DeepSeek-V3's software recipe
+(``fp8_recipe="block"``)."""
 
 
 def default_clock_power(points: int = 9) -> list[list[float]]:
@@ -175,6 +231,11 @@ class SystemSpec:
     clock_power: tuple[tuple[float, float], ...] = field(
         default_factory=lambda: tuple((f, p) for f, p in default_clock_power())
     )
+    precision_efficiency: dict[str, float] = field(default_factory=dict)
+    """Fraction of a precision's own peak its GEMMs reach, where not ``matmul_efficiency``
+    (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)."""
+    block_scaled_mma: bool = False
+    """Tensor cores that apply block scales (MXFP8 / NVFP4; :data:`BLOCK_SCALED_MMA`)."""
     comm_sms: int = 20
     """SMs a scale-out collective's kernels hold while it overlaps compute: the
     overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
@@ -188,6 +249,11 @@ class SystemSpec:
         if precision == "fp16":
             return self.peak_tflops.get("fp16", self.peak_tflops.get("bf16", 0.0))
         return self.peak_tflops.get(precision, 0.0)
+
+    def efficiency(self, precision: str) -> float:
+        """Achieved fraction of ``precision``'s peak in a wave of GEMM tiles (fp16 = bf16)."""
+        key = "bf16" if precision == "fp16" else precision
+        return self.precision_efficiency.get(key, self.matmul_efficiency)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (round-trips through :meth:`from_dict`)."""
@@ -231,7 +297,7 @@ class SystemSpec:
                 if not isinstance(v, list | tuple):
                     raise TrainingInputError(where, "a list of torus dimensions")
                 kw[f.name] = tuple(integer(d, f"{where}[{i}]", low=2) for i, d in enumerate(v))
-            elif f.name == "gemm_store_overlap":
+            elif f.name in ("gemm_store_overlap", "block_scaled_mma"):
                 if not isinstance(v, bool):
                     raise TrainingInputError(where, "true or false")
                 kw[f.name] = v
@@ -241,6 +307,11 @@ class SystemSpec:
                 if not isinstance(v, str):
                     raise TrainingInputError(where, "a technology name")
                 kw[f.name] = v
+            elif f.name == "precision_efficiency":
+                if not isinstance(v, Mapping):
+                    raise TrainingInputError(where, "an object {precision: fraction}")
+                kw[f.name] = {str(choice(k, where, PRECISIONS)): number(
+                    e, f"{where}.{k}", open_low=True, high=1.0) for k, e in v.items()}
             elif f.name == "clock_power":
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
@@ -286,12 +357,14 @@ def _curve(value: Any, where: str) -> tuple[tuple[float, float], ...]:
 
 
 def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: Any) -> SystemSpec:
-    """A hypothetical system of 8-card NVLink servers, one 400G NIC per card.
+    """A hypothetical system of NVLink domains, one 400G NIC per card.
 
     ``figures`` is an accelerator row of the twin's catalogue
     (``twin/hardware/fixtures/catalogue.json``: slug, bf16_tflops, fp8_tflops,
-    fp32_tflops, tf32_tflops, hbm_gib, hbm_tbps, tdp_w, idle_w, scaleup_gbps
-    bidirectional GB/s). ``overrides`` replace any field.
+    fp4_tflops (dense, Blackwell), fp32_tflops, tf32_tflops, hbm_gib, hbm_tbps,
+    tdp_w, idle_w, scaleup_gbps bidirectional GB/s, nvlink_domain_cards: the cards
+    of one NVLink domain, 72 on an NVL72 rack, 8 when absent). ``overrides``
+    replace any field.
 
     >>> a100 = {"slug": "a100-sxm-80gb", "bf16_tflops": 312, "fp8_tflops": None,
     ...         "fp32_tflops": 19.5, "tf32_tflops": 156, "hbm_gib": 80, "hbm_tbps": 2.039,
@@ -305,7 +378,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
     # FP32 training runs its matmuls on TF32 tensor cores where the card has them
     fp32 = figures.get("tf32_tflops") or figures.get("fp32_tflops")
     for key, val in (("fp32", fp32), ("bf16", figures.get("bf16_tflops")),
-                     ("fp8", figures.get("fp8_tflops"))):
+                     ("fp8", figures.get("fp8_tflops")), ("fp4", figures.get("fp4_tflops"))):
         if val:
             peaks[key] = float(val)
     if "bf16" not in peaks:
@@ -321,10 +394,15 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "cards": cards,
         "scale_up_gbps": float(figures.get("scaleup_gbps") or 0) * 8 / 2 or 800.0,
         "scale_up_technology": vendor_tech,
-        "matmul_efficiency": MATMUL_EFFICIENCY.get(slug, DEFAULT_MATMUL_EFFICIENCY),
+        "matmul_efficiency": MATMUL_EFFICIENCY.get(
+            slug, MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}).get(
+                "bf16", DEFAULT_MATMUL_EFFICIENCY)),
+        "precision_efficiency": dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {})),
         "sm_count": SM_COUNT.get(slug, 0),
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
+        "block_scaled_mma": BLOCK_SCALED_MMA.get(slug, "fp4" in peaks),
+        "scale_up_domain": int(figures.get("nvlink_domain_cards") or 8),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
     }
     data.update(overrides)

@@ -34,7 +34,14 @@ BAD = [
     ("training_search", {**A100, "cards": 8, "global_batch": 8}, False, "params.model",
      "GiB per card on 8 cards"),
     ("training", {**A100, "tp": 64}, False, "params.tp", "does not divide the 96 heads"),
-    ("training", {**A100, "precision": "fp4"}, False, "params.precision", "unknown 'fp4'"),
+    ("training", {**A100, "precision": "fp6"}, False, "params.precision", "unknown 'fp6'"),
+    ("training", {**A100, "accelerator": "h100-sxm5-80gb", "precision": "fp4"}, False,
+     "params.precision", "no fp4 peak (choose from fp32, bf16, fp16, fp8)"),
+    ("training", {**A100, "accelerator": "h100-sxm5-80gb", "precision": "fp8",
+                  "fp8_recipe": "mx"}, False, "params.fp8_recipe",
+     "choose from delayed, current, block"),
+    ("training", {**A100, "fp8_recipe": "tensorwise"}, False, "params.fp8_recipe",
+     "unknown 'tensorwise' (choose from delayed, current, block, mx)"),
     ("training", {**A100, "precision": "fp8"}, False, "params.precision", "no fp8 peak"),
     ("training", {**A100, "model": "gpt-5"}, False, "params.model", "unknown model 'gpt-5'"),
     ("training", {**A100, "model": {"layers": 2, "heads": 4, "seq_len": 16, "vocab": 100}},
@@ -61,8 +68,10 @@ BAD = [
      "unknown objective 'speed'"),
     ("training_search", {**A100, "limits": {"tps": [1]}}, False, "params.limits.tps",
      "unknown limit"),
-    ("training_search", {**A100, "limits": {"precision": ["bf16", "fp4"]}}, False,
-     "params.limits.precision[1]", "got 'fp4'"),
+    ("training_search", {**A100, "limits": {"precision": ["bf16", "fp6"]}}, False,
+     "params.limits.precision[1]", "got 'fp6'"),
+    ("training_search", {**A100, "limits": {"fp8_recipe": ["delayed", "tensorwise"]}}, False,
+     "params.limits.fp8_recipe[1]", "got 'tensorwise'"),
     ("training_search", {**A100, "limits": {"precision": ["fp8"]}}, False,
      "params.limits.precision", "offers none of fp8"),
     ("training_search", {**A100, "top": 1000}, False, "params.top", "≤ 100, got 1000"),
@@ -192,7 +201,7 @@ def test_command_runs_on_a_cluster_by_name(dgx_cluster):
 
 @pytest.mark.parametrize(("params", "text"), [
     ({**A100, "tp": 64}, "params.tp: tp (64) does not divide the 96 heads"),
-    ({**A100, "precision": "fp4"}, "params.precision: unknown 'fp4'"),
+    ({**A100, "precision": "fp6"}, "params.precision: unknown 'fp6'"),
 ])
 def test_command_bad_input_is_one_readable_line(db, params, text):
     with pytest.raises(CommandError) as caught:

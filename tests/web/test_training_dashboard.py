@@ -77,6 +77,15 @@ def test_a_search_shows_its_best_configurations_and_opens_one(
     expect(page.get_by_test_id("scenario-field-tp")).to_have_value(str(chosen["tp"]))
     expect(page.get_by_test_id("training-breakdown")).to_be_visible()
     expect(page.get_by_test_id("training-memory")).to_be_visible()
+    # the step by class of op, and the same layout in BF16 and FP8 (the H100s have both)
+    ops_bar = page.get_by_test_id("training-ops")
+    expect(ops_bar).to_be_visible()
+    expect(ops_bar.locator("[data-part=gemm]")).to_have_count(1)
+    assert float(ops_bar.get_attribute("data-total") or "0") == pytest.approx(
+        step["result"]["step_time_s"], rel=1e-6)
+    assert set(step["result"]["precisions"]) == {"bf16", "fp8"}
+    expect(page.get_by_test_id("training-precisions")).to_contain_text("× BF16")
+    expect(page.get_by_test_id("training-precision-fp8")).to_be_visible()
     # per-stage clocks (DVFS): the energy each plan saves, one bar per stage
     dvfs = step["result"]["dvfs"]
     assert dvfs["stages"] == 2

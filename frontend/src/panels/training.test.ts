@@ -11,7 +11,9 @@ import {
   executionSummary,
   formValue,
   memoryBar,
+  opsBar,
   paretoScatter,
+  precisionBars,
   rejectedRows,
 } from "./training";
 
@@ -68,6 +70,46 @@ describe("breakdownBar", () => {
     expect(breakdownBar({})).toBeNull();
     expect(breakdownBar({ breakdown: { forward: 0 } })).toBeNull();
     expect(breakdownBar(null)).toBeNull();
+  });
+});
+
+describe("opsBar", () => {
+  const OPS = {
+    ...STEP,
+    execution: { precision: "fp8" },
+    ops: { gemm: 4, attention: 2, memory_bound: 1, casts: 0.5, kernel_gaps: 0, output_layer: 0.5, optimizer: 0.5 },
+    exposed_comm: { tp: 0.5, cp: 0, ep: 0, pp: 0, dp: 0.5 },
+    precisions: {
+      bf16: { step_time_s: 13, speedup_over_bf16: 1, fits: true, ops: { gemm: 8, attention: 2 } },
+      fp8: { step_time_s: 10, speedup_over_bf16: 1.3, fits: true, ops: { gemm: 4, attention: 2, casts: 0.5 } },
+    },
+  };
+  it("stacks the op classes, the bubble and the exposed comm per dimension into the step", () => {
+    const bar = opsBar(OPS);
+    expect(bar?.segments.map((s) => s.key)).toEqual([
+      "gemm",
+      "attention",
+      "memory_bound",
+      "casts",
+      "output_layer",
+      "optimizer",
+      "pp_bubble",
+      "comm_tp",
+      "comm_dp",
+    ]);
+    expect(bar?.total).toBe(10);
+    expect(bar?.segments[7].label).toBe("TP comm (exposed)");
+    expect(opsBar(STEP)).toBeNull();
+  });
+  it("compares the same layout per precision, the run's own marked", () => {
+    const bars = precisionBars(OPS);
+    expect(bars.map((b) => [b.precision, b.total, b.speedup, b.current])).toEqual([
+      ["bf16", 13, 1, false],
+      ["fp8", 10, 1.3, true],
+    ]);
+    expect(bars[1].segments.map((s) => s.key)).toEqual(["gemm", "attention", "casts"]);
+    expect(precisionBars({ precisions: { bf16: OPS.precisions.bf16 } })).toEqual([]);
+    expect(precisionBars(STEP)).toEqual([]);
   });
 });
 

@@ -11,7 +11,11 @@
  * - the ranked best configurations, each with the parameters that open it as a
  *   `training` run ("open this configuration");
  * - per-stage clocks (DVFS) of a pipeline: the clock each stage can run at with no
- *   slowdown and with at most 1 %, and the cards' energy each plan saves.
+ *   slowdown and with at most 1 %, and the cards' energy each plan saves;
+ * - the step by class of op (GEMM, attention, memory-bound, FP8 casts, …), the
+ *   pipeline bubble and the exposed communication per parallel dimension, as one
+ *   stacked bar; and the same layout at each GEMM precision the card offers (BF16
+ *   against FP8 / FP4), one bar each on a common scale.
  *
  * Shapes are the kinds' results (twin/scenarios/kinds/training.py):
  * `training` = the library's StepResult + `model`, `system`, `execution`;
@@ -52,6 +56,17 @@ const PART_LABELS: Readonly<Record<string, string>> = {
   ep_exposed: "EP communication (exposed)",
   optimizer: "optimizer",
   compression: "compression",
+  gemm: "GEMMs",
+  attention: "attention",
+  memory_bound: "memory-bound ops",
+  casts: "FP8/FP4 casts",
+  kernel_gaps: "kernel launch gaps",
+  output_layer: "output layer + loss",
+  comm_tp: "TP comm (exposed)",
+  comm_cp: "CP comm (exposed)",
+  comm_ep: "EP comm (exposed)",
+  comm_pp: "PP comm (exposed)",
+  comm_dp: "DP comm (exposed)",
   weights: "weights",
   gradients: "gradients",
   optimizer_states: "optimizer states",
@@ -81,6 +96,78 @@ export function breakdownBar(result: unknown): StackedBar | null {
   }
   const bar = stacked(entries);
   return bar.segments.length ? bar : null;
+}
+
+const OP_CLASSES = ["gemm", "attention", "memory_bound", "casts", "kernel_gaps", "output_layer", "optimizer"];
+const COMM_DIMS = ["tp", "cp", "ep", "pp", "dp"];
+
+function opEntries(ops: Obj, comm: Obj | null, breakdown: Obj | null): [string, number][] {
+  const entries: [string, number][] = [];
+  for (const key of OP_CLASSES) {
+    const v = num(ops[key]);
+    if (v !== null) entries.push([key, v]);
+  }
+  const bubble = breakdown ? num(breakdown.pp_bubble) : null;
+  if (bubble !== null) entries.push(["pp_bubble", bubble]);
+  if (comm) {
+    for (const dim of COMM_DIMS) {
+      const v = num(comm[dim]);
+      if (v !== null) entries.push([`comm_${dim}`, v]);
+    }
+  }
+  const compression = breakdown ? num(breakdown.compression) : null;
+  if (compression !== null) entries.push(["compression", compression]);
+  return entries;
+}
+
+/**
+ * The step by class of op (`ops`: the critical stage's busy seconds per class), the
+ * pipeline bubble and the exposed communication per dimension (`exposed_comm`), zero
+ * parts left out: together they make the step time.
+ */
+export function opsBar(result: unknown): StackedBar | null {
+  if (!isObj(result) || !isObj(result.ops)) return null;
+  const bar = stacked(
+    opEntries(
+      result.ops,
+      isObj(result.exposed_comm) ? result.exposed_comm : null,
+      isObj(result.breakdown) ? result.breakdown : null,
+    ),
+  );
+  return bar.segments.length ? bar : null;
+}
+
+/** One GEMM precision of `precisions`: its bar of op classes and its speed-up over BF16. */
+export interface PrecisionBar extends StackedBar {
+  precision: string;
+  speedup: number | null;
+  fits: boolean;
+  current: boolean;
+}
+
+/**
+ * The same layout at each GEMM precision the card offers (`precisions`, BF16 first),
+ * each a stacked bar of its op classes; `current` marks the run's own precision.
+ */
+export function precisionBars(result: unknown): PrecisionBar[] {
+  if (!isObj(result) || !isObj(result.precisions)) return [];
+  const own =
+    isObj(result.execution) && typeof result.execution.precision === "string" ? result.execution.precision : null;
+  const out: PrecisionBar[] = [];
+  for (const [precision, entry] of Object.entries(result.precisions)) {
+    if (!isObj(entry) || !isObj(entry.ops)) continue;
+    const bar = stacked(opEntries(entry.ops, null, null));
+    const step = num(entry.step_time_s);
+    out.push({
+      ...bar,
+      total: step ?? bar.total,
+      precision,
+      speedup: num(entry.speedup_over_bf16),
+      fits: entry.fits !== false,
+      current: precision === own,
+    });
+  }
+  return out.length > 1 ? out : [];
 }
 
 /** Memory per card: the parts of `memory` (GiB) stacked, and the card's HBM to compare with. */

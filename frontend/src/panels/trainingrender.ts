@@ -4,7 +4,9 @@
  * scatter (uPlot: step time against energy per step, one colour per card count)
  * and the best-configurations table whose rows have an "open this
  * configuration" button; the per-stage clocks of a pipeline (DVFS) as one bar per
- * stage with the energy each plan saves. Bars are plain elements sized in percent
+ * stage with the energy each plan saves; the step by class of op with the exposed
+ * communication per dimension, and BF16 against FP8 / FP4 on one scale. Bars are plain
+ * elements sized in percent
  * (one bar needs no chart library); every element carries a data-testid.
  */
 import uPlot from "uplot";
@@ -17,7 +19,9 @@ import {
   breakdownBar,
   dvfsFigure,
   memoryBar,
+  opsBar,
   paretoScatter,
+  precisionBars,
   rejectedRows,
   type Config,
   type StackedBar,
@@ -60,6 +64,43 @@ export function renderBreakdown(result: unknown): HTMLElement | null {
     h("h4", {}, `Step time ${formatSeconds(bar.total)}`),
     stackedBar(bar, "training-breakdown", (v) => formatSeconds(v)),
   );
+}
+
+/** The step by class of op, the bubble and the exposed communication per dimension. */
+export function renderOps(result: unknown): HTMLElement | null {
+  const bar = opsBar(result);
+  if (!bar) return null;
+  return h(
+    "section",
+    { class: "tw-training-part" },
+    h("h4", {}, `Where the step goes, by op (${formatSeconds(bar.total)})`),
+    stackedBar(bar, "training-ops", (v) => formatSeconds(v)),
+  );
+}
+
+/** BF16 against FP8 / FP4 for the same layout: one bar each, on the slowest one's scale. */
+export function renderPrecisions(result: unknown): HTMLElement | null {
+  const bars = precisionBars(result);
+  if (!bars.length) return null;
+  const scale = Math.max(...bars.map((b) => b.total));
+  const box = h(
+    "section",
+    { class: "tw-training-part", "data-testid": "training-precisions" },
+    h("h4", {}, "The same layout at each precision"),
+  );
+  for (const bar of bars) {
+    const gain = bar.speedup !== null ? ` — ${formatNumber(bar.speedup, 3)}× BF16` : "";
+    const own = bar.current ? " (this run)" : "";
+    box.append(
+      h(
+        "p",
+        { class: "tw-muted" },
+        `${bar.precision.toUpperCase()}${own}: ${formatSeconds(bar.total)}${gain}${bar.fits ? "" : ", does not fit"}`,
+      ),
+      stackedBar(bar, `training-precision-${bar.precision}`, (v) => formatSeconds(v), scale),
+    );
+  }
+  return box;
 }
 
 /** Memory per card against HBM: the bar's full width is max(HBM, total), HBM marked. */
@@ -233,7 +274,14 @@ export function renderTrainingResult(
   box.dataset.kind = kind;
   let plot: uPlot | null = null;
   if (kind === "training") {
-    for (const part of [renderBreakdown(result), renderMemory(result), renderDvfs(result)]) if (part) box.append(part);
+    for (const part of [
+      renderBreakdown(result),
+      renderOps(result),
+      renderPrecisions(result),
+      renderMemory(result),
+      renderDvfs(result),
+    ])
+      if (part) box.append(part);
   } else {
     const best = bestConfigs(result);
     const chart = h("div", { class: "tw-chart", "data-testid": "training-pareto" });

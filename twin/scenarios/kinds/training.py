@@ -39,6 +39,7 @@ from simulation.training import (
     system_for_accelerator,
 )
 from simulation.training.execution import RECOMPUTE, SCHEDULES
+from simulation.training.recipes import FP8_RECIPES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
 from simulation.training.search import (
     SEARCH_LIMITS,
@@ -75,6 +76,7 @@ LIMITS: dict[str, tuple[str, Any]] = {
     "recompute": ("list", RECOMPUTE), "precision": ("list", PRECISIONS),
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
+    "fp8_recipe": ("list", FP8_RECIPES),
 }
 """The values each of the search's ``limits`` (``SEARCH_LIMITS``) takes: lists of
 the values to try per dimension, the most cards, a compression ratio."""
@@ -116,7 +118,8 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "recompute": ("Activation recomputation", "none, selective (attention) or full."),
     "zero": ("ZeRO stage", "1: optimizer states sharded, 2: + gradients, 3: + weights."),
     "distributed_optimizer": ("Distributed optimizer", "Megatron's = ZeRO 1."),
-    "precision": ("Precision", "fp32, bf16/fp16 (mixed, loss scaling) or fp8."),
+    "precision": ("Precision", "fp32, bf16/fp16 (mixed, loss scaling), fp8 or fp4 "
+                  "(NVFP4, Blackwell)."),
     "compression": ("Gradient compression", "DP traffic divided by this (4 = 4:1)."),
     "overlap_dp": ("Overlap DP communication", "Gradient reduction behind the backward pass."),
     "overlap_tp": ("Overlap TP communication", "TP collectives behind the GEMMs."),
@@ -125,9 +128,13 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "schedule": ("Pipeline schedule", "1F1B or GPipe."),
     "clock": ("Clock (fraction)", "Fixed clock as a fraction of the maximum (DVFS)."),
     "power_cap_w": ("Power cap (W per card)", "Empty: no cap."),
+    "fused_elementwise": ("Fused element-wise kernels", "Norms, rotary and the activation as "
+                          "fused kernels (off: eager PyTorch, one memory pass per op)."),
+    "fp8_recipe": ("FP8 scaling recipe", "delayed or current per-tensor scaling, block "
+                   "(DeepSeek-V3's 1×128 / 128×128) or mx (MXFP8, Blackwell); fp4 is NVFP4."),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
-                                        "schedule": SCHEDULES}
+                                        "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES}
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),

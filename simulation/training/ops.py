@@ -1,0 +1,169 @@
+"""Every op of one layer, forward and backward, with its FLOPs, bytes and what bounds it.
+
+:func:`layer_ops` lists the ops of one transformer layer of the critical stage for
+one micro-batch on one card — the same kernels :func:`~simulation.training.layer.
+layer_kernels` sums for the step model (``tests/simulation/training`` checks the sums
+agree), one row each, so a user sees where a layer's time goes:
+
+* GEMMs (QKV, projection, MLP up / gate+up, MLP down; the router and the grouped
+  expert GEMMs on MoE layers), forward and their data- and weight-gradient GEMMs
+  backward: FLOPs 2·m·n·k·batch, bytes ``elem``·(m·k + k·n + m·n)·batch, time
+  :func:`~simulation.training.gemm.gemm_time` (tile and wave quantization at the
+  dtype's attainable rate, or the HBM traffic if more); ``bound`` ``compute`` or
+  ``memory`` by which of the two is longer;
+* the attention core (flash: the causal half of 4·s²·d per head at the measured
+  attention rate, backward 2.5×; not flash: the score and context GEMMs, softmax and
+  dropout);
+* the memory-bound ops (norms, bias-dropout-residual adds, activation, RoPE, MoE token
+  permute / unpermute and router softmax) at HBM speed, backward 1.5× their bytes;
+* the FP8 / FP4 casts of :mod:`.recipes`;
+* the launch floor: the back-to-back kernel gaps of the layer (:data:`.core.KERNEL_GAP_S`).
+
+MoE models whose every ``moe_every``-th layer is a mixture list the expert ops
+weighted by that share, like the step model's average layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .core import (
+    CAST_RECIPES,
+    KERNEL_GAP_S,
+    KERNELS_FWD,
+    PARAM_TENSORS,
+    Batch,
+    kernel_rates,
+)
+from .gemm import gemm_time
+from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements, eager_elements
+from .models import ModelSpec
+from .recipes import CAST_KERNELS, cast_bytes
+from .system import SystemSpec
+
+__all__ = ["layer_ops"]
+
+F64 = npt.NDArray[np.float64]
+
+
+def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> list[dict[str, Any]]:
+    """The ops of one layer for configuration ``i`` of ``b`` (module docstring).
+
+    Each row: ``op``, ``phase`` (``forward`` / ``backward``), ``kind`` (``gemm``,
+    ``attention``, ``memory``, ``cast``, ``launch``), ``dtype``, ``flops``, ``bytes``,
+    ``time_s``, ``bound`` (``compute``, ``memory`` or ``launch``).
+    """
+    one_b = b.take(np.array([i]))
+    rates = kernel_rates(model, system, one_b)
+    hbm = float(rates["hbm"][0])
+    T = float(rates["tokens"][0])
+    tp, cp, ep = float(one_b.tp[0]), float(one_b.cp[0]), float(one_b.ep[0])
+    sp, flash = bool(one_b.sp[0]), bool(one_b.flash[0])
+    elem = float(rates["elem"][0])
+    act = 2.0 * float(rates["act_scale"][0])
+    g_rate = rates["peak_gemm"]
+    c_rate = rates["peak_core"]
+    f_rate = float(rates["peak_flash"][0])
+    sms, st = system.sm_count, system.gemm_store_overlap
+    dtype = ("fp8" if elem == 1.0 else "fp4" if elem == 0.5 else
+             "fp32" if elem == 4.0 else "bf16")
+
+    s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
+    d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
+    q = a * d
+    bseq = T * cp / s
+    sq = s / cp
+    heads = bseq * a / tp
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    r = 1.0 / tp if sp else 1.0
+    share = model.moe_layers / model.layers if model.moe else 0.0
+    kc = model.top_k * model.capacity_factor if model.moe else 1.0
+    rows: list[dict[str, Any]] = []
+
+    def add(op: str, phase: str, kind: str, dt: str, flops: float, nbytes: float,
+            time_s: float, bound: str, weight: float = 1.0) -> None:
+        if weight <= 0.0:
+            return
+        rows.append({"op": op, "phase": phase, "kind": kind, "dtype": dt,
+                     "flops": flops * weight, "bytes": nbytes * weight,
+                     "time_s": time_s * weight, "bound": bound})
+
+    def gemm(op: str, m: float, n: float, k: float, batch: float, e: float, rate: F64,
+             dt: str, weight: float = 1.0, kind: str = "gemm") -> None:
+        for phase, (mm, nn, kk) in (("forward", (m, n, k)),
+                                    ("backward", (m, k, n)), ("backward", (k, n, m))):
+            t = float(gemm_time(np.array([mm]), np.array([nn]), np.array([kk]),
+                                np.array([batch]), e, rate, hbm, sms, store_overlap=st)[0])
+            fl = 2.0 * mm * nn * kk * batch
+            by = e * batch * (mm * kk + kk * nn + mm * nn)
+            name = op if (mm, nn, kk) == (m, n, k) else (
+                f"{op} (data gradient)" if (mm, nn, kk) == (m, k, n) else
+                f"{op} (weight gradient)")
+            add(name, phase, kind, dt, fl, by, t,
+                "memory" if by / hbm >= t * 0.999 else "compute", weight)
+
+    def mem(op: str, elements: float, weight: float = 1.0) -> None:
+        nbytes = elements * act
+        add(op, "forward", "memory", "bf16", 0.0, nbytes, nbytes / hbm, "memory", weight)
+        add(f"{op} (backward)", "backward", "memory", "bf16", 0.0, BWD_TRAFFIC * nbytes,
+            BWD_TRAFFIC * nbytes / hbm, "memory", weight)
+
+    dropout = 0.5 if model.dropout else 0.0
+    norm_el, rope_el, act_el = (float(x) for x in eager_elements(model, bool(one_b.eager[0])))
+    mem("norm (attention)", norm_el * T * h * r)
+    gemm("QKV", T, (q + 2 * kv) / tp, h, 1.0, elem, g_rate, dtype)
+    if not model.learned_positions:
+        mem("rotary embedding", rope_el * T * (q + kv) / tp)
+    if flash:
+        fl = 2 * sq * s * d * heads
+        io = 2.0 * heads * sq * d * 4  # read q, k, v, write o (16-bit)
+        add("flash attention", "forward", "attention", "bf16", fl, io, fl / f_rate, "compute")
+        add("flash attention (backward)", "backward", "attention", "bf16", 2.5 * fl, 2 * io,
+            2.5 * fl / f_rate, "compute")
+    else:
+        gemm("attention scores QKᵀ", sq, s, d, heads, 2.0, c_rate, "bf16", kind="attention")
+        soft = (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s
+        mem("softmax + dropout", soft)
+        gemm("attention context PV", sq, d, s, heads, 2.0, c_rate, "bf16", kind="attention")
+    gemm("projection", T, h, q / tp, 1.0, elem, g_rate, dtype)
+    mem("bias-dropout-residual (attention)", (3 + dropout) * T * h * r)
+    mem("norm (MLP)", norm_el * T * h * r)
+    if share < 1.0:
+        gemm("MLP up" + (" (gate + up)" if n_up == 2 else ""), T, n_up * f / tp, h, 1.0, elem,
+             g_rate, dtype, 1.0 - share)
+        mem("activation", act_el * T * f / tp, 1.0 - share)
+        gemm("MLP down", T, h, f / tp, 1.0, elem, g_rate, dtype, 1.0 - share)
+    if share > 0.0:
+        E = float(model.experts)
+        rt = float(g_rate[0])
+        router = 2 * T * h * E
+        add("router", "forward", "gemm", dtype, router, 0.0, router / rt, "compute", share)
+        add("router (backward)", "backward", "gemm", dtype, 2 * router, 0.0, 2 * router / rt,
+            "compute", share)
+        mem("router softmax / top-k", 2 * 2 * T * E, share)
+        mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
+        tok = T * kc * ep / E
+        gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
+        mem("experts activation", act_el * T * kc * f / tp, share)
+        gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)
+    mem("bias-dropout-residual (MLP)", (3 + dropout) * T * h * r)
+
+    recipe = CAST_RECIPES[int(one_b.recipe[0])]
+    if cast_bytes(recipe) > 0:
+        c_f, c_b = cast_elements(model, np.array([T]), np.array([tp]), np.array([sp]))
+        for phase, el in (("forward", float(c_f[0])), ("backward", float(c_b[0]))):
+            nbytes = el * cast_bytes(recipe)
+            add(f"{'FP4' if elem == 0.5 else 'FP8'} casts ({phase})", phase, "cast", dtype,
+                0.0, nbytes, nbytes / hbm, "memory")
+
+    k_fwd = KERNELS_FWD - 4.0 if flash else KERNELS_FWD
+    k_cast = CAST_TENSORS * CAST_KERNELS.get(recipe, 0.0)
+    gaps_f = (k_fwd + k_cast) * KERNEL_GAP_S
+    gaps_b = (2.0 * k_fwd + k_cast + (0.0 if one_b.grad_fusion[0] else PARAM_TENSORS)) \
+        * KERNEL_GAP_S
+    add("kernel launch gaps", "forward", "launch", "-", 0.0, 0.0, gaps_f, "launch")
+    add("kernel launch gaps (backward)", "backward", "launch", "-", 0.0, 0.0, gaps_b, "launch")
+    return rows

@@ -1,0 +1,104 @@
+"""Precision recipes: which ops run in which dtype, and what the low-precision casts cost.
+
+A *recipe* is the precision of the GEMMs (``Execution.precision``) plus, for FP8,
+how the scaling factors are found (``Execution.fp8_recipe``). Whatever the recipe,
+some ops stay in 16 bits (Transformer Engine, NVIDIA, "Using FP8 with Transformer
+Engine": only ``te.Linear``-family GEMMs run under ``fp8_autocast``):
+
+* the **attention core** (FlashAttention / cuDNN fused attention: BF16 — the
+  FP8 attention of cuDNN is not used by the published training recipes);
+* the **output layer and the loss** (Megatron-Core's ``output_layer`` is a plain
+  ``ColumnParallelLinear``, outside TE; NVIDIA's NVFP4 recipe, "Pretraining Large
+  Language Models with NVFP4", 2025, §4, also keeps the first and last layers in
+  higher precision) and the **MoE router** (FP32 logits);
+* every **memory-bound op** (norms, activations, RoPE, residual adds, dropout,
+  the optimizer): they move the same 16-bit tensors whatever the GEMMs do.
+
+So FP8 speeds up only the projection and MLP GEMMs, and it adds work: every
+GEMM input is **cast** to FP8 before the GEMM, and because Hopper's FP8 MMA takes
+only the "TN" layout, the cast also writes a transposed copy for the data- and
+weight-gradient GEMMs (TE's fused ``cast_transpose``). Bytes per element of a
+cast GEMM input (read the 16-bit tensor, write what the GEMMs read):
+
+=============  ==========================================================  =====
+recipe         passes                                                       B/el
+=============  ==========================================================  =====
+``delayed``    one fused cast + transpose + amax (scale from the amax       4
+               history of earlier steps: TE ``DelayedScaling``): read 2,
+               write 1 + 1
+``current``    an amax pass first (the scale of *this* tensor: TE           6
+               ``Float8CurrentScaling``, NeMo's "FP8-CS"), then the cast:
+               read 2 + 2, write 1 + 1
+``block``      1×128 activation / 128×128 weight tiles (DeepSeek-V3          4.0625
+               report §3.3.2): the tile's amax is local to the cast
+               kernel, one pass; FP32 scales 4 B per 128 elements, twice
+``mx``         MXFP8 (OCP Microscaling v1.0: 32-element blocks, E8M0         4.0625
+               scales): one pass, 1 B scale per 32 elements, rowwise and
+               columnwise copies; the scales are applied by Blackwell's
+               tensor cores (block-scaled MMA), so only Blackwell offers it
+``nvfp4``      NVFP4 (16-element blocks, E4M3 scales + a per-tensor FP32     3.125
+               scale, NVIDIA 2025 §3): read 2, write 0.5 + 0.5 + scales
+               1/16 + 1/16; the random Hadamard transform of the
+               weight-gradient inputs is fused in the same pass
+=============  ==========================================================  =====
+
+Weights are cast once per step (TE caches the FP8 weight over the micro-batches
+of gradient accumulation, ``is_first_microbatch``) at the same bytes per element.
+Each cast is one more kernel on the stream (``current``: two), priced with the
+kernel gap of :mod:`.core`.
+
+>>> cast_bytes("delayed"), cast_bytes("current"), cast_bytes("nvfp4")
+(4.0, 6.0, 3.125)
+>>> gemm_dtype("fp8", "output"), gemm_dtype("fp8", "mlp"), gemm_dtype("bf16", "mlp")
+('bf16', 'fp8', 'bf16')
+"""
+
+from __future__ import annotations
+
+__all__ = ["CAST_BYTES", "CAST_KERNELS", "FP8_RECIPES", "LOW_PRECISIONS", "cast_bytes",
+           "gemm_dtype", "recipe_name"]
+
+FP8_RECIPES = ("delayed", "current", "block", "mx")
+"""Ways to find FP8 scaling factors (``Execution.fp8_recipe``); FP4 is NVFP4 only."""
+LOW_PRECISIONS = ("fp8", "fp4")
+"""Precisions whose GEMM inputs are cast (the others run the GEMMs on the 16/32-bit
+tensors the ops already hold)."""
+
+CAST_BYTES: dict[str, float] = {
+    "delayed": 2.0 + 1.0 + 1.0,
+    "current": 2.0 + 2.0 + 1.0 + 1.0,
+    "block": 2.0 + 1.0 + 1.0 + 2 * 4.0 / 128,
+    "mx": 2.0 + 1.0 + 1.0 + 2 * 1.0 / 32,
+    "nvfp4": 2.0 + 0.5 + 0.5 + 2 * 1.0 / 16,
+}
+"""HBM bytes per element of one cast GEMM input (module docstring table)."""
+CAST_KERNELS: dict[str, float] = {"delayed": 1.0, "current": 2.0, "block": 1.0, "mx": 1.0,
+                                  "nvfp4": 1.0}
+"""Kernels launched per cast tensor (``current``: amax, then cast)."""
+
+_SIXTEEN_BIT_OPS = ("attention", "output", "router")
+
+
+def recipe_name(precision: str, fp8_recipe: str) -> str:
+    """The cast recipe of a run: ``nvfp4`` for FP4, the FP8 recipe for FP8, else ``none``."""
+    if precision == "fp4":
+        return "nvfp4"
+    if precision == "fp8":
+        return fp8_recipe
+    return "none"
+
+
+def cast_bytes(recipe: str) -> float:
+    """Bytes per element of a cast GEMM input under ``recipe`` (0 for ``none``)."""
+    return CAST_BYTES.get(recipe, 0.0)
+
+
+def gemm_dtype(precision: str, op: str) -> str:
+    """The dtype op ``op`` runs in under ``precision`` (module docstring).
+
+    ``op``: ``qkv``, ``proj``, ``mlp`` (low precision when chosen), ``attention``,
+    ``output``, ``router`` (16-bit whatever the recipe; FP32 training stays FP32).
+    """
+    if precision in LOW_PRECISIONS and op in _SIXTEEN_BIT_OPS:
+        return "bf16"
+    return precision

@@ -1,0 +1,284 @@
+"""Hopper and Blackwell runs with published layouts, and the model's figure for each.
+
+The A100-era table (:mod:`.fidelity`) checks the model on BF16/FP16 Megatron-LM
+runs; this one on today's hardware and precision recipes. Every row is a
+published pre-training throughput (tokens per second per GPU, the measured
+figure; the "model TFLOP/s" column of the same tables is derived from it) with the
+layout the publisher states. The source is NVIDIA's Megatron-Bridge performance
+summary (NVIDIA-NeMo/Megatron-Bridge, ``docs/performance-summary.md`` for the
+25.11 container and ``docs/performance-summary-archive.md`` for 26.02): DGX-H100,
+DGX-B200 and GB200 / GB300 NVL72 systems, FP8 with current scaling ("FP8-CS",
+:mod:`.recipes` ``current``), MXFP8 and NVFP4, synthetic data, GBS / MBS / TP /
+PP / CP / VP / FSDP as listed. What those recipes set and the table does not
+list is taken from Megatron-Bridge's performance recipes and Megatron-Core's
+defaults, the same for every row (:data:`MEGATRON_CORE`): the distributed
+optimizer (ZeRO-1; FSDP rows ZeRO-3), sequence parallelism with TP, TP
+communication overlapped with the GEMMs (Transformer Engine userbuffers),
+overlapped gradient reduce-scatter and parameter all-gather, fused gradient
+accumulation, flash attention. Recomputation is not listed: it is chosen by
+:mod:`.fidelity`'s rule (the fastest setting that fits HBM).
+
+The Llama 3 405B rows of :mod:`.fidelity` (Dubey et al. 2024, Table 4: H100,
+BF16) are the second, independent source on Hopper; :func:`validation_table`
+includes them (MFU there, converted to the same relative error).
+
+Accelerator figures are the catalogue's (:data:`ACCELERATORS`, each with its
+datasheet), typed here so the check does not depend on the fixture file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .execution import execution_from_params
+from .fidelity import ACCELERATORS as A100_ERA
+from .fidelity import PUBLISHED_RUNS, PublishedRun, engineer_choice
+from .models import MODELS
+from .step import evaluate
+from .system import system_for_accelerator
+
+__all__ = ["ACCELERATORS", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "ModernRun",
+           "validation_table"]
+
+ACCELERATORS: dict[str, dict[str, Any]] = {
+    "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
+    "b200-sxm-180gb": {
+        "slug": "b200-sxm-180gb", "bf16_tflops": 2250, "fp8_tflops": 4500, "fp4_tflops": 9000,
+        "fp32_tflops": 75, "tf32_tflops": 1100, "hbm_gib": 180, "hbm_tbps": 7.7, "tdp_w": 1000,
+        "idle_w": 120, "scaleup_gbps": 1800, "nvlink_domain_cards": 8},
+    "gb200-186gb": {
+        "slug": "gb200-186gb", "bf16_tflops": 2500, "fp8_tflops": 5000, "fp4_tflops": 10000,
+        "fp32_tflops": 80, "tf32_tflops": 1250, "hbm_gib": 186, "hbm_tbps": 8.0, "tdp_w": 1200,
+        "idle_w": 150, "scaleup_gbps": 1800, "nvlink_domain_cards": 72},
+    "gb300-288gb": {
+        "slug": "gb300-288gb", "bf16_tflops": 2500, "fp8_tflops": 5000, "fp4_tflops": 15000,
+        "fp32_tflops": 80, "tf32_tflops": 1250, "hbm_gib": 279, "hbm_tbps": 8.0, "tdp_w": 1400,
+        "idle_w": 150, "scaleup_gbps": 1800, "nvlink_domain_cards": 72},
+}
+"""Dense datasheet figures: H100 (the catalogue row); NVIDIA HGX B200 and GB200 NVL72
+datasheets (per GPU: BF16 2.25 / 2.5 PFLOP/s, FP8 4.5 / 5, FP4 9 / 10 dense — the
+datasheets' "sparse" figures halved —, 180 GB HBM3e at 7.7 TB/s on HGX B200, 186 GB
+at 8 TB/s on GB200, NVLink 5 at 1.8 TB/s, 1,000 / 1,200 W); GB300 NVL72 datasheet
+(FP4 15 PFLOP/s dense for Blackwell Ultra, 288 GB HBM3e = 279 GiB, 1,400 W).
+NVL72 parts: 72 cards in one NVLink domain."""
+
+MEGATRON_CORE: dict[str, Any] = {
+    "zero": 1, "overlap_dp": True, "overlap_pp": True, "overlap_tp_bwd": True,
+    "grad_accum_fusion": True, "flash_attention": True}
+"""Megatron-Core settings of the Megatron-Bridge performance recipes (module docstring)."""
+
+MEGATRON_BRIDGE = ("NVIDIA Megatron-Bridge performance summary "
+                   "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, {release} "
+                   "NeMo container), {system}")
+TORCHTITAN_SOURCE = ("Liang et al. 2025, TorchTitan (ICLR 2025) / pytorch/torchtitan "
+                     "docs/performance.md, {release}: Llama 3.1 8B, FSDP2, local batch 2, "
+                     "selective activation checkpointing, {system}")
+TORCHTITAN: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("fp32_grads", True), ("power_cap_w", 500.0),
+    ("fused_elementwise", False))
+"""What torchtitan's page states: selective activation checkpointing, FSDP2 (ZeRO-3,
+prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
+``mixed_precision_reduce``), "the default 500W power limit" (priced by the DVFS model,
+:mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:
+``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`); PyTorch SDPA's
+FlashAttention-2 kernel."""
+GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
+"""Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
+usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""
+
+
+@dataclass(frozen=True)
+class ModernRun:
+    """One published run: model, accelerator, layout, tokens/s/GPU measured."""
+
+    model: str
+    accelerator: str
+    gpus: int
+    precision: str
+    gbs: int
+    mbs: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    vp: int = 1
+    fsdp: bool = False
+    tokens_per_gpu: float = 0.0
+    release: str = "25.11"
+    system: str = "DGX-H100"
+    ep: int = 1
+    seq: int = 0
+    """Sequence length when not the catalogue model's."""
+    settings: tuple[tuple[str, Any], ...] = ()
+    """Layout settings the source states beyond the table's columns (override
+    :data:`MEGATRON_CORE`)."""
+    figures: tuple[tuple[str, Any], ...] = ()
+    """Accelerator figures that differ from :data:`ACCELERATORS` (the source's part)."""
+    source: str = MEGATRON_BRIDGE
+
+    @property
+    def name(self) -> str:
+        """A readable row name."""
+        lay = f"TP{self.tp} PP{self.pp}" + (f" CP{self.cp}" if self.cp > 1 else "") + (
+            f" VP{self.vp}" if self.vp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "") + (
+            " FSDP" if self.fsdp else "") + (f", seq {self.seq}" if self.seq else "")
+        return (f"{self.model} on {self.gpus} {self.system.removeprefix('DGX-')}, "
+                f"{self.precision}, {lay}, GBS {self.gbs}"
+                + (f" ({self.release})" if self.release != "25.11" else ""))
+
+    def layout(self) -> dict[str, Any]:
+        """The execution parameters (the published ones + :data:`MEGATRON_CORE`)."""
+        prec, recipe = {"FP8-CS": ("fp8", "current"), "FP8-MX": ("fp8", "mx"),
+                        "NVFP4": ("fp4", "delayed"), "BF16": ("bf16", "delayed")}[
+            self.precision]
+        out: dict[str, Any] = {
+            **MEGATRON_CORE, "tp": self.tp, "pp": self.pp, "cp": self.cp, "vpp": self.vp,
+            "global_batch": self.gbs, "micro_batch": self.mbs, "precision": prec, "ep": self.ep,
+            "fp8_recipe": recipe, "sequence_parallel": self.tp > 1,
+            "overlap_tp": False,
+            # Llama 3.1 405B: the embedding and the loss take a layer's slot each
+            # (Megatron-Bridge's account_for_{embedding,loss}_in_pipeline_split)
+            "pp_balance": self.pp > 1 and MODELS[self.model].layers % (self.pp * self.vp) != 0}
+        if self.fsdp:
+            out["zero"] = 3
+        out.update(dict(self.settings))
+        return out
+
+
+def _h(model: str, gpus: int, gbs: int, mbs: int, tok: float, release: str = "25.11",
+       **lay: Any) -> ModernRun:
+    return ModernRun(model, "h100-sxm5-80gb", gpus, "FP8-CS", gbs, mbs, tokens_per_gpu=tok,
+                     release=release, **lay)
+
+
+MODERN_RUNS: tuple[ModernRun, ...] = (
+    _h("llama3-8b", 8, 128, 1, 14451, fsdp=True),
+    _h("llama3-70b", 64, 128, 1, 1602, tp=4, pp=8, vp=5),
+    _h("llama3-405b", 1024, 512, 1, 292, tp=8, pp=8, cp=2, vp=8),
+    _h("llama3-70b", 64, 256, 1, 1621, "26.02", tp=4, pp=8, vp=5),
+    _h("llama3-405b", 1024, 1536, 1, 311, "26.02", tp=8, pp=8, cp=2, vp=8),
+    ModernRun("llama3-8b", "b200-sxm-180gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=30624,
+              system="DGX-B200"),
+    ModernRun("llama3-8b", "b200-sxm-180gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=29521,
+              system="DGX-B200"),
+    ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-CS", 64, 1, 4, 8, 2, 8,
+              tokens_per_gpu=661, system="DGX-B200"),
+    ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-MX", 64, 1, 4, 8, 2, 8,
+              tokens_per_gpu=624, system="DGX-B200"),
+    ModernRun("llama3-8b", "gb200-186gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=31508,
+              system="GB200"),
+    ModernRun("llama3-70b", "gb200-186gb", 64, "FP8-CS", 256, 2, fsdp=True,
+              tokens_per_gpu=4312, system="GB200"),
+    ModernRun("llama3-405b", "gb200-186gb", 256, "FP8-CS", 1536, 1, 4, 16, 1, 4,
+              tokens_per_gpu=813, system="GB200"),
+    ModernRun("llama3-70b", "gb200-186gb", 64, "NVFP4", 256, 1, 2, 4, 1, 5,
+              tokens_per_gpu=4458, release="26.02", system="GB200"),
+    ModernRun("llama3-70b", "gb200-186gb", 64, "FP8-MX", 256, 1, 2, 4, 1, 5,
+              tokens_per_gpu=3613, release="26.02", system="GB200"),
+    ModernRun("llama3-405b", "gb200-186gb", 256, "NVFP4", 1536, 1, 4, 16, 1, 8,
+              tokens_per_gpu=1076, release="26.02", system="GB200"),
+    ModernRun("llama3-8b", "gb300-288gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=37556,
+              system="GB300"),
+    ModernRun("llama3-70b", "gb300-288gb", 64, "NVFP4", 256, 1, 1, 4, 1, 5,
+              tokens_per_gpu=6798, release="26.02", system="GB300"),
+    # mixture of experts (the tables: token distribution force-balanced, dropless)
+    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8),
+    ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
+              tokens_per_gpu=5630),
+    ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 1280, 1, pp=4, ep=8,
+              tokens_per_gpu=5993, release="26.02"),
+    ModernRun("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 512, 4, ep=8,
+              tokens_per_gpu=8213, system="DGX-B200"),
+    ModernRun("qwen3-30b-a3b", "b200-sxm-180gb", 8, "FP8-MX", 512, 1, ep=8,
+              tokens_per_gpu=9299, system="DGX-B200"),
+    ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
+              tokens_per_gpu=3269, system="DGX-B200"),
+    ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
+              tokens_per_gpu=15876, system="GB200"),
+    ModernRun("qwen3-30b-a3b", "gb200-186gb", 8, "FP8-MX", 512, 4, ep=8,
+              tokens_per_gpu=23766, system="GB200"),
+    ModernRun("qwen3-235b-a22b", "gb200-186gb", 256, "BF16", 8192, 1, pp=8, vp=3, ep=32,
+              tokens_per_gpu=4916, system="GB200"),
+    ModernRun("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 4, ep=8,
+              tokens_per_gpu=28934, system="GB300"),
+    ModernRun("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 2, ep=64, seq=8192,
+              tokens_per_gpu=18347, system="GB300"),
+    ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
+              tokens_per_gpu=6131, system="GB300"),
+    # torchtitan (PyTorch), eager FSDP2 rows: the compiled rows fuse ops the model prices
+    # one by one, so they are not compared
+    ModernRun("llama3-8b", "h100-sxm5-80gb", 8, "BF16", 16, 2, fsdp=True,
+              tokens_per_gpu=5762, release="Table 1", system="Grand Teton H100",
+              settings=TORCHTITAN, figures=GRAND_TETON, source=TORCHTITAN_SOURCE),
+    ModernRun("llama3-8b", "h100-sxm5-80gb", 128, "BF16", 256, 2, fsdp=True,
+              tokens_per_gpu=5605, release="Table 3", system="Grand Teton H100",
+              settings=TORCHTITAN, figures=GRAND_TETON, source=TORCHTITAN_SOURCE),
+)
+"""Dense pre-training rows of the Megatron-Bridge tables (module docstring): every
+Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
+26.02 rows with a layout or precision the 25.11 table does not have. Llama 3.1 405B
+is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
+and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
+tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
+DeepSeek-V3 needs multi-head latent attention, which :class:`~simulation.training.
+models.ModelSpec` cannot express."""
+
+
+def _modern_row(run: ModernRun) -> dict[str, Any]:
+    model = MODELS[run.model]
+    if run.seq:
+        model = replace(model, seq_len=run.seq)
+    base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
+                        "tokens", run.tokens_per_gpu,
+                        run.source.format(release=run.release, system=run.system))
+    fig = {**ACCELERATORS[run.accelerator], **dict(run.figures)}
+    system = system_for_accelerator(fig, run.gpus)
+    ex, res = _choose(base, model, system)
+    value = float(res.values["tokens_per_s"]) / run.gpus
+    return {"run": run.name, "accelerator": run.accelerator, "precision": run.precision,
+            "moe": model.moe, "eager": run.source == TORCHTITAN_SOURCE,
+            "published": run.tokens_per_gpu, "model": value,
+            "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
+            "source": base.source, "fits": bool(res.values["fits"]),
+            "chosen": {"recompute": ex.recompute}}
+
+
+def _choose(run: PublishedRun, model: Any, system: Any) -> tuple[Any, Any]:
+    """The published layout, recomputation by :mod:`.fidelity`'s rule."""
+    best = None
+    fallback = None
+    published = run.layout.get("recompute")
+    for rc in (published,) if published else ("none", "selective", "full"):
+        ex = execution_from_params({**run.layout, "recompute": rc}, run.gpus, model)
+        res = evaluate(model, system, ex)
+        if fallback is None or res.values["memory_gib_per_card"] < fallback[1].values[
+                "memory_gib_per_card"]:
+            fallback = (ex, res)
+        if res.values["fits"] and (best is None or res.values["step_time_s"]
+                                   < best[1].values["step_time_s"]):
+            best = (ex, res)
+    chosen = best or fallback
+    assert chosen is not None
+    return chosen
+
+
+def validation_table() -> list[dict[str, Any]]:
+    """Every Hopper / Blackwell row with the model's figure and the relative error.
+
+    The Megatron-Bridge rows (tokens/s/GPU) and the three Llama 3 405B rows of
+    :data:`~simulation.training.fidelity.PUBLISHED_RUNS` (MFU, H100 BF16).
+    """
+    out = [_modern_row(r) for r in MODERN_RUNS]
+    for run in PUBLISHED_RUNS:
+        if run.accelerator == "a100-sxm-80gb":
+            continue
+        ex, res = engineer_choice(run)
+        value = float(res.values["mfu"])
+        out.append({"run": run.run, "accelerator": run.accelerator, "precision": "BF16",
+                    "moe": False, "eager": False,
+                    "published": run.published, "model": value,
+                    "error": value / run.published - 1, "metric": "mfu",
+                    "source": run.source, "fits": bool(res.values["fits"]),
+                    "chosen": {"micro_batch": ex.micro_batch, "vpp": ex.vpp,
+                               "recompute": ex.recompute}})
+    return out
