@@ -6,9 +6,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from simulation.facility.plant import EfficiencyCurve
 from twin.facility.capacity import positions, site_loads
 from twin.facility.models.chain import usable_units
-from simulation.facility.plant import EfficiencyCurve
 from twin.facility.sizing import curve
 
 
