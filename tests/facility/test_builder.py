@@ -111,3 +111,22 @@ def test_command_errors_are_one_line(built: dict[str, Any]) -> None:
     assert "\n" not in str(bad.value)
     with pytest.raises(CommandError, match="already has a facility"):
         call_command("build_facility", "plant-test", "--keep", "--no-progress")
+
+
+def test_a_failing_facility_build_leaves_no_cluster(db: Any) -> None:
+    """The hook runs inside the build's transaction: both or neither."""
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+    from twin.hardware.signals import cluster_built
+
+    def refuse(**kwargs: Any) -> None:
+        raise FacilityError("cluster", "no room for a plant")
+
+    cluster_built.connect(refuse, dispatch_uid="test.refuse")
+    try:
+        with pytest.raises(FacilityError):
+            build_cluster("seed-512", supernodes=1, name="no-plant")
+    finally:
+        cluster_built.disconnect(dispatch_uid="test.refuse")
+    assert not Cluster.objects.filter(name="no-plant").exists()
+    assert not Site.objects.exists()

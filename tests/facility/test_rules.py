@@ -181,3 +181,20 @@ def test_plant_endpoint_reports_headroom(reader_client: APIClient,
     assert body["feed_kw"] > body["it_kw"] and body["over_capacity"] == 0
     assert {e["kind"] for e in body["cooling"]} >= {"cdu", "tcs_loop", "crah",
                                                     "cooling_tower"}
+
+
+def test_moving_a_ups_to_a_small_feed_is_refused(admin_client_api: APIClient,
+                                                 plant_world: dict[str, Any]) -> None:
+    """The check reads the racks under both roots (the old feed's and the new one's)."""
+    w = plant_world
+    small = PowerElement.objects.create(site=w["site"], key="feed-1", kind="feed",
+                                        rating_kw=2.0)
+    big = PowerElement.objects.create(site=w["site"], key="feed-2", kind="feed",
+                                      rating_kw=1000.0)
+    errors = _errors(_patch(admin_client_api, POWER, w["ups"].pk, {"parent": small.pk}))
+    assert "feed-1" in errors["parent"][0]
+    assert _patch(admin_client_api, POWER, w["ups"].pk, {"parent": big.pk}).status_code == 200
+    plant = admin_client_api.get(reverse("api:facility-site-plant", args=[w["site"].pk])).json()
+    loads = {e["key"]: e for e in plant["power"]}
+    assert loads["feed-0"]["load_kw"] == 0
+    assert loads["feed-2"]["load_kw"] == pytest.approx(loads["ups-0"]["input_kw"], abs=1e-3)

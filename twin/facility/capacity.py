@@ -136,13 +136,44 @@ def _replace(rows: list[tuple[Any, ...]], row: tuple[Any, ...] | None,
     return [r for r in rows if r[0] != key] + [row]
 
 
-def _draws(site_id: int, extra_rack: int | None) -> Draws:
-    """Nameplate draw (kW) of the site's racks (and ``extra_rack``): one grouped pass."""
+def _draws(site_id: int, extra_rack: int | None, *, chain: str | None = None,
+           elements: set[int] | None = None) -> Draws:
+    """Nameplate draw (kW) of the site's racks (and ``extra_rack``): one grouped pass;
+    with ``elements``, only the racks whose ``chain`` element is one of them."""
     rack = apps.get_model("hardware", "Rack")
-    racks = rack.objects.filter(Q(facility__site_id=site_id) | Q(pk=extra_rack or 0))
+    placed = Q(facility__site_id=site_id)
+    if chain is not None and elements is not None:
+        field = "power_element" if chain == "power" else "cooling_element"
+        placed &= Q(**{f"facility__{field}_id__in": elements})
+        if chain == "cooling":
+            placed |= Q(facility__site_id=site_id, facility__air_element_id__in=elements)
+    racks = rack.objects.filter(placed | Q(pk=extra_rack or 0))
     rows = racks.draw_by_rack().rows()
     return Draws(np.array([r.rack_id for r in rows], dtype=np.int64),
                  np.array([r.w for r in rows], dtype=float) / 1000.0)
+
+
+def _subtree(rows: list[tuple[Any, ...]], starts: set[int]) -> set[int]:
+    """The elements under the roots of ``starts`` (ids; ``rows`` as ``_rows`` reads them)."""
+    parent = {r[0]: r[3] for r in rows}
+    roots = set()
+    for start in starts:
+        seen: set[int] = set()
+        while parent.get(start) is not None and start not in seen:
+            seen.add(start)
+            start = parent[start]
+        roots.add(start)
+    children: dict[int, list[int]] = {}
+    for pk, up in parent.items():
+        if up is not None:
+            children.setdefault(up, []).append(pk)
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 @dataclass(frozen=True)
@@ -263,15 +294,22 @@ def check_write(obj: Any) -> list[Overload]:
         return []
     model = type(obj)._meta.model_name
     kwargs: dict[str, Any] = {}
-    rack_id = None
-    if model == "powerelement":
-        kwargs["power_row"] = _as_row(obj, POWER_COLUMNS)
-    elif model == "coolingelement":
-        kwargs["cooling_row"] = _as_row(obj, COOLING_COLUMNS)
+    if model in ("powerelement", "coolingelement"):
+        # Only this chain changes, and only under the roots above the element (as stored
+        # and as written): read the draw of the racks there.
+        chain = "power" if model == "powerelement" else "cooling"
+        columns = POWER_COLUMNS if chain == "power" else COOLING_COLUMNS
+        row = _as_row(obj, columns)
+        stored = _rows("PowerElement" if chain == "power" else "CoolingElement", site_id,
+                       columns)
+        kwargs[f"{chain}_row"] = row
+        starts = {row[0]} | ({row[3]} if row[3] is not None else set())
+        starts |= {r[3] for r in stored if r[0] == row[0] and r[3] is not None}
+        elements = _subtree(_replace(stored, row, row[0]), starts) | _subtree(stored, starts)
+        draw = _draws(site_id, None, chain=chain, elements=elements)
     else:
         kwargs["rack_row"] = _as_row(obj, RACK_COLUMNS)
-        rack_id = obj.rack_id
-    draw = _draws(site_id, rack_id)
+        draw = _draws(site_id, obj.rack_id)
     before = site_loads(site_id, draw=draw)
     after = site_loads(site_id, draw=draw, **kwargs)
     over: list[Overload] = []
