@@ -130,3 +130,27 @@ def test_a_failing_facility_build_leaves_no_cluster(db: Any) -> None:
         cluster_built.disconnect(dispatch_uid="test.refuse")
     assert not Cluster.objects.filter(name="no-plant").exists()
     assert not Site.objects.exists()
+
+
+def test_an_air_cooled_preset_gets_crahs_and_chillers(db: Any) -> None:
+    from twin.hardware.builder import build_cluster
+
+    r = build_cluster("dgx-h100-superpod", name="air-pod")
+    site = Site.objects.get(cluster_id=r["cluster_id"])
+    assert set(RackFacility.objects.filter(site=site).values_list("rack_class", flat=True)) \
+        == {RackClassChoices.AIR}
+    kinds = set(CoolingElement.objects.filter(site=site).values_list("kind", flat=True))
+    assert kinds == {"crah", "chiller", "cooling_tower"}
+    summary = plant_summary(site)
+    assert summary["over_capacity"] == 0
+    crah_heat = sum(e["load_kw"] for e in summary["cooling"] if e["kind"] == "crah")
+    assert crah_heat == pytest.approx(summary["it_kw"])  # all of it by air
+
+
+def test_a_taken_site_name_does_not_fail_the_build(db: Any) -> None:
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+
+    Site.objects.create(cluster=Cluster.objects.create(name="other"), name="named-like")
+    r = build_cluster("seed-512", supernodes=1, name="named-like")
+    assert Site.objects.get(cluster_id=r["cluster_id"]).name == f"named-like-{r['cluster_id']}"

@@ -127,8 +127,9 @@ def build_facility(cluster: Any, *, replace: bool = True,
         classes = rack_classes(np.array(columns[2], dtype=object),
                                np.array(columns[3], dtype=np.int64), cards)
         fraction = np.array([RACK_CLASSES[c].liquid_fraction for c in classes], dtype=float)
-        site = Site.objects.create(cluster_id=cluster.pk, name=cluster.name,
-                                   location="", weather=[])
+        name = cluster.name if not Site.objects.filter(name=cluster.name).exists() \
+            else f"{cluster.name}-{cluster.pk}"  # a site someone named so already
+        site = Site.objects.create(cluster_id=cluster.pk, name=name, location="", weather=[])
         report(0.15, "power chain")
         power_of_rack, power = _power_chain(site, row, kw)
         report(0.45, "cooling chain")
