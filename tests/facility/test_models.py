@@ -56,3 +56,8 @@ def test_admin_lists_and_edits_the_plant(admin_user: Any, plant_world: dict[str,
     response = client.post(url, form)
     assert response.status_code == 200 and b"would carry" in response.content
     assert PowerElement.objects.get(pk=plant_world["pdu"].pk).rating_kw == 100.0
+    # Ticked "allow over budget": saved, with a warning naming the element.
+    response = client.post(url, {**form, "allow_over_budget": "on"}, follow=True)
+    assert response.status_code == 200
+    assert b"Saved over rating: pdu-r0" in response.content
+    assert PowerElement.objects.get(pk=plant_world["pdu"].pk).rating_kw == 1.0

@@ -1,14 +1,19 @@
 """Admin of the facility: sites, power and cooling elements, racks' places.
 
 Saves follow the same rules as the API (the models' ``clean()``: chain rules and
-the rating rule, refused on the field at fault). The changelists filter with the
-API's filtersets.
+the rating rule, refused on the field at fault); an "Allow over budget" checkbox
+saves anyway, as for racks, and a warning names the elements now over their rating.
+The changelists filter with the API's filtersets.
 """
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
-from twin.core.admin.base import TwinModelAdmin
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from twin.core.admin.base import TwinModelAdmin, TwinModelForm
 from twin.facility.filtersets import (
     CoolingElementFilterSet,
     PowerElementFilterSet,
@@ -17,7 +22,34 @@ from twin.facility.filtersets import (
 )
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
 
-__all__ = ["CoolingElementAdmin", "PowerElementAdmin", "RackFacilityAdmin", "SiteAdmin"]
+__all__ = ["CoolingElementAdmin", "PowerElementAdmin", "RackFacilityAdmin", "RatedAdmin",
+           "RatedForm", "SiteAdmin"]
+
+
+class RatedForm(TwinModelForm):
+    """A change form whose save may be allowed to take elements over their rating."""
+
+    allow_over_budget = forms.BooleanField(
+        label="Allow over budget", required=False,
+        help_text="Save even if this takes power or cooling elements over their usable "
+                  "rating; they are listed after saving.")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # Read by the model's clean(), which runs after this.
+        self.instance.allow_over_budget = bool(cleaned.get("allow_over_budget"))
+        return cleaned
+
+
+class RatedAdmin(TwinModelAdmin):
+    form = RatedForm
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.over_capacity:
+            named = ", ".join(f"{o['key']} ({o['load_kw']:,.1f} of {o['usable_kw']:,.1f} kW)"
+                              for o in obj.over_capacity)
+            self.message_user(request, f"Saved over rating: {named}.", messages.WARNING)
 
 
 @admin.register(Site)
@@ -29,7 +61,7 @@ class SiteAdmin(TwinModelAdmin):
 
 
 @admin.register(PowerElement)
-class PowerElementAdmin(TwinModelAdmin):
+class PowerElementAdmin(RatedAdmin):
     filterset_class = PowerElementFilterSet
     filterset_sidebar = ("kind", "redundancy")
     search_fields = PowerElementFilterSet.search_fields
@@ -38,7 +70,7 @@ class PowerElementAdmin(TwinModelAdmin):
 
 
 @admin.register(CoolingElement)
-class CoolingElementAdmin(TwinModelAdmin):
+class CoolingElementAdmin(RatedAdmin):
     filterset_class = CoolingElementFilterSet
     filterset_sidebar = ("kind", "redundancy")
     search_fields = CoolingElementFilterSet.search_fields
@@ -48,7 +80,7 @@ class CoolingElementAdmin(TwinModelAdmin):
 
 
 @admin.register(RackFacility)
-class RackFacilityAdmin(TwinModelAdmin):
+class RackFacilityAdmin(RatedAdmin):
     filterset_class = RackFacilityFilterSet
     filterset_sidebar = ("rack_class",)
     search_fields = RackFacilityFilterSet.search_fields
