@@ -14,8 +14,9 @@ Phases, same process, same database:
 2. ``build_facility`` on that cluster: the draw pass, sizing, bulk writes of the
    elements and of one place per rack;
 3. ``plant_for_cluster``: the rows as the engine's ``Plant`` (arrays by values_list);
-4. one rating-rule check as an API write runs it (``full_clean()`` of a PDU in a
-   transaction, which recomputes the whole site twice from one draw pass).
+4. one rating-rule check as an API write runs it (``full_clean()`` in a transaction)
+   of a PDU (its power chain, the racks under its feed) and of a CDU (its cooling
+   chain: the racks under the tower plant, i.e. all of them).
 
 Prints each time, the facility's rows, and the ratios facility / hardware build and
 rule check / facility build. Target: the facility adds <= 25 % to a build.
@@ -49,7 +50,7 @@ def main() -> None:
     from django.db import connection, transaction
 
     from twin.facility.builder import build_facility
-    from twin.facility.models import PowerElement, RackFacility
+    from twin.facility.models import CoolingElement, PowerElement, RackFacility
     from twin.facility.plant import plant_for_cluster
     from twin.hardware.builder import build_cluster
     from twin.hardware.models import Cluster
@@ -74,14 +75,16 @@ def main() -> None:
     plant = plant_for_cluster(cluster)
     plant_s = time.perf_counter() - started
 
-    pdu = PowerElement.objects.filter(site_id=facility["site_id"], kind="pdu").first()
-    assert pdu is not None
-    started = time.perf_counter()
-    with transaction.atomic():
-        pdu.name = "checked"
-        pdu.full_clean()
-        transaction.set_rollback(True)
-    check_s = time.perf_counter() - started
+    checks = {}
+    for model, kind in ((PowerElement, "pdu"), (CoolingElement, "cdu")):
+        element = model.objects.filter(site_id=facility["site_id"], kind=kind).first()
+        assert element is not None
+        started = time.perf_counter()
+        with transaction.atomic():
+            element.name = "checked"
+            element.full_clean()
+            transaction.set_rollback(True)
+        checks[kind] = time.perf_counter() - started
 
     elements = sum(facility["elements"].values())
     places = RackFacility.objects.filter(site_id=facility["site_id"]).count()
@@ -92,11 +95,12 @@ def main() -> None:
           f"{places:,} rack places)")
     print(f"plant     plant_for_cluster         {plant_s:8.2f} s  ({len(plant.racks):,} racks "
           f"as arrays)")
-    print(f"rule      one element write check   {check_s:8.2f} s")
+    for kind, seconds in checks.items():
+        print(f"rule      one {kind} write check       {seconds:8.2f} s")
     ratio = facility_s / hardware_s
     print(f"ratio facility / hardware build: {ratio:.3f} (target <= {TARGET}: "
-          f"{'met' if ratio <= TARGET else 'MISSED'}); rule check / facility build: "
-          f"{check_s / facility_s:.3f}")
+          f"{'met' if ratio <= TARGET else 'MISSED'}); PDU check / CDU check: "
+          f"{checks['pdu'] / checks['cdu']:.3f}")
 
 
 if __name__ == "__main__":

@@ -198,3 +198,21 @@ def test_moving_a_ups_to_a_small_feed_is_refused(admin_client_api: APIClient,
     loads = {e["key"]: e for e in plant["power"]}
     assert loads["feed-0"]["load_kw"] == 0
     assert loads["feed-2"]["load_kw"] == pytest.approx(loads["ups-0"]["input_kw"], abs=1e-3)
+
+
+def test_a_refused_create_writes_nothing(admin_client_api: APIClient,
+                                         plant_world: dict[str, Any]) -> None:
+    """A new place for a rack on a PDU without room: 400 on power_element, no row."""
+    from twin.hardware.models import Rack, Server
+
+    w = plant_world
+    full = PowerElement.objects.create(site=w["site"], key="pdu-full", kind="pdu",
+                                       parent=w["ups"], rating_kw=0.5)
+    rack = Rack.objects.create(cluster=w["cluster"], name="r9", row=9, slot=0)
+    Server.objects.create(rack=rack, name="r9-s0", hostname="node9", overhead_w=1500)
+    before = RackFacility.objects.count()
+    errors = _errors(_post(admin_client_api, RACKS, {
+        "rack": rack.pk, "site": w["site"].pk, "rack_class": "air", "liquid_fraction": 0,
+        "power_element": full.pk, "cooling_element": w["crah"].pk}))
+    assert "pdu-full" in errors["power_element"][0]
+    assert RackFacility.objects.count() == before
