@@ -14,9 +14,11 @@ rating is its per-unit rating × the units its redundancy lets carry the load
 The rule, as for a rack's budget: a write is refused if it takes any element over
 its usable rating *and* further over than it was (so an element already over can
 still be renamed, or relieved). The check computes the site twice (as stored, and
-with the written row) from one read of the draw: a handful of queries and a
-numpy pass, whatever the number of racks; a Python loop runs per element (a
-million-card site has a few thousand), never per rack or card.
+with the written row) from one read of the draw: a handful of queries and a numpy
+pass; a Python loop runs per element (a million-card site has ~13,000), never per
+rack or card. An element's write reads only the draw of the racks under the roots
+above it (as stored and as written): a PDU's check reads its feed's racks, a CDU's
+every rack under the tower plant (docs/benchmarks.md, facility_build).
 """
 from __future__ import annotations
 
