@@ -143,12 +143,12 @@ def _draws(site_id: int, extra_rack: int | None, *, chain: str | None = None,
     """Nameplate draw (kW) of the site's racks (and ``extra_rack``): one grouped pass;
     with ``elements``, only the racks whose ``chain`` element is one of them."""
     rack = apps.get_model("hardware", "Rack")
-    placed = Q(facility__site_id=site_id)
+    placed = Q(plant_place__site_id=site_id)
     if chain is not None and elements is not None:
         field = "power_element" if chain == "power" else "cooling_element"
-        placed &= Q(**{f"facility__{field}_id__in": elements})
+        placed &= Q(**{f"plant_place__{field}_id__in": elements})
         if chain == "cooling":
-            placed |= Q(facility__site_id=site_id, facility__air_element_id__in=elements)
+            placed |= Q(plant_place__site_id=site_id, plant_place__air_element_id__in=elements)
     racks = rack.objects.filter(placed | Q(pk=extra_rack or 0))
     rows = racks.draw_by_rack().rows()
     return Draws(np.array([r.rack_id for r in rows], dtype=np.int64),

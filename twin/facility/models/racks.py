@@ -1,7 +1,8 @@
 """A hardware rack's place in the plant: the power element that feeds it, the cooling
 element that takes its liquid heat (or, for an air rack, its CRAH), the CRAH that
 takes the rest, and its class. A model of this app with a one-to-one to
-``hardware.Rack``: the hardware model stays as it is.
+``hardware.Rack``: the hardware model stays as it is. (Its reverse name is
+``plant_place``: ``facility`` is already the rack admin's "Facility (× PUE)" column.)
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ __all__ = ["RackFacility"]
 
 class RackFacility(RatedWrite, TimestampedModel):
     rack = models.OneToOneField("hardware.Rack", on_delete=models.CASCADE,
-                                related_name="facility")
+                                related_name="plant_place")
     site = models.ForeignKey("facility.Site", on_delete=models.CASCADE, related_name="racks")
     rack_class = models.CharField(max_length=8, choices=RackClassChoices.choices(),
                                   default=RackClassChoices.LIQUID)
