@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "twin.core",
     "twin.hardware",
     "twin.jobs",
+    "twin.facility",
     "twin.telemetry",
     "twin.scenarios",
     "twin.live",

@@ -13,6 +13,7 @@ from django.urls import include, path
 
 from twin.core.api.urls import api_urlpatterns
 from twin.core.throttling import throttle_logins
+from twin.facility.api import urls as facility_api
 from twin.hardware.api import urls as hardware_api
 from twin.jobs.api import urls as jobs_api
 from twin.scenarios.api import urls as scenarios_api
@@ -24,7 +25,8 @@ urlpatterns = [
     path("admin/login/", throttle_logins(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/telemetry/", include("twin.telemetry.api.urls")),
-    path("api/", include((api_urlpatterns(hardware_api, jobs_api, scenarios_api), "api"))),
+    path("api/", include((api_urlpatterns(hardware_api, jobs_api, facility_api,
+                                                   scenarios_api), "api"))),
     path("", include("twin.web.urls")),
 ]
 

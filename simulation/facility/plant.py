@@ -132,7 +132,8 @@ class RackSet:
     ``power_parent`` / ``cooling_parent`` index into :attr:`Plant.power` /
     :attr:`Plant.cooling` (the PDU or shelf that feeds it; the CDU or CRAH that
     takes its heat). ``liquid_fraction`` is the share of the rack's heat taken by
-    liquid (0 for an air rack); the rest goes to room air (CRAH)."""
+    liquid (0 for an air rack); the rest goes to room air (CRAH: ``air_parent``, or
+    ``cooling_parent`` for an air rack)."""
 
     ids: npt.NDArray[np.int64]
     power_parent: npt.NDArray[np.int64]
@@ -140,6 +141,9 @@ class RackSet:
     budget_w: npt.NDArray[np.float64]
     liquid_fraction: npt.NDArray[np.float64]
     names: tuple[str, ...] = ()
+    air_parent: npt.NDArray[np.int64] | None = None
+    """Index into :attr:`Plant.cooling` of the CRAH taking each rack's air share
+    (``1 - liquid_fraction``), -1 where none is named; None: not given at all."""
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -165,5 +169,7 @@ class Plant:
             "racks": {name: (getattr(self.racks, name).tolist()
                              if name != "names" else list(self.racks.names))
                       for name in ("ids", "power_parent", "cooling_parent", "budget_w",
-                                   "liquid_fraction", "names")},
+                                   "liquid_fraction", "names")
+                      } | ({} if self.racks.air_parent is None
+                           else {"air_parent": self.racks.air_parent.tolist()}),
         }

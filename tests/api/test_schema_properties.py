@@ -206,6 +206,23 @@ def world(tiny_cluster: dict[str, Any], admin_user: Any, settings: Any) -> dict[
     Remediation.objects.create(cluster=cluster, card=cards[1], cause="xid79", episode=1,
                                proposal={"jobs": [], "summary": "no job on the card"},
                                detected_at=now)
+    from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+    # A plant with its nullable fields null (no contract, no setpoint, no air CRAH).
+    site = Site.objects.create(cluster=cluster, name="tiny-site")
+    feed = PowerElement.objects.create(site=site, key="feed-0", kind="feed", rating_kw=100.0)
+    pdu = PowerElement.objects.create(site=site, key="pdu-0", kind="pdu", rating_kw=50.0,
+                                      parent=PowerElement.objects.create(
+                                          site=site, key="ups-0", kind="ups", parent=feed,
+                                          rating_kw=80.0, efficiency=[[0.5, 0.96], [1, 0.97]]))
+    tower = CoolingElement.objects.create(site=site, key="ct-0", kind="cooling_tower",
+                                          capacity_kw=100.0)
+    loop = CoolingElement.objects.create(site=site, key="fwl-0", kind="facility_loop",
+                                         parent=tower, capacity_kw=100.0, design_flow_kg_s=2.0)
+    cdu = CoolingElement.objects.create(site=site, key="cdu-0", kind="cdu", parent=loop,
+                                        capacity_kw=50.0, design_flow_kg_s=1.2)
+    RackFacility.objects.create(rack=rack, site=site, power_element=pdu, cooling_element=cdu,
+                                liquid_fraction=0.8)
     return tiny_cluster
 
 

@@ -440,7 +440,8 @@ def test_postgres_build_leaves_planner_statistics(db):
     """A bulk load used to leave the planner blind until autovacuum came round
     (the dashboard's floor query: 5.9 s instead of 1.4 s at a million cards).
     ANALYZE counts the rows the build inserted, so pg_class.reltuples matches."""
-    analyzed = _analyze_statements_of_a_build()
+    # The hardware tables (the facility built on the build's hook analyzes its own).
+    analyzed = [sql for sql in _analyze_statements_of_a_build() if '"hardware_' in sql]
     tables = [m._meta.db_table for m in HARDWARE if m is not Cluster]
     assert sorted(analyzed) == sorted(f'ANALYZE "{t}"' for t in tables)
     with connection.cursor() as cur:

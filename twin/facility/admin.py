@@ -1,0 +1,90 @@
+"""Admin of the facility: sites, power and cooling elements, racks' places.
+
+Saves follow the same rules as the API (the models' ``clean()``: chain rules and
+the rating rule, refused on the field at fault); an "Allow over budget" checkbox
+saves anyway, as for racks, and a warning names the elements now over their rating.
+The changelists filter with the API's filtersets.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from twin.core.admin.base import TwinModelAdmin, TwinModelForm
+from twin.facility.filtersets import (
+    CoolingElementFilterSet,
+    PowerElementFilterSet,
+    RackFacilityFilterSet,
+    SiteFilterSet,
+)
+from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+__all__ = ["CoolingElementAdmin", "PowerElementAdmin", "RackFacilityAdmin", "RatedAdmin",
+           "RatedForm", "SiteAdmin"]
+
+
+class RatedForm(TwinModelForm):
+    """A change form whose save may be allowed to take elements over their rating."""
+
+    allow_over_budget = forms.BooleanField(
+        label="Allow over budget", required=False,
+        help_text="Save even if this takes power or cooling elements over their usable "
+                  "rating; they are listed after saving.")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # Read by the model's clean(), which runs after this.
+        self.instance.allow_over_budget = bool(cleaned.get("allow_over_budget"))
+        return cleaned
+
+
+class RatedAdmin(TwinModelAdmin):
+    form = RatedForm
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.over_capacity:
+            named = ", ".join(f"{o['key']} ({o['load_kw']:,.1f} of {o['usable_kw']:,.1f} kW)"
+                              for o in obj.over_capacity)
+            self.message_user(request, f"Saved over rating: {named}.", messages.WARNING)
+
+
+@admin.register(Site)
+class SiteAdmin(TwinModelAdmin):
+    filterset_class = SiteFilterSet
+    search_fields = SiteFilterSet.search_fields
+    list_display = ("name", "cluster", "location", "dry_bulb_c", "wet_bulb_c", "contract_kw")
+    raw_id_fields = ("cluster",)
+
+
+@admin.register(PowerElement)
+class PowerElementAdmin(RatedAdmin):
+    filterset_class = PowerElementFilterSet
+    filterset_sidebar = ("kind", "redundancy")
+    search_fields = PowerElementFilterSet.search_fields
+    list_display = ("key", "kind", "site", "parent", "rating_kw", "units", "redundancy")
+    raw_id_fields = ("site", "parent")
+
+
+@admin.register(CoolingElement)
+class CoolingElementAdmin(RatedAdmin):
+    filterset_class = CoolingElementFilterSet
+    filterset_sidebar = ("kind", "redundancy")
+    search_fields = CoolingElementFilterSet.search_fields
+    list_display = ("key", "kind", "site", "parent", "capacity_kw", "units", "redundancy",
+                    "design_flow_kg_s", "approach_c", "pump_kw", "fan_kw")
+    raw_id_fields = ("site", "parent")
+
+
+@admin.register(RackFacility)
+class RackFacilityAdmin(RatedAdmin):
+    filterset_class = RackFacilityFilterSet
+    filterset_sidebar = ("rack_class",)
+    search_fields = RackFacilityFilterSet.search_fields
+    list_display = ("rack", "rack_class", "liquid_fraction", "power_element", "cooling_element",
+                    "air_element")
+    list_select_related = ("rack", "power_element", "cooling_element", "air_element")
+    raw_id_fields = ("rack", "site", "power_element", "cooling_element", "air_element")

@@ -1,0 +1,137 @@
+"""Serializers of the facility.
+
+Writes run the models' ``full_clean()`` (``ValidatedModelSerializer``), so the chain
+rules and the rating rule answer 400 on the field at fault. A write that would take
+an element over its usable rating is refused unless the body says
+``"allow_over_budget": true`` (as for a rack's budget) — then saved, and
+``over_capacity`` lists the elements it took over.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from twin.core.api.serializers import ValidatedModelSerializer
+from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+__all__ = [
+    "CoolingElementSerializer",
+    "ElementLoadSerializer",
+    "PlantSummarySerializer",
+    "PowerElementSerializer",
+    "RackFacilitySerializer",
+    "SiteSerializer",
+]
+
+
+class _OverCapacity(serializers.Serializer):
+    chain = serializers.ChoiceField(choices=["power", "cooling"])
+    id = serializers.IntegerField()
+    key = serializers.CharField()
+    kind = serializers.CharField()
+    load_kw = serializers.FloatField(help_text="What it carries after this write (kW).")
+    usable_kw = serializers.FloatField()
+
+
+class RatedSerializer(ValidatedModelSerializer):
+    """A write that may take elements over their rating: refused unless allowed."""
+
+    allow_over_budget = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Not stored: set it on a write to save even if that takes elements over "
+                  "their usable rating (refused with 400 otherwise); over_capacity then lists "
+                  "them.")
+    over_capacity = serializers.SerializerMethodField(
+        help_text="The elements this write took over their rating because allow_over_budget "
+                  "was set; null otherwise.")
+
+    def build(self, attrs: dict[str, Any]) -> models.Model:
+        self._allow = bool(attrs.pop("allow_over_budget", False))
+        instance = super().build(attrs)
+        instance.allow_over_budget = self._allow
+        return instance
+
+    def to_representation(self, instance: models.Model) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["allow_over_budget"] = getattr(self, "_allow", False)
+        return data
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        self._over = self._cleaned_instance.over_capacity
+        return attrs
+
+    @extend_schema_field(_OverCapacity(many=True, allow_null=True))
+    def get_over_capacity(self, obj: models.Model) -> list[dict[str, Any]] | None:
+        return getattr(self, "_over", None)
+
+
+class SiteSerializer(ValidatedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:facility-site-detail")
+    plant_url = serializers.HyperlinkedIdentityField(view_name="api:facility-site-plant")
+
+    class Meta:
+        model = Site
+        fields = ["id", "url", "display", "cluster", "name", "location", "dry_bulb_c",
+                  "wet_bulb_c", "contract_kw", "weather", "plant_url", "created",
+                  "last_updated"]
+
+
+ELEMENT_FIELDS = ["id", "url", "display", "site", "key", "name", "kind", "parent", "units",
+                  "redundancy"]
+
+
+class PowerElementSerializer(RatedSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:facility-power-detail")
+
+    class Meta:
+        model = PowerElement
+        fields = [*ELEMENT_FIELDS, "rating_kw", "efficiency", "created", "last_updated",
+                  "allow_over_budget", "over_capacity"]
+
+
+class CoolingElementSerializer(RatedSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:facility-cooling-detail")
+
+    class Meta:
+        model = CoolingElement
+        fields = [*ELEMENT_FIELDS, "capacity_kw", "design_flow_kg_s", "approach_c",
+                  "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l", "created",
+                  "last_updated", "allow_over_budget", "over_capacity"]
+
+
+class RackFacilitySerializer(RatedSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:facility-rack-detail")
+
+    class Meta:
+        model = RackFacility
+        fields = ["id", "url", "display", "rack", "site", "rack_class", "liquid_fraction",
+                  "power_element", "cooling_element", "air_element", "created",
+                  "last_updated", "allow_over_budget", "over_capacity"]
+
+
+class ElementLoadSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField()
+    kind = serializers.CharField()
+    usable_kw = serializers.FloatField(help_text="Per-unit rating × units its redundancy "
+                                                 "lets carry the load.")
+    load_kw = serializers.FloatField(help_text="Power delivered / heat taken at nameplate.")
+    input_kw = serializers.FloatField(help_text="Power drawn from its parent (losses "
+                                                "included) / heat handed to it.")
+    headroom_kw = serializers.FloatField()
+    utilization = serializers.FloatField(allow_null=True)
+
+
+class PlantSummarySerializer(serializers.Serializer):
+    site = serializers.IntegerField()
+    it_kw = serializers.FloatField(help_text="Σ nameplate draw of the site's racks.")
+    contract_kw = serializers.FloatField(allow_null=True)
+    feed_kw = serializers.FloatField(help_text="Σ drawn by the feeds (IT + conversion "
+                                               "losses, at nameplate).")
+    over_capacity = serializers.IntegerField(help_text="Elements over their usable rating.")
+    power = ElementLoadSerializer(many=True)
+    cooling = ElementLoadSerializer(many=True)

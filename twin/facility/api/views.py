@@ -1,0 +1,97 @@
+"""REST API views of the facility: one viewset per model, and each site's plant.
+
+Writes, ETags and the deletion rule (409 with what is inside unless
+``?cascade=true``) come from ``TwinModelViewSet``; the site lock taken by the
+models' ``full_clean()`` (``twin.facility.models.chain.RatedWrite``) holds until
+the row is committed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from twin.core.api.viewsets import TwinModelViewSet
+from twin.facility.api.serializers import (
+    CoolingElementSerializer,
+    PlantSummarySerializer,
+    PowerElementSerializer,
+    RackFacilitySerializer,
+    SiteSerializer,
+)
+from twin.facility.capacity import ChainLoads, site_loads
+from twin.facility.choices import PowerKindChoices
+from twin.facility.filtersets import (
+    CoolingElementFilterSet,
+    PowerElementFilterSet,
+    RackFacilityFilterSet,
+    SiteFilterSet,
+)
+from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+__all__ = ["CoolingElementViewSet", "PowerElementViewSet", "RackFacilityViewSet",
+           "SiteViewSet", "plant_summary"]
+
+
+def _elements(chain: ChainLoads) -> list[dict[str, Any]]:
+    headroom = chain.headroom_kw()
+    return [{"id": int(pk), "key": key, "kind": kind, "usable_kw": round(float(u), 3),
+             "load_kw": round(float(load), 3), "input_kw": round(float(i), 3),
+             "headroom_kw": round(float(h), 3),
+             "utilization": round(float(load / u), 4) if u > 0 else None}
+            for pk, key, kind, u, load, i, h in zip(
+                chain.ids, chain.keys, chain.kinds, chain.usable_kw, chain.load_kw,
+                chain.input_kw, headroom, strict=True)]
+
+
+def plant_summary(site: Site) -> dict[str, Any]:
+    """Every element's load, usable rating and headroom from the racks' nameplate draw."""
+    loads = site_loads(site.pk)
+    feeds = [i for i, k in enumerate(loads.power.kinds) if k == PowerKindChoices.FEED]
+    over = int((loads.power.load_kw > loads.power.usable_kw + 1e-6).sum()
+               + (loads.cooling.load_kw > loads.cooling.usable_kw + 1e-6).sum())
+    return {"site": site.pk, "it_kw": round(loads.it_kw, 3), "contract_kw": site.contract_kw,
+            "feed_kw": round(float(loads.power.input_kw[feeds].sum()), 3),
+            "over_capacity": over, "power": _elements(loads.power),
+            "cooling": _elements(loads.cooling)}
+
+
+class SiteViewSet(TwinModelViewSet):
+    """A cluster's site. DELETE of one with a plant needs ``?cascade=true``."""
+
+    queryset = Site.objects.select_related("cluster")
+    serializer_class = SiteSerializer
+    filterset_class = SiteFilterSet
+
+    @extend_schema(responses=PlantSummarySerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def plant(self, request: Request, pk: str | None = None) -> Response:
+        """Load, usable rating and headroom of every power and cooling element, from the
+        racks' nameplate draw (one grouped pass over the parts; no live readings)."""
+        return Response(plant_summary(self.get_object()))
+
+
+class PowerElementViewSet(TwinModelViewSet):
+    queryset = PowerElement.objects.all()
+    serializer_class = PowerElementSerializer
+    filterset_class = PowerElementFilterSet
+    ordering_fields = ["id", "key", "kind", "rating_kw", "units"]
+
+
+class CoolingElementViewSet(TwinModelViewSet):
+    queryset = CoolingElement.objects.all()
+    serializer_class = CoolingElementSerializer
+    filterset_class = CoolingElementFilterSet
+    ordering_fields = ["id", "key", "kind", "capacity_kw", "units"]
+
+
+class RackFacilityViewSet(TwinModelViewSet):
+    """Each rack's place in the plant: its power element, cooling element(s) and class."""
+
+    queryset = RackFacility.objects.select_related("rack")
+    serializer_class = RackFacilitySerializer
+    filterset_class = RackFacilityFilterSet
+    ordering_fields = ["id", "rack", "rack_class"]

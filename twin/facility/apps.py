@@ -1,0 +1,39 @@
+"""App config of the facility (site, power chain, cooling chain, racks' places in them)."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import AppConfig
+
+__all__ = ["FacilityConfig"]
+
+
+def _build_facility(sender: Any, cluster: Any = None, progress: Any = None,
+                    **kwargs: Any) -> None:
+    """A preset cluster was built (``twin.hardware.signals.cluster_built``): size its
+    facility in the same transaction, so a build leaves both or neither."""
+    from twin.facility.builder import build_facility
+
+    build_facility(cluster, progress=progress)
+
+
+class FacilityConfig(AppConfig):
+    name = "twin.facility"
+    label = "facility"
+    verbose_name = "Facility"
+
+    #: What the roles of ``twin.core.roles`` may do here: hardware admins edit the
+    #: plant; operators and viewers read it.
+    role_permissions = {
+        "hardware admin": ("*",),
+    }
+
+    def ready(self) -> None:
+        from twin.core.deletion import register_contents
+        from twin.facility.models import Site
+        from twin.hardware.models import Cluster
+        from twin.hardware.signals import cluster_built
+
+        cluster_built.connect(_build_facility, dispatch_uid="twin.facility.build")
+        register_contents(Cluster, "facility_sites",
+                          lambda cluster: Site.objects.filter(cluster=cluster))

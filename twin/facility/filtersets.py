@@ -1,0 +1,56 @@
+"""One filterset per facility model, used by the REST API and by the admin changelists."""
+from __future__ import annotations
+
+import django_filters as df
+
+from twin.core.filtersets import IdFilter, SearchFilterSet
+from twin.facility.choices import (
+    CoolingKindChoices,
+    PowerKindChoices,
+    RackClassChoices,
+    RedundancyChoices,
+)
+from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+__all__ = ["CoolingElementFilterSet", "PowerElementFilterSet", "RackFacilityFilterSet",
+           "SiteFilterSet"]
+
+
+class SiteFilterSet(SearchFilterSet):
+    search_fields = ("name", "location")
+
+    class Meta:
+        model = Site
+        fields = ["cluster", "name"]
+
+
+class PowerElementFilterSet(SearchFilterSet):
+    search_fields = ("key", "name")
+    kind = df.MultipleChoiceFilter(choices=PowerKindChoices.choices())
+    redundancy = df.MultipleChoiceFilter(choices=RedundancyChoices.choices())
+    cluster = IdFilter(field_name="site__cluster")
+
+    class Meta:
+        model = PowerElement
+        fields = ["site", "parent", "key"]
+
+
+class CoolingElementFilterSet(SearchFilterSet):
+    search_fields = ("key", "name")
+    kind = df.MultipleChoiceFilter(choices=CoolingKindChoices.choices())
+    redundancy = df.MultipleChoiceFilter(choices=RedundancyChoices.choices())
+    cluster = IdFilter(field_name="site__cluster")
+
+    class Meta:
+        model = CoolingElement
+        fields = ["site", "parent", "key"]
+
+
+class RackFacilityFilterSet(SearchFilterSet):
+    search_fields = ("rack__name",)
+    rack_class = df.MultipleChoiceFilter(choices=RackClassChoices.choices())
+    cluster = IdFilter(field_name="site__cluster")
+
+    class Meta:
+        model = RackFacility
+        fields = ["site", "rack", "power_element", "cooling_element", "air_element"]

@@ -1,0 +1,95 @@
+"""A cluster's facility rows → ``simulation.facility.plant.Plant`` (the engine's input).
+
+Elements become tuples of frozen dataclasses (a site has a few thousand at a million
+cards); racks become arrays built from ``values_list`` with element ids mapped to
+tuple positions by ``searchsorted`` — no Python object per rack. A rack's budget is
+its ``power_budget_w``; racks without a place in the plant are left out (the builder
+gives every rack one).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simulation.facility.plant import (
+    CoolingElement as PlantCooling,
+)
+from simulation.facility.plant import (
+    EfficiencyCurve,
+    Plant,
+    PlantError,
+    RackSet,
+)
+from simulation.facility.plant import (
+    PowerElement as PlantPower,
+)
+from simulation.facility.plant import (
+    Site as PlantSite,
+)
+from twin.facility.capacity import positions
+from twin.facility.choices import RackClassChoices
+from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+__all__ = ["plant_for_cluster", "plant_for_site"]
+
+
+def plant_for_cluster(cluster: Any) -> Plant:
+    """The plant of ``cluster`` (a ``hardware.Cluster`` or its id). ``PlantError`` on
+    ``site`` if it has no facility yet (``manage.py build_facility`` builds one)."""
+    cluster_id = getattr(cluster, "pk", cluster)
+    site = Site.objects.filter(cluster_id=cluster_id).first()
+    if site is None:
+        raise PlantError("site", f"Cluster {cluster_id} has no facility yet: build one "
+                                 f"(manage.py build_facility) or add a site.")
+    return plant_for_site(site)
+
+
+def plant_for_site(site: Site) -> Plant:
+    power_rows = list(PowerElement.objects.filter(site=site).order_by("pk").values_list(
+        "pk", "key", "kind", "parent__key", "rating_kw", "units", "redundancy", "efficiency"))
+    cooling_rows = list(CoolingElement.objects.filter(site=site).order_by("pk").values_list(
+        "pk", "key", "kind", "parent__key", "capacity_kw", "units", "redundancy",
+        "design_flow_kg_s", "approach_c", "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l"))
+    power = tuple(PlantPower(
+        key=key, kind=kind, rating_kw=float(rating), parent=parent, units=int(units),
+        redundancy=redundancy, efficiency=EfficiencyCurve(
+            tuple(float(p[0]) for p in points), tuple(float(p[1]) for p in points))
+        if points else EfficiencyCurve())
+        for _, key, kind, parent, rating, units, redundancy, points in power_rows)
+    cooling = tuple(PlantCooling(
+        key=key, kind=kind, capacity_kw=float(capacity), parent=parent, units=int(units),
+        redundancy=redundancy, design_flow_kg_s=float(flow), approach_c=float(approach),
+        supply_setpoint_c=None if setpoint is None else float(setpoint),
+        pump_kw=float(pump), fan_kw=float(fan), volume_l=float(volume))
+        for _, key, kind, parent, capacity, units, redundancy, flow, approach, setpoint,
+        pump, fan, volume in cooling_rows)
+    power_ids = np.array([r[0] for r in power_rows], dtype=np.int64)
+    cooling_ids = np.array([r[0] for r in cooling_rows], dtype=np.int64)
+
+    links = RackFacility.objects.filter(site=site).order_by("rack_id")
+    ids = np.fromiter(links.values_list("rack_id", flat=True), dtype=np.int64)
+    power_el = np.fromiter(links.values_list("power_element_id", flat=True), dtype=np.int64,
+                           count=len(ids))
+    cooling_el = np.fromiter(links.values_list("cooling_element_id", flat=True),
+                             dtype=np.int64, count=len(ids))
+    air_el = np.array(list(links.values_list("air_element_id", flat=True)), dtype=object)
+    air_el = np.where(air_el == None, -1, air_el).astype(np.int64)  # noqa: E711 (element-wise)
+    budget = np.fromiter(links.values_list("rack__power_budget_w", flat=True), dtype=np.float64,
+                         count=len(ids))
+    fraction = np.fromiter(links.values_list("liquid_fraction", flat=True), dtype=np.float64,
+                           count=len(ids))
+    is_air = np.array(list(links.values_list("rack_class", flat=True)), dtype=object) \
+        == RackClassChoices.AIR
+    names = tuple(links.values_list("rack__name", flat=True))
+    air = positions(cooling_ids, air_el)
+    return Plant(
+        site=PlantSite(name=site.name, dry_bulb_c=site.dry_bulb_c, wet_bulb_c=site.wet_bulb_c,
+                       contract_kw=site.contract_kw,
+                       weather=tuple(tuple(float(v) for v in p) for p in site.weather or ())),
+        power=power, cooling=cooling,
+        racks=RackSet(ids=ids, power_parent=positions(power_ids, power_el),
+                      cooling_parent=positions(cooling_ids, cooling_el), budget_w=budget,
+                      liquid_fraction=np.where(is_air, 0.0, fraction), names=names,
+                      air_parent=air),
+    )
