@@ -14,6 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.aggregates import cached
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.pagination import IdCursorPagination
 from twin.core.api.viewsets import TwinModelViewSet
@@ -83,8 +84,13 @@ class ClusterViewSet(TwinModelViewSet):
     @extend_schema(responses=ClusterSummarySerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def summary(self, request: Request, pk: str | None = None) -> Response:
-        """Counts, IT power, facility power (Σ rack draw × PUE) and racks over budget."""
-        return Response(cluster_summary(self.get_object()))
+        """Counts, IT power, facility power (Σ rack draw × PUE) and racks over budget.
+
+        Cached in Redis until the next committed write to the inventory
+        (``twin.core.aggregates``): every dashboard asks for it."""
+        cluster = self.get_object()
+        return Response(cached("inventory", f"summary:{cluster.pk}",
+                               lambda: cluster_summary(cluster)))
 
     @extend_schema(responses=geo.FloorSerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)

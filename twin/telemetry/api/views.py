@@ -32,6 +32,7 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.aggregates import cached
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
@@ -238,9 +239,9 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
     hottest card, health counts, open alerts by severity."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
     body = state.summary(cluster.pk)
-    body["open_alerts"] = {
+    body["open_alerts"] = cached("alerts", f"open:{cluster.pk}", lambda: {
         sev: Alert.objects.filter(cluster=cluster, ended__isnull=True, severity=sev).count()
-        for sev in ("critical", "warning", "info")}
+        for sev in ("critical", "warning", "info")})
     body["agents"] = list(TelemetryAgent.objects.filter(cluster=cluster).values(
         "id", "name", "last_seen", "last_sequence", "gaps", "missed_batches", "duplicates"))
     return Response(body)
