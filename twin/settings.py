@@ -132,9 +132,9 @@ if DATABASE_URL:
             DATABASES["default"]["OPTIONS"]["pool"] = {
                 "min_size": min(int(os.environ.get("TWIN_DB_POOL_MIN", 2)), DB_POOL_MAX),
                 "max_size": DB_POOL_MAX,
-                # Waiting this long for a free connection (or the server) fails the
-                # request with 503, as an unreachable server does.
-                "timeout": float(os.environ.get("TWIN_DB_POOL_TIMEOUT_S", 10)),
+                # Waiting this long for a free connection (or for the server) fails
+                # the request with 503, as an unreachable server does.
+                "timeout": float(os.environ.get("TWIN_DB_POOL_TIMEOUT_S", 3)),
             }
 else:
     DATABASES = {
