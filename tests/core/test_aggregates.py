@@ -136,3 +136,50 @@ def test_redis_away_computes_from_the_database(reader_client, tiny_cluster, sett
     got, sqls = summary(reader_client, tiny_cluster["cluster"])
     assert got == expected
     assert card_queries(sqls)
+
+
+def test_a_card_page_is_cached_and_a_write_invalidates_it(reader_client, admin_client_api,
+                                                           tiny_cluster):
+    cluster, card = tiny_cluster["cluster"], tiny_cluster["cards"][0]
+    url = reverse("api:card-list") + f"?cluster={cluster.pk}&limit=100"
+
+    def statuses() -> tuple[dict[int, str], list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            response = reader_client.get(url)
+        assert response.status_code == 200, response.content
+        return ({row["id"]: row["status"] for row in response.json()["results"]},
+                card_queries([q["sql"] for q in queries.captured_queries]))
+
+    first, sqls = statuses()
+    assert sqls and first[card.pk] == "ok"
+    again, sqls = statuses()
+    assert again == first and sqls == [], "the second read of the page comes from the cache"
+    response = admin_client_api.patch(reverse("api:card-detail", args=[card.pk]),
+                                      {"status": "degraded"}, format="json")
+    assert response.status_code == 200, response.content
+    after, sqls = statuses()
+    assert sqls and after[card.pk] == "degraded"
+
+
+def test_a_cached_page_is_never_served_to_another_user(reader_client, admin_client_api,
+                                                       tiny_cluster):
+    """The key holds the user: a page computed for one user is not another's."""
+    url = reverse("api:card-list") + f"?cluster={tiny_cluster['cluster'].pk}&limit=3"
+    reader_client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client_api.get(url)
+    assert response.status_code == 200
+    assert card_queries([q["sql"] for q in queries.captured_queries])
+
+
+def test_the_alert_list_follows_alert_writes(reader_client, tiny_cluster):
+    cluster, card = tiny_cluster["cluster"], tiny_cluster["cards"][0]
+    url = reverse("telemetry:alert-list") + f"?cluster={cluster.pk}&active=true"
+    assert reader_client.get(url).json()["count"] == 0
+    alert = Alert.objects.create(
+        cluster=cluster, card=card, rule=Alert._meta.get_field("rule").choices[0][0],
+        severity="warning", level="card", subject=f"card:{card.pk}", message="warm",
+        started=timezone.now())
+    assert reader_client.get(url).json()["count"] == 1
+    Alert.objects.filter(pk=alert.pk).update(ended=timezone.now())
+    assert reader_client.get(url).json()["count"] == 0

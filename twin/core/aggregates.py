@@ -44,17 +44,18 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from twin.core.unavailable import REDIS_ERRORS
 
-__all__ = ["DOMAINS", "bump", "cached", "domains_written", "install", "version",
-           "watch_writes"]
+__all__ = ["DOMAINS", "CachedListMixin", "bump", "cached", "domains_written", "install",
+           "version", "watch_writes"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DOMAINS: dict[str, tuple[str, ...]] = {
-    # app labels ("hardware": every model of it) or "app.Model"
-    "inventory": ("hardware",),
-    "alerts": ("telemetry.Alert",),
+    # app labels ("hardware": every model of it) or "app.Model"; "-app.Model" leaves
+    # one out (a build request is a job record: no aggregate reads it)
+    "inventory": ("hardware", "-hardware.ClusterBuild"),
+    "alerts": ("telemetry.Alert", "auth.User"),  # (who acknowledged: a username)
 }
 """Domain → the models whose tables it covers."""
 
@@ -73,10 +74,15 @@ def _table_domains() -> tuple[dict[str, str], re.Pattern[str]]:
     if _tables is None or _mention is None:
         tables: dict[str, str] = {}
         for domain, labels in DOMAINS.items():
+            left_out = {apps.get_model(label[1:]) for label in labels if label[0] == "-"}
             for label in labels:
+                if label[0] == "-":
+                    continue
                 models = ([apps.get_model(label)] if "." in label
                           else list(apps.get_app_config(label).get_models()))
                 for model in models:
+                    if model in left_out:
+                        continue
                     tables[model._meta.db_table.lower()] = domain
                     for field in model._meta.local_many_to_many:
                         tables[field.remote_field.through._meta.db_table.lower()] = domain
@@ -132,21 +138,30 @@ def bump(domain: str) -> None:
 
 def version(domain: str) -> str:
     """The domain's current version (made if Redis holds none)."""
-    cache = caches["aggregates"]
-    key = _version_key(domain)
-    current = cache.get(key)
-    if current is None:
-        cache.add(key, uuid.uuid4().hex, timeout=None)
-        current = cache.get(key)
-    return str(current)
+    return _versions((domain,))[0]
 
 
-def cached(domain: str, key: str, compute: Callable[[], T]) -> T:
-    """``compute()``'s value, from Redis if it was computed under ``domain``'s current
-    version. Redis away: ``compute()`` (uncached)."""
+def _versions(domains: tuple[str, ...]) -> list[str]:
+    """The current versions of ``domains``, in one round trip when they exist."""
     cache = caches["aggregates"]
+    keys = [_version_key(d) for d in domains]
+    found = cache.get_many(keys)
+    for key in keys:
+        if key not in found:
+            cache.add(key, uuid.uuid4().hex, timeout=None)
+            found[key] = cache.get(key)
+    return [str(found[key]) for key in keys]
+
+
+def cached(domain: str | tuple[str, ...], key: str, compute: Callable[[], T]) -> T:
+    """``compute()``'s value, from Redis if it was computed under the current version
+    of ``domain`` (of every domain of a tuple). Redis away: ``compute()`` (uncached)."""
+    cache = caches["aggregates"]
+    domains = (domain,) if isinstance(domain, str) else domain
     try:
-        full_key = f"{domain}:{version(domain)}:{key}"
+        versions = ":".join(f"{d}={v}" for d, v in zip(domains, _versions(domains),
+                                                       strict=True))
+        full_key = f"{versions}:{key}"
         value = cache.get(full_key)
     except REDIS_ERRORS:
         return compute()
@@ -158,6 +173,27 @@ def cached(domain: str, key: str, compute: Callable[[], T]) -> T:
     except REDIS_ERRORS:
         pass
     return value
+
+
+class CachedListMixin:
+    """A DRF list view whose pages are cached under its ``cache_domains``' versions.
+
+    The key is the user, the host and the full path with its query: a page is only
+    ever served to the user it was computed for (whatever that user may see), for
+    the same filters and page. Errors (a bad filter: 400) are raised, not cached.
+    """
+
+    cache_domains: tuple[str, ...] = ()
+
+    def list(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        from rest_framework.response import Response
+
+        key = (f"list:{type(self).__name__}:{request.user.pk}:{request.scheme}:"
+               f"{request.get_host()}:{request.get_full_path()}")
+        data = cached(self.cache_domains, key,
+                      lambda: super(CachedListMixin, self).list(  # type: ignore[misc]
+                          request, *args, **kwargs).data)
+        return Response(data)
 
 
 def watch_writes(execute: Callable[..., Any], sql: str, params: Any, many: bool,

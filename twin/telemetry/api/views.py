@@ -32,7 +32,7 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from twin.core.aggregates import cached
+from twin.core.aggregates import CachedListMixin, cached
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
@@ -104,8 +104,12 @@ class ScrapeTargetViewSet(TwinModelViewSet):
     ordering_fields = ["id", "endpoint", "last_scraped", "last_status"]
 
 
-class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Alerts, newest first. Rows are written by the rules, never through the API."""
+class AlertViewSet(CachedListMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   viewsets.GenericViewSet):
+    """Alerts, newest first. Rows are written by the rules, never through the API.
+    A page is cached (per user and query) until the next write to the alerts."""
+
+    cache_domains = ("alerts", "inventory")  # (filters by rack, supernode)
 
     queryset = Alert.objects.select_related("acknowledged_by")
     serializer_class = AlertSerializer
