@@ -176,7 +176,10 @@ async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path:
     writer.write(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers +
                  b"\r\n")
     await writer.drain()
-    status = int((await reader.readline()).split()[1])
+    line = await reader.readline()
+    if not line:
+        raise ConnectionResetError("the server closed the connection")
+    status = int(line.split()[1])
     length, chunked = 0, False
     while True:
         line = await reader.readline()
