@@ -32,6 +32,7 @@ Correctness first, so invalidation does not depend on remembering it:
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
@@ -190,10 +191,18 @@ class CachedListMixin:
 
         key = (f"list:{type(self).__name__}:{request.user.pk}:{request.scheme}:"
                f"{request.get_host()}:{request.get_full_path()}")
-        data = cached(self.cache_domains, key,
-                      lambda: super(CachedListMixin, self).list(  # type: ignore[misc]
-                          request, *args, **kwargs).data)
+        data = cached(self.cache_domains, key, lambda: _plain(
+            super(CachedListMixin, self).list(  # type: ignore[misc]
+                request, *args, **kwargs).data))
         return Response(data)
+
+
+def _plain(data: Any) -> Any:
+    """The data as JSON types: DRF's ``Hyperlink`` strings carry their model instance,
+    which would be pickled (and unpickled on every hit) with them."""
+    from rest_framework.utils.encoders import JSONEncoder
+
+    return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
 def watch_writes(execute: Callable[..., Any], sql: str, params: Any, many: bool,
