@@ -120,3 +120,25 @@ def test_the_server_serves_with_n_processes_and_a_pool_each(tiny_cluster):
             assert len(got) == 12 and all(m["remediation"] == {"id": 7} for m in got)
         finally:
             stop_process(proc)
+
+
+@pytest.mark.postgres_only
+def test_web_processes_pool_their_connections_and_workers_do_not():
+    """twin/asgi.py gives each web process Django's psycopg pool (8 by default); the
+    Celery workers and commands keep their persistent connections."""
+    env = _worker_env(dict(connection.settings_dict))
+    for name in ("TWIN_DB_POOL_MAX", "TWIN_DB_CONN_MAX_AGE"):
+        env.pop(name, None)
+    code = ("import json, sys, django; {}; from django.conf import settings; "
+            "from django.db import connection; db = settings.DATABASES['default']; "
+            "print(json.dumps([db['OPTIONS'].get('pool'), db['CONN_MAX_AGE'], "
+            "type(connection.pool).__name__]))")
+    web = subprocess.run([sys.executable, "-c", code.format("import twin.asgi")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    pool, max_age, pool_class = json.loads(web.stdout.strip().splitlines()[-1])
+    assert pool["max_size"] == 8 and pool["min_size"] == 2 and max_age == 0
+    assert pool_class == "ConnectionPool"
+    worker = subprocess.run([sys.executable, "-c", code.format("django.setup()")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120, check=True)
+    pool, max_age, pool_class = json.loads(worker.stdout.strip().splitlines()[-1])
+    assert pool is None and max_age > 0 and pool_class == "NoneType"
