@@ -45,4 +45,5 @@ RUN TWIN_ALLOW_INSECURE_KEY=1 REDIS_URL=redis://build-only:6379/0 \
     && chown -R twin /app/var
 USER twin
 EXPOSE 8000
-CMD ["uvicorn", "twin.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off"]
+CMD ["uvicorn", "twin.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off", \
+     "--workers", "2"]

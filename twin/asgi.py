@@ -11,6 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 # No persistent database connections here: every request runs in a thread of its own
 # (asgiref), and their connections would pile up (twin/settings.py, DATABASES).
 os.environ.setdefault("TWIN_DB_CONN_MAX_AGE", "0")
+# … but a pool per process (PostgreSQL): a request borrows a connection and returns
+# it, no connect per request, never more than this many per process.
+os.environ.setdefault("TWIN_DB_POOL_MAX", "8")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

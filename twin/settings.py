@@ -123,6 +123,20 @@ if DATABASE_URL:
         # An unreachable server fails the request (503) in seconds instead of hanging it.
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
             "connect_timeout", int(os.environ.get("TWIN_DB_CONNECT_TIMEOUT_S", 3)))
+        # A pool of connections per process (Django's psycopg pool), set by the web
+        # processes (twin/asgi.py): each request borrows one and gives it back, so the
+        # server never opens more than TWIN_DB_POOL_MAX per process, however many
+        # requests run at once, and none pays a connect. 0 (the workers): no pool.
+        DB_POOL_MAX = int(os.environ.get("TWIN_DB_POOL_MAX", 0))
+        if DB_POOL_MAX > 0:
+            DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them instead
+            DATABASES["default"]["OPTIONS"]["pool"] = {
+                "min_size": min(int(os.environ.get("TWIN_DB_POOL_MIN", 2)), DB_POOL_MAX),
+                "max_size": DB_POOL_MAX,
+                # Waiting this long for a free connection (or for the server) fails
+                # the request with 503, as an unreachable server does.
+                "timeout": float(os.environ.get("TWIN_DB_POOL_TIMEOUT_S", 3)),
+            }
 else:
     DATABASES = {
         "default": {
@@ -298,6 +312,15 @@ TWIN_LOGIN_RATE = os.environ.get("TWIN_LOGIN_RATE", "10/min")
 REST_FRAMEWORK["NUM_PROXIES"] = int(os.environ.get("TWIN_NUM_PROXIES", "0"))
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Aggregates (the cluster summary …) shared by every web process, keyed by a
+    # version that every committed write to their tables replaces (twin.core.aggregates).
+    "aggregates": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("TWIN_CACHE_PREFIX", "twc") + "-agg",
+        "TIMEOUT": float(os.environ.get("TWIN_AGGREGATE_TTL_S", 60)),
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    },
     "throttle": (
         {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
         if os.environ.get("TWIN_THROTTLE_CACHE", "redis") == "locmem" else {

@@ -14,6 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.aggregates import CachedListMixin, cached
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.pagination import IdCursorPagination
 from twin.core.api.viewsets import TwinModelViewSet
@@ -83,8 +84,13 @@ class ClusterViewSet(TwinModelViewSet):
     @extend_schema(responses=ClusterSummarySerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def summary(self, request: Request, pk: str | None = None) -> Response:
-        """Counts, IT power, facility power (Σ rack draw × PUE) and racks over budget."""
-        return Response(cluster_summary(self.get_object()))
+        """Counts, IT power, facility power (Σ rack draw × PUE) and racks over budget.
+
+        Cached in Redis until the next committed write to the inventory
+        (``twin.core.aggregates``): every dashboard asks for it."""
+        cluster = self.get_object()
+        return Response(cached("inventory", f"summary:{cluster.pk}",
+                               lambda: cluster_summary(cluster)))
 
     @extend_schema(responses=geo.FloorSerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
@@ -131,7 +137,7 @@ class ServerViewSet(TwinModelViewSet):
     ordering_fields = ["id", "name", "position", "hostname", "rack", "overhead_w"]
 
 
-class CardViewSet(TwinModelViewSet):
+class CardViewSet(CachedListMixin, TwinModelViewSet):
     """Cards: cursor-paginated on ``id`` (no COUNT, constant time at any depth).
 
     Measured on PostgreSQL with 1,048,576 cards: ``?cluster=<id>&limit=100``
@@ -139,7 +145,13 @@ class CardViewSet(TwinModelViewSet):
     key with a memoized supernode lookup, 0.5 ms of SQL, ~17 ms per request;
     for a small cluster among many the planner starts from the supernode
     index instead. Either way no full scan and no COUNT.
+
+    A page is cached (per user and query) until the next write to the inventory
+    (``twin.core.aggregates``): every dashboard reads the same first pages, and
+    serialising 100 cards costs far more than the SQL.
     """
+
+    cache_domains = ("inventory",)
 
     queryset = Card.objects.select_related("supernode", "server")
     serializer_class = CardSerializer

@@ -32,6 +32,7 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.aggregates import CachedListMixin, cached
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
@@ -103,8 +104,12 @@ class ScrapeTargetViewSet(TwinModelViewSet):
     ordering_fields = ["id", "endpoint", "last_scraped", "last_status"]
 
 
-class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Alerts, newest first. Rows are written by the rules, never through the API."""
+class AlertViewSet(CachedListMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   viewsets.GenericViewSet):
+    """Alerts, newest first. Rows are written by the rules, never through the API.
+    A page is cached (per user and query) until the next write to the alerts."""
+
+    cache_domains = ("alerts", "inventory")  # (filters by rack, supernode)
 
     queryset = Alert.objects.select_related("acknowledged_by")
     serializer_class = AlertSerializer
@@ -238,9 +243,9 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
     hottest card, health counts, open alerts by severity."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
     body = state.summary(cluster.pk)
-    body["open_alerts"] = {
+    body["open_alerts"] = cached("alerts", f"open:{cluster.pk}", lambda: {
         sev: Alert.objects.filter(cluster=cluster, ended__isnull=True, severity=sev).count()
-        for sev in ("critical", "warning", "info")}
+        for sev in ("critical", "warning", "info")})
     body["agents"] = list(TelemetryAgent.objects.filter(cluster=cluster).values(
         "id", "name", "last_seen", "last_sequence", "gaps", "missed_batches", "duplicates"))
     return Response(body)

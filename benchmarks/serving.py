@@ -1,0 +1,407 @@
+"""Benchmark: the web server under a crowd of dashboard readers (issue 22, item 2).
+
+Usage (PostgreSQL + Redis from the environment, else SQLite + the embedded Redis)::
+
+    .venv/bin/python benchmarks/serving.py                      # 20 s per step
+    .venv/bin/python benchmarks/serving.py --duration 10 --workers 1   # one process
+    .venv/bin/python benchmarks/serving.py --clients 10,50,100 --json out.json
+
+What runs (real processes, as ``scripts/demo`` runs them, on a private Celery
+queue, telemetry key prefix, channel prefix and cache prefix so a demo on the
+same Redis is untouched):
+
+* **Server**: ``manage.py serve --workers N`` (uvicorn processes, each with its
+  database pool), one Celery worker for both queues (``--concurrency 2``) and beat.
+* **Cluster**: the demo's, ``seed-512`` × 8 supernodes = 4,096 cards, built once
+  as ``serving-bench`` and kept.
+* **Telemetry**: an agent thread posts one columnar batch of all 4,096 cards a
+  second (``twin.telemetry.simulator``), so the live state, ticks and alerts are
+  real while the readers read.
+* **Readers**: one asyncio process-thread of keep-alive HTTP/1.1 connections
+  (a minimal client: urllib threads would spend the cores the server needs),
+  each looping over the four endpoints a dashboard reads: the cluster summary
+  (``/api/clusters/<id>/summary/``), a page of cards (``/api/cards/?cluster=``),
+  the live cluster state (``/api/telemetry/clusters/<id>/``) and the open alerts
+  (``/api/telemetry/alerts/?cluster=&active=true``), with a token.
+
+Steps: for each client count (10, 50, 100) first the *baseline* — ``/healthz/``
+(it touches the database and Redis, nothing else) served by the same server at
+the same concurrency — then the four endpoints mixed; each for ``--duration`` s
+after a 2 s warm-up. Printed per step: requests/s, p50, p99, errors by kind, and
+the mix's req/s as a fraction of the baseline's.
+
+Live tick: for every batch the agent posts, the time from the POST's start to the
+first ``telemetry.tick`` event (received on a raw channel of the cluster's group,
+as a browser's consumer receives it) of a tick that started after the POST was
+accepted: what the live view lags behind the cards while the crowd reads.
+
+Target (issue 22): >= 300 req/s at 100 clients with p99 <= 1 s and no errors,
+live tick p99 < 500 ms. Exit status 0 only when met.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.stats import pct  # noqa: E402
+from twin.core.localnet import (  # noqa: E402
+    free_port,
+    stop_process,
+    wait_celery,
+    wait_http,
+    worker_queues,
+)
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+os.environ.setdefault("TWIN_ALLOW_INSECURE_KEY", "1")
+
+CLUSTER = "serving-bench"
+TARGET_RPS, TARGET_P99_S, TARGET_TICK_P99_S = 300.0, 1.0, 0.5
+
+__all__ = ["Stack", "agent_loop", "endpoints", "http_load", "prepare", "private_env",
+           "summary", "tick_listener"]
+
+
+def private_env(tag: str) -> dict[str, str]:
+    """Queue, key, channel and cache prefixes of this run only; set in this process
+    too (before Django starts) so the benchmark's own clients use them."""
+    private = {"TWIN_CELERY_QUEUE": f"bench-{tag}", "TWIN_TELEMETRY_PREFIX": f"bench{tag}",
+               "TWIN_CHANNEL_PREFIX": f"bench{tag}", "TWIN_CACHE_PREFIX": f"bench{tag}",
+               "TWIN_LOG_LEVEL": "ERROR"}
+    os.environ.update(private)
+    return {**os.environ, **private}
+
+
+def prepare(cluster_name: str = CLUSTER) -> dict[str, Any]:
+    """Django up; the cluster (built once), a superuser token, an agent token."""
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from rest_framework.authtoken.models import Token
+
+    from twin.hardware.models import Cluster
+    from twin.telemetry.models import TelemetryAgent
+
+    call_command("migrate", "--noinput", verbosity=0)
+    if not Cluster.objects.filter(name=cluster_name).exists():
+        print(f"building {cluster_name} (seed-512 × 8 supernodes, once)", flush=True)
+        call_command("build_cluster", preset="seed-512", supernodes=8, name=cluster_name,
+                     verbosity=0)
+    cluster = Cluster.objects.get(name=cluster_name)
+    user, _ = User.objects.get_or_create(username="serving-bench",
+                                         defaults={"is_superuser": True, "is_staff": True})
+    token, _ = Token.objects.get_or_create(user=user)
+    TelemetryAgent.objects.filter(cluster=cluster, name__startswith="bench-").delete()
+    _, agent_token = TelemetryAgent.issue(cluster, f"bench-{uuid.uuid4().hex[:6]}")
+    return {"cluster": cluster.pk, "token": token.key, "agent_token": agent_token}
+
+
+class Stack:
+    """The server (``manage.py serve``), a Celery worker on both queues and beat."""
+
+    def __init__(self, env: dict[str, str], workers: int, logdir: Path,
+                 redis_url: str | None = None) -> None:
+        self.env = dict(env, TWIN_WEB_WORKERS=str(workers))
+        if redis_url:
+            self.env["REDIS_URL"] = redis_url
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.logdir = logdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.logdir / f"{name}.log", "ab")  # noqa: SIM115 - kept by the process
+        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def start_web(self) -> None:
+        web = self._start("web", [sys.executable, "manage.py", "serve", "--port",
+                                  str(self.port), "--log-level", "warning"])
+        wait_http(f"{self.base}/healthz/", web, timeout=120)
+
+    def start_worker(self) -> None:
+        from twin.celery import app
+
+        queue = self.env["TWIN_CELERY_QUEUE"]
+        worker = self._start("worker", [
+            sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue),
+            "-n", f"{queue}@%h", "--concurrency", "2", "-l", "warning", "--without-gossip",
+            "--without-mingle"])
+        wait_celery(app, queue, worker, str(self.logdir / "worker.log"))
+
+    def start_beat(self) -> None:
+        self._start("beat", [sys.executable, "-m", "celery", "-A", "twin", "beat", "-l",
+                             "warning", "-s", str(self.logdir / "celerybeat-schedule")])
+
+    def start(self) -> Stack:
+        self.start_web()
+        self.start_worker()
+        self.start_beat()
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            stop_process(proc)
+
+
+def endpoints(cluster: int) -> list[str]:
+    """What a dashboard reads: summary, a page of cards, live state, open alerts."""
+    return [f"/api/clusters/{cluster}/summary/", f"/api/cards/?cluster={cluster}&limit=100",
+            f"/api/telemetry/clusters/{cluster}/",
+            f"/api/telemetry/alerts/?cluster={cluster}&active=true"]
+
+
+async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
+               headers: bytes) -> int:
+    """One GET on a keep-alive connection; the status (the body is read and dropped)."""
+    writer.write(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers +
+                 b"\r\n")
+    await writer.drain()
+    line = await reader.readline()
+    if not line:
+        raise ConnectionResetError("the server closed the connection")
+    status = int(line.split()[1])
+    length, chunked = 0, False
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if chunked:
+        while True:
+            size = int((await reader.readline()).strip(), 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    elif length:
+        await reader.readexactly(length)
+    return status
+
+
+async def http_load(port: int, paths: list[str], clients: int, duration: float,
+                    token: str | None = None, warmup: float = 2.0) -> dict[str, Any]:
+    """``clients`` keep-alive connections looping over ``paths`` for ``warmup`` +
+    ``duration`` s; latencies and errors of the measured part."""
+    headers = f"Authorization: Token {token}\r\n".encode() if token else b""
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    start = time.monotonic()
+    measure_from, stop_at = start + warmup, start + warmup + duration
+
+    async def client(i: int) -> None:
+        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        n = i
+        while time.monotonic() < stop_at:
+            path = paths[n % len(paths)]
+            n += 1
+            t0 = time.monotonic()
+            try:
+                if conn is None:
+                    conn = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+                status = await asyncio.wait_for(_get(*conn, path, headers), 30)
+                kind = None if status == 200 else f"HTTP {status}"
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError,
+                    IndexError) as exc:
+                kind = type(exc).__name__
+                if conn is not None:
+                    conn[1].close()
+                conn = None
+            t1 = time.monotonic()
+            if t0 >= measure_from and t1 <= stop_at:
+                if kind:
+                    errors[kind] += 1
+                else:
+                    latencies.append(t1 - t0)
+            if kind:
+                await asyncio.sleep(0.1)
+        if conn is not None:
+            conn[1].close()
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return {"clients": clients, "ok": len(latencies), "errors": dict(errors),
+            "rps": len(latencies) / duration, "p50_s": pct(latencies, 50),
+            "p99_s": pct(latencies, 99)}
+
+
+def agent_loop(base: str, cluster: int, token: str, stop: threading.Event,
+               log: list[dict[str, Any]], hz: float = 1.0) -> None:
+    """Post one columnar batch of every card per 1/hz s (the simulated agent's way);
+    each POST's start, end and status go to ``log``."""
+    import numpy as np
+
+    from twin.hardware.models import Card
+    from twin.telemetry.client import AgentClient
+    from twin.telemetry.metrics import METRICS
+    from twin.telemetry.simulator import Simulator
+
+    client = AgentClient(base, token)
+    layout = client.layout(cluster).body
+    rows = dict((r[0], r[1:]) for r in Card.objects.filter(supernode__cluster_id=cluster)
+                .values_list("id", "accelerator__tdp_w", "accelerator__idle_w",
+                             "accelerator__hbm_gib", "server_id"))
+    meta = np.array([rows[int(c)] for c in layout["card_ids"]], dtype=np.float64)
+    sim = Simulator(meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3].astype(np.int64), seed=7)
+    n, seq, period = len(meta), 0, 1.0 / hz
+    next_at = time.monotonic()
+    while not stop.is_set():
+        values, _ = sim.step(period)
+        seq += 1
+        block = values.astype("<f4")
+        doc = {"seq": seq, "ts": time.time(), "cards": {"range": [0, n],
+                                                         "layout": layout["layout"]},
+               "columns": {m.key: block[m.index].tobytes() for m in METRICS
+                           if np.isfinite(block[m.index]).any()}}
+        sent = time.time()
+        try:
+            status = client.post_batch(cluster, doc).status
+        except OSError as exc:
+            status = type(exc).__name__
+            client.close()
+        log.append({"seq": seq, "sent": sent, "done": time.time(), "status": status})
+        next_at += period
+        stop.wait(max(0.0, next_at - time.monotonic()))
+    client.close()
+
+
+def tick_listener(cluster: int, stop: threading.Event, ticks: list[tuple[float, float]]) -> None:
+    """(tick start, arrival here) of every tick event of the cluster's group."""
+    from channels.layers import get_channel_layer
+
+    from twin.telemetry import state
+
+    async def listen() -> None:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(state.group_name(cluster), channel)
+        while not stop.is_set():
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), 1.0)
+            except TimeoutError:
+                continue
+            except Exception:  # noqa: BLE001 - Redis away (the soak restarts it): retry
+                await asyncio.sleep(0.5)
+                try:
+                    await layer.group_add(state.group_name(cluster), channel)
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            if message.get("type") == state.TICK_EVENT:
+                ticks.append((float(message["ts"]), time.time()))
+
+    asyncio.run(listen())
+
+
+def tick_lags(batches: list[dict[str, Any]], ticks: list[tuple[float, float]],
+              since: float = 0.0) -> list[float]:
+    """Per accepted batch: POST start → arrival of the first tick started after it
+    was accepted (batches with no such tick yet are left out)."""
+    arrivals = sorted(ticks)
+    lags = []
+    for batch in batches:
+        if batch["status"] != 202 or batch["sent"] < since:
+            continue
+        after = next((seen for ts, seen in arrivals if ts >= batch["done"]), None)
+        if after is not None:
+            lags.append(after - batch["sent"])
+    return lags
+
+
+def summary(step: dict[str, Any]) -> str:
+    errors = ", ".join(f"{k} {v}" for k, v in step["errors"].items()) or "none"
+    return (f"{step['rps']:7.1f} req/s  p50 {step['p50_s'] * 1000:7.1f} ms  "
+            f"p99 {step['p99_s'] * 1000:7.1f} ms  errors: {errors}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per step")
+    parser.add_argument("--clients", default="10,50,100")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="web processes (default: one per core)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+
+    tag = uuid.uuid4().hex[:6]
+    env = private_env(tag)
+    ready = prepare()
+    cluster, token = ready["cluster"], ready["token"]
+    logdir = Path(tempfile.mkdtemp(prefix="serving-bench-"))
+    stack = Stack(env, args.workers, logdir)
+    stop = threading.Event()
+    batches: list[dict[str, Any]] = []
+    ticks: list[tuple[float, float]] = []
+    results: dict[str, Any] = {"workers": args.workers, "cores": os.cpu_count(),
+                               "load_before": os.getloadavg(), "steps": []}
+    try:
+        stack.start()
+        threads = [threading.Thread(target=agent_loop, daemon=True,
+                                    args=(stack.base, cluster, ready["agent_token"], stop,
+                                          batches)),
+                   threading.Thread(target=tick_listener, daemon=True,
+                                    args=(cluster, stop, ticks))]
+        for thread in threads:
+            thread.start()
+        time.sleep(5)  # the first ticks (every card's health goes unknown -> ok)
+        measured_from = time.time()
+        print(f"server: manage.py serve --workers {args.workers} on {os.cpu_count()} cores; "
+              f"load average before: {results['load_before'][0]:.2f}  (logs in {logdir})")
+        for clients in [int(c) for c in args.clients.split(",")]:
+            base = asyncio.run(http_load(stack.port, ["/healthz/"], clients, args.duration))
+            mix = asyncio.run(http_load(stack.port, endpoints(cluster), clients,
+                                        args.duration, token))
+            ratio = mix["rps"] / base["rps"] if base["rps"] else float("nan")
+            results["steps"].append({"clients": clients, "baseline": base, "mix": mix,
+                                     "ratio": ratio})
+            print(f"{clients:4d} clients  /healthz/  {summary(base)}")
+            print(f"{clients:4d} clients  4 reads    {summary(mix)}  = {ratio:.2f} × /healthz/")
+        lags = tick_lags(batches, ticks, measured_from)
+        results["tick"] = {"n": len(lags), "p50_s": pct(lags, 50), "p99_s": pct(lags, 99),
+                           "batches": len(batches),
+                           "refused": sum(1 for b in batches if b["status"] != 202)}
+        print(f"live tick while reading: POST -> tick event p50 "
+              f"{results['tick']['p50_s'] * 1000:.0f} ms, p99 "
+              f"{results['tick']['p99_s'] * 1000:.0f} ms over {len(lags)} batches "
+              f"({results['tick']['refused']} of {len(batches)} refused)")
+    finally:
+        stop.set()
+        stack.stop()
+    results["load_after"] = os.getloadavg()
+    last = results["steps"][-1]
+    met = (last["clients"] >= 100 and last["mix"]["rps"] >= TARGET_RPS
+           and last["mix"]["p99_s"] <= TARGET_P99_S and not last["mix"]["errors"]
+           and results["tick"]["p99_s"] < TARGET_TICK_P99_S)
+    results["target_met"] = met
+    print(f"target (>= {TARGET_RPS:.0f} req/s at 100 clients, p99 <= {TARGET_P99_S:.0f} s, "
+          f"0 errors, tick p99 < {TARGET_TICK_P99_S * 1000:.0f} ms): "
+          f"{'met' if met else 'NOT met'}; load average after: {results['load_after'][0]:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
