@@ -345,6 +345,8 @@ class CaseResult:
     per_job: dict[str, npt.NDArray[Any]]
     rack_peak_w: F64
     applied: list[dict[str, Any]]
+    #: rows (start s, end s, rack index, card share) of every busy card (not in the JSON)
+    segments: F64 | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": self.jobs, "totals": self.totals, "series": self.series,
@@ -534,7 +536,7 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
                "lost_card_h": case.lost_card_s / 3600.0, "restarts": case.restarts,
                "cards": cards, "cancelled": case.cancelled}
     return CaseResult(jobs, totals, series, per_job, rack_w.max(axis=0) if len(times)
-                      else np.zeros(n_racks), case.applied)
+                      else np.zeros(n_racks), case.applied, busy)
 
 
 @dataclass(frozen=True)
@@ -560,10 +562,10 @@ class WhatIfResult:
         horizon_end = np.where(np.isfinite(b["completion_s"]), b["completion_s"], np.inf)
         delay = np.where(np.isfinite(p["completion_s"]) & np.isfinite(b["completion_s"]),
                          p["completion_s"] - b["completion_s"], np.nan)
-        change = np.nan_to_num(np.abs(delay), nan=np.inf) * (
-            np.isfinite(b["completion_s"]) != np.isfinite(p["completion_s"])) \
-            + np.nan_to_num(np.abs(delay), nan=0.0) + p["lost_card_h"]
-        change = np.where(np.isnan(change), np.inf, change)
+        # most changed first: a job that completes in one case only, then by delay and rework
+        flipped = np.isfinite(b["completion_s"]) != np.isfinite(p["completion_s"])
+        change = np.where(flipped, np.inf, np.nan_to_num(np.abs(delay), nan=0.0)) \
+            + p["lost_card_h"] + p["cancelled"].astype(float)
         order = np.argsort(-change, kind="stable")[: self.rows]
 
         def opt(x: float) -> float | None:
