@@ -71,7 +71,7 @@ class WhatIfKind(ScenarioKind):
                    "completions, lost card-hours, queue wait, utilisation, energy, peak "
                    "rack power, availability.")
     fields = (
-        FieldSpec("events", "object", "Events", "A list of events, each {at_s, kind, target, "
+        FieldSpec("events", "object_list", "Events", "A list of events, each {at_s, kind, target, "
                   "value, duration_s, policy, job} (docs/whatif.md): fail_card/server/rack/"
                   "switch, drain_*, add_job, cancel_job, resize_job, change_policy, "
                   "cap_power, cdu_trip, feed_trip, raise_wet_bulb.", default=[],
