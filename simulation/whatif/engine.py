@@ -522,6 +522,7 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "availability": _step_integral(times, avail, horizon) / horizon,
         "lost_card_hours": float(case.lost_card_s.sum()) / 3600.0,
         "queue_wait_mean_s": float(waits.mean()) if len(waits) else 0.0,
+        "queue_wait_p90_s": float(np.percentile(waits, 90)) if len(waits) else 0.0,
         "cards": n_cards,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))

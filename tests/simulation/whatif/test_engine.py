@@ -228,3 +228,22 @@ def test_a_cdu_trip_through_the_facility_engine():
         run_whatif(s, lay, spec(events=[{"at_s": 1, "kind": "cdu_trip", "target": "nope"}]),
                    plant=plant)
     assert exc.value.field == "events[0].target"
+
+
+def test_random_failures_come_at_the_calibrated_rates():
+    """Over many seeds the mean count of drawn failures is Σ λ·n·T (Poisson means):
+    per card the GPU and 5 HBM stacks, per server the host (Llama 3's Table 5 rates)."""
+    from simulation.resilience import calibrate
+
+    lay = layout(64, 8, 4)
+    sp = spec(failure_rate=200.0, horizon_s=7 * 86400.0)
+    c = calibrate()
+    hours = sp.horizon_s / 3600 * sp.failure_rate
+    expected = hours * (512 * (c["card"].rate_per_unit_h + 5 * c["hbm"].rate_per_unit_h)
+                        + 64 * c["host"].rate_per_unit_h)
+    counts = [len(draw_failures(lay, WhatIfSpec.from_dict({**sp.to_dict(), "seed": s})))
+              for s in range(60)]
+    # the mean of 60 Poisson draws is within 4 standard errors of λ·n·T
+    assert abs(np.mean(counts) - expected) < 4 * math.sqrt(expected / 60)
+    hosts = [f for f in draw_failures(lay, sp) if f.kind == "host"]
+    assert all(len(f.slots) == 8 and f.repair_s == c["host"].repair_h * 3600 for f in hosts)
