@@ -131,6 +131,10 @@ class _Case(_Run):
         self.hold_open: dict[tuple[int, int], float] = {}
         self.cap_log: list[tuple[float, F64]] = [(0.0, self.clock.copy())]
         self.applied: list[dict[str, Any]] = []
+        self.spares_total = spec.spares
+        self.spares_free = spec.spares
+        self.borrowed = np.zeros(len(work), np.int64)
+        self.spare_swaps = 0
 
     # -------------------------------------------------------------- speed
     def slowdown(self, pl: Placement) -> float:
@@ -154,6 +158,7 @@ class _Case(_Run):
         if seq not in self.running or self.seg.get(seq, (j,))[0] != j:
             return  # a completion of a segment interrupted before it ended
         super().finish(seq, j, arrival)
+        self.return_spares(j)
         self.done_at[j] = float(self.env.now)
         self.work_left[j] = 0.0
 
@@ -175,10 +180,36 @@ class _Case(_Run):
             left += since / slow + self.spec.restart_s
             self.restarts[j] += 1
         self.work_left[j] = left
+        if requeue or self.cancelled[j]:
+            self.return_spares(j)
         if requeue and not self.cancelled[j]:
             entry = (-int(self.work.priority[j]), self.seq, j)
             self.seq += 1
             bisect.insort(self.queue, entry)
+
+    def swap_in_spares(self, seq: int, down: set[tuple[int, int]]) -> bool:
+        """Hot spares (the resilience kind's model): when the pool has a card for each
+        of the job's failed cards, the job resumes at once on its other cards plus the
+        spares — it loses the work since its checkpoint and ``restart_s``, but is not
+        requeued; the spares return to the pool when it ends or is requeued."""
+        _, _, pl, _ = self.running[seq]
+        lost = [(n, c, m) for n, c, m in pl if (n, c) in down]
+        rest = [(n, c, m) for n, c, m in pl if (n, c) not in down]
+        if not rest or self.spares_free < len(lost):
+            return False
+        j = self.seg[seq][0]
+        self.stop(seq, lose=True, requeue=False)
+        self.spares_free -= len(lost)
+        self.borrowed[j] += len(lost)
+        new = self.seq
+        self.seq += 1
+        self.start(new, j, rest, float(self.work.arrival_s[j]))
+        self.spare_swaps += 1
+        return True
+
+    def return_spares(self, j: int) -> None:
+        self.spares_free += int(self.borrowed[j])
+        self.borrowed[j] = 0
 
     def jobs_on(self, cells: set[tuple[int, int]]) -> list[int]:
         return [seq for seq, (_, _, pl, _) in self.running.items()
@@ -190,9 +221,11 @@ class _Case(_Run):
         returns how many running jobs it stopped."""
         healthy = self.info["healthy"]
         cells = [c for c in cells if healthy[c]]
-        hit = self.jobs_on(set(cells))
+        down = set(cells)
+        hit = self.jobs_on(down)
         for seq in hit:
-            self.stop(seq, lose=lose)
+            if not (lose and self.swap_in_spares(seq, down)):
+                self.stop(seq, lose=lose)
         now = float(self.env.now)
         for cell in cells:
             if self.holds.get(cell, 0) == 0:
@@ -310,6 +343,11 @@ class _Case(_Run):
             j = self.info["row_of"][("added", where)]
             self.work.arrival_s[j] = now
             self.arrive(j)
+        elif kind == "change_spares":
+            size = int(ev.value or 0)
+            self.spares_free += size - self.spares_total
+            self.spares_total = size
+            note["spares"] = size
         elif kind == "change_policy":
             self.policy = str(ev.policy)
             self.dispatch()
@@ -509,6 +547,7 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
                                        arrival)
     jobs = {"total": n, "completed": int(np.isfinite(end).sum()),
             "cancelled": int(case.cancelled.sum()), "restarts": int(case.restarts.sum()),
+            "spare_swaps": case.spare_swaps,
             "running_at_end": len(case.running), "queued_at_end": len(case.queue)}
     queued_rows = np.arange(info["running_rows"], n)
     waits = np.where(np.isnan(case.first_start[queued_rows]),

@@ -20,6 +20,7 @@ Kinds and their ``value``:
 ``resize_job``     ``value`` = new card count: it checkpoints, restarts at that
                    size, its remaining work scaled by old/new cards
 ``change_policy``  ``policy`` = a scheduling policy name, from then on
+``change_spares``  ``value`` = cards in the hot-spare pool from then on
 ``cap_power``      ``value`` = W per card on rack ``target`` (or every rack
                    when ``target`` is empty): the clock falls (DVFS curve)
 ``cdu_trip``,      facility events: applied through the facility engine when
@@ -43,7 +44,8 @@ CARD_ELEMENTS = ("card", "server", "rack", "switch")
 FACILITY_KINDS = ("cdu_trip", "feed_trip", "raise_wet_bulb")
 EVENT_KINDS: tuple[str, ...] = (
     *(f"fail_{e}" for e in CARD_ELEMENTS), *(f"drain_{e}" for e in CARD_ELEMENTS),
-    "add_job", "cancel_job", "resize_job", "change_policy", "cap_power", *FACILITY_KINDS)
+    "add_job", "cancel_job", "resize_job", "change_policy", "change_spares", "cap_power",
+    *FACILITY_KINDS)
 MIN_HORIZON_S = 3600.0
 """One hour: the issue's shortest horizon."""
 MAX_HORIZON_S = 28 * 86400.0
@@ -134,6 +136,10 @@ class Event:
             value = _number(value, f"{path}.value", lo=1.0, hi=1_048_576.0)
             if value is None or value != int(value):
                 raise WhatIfInputError(f"{path}.value", "a whole number of cards")
+        elif kind == "change_spares":
+            value = _number(value, f"{path}.value", lo=0.0, hi=1_048_576.0)
+            if value is None or value != int(value):
+                raise WhatIfInputError(f"{path}.value", "a whole number of cards")
         elif kind == "raise_wet_bulb":
             value = _number(value, f"{path}.value", lo=0.0, hi=30.0)
         elif value is not None:
@@ -189,9 +195,10 @@ class WhatIfSpec:
     the work since its last checkpoint (taken every interval since it started) and
     restarts ``restart_s`` later elsewhere. ``default_duration_s``: the expected
     duration of a job that has none (a running job without one holds its cards to
-    the horizon). ``compute_share``: the share of a step that is compute-bound
-    (time ∝ 1/clock under a cap; the rest does not slow). ``points``: samples the
-    time series keep.
+    the horizon). ``spares``: cards in the hot-spare pool (a failed job swaps them in
+    and resumes in place instead of being requeued). ``compute_share``: the share of a
+    step that is compute-bound (time ∝ 1/clock under a cap; the rest does not slow).
+    ``points``: samples the time series keep.
     """
 
     horizon_s: float = 86400.0
@@ -203,6 +210,7 @@ class WhatIfSpec:
     restart_s: float = 300.0
     default_duration_s: float = 4 * 3600.0
     compute_share: float = 0.7
+    spares: int = 0
     points: int = 300
     job_rows: int = 200
 
@@ -211,7 +219,8 @@ class WhatIfSpec:
                 "seed": self.seed, "policy": self.policy, "failure_rate": self.failure_rate,
                 "checkpoint_interval_s": self.checkpoint_interval_s,
                 "restart_s": self.restart_s, "default_duration_s": self.default_duration_s,
-                "compute_share": self.compute_share, "points": self.points,
+                "compute_share": self.compute_share, "spares": self.spares,
+                "points": self.points,
                 "job_rows": self.job_rows}
 
     @classmethod
@@ -241,6 +250,9 @@ class WhatIfSpec:
         policy = data.get("policy", d.policy)
         if policy not in POLICIES:
             raise WhatIfInputError("policy", f"one of {', '.join(sorted(POLICIES))}")
+        spares = data.get("spares", d.spares)
+        if isinstance(spares, bool) or not isinstance(spares, int) or spares < 0:
+            raise WhatIfInputError("spares", f"an integer ≥ 0, got {spares!r}")
         points = data.get("points", d.points)
         rows = data.get("job_rows", d.job_rows)
         for name, v in (("points", points), ("job_rows", rows)):
@@ -253,4 +265,4 @@ class WhatIfSpec:
         return cls(float(horizon or 0.0), events, seed, str(policy),
                    num("failure_rate", 0.0, 1000.0), num("checkpoint_interval_s", 1.0, 1e7),
                    num("restart_s", 0.0, 86400.0), num("default_duration_s", 1.0, 1e8),
-                   num("compute_share", 0.0, 1.0), int(points), int(rows))
+                   num("compute_share", 0.0, 1.0), int(spares), int(points), int(rows))

@@ -89,6 +89,9 @@ def test_a_card_of_the_running_job_fails_from_the_live_fork(live_world,  # noqa:
     ({"horizon_h": 24 * 29}, "params.horizon_h"),
     ({"policy": "coin-toss"}, "params.policy"),
     ({"bogus": 1}, "params.bogus"),
+    ({"spares": -1}, "params.spares"),
+    ({"events": [{"at_s": 10, "kind": "change_spares", "value": 1.5}]},
+     "params.events[0].value"),
 ])
 def test_bad_what_ifs_are_400_on_the_field(admin_client_api, tiny_cluster, live_ns,  # noqa: F811
                                            published,

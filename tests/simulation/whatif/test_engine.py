@@ -247,3 +247,27 @@ def test_random_failures_come_at_the_calibrated_rates():
     assert abs(np.mean(counts) - expected) < 4 * math.sqrt(expected / 60)
     hosts = [f for f in draw_failures(lay, sp) if f.kind == "host"]
     assert all(len(f.slots) == 8 and f.repair_s == c["host"].repair_h * 3600 for f in hosts)
+
+
+def test_a_hot_spare_lets_a_failed_job_resume_in_place():
+    """A full cluster: without spares the failed job waits in the queue for cards; with
+    one spare it resumes at once (rework since the checkpoint + restart), and the
+    spare goes back to the pool when it ends."""
+    since, left, at, tau, restart = 300.0, 4000.0, 1000.0, 1800.0, 60.0
+    s = snap((running(1, range(0, 16), since=since, left=left),
+              running(2, range(16, 32), since=0.0, left=20_000.0)))
+    events = [{"at_s": at, "kind": "fail_card", "target": 3}]
+    base = dict(checkpoint_interval_s=tau, restart_s=restart, events=events)
+    without = row(run_whatif(s, layout(), spec(**base)), 1)
+    rework = (since + at) % tau
+    resumed = at + (left - at) + rework + restart
+    # 31 cards up, 16 held by job 2: job 1 (16 cards) waits until job 2 ends
+    assert without["completion_s"] == pytest.approx(20_000.0 + (left - at) + rework + restart)
+    res = run_whatif(s, layout(), spec(spares=1, **base))
+    assert row(res, 1)["completion_s"] == pytest.approx(resumed)
+    assert row(res, 1)["lost_card_h"] == pytest.approx(16 * rework / 3600)
+    assert res.perturbed.jobs["spare_swaps"] == 1
+    # the pool emptied by an event: back to waiting
+    emptied = run_whatif(s, layout(), spec(spares=1, **{**base, "events": [
+        {"at_s": 10.0, "kind": "change_spares", "value": 0}, *events]}))
+    assert row(emptied, 1)["completion_s"] == pytest.approx(without["completion_s"])

@@ -60,7 +60,7 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``objective`` (time/energy/cost), ``top``, ``limits``.
     whatif      a cluster (always forked): ``events``, ``horizon_h``, ``policy``,
                 ``seed``, ``failure_rate``, ``checkpoint_interval_min``,
-                ``restart_s``, ``default_duration_h``, ``compute_share``.
+                ``restart_s``, ``default_duration_h``, ``spares``, ``compute_share``.
 
 Sweeps: a kind whose run is many independent computations (training_search's
 configurations, scheduling's policies, resilience's checkpoint intervals) also

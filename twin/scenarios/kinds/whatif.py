@@ -74,6 +74,7 @@ class WhatIfKind(ScenarioKind):
         FieldSpec("events", "object_list", "Events", "A list of events, each {at_s, kind, target, "
                   "value, duration_s, policy, job} (docs/whatif.md): fail_card/server/rack/"
                   "switch, drain_*, add_job, cancel_job, resize_job, change_policy, "
+                  "change_spares, "
                   "cap_power, cdu_trip, feed_trip, raise_wet_bulb.", default=[],
                   needs_cluster=True),
         FieldSpec("horizon_h", "number", "Horizon (h)", "How far from now.", default=24.0,
@@ -94,6 +95,9 @@ class WhatIfKind(ScenarioKind):
         FieldSpec("default_duration_h", "number", "Default duration (h)", "For a queued job "
                   "without an expected duration.", default=4.0, min=1 / 3600, max=1e4,
                   needs_cluster=True),
+        FieldSpec("spares", "integer", "Hot spares", "Cards in the spare pool: a failed job "
+                  "swaps them in and resumes in place (an event may change the pool).",
+                  default=0, min=0, max=1_048_576, needs_cluster=True),
         FieldSpec("compute_share", "number", "Compute-bound share", "Of a step; only it "
                   "slows under a power cap.", default=0.7, min=0, max=1, needs_cluster=True),
     )
@@ -138,6 +142,7 @@ class WhatIfKind(ScenarioKind):
             key, factor = scale.get(name, (name, 1.0))
             data[key] = float(value) * factor
         data["seed"] = mine.get("seed", 0)
+        data["spares"] = mine.get("spares", 0)
         data["policy"] = mine.get("policy", self.field("policy").default)
         try:
             spec = WhatIfSpec.from_dict(data)
