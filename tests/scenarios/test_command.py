@@ -71,7 +71,7 @@ def test_lists_the_kinds(db):
     out = run(list=True)
     assert [line.split()[0] for line in out.splitlines()] == [
         "collective", "failure", "resilience", "route", "scheduling", "topology", "training",
-        "training_search"]
+        "training_search", "whatif"]
 
 
 @pytest.mark.parametrize(("args", "options", "text"), [

@@ -33,6 +33,7 @@ const PLACEHOLDERS: Record<string, string> = {
   card_list: "card ids or serials, comma-separated",
   integer_pairs: "pairs, e.g. 0-1, 5-6",
   object: 'JSON, e.g. {"tp": [1, 2, 4, 8]}',
+  object_list: 'JSON list, e.g. [{"at_s": 600, "kind": "fail_rack", "target": 3}]',
 };
 
 /**

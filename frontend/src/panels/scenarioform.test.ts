@@ -222,3 +222,16 @@ describe("DRF errors onto the form", () => {
     expect(mapErrors({ kind: ["unknown kind 'x'"] }, ["kind"]).fields).toEqual({ kind: ["unknown kind 'x'"] });
   });
 });
+
+describe("the what-if form", () => {
+  it("takes its events as a JSON list; empty, the server's default (none) applies", () => {
+    const events = kind("whatif").fields.find((f) => f.name === "events") as KindField;
+    expect(events.type).toBe("object_list");
+    expect(defaultText(events)).toBe("");
+    expect(parseField(events, "")).toEqual({ ok: true, value: undefined, omit: true });
+    const text = '[{"at_s": 600, "kind": "fail_rack", "target": 3}]';
+    expect(parseField(events, text)).toEqual({
+      ok: true, value: [{ at_s: 600, kind: "fail_rack", target: 3 }], omit: false,
+    });
+  });
+});

@@ -3,7 +3,8 @@
  *
  * Tables: the API's `rows` ([label, value] pairs from the kind's `rows()`) when the
  * run carries them; a collective's per-size table (size, best algorithm, time,
- * algbw, busbw); else the result flattened to (quantity, value) rows.
+ * algbw, busbw); a what-if's totals side by side (baseline, what if, difference) then
+ * its most changed jobs; else the result flattened to (quantity, value) rows.
  * Charts: the kind's hint (`{"x": "size_bytes", "y": "busbw_gbps", "log_x": true}`)
  * picks the first array of objects in the result that has both keys — the best
  * value per x — plus one series per entry of a nested map that also has `y`
@@ -93,6 +94,33 @@ function collectiveTable(result: Obj): Table | null {
   };
 }
 
+const WHATIF_TOTALS: [string, string][] = [
+  ["energy_mwh", "energy (MWh)"], ["mean_power_kw", "mean power (kW)"],
+  ["peak_power_kw", "peak power (kW)"], ["peak_rack_kw", "peak rack (kW)"],
+  ["utilisation", "utilisation"], ["availability", "availability"],
+  ["lost_card_hours", "lost card-hours"], ["queue_wait_mean_s", "queue wait, mean (s)"],
+  ["queue_wait_p90_s", "queue wait, p90 (s)"],
+];
+
+/** A what-if: each total in both cases and the difference, then the most changed jobs. */
+export function whatifTable(result: Obj): Table | null {
+  const b = isObj(result.baseline) && isObj(result.baseline.totals) ? result.baseline.totals : null;
+  const p = isObj(result.perturbed) && isObj(result.perturbed.totals) ? result.perturbed.totals : null;
+  if (!b || !p) return null;
+  const rows = WHATIF_TOTALS.filter(([k]) => k in b).map(([k, label]) => {
+    const [x, y] = [num(b[k]), num(p[k])];
+    const d = x !== null && y !== null ? y - x : null;
+    return [label, cell(x), cell(y), d === null ? "—" : `${d > 0 ? "+" : ""}${formatNumber(d, 4)}`];
+  });
+  const jobs = isObj(result.jobs) && Array.isArray(result.jobs.rows) ? result.jobs.rows : [];
+  for (const r of jobs.filter(isObj).slice(0, 10)) {
+    const delay = num(r.delay_s);
+    rows.push([`job ${cell(r.job)} completes (s)`, cell(r.baseline_completion_s ?? "—"),
+      cell(r.completion_s ?? "—"), delay === null ? "—" : `${delay > 0 ? "+" : ""}${formatNumber(delay, 4)}`]);
+  }
+  return { columns: ["quantity", "baseline", "what if", "difference"], rows };
+}
+
 /** The table of a finished run (see the module docstring for the order of preference). */
 export function resultTable(kind: string, result: unknown, rows?: unknown): Table {
   if (!isObj(result)) {
@@ -100,6 +128,10 @@ export function resultTable(kind: string, result: unknown, rows?: unknown): Tabl
   }
   if (kind === "collective") {
     const t = collectiveTable(result);
+    if (t) return t;
+  }
+  if (kind === "whatif") {
+    const t = whatifTable(result);
     if (t) return t;
   }
   const fromServer = serverRows(rows);

@@ -58,6 +58,9 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``sequence_parallel``, ``precision``, ``zero`` …); no topology.
     training_search  the same hardware, ``cards``, ``global_batch``,
                 ``objective`` (time/energy/cost), ``top``, ``limits``.
+    whatif      a cluster (always forked): ``events``, ``horizon_h``, ``policy``,
+                ``seed``, ``failure_rate``, ``checkpoint_interval_min``,
+                ``restart_s``, ``default_duration_h``, ``spares``, ``compute_share``.
 
 Sweeps: a kind whose run is many independent computations (training_search's
 configurations, scheduling's policies, resilience's checkpoint intervals) also
@@ -93,6 +96,7 @@ from twin.scenarios.kinds.collective import CollectiveKind
 from twin.scenarios.kinds.resilience import ResilienceKind
 from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
+from twin.scenarios.kinds.whatif import WhatIfKind
 # isort: on
 
 __all__ = [
@@ -113,6 +117,7 @@ __all__ = [
     "TopologyKind",
     "TrainingKind",
     "TrainingSearchKind",
+    "WhatIfKind",
     "card_lookup",
     "describe_kinds",
     "get_kind",

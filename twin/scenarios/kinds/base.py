@@ -54,10 +54,11 @@ cache key, so older cached results stop matching."""
 Progress = Callable[[float, str], None]
 
 FIELD_TYPES = ("choice", "integer", "number", "boolean", "string", "integer_list", "card",
-               "card_list", "integer_pairs", "object", "choice_list")
+               "card_list", "integer_pairs", "object", "choice_list", "object_list")
 """Input types a form needs: ``card`` is a card id or serial of the cluster (a
 card number with a topology family instead), ``integer_pairs`` ``[[a, b], …]``,
-``object`` a JSON object (a form takes it as JSON text), ``choice_list`` several of
+``object`` a JSON object (a form takes it as JSON text), ``object_list`` a JSON list
+of objects (the what-if's events; JSON text too), ``choice_list`` several of
 ``choices`` (a list; a kind may also take them as one comma-separated string, for the
 API and the command line)."""
 
