@@ -147,6 +147,11 @@ REDIS_URL = os.environ.get("REDIS_URL") or ensure_embedded_redis(VAR_DIR)
 # then answers 503, twin.core.unavailable) and reconnects by itself when it returns.
 REDIS_CONNECT_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_CONNECT_TIMEOUT_S", 1.0))
 REDIS_SOCKET_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_SOCKET_TIMEOUT_S", 2.0))
+# /healthz/ and the live read endpoints first PING Redis on a connection of their own
+# with this timeout (twin.core.unavailable.check_redis): a frozen Redis is a 503 within
+# a second, while the clients doing the work keep the longer timeout above (the large
+# pipelines of a million-card tick must not time out).
+REDIS_PROBE_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_PROBE_TIMEOUT_S", 0.5))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)

@@ -36,6 +36,7 @@ from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
 from twin.core.api.viewsets import TwinModelViewSet
+from twin.core.unavailable import check_redis
 from twin.hardware.models import Card, Cluster
 from twin.telemetry import bridge, grouping, state, victoria
 from twin.telemetry.api.serializers import (
@@ -237,6 +238,7 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
     """The cluster's live headline: cards reporting, power vs budget, utilization,
     hottest card, health counts, open alerts by severity."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
+    check_redis()  # a frozen Redis: 503 within a second (twin.core.unavailable)
     body = state.summary(cluster.pk)
     body["open_alerts"] = {
         sev: Alert.objects.filter(cluster=cluster, ended__isnull=True, severity=sev).count()
@@ -263,6 +265,7 @@ def cluster_rollup(request: Request, cluster_id: int) -> Response:
         errors["metric"] = f"one of {', '.join(METRIC_KEYS)}"
     if errors:
         raise ValidationError(errors)
+    check_redis()
     data = state.rollup(cluster_id, level, metric)
     return Response({k: _jsonable(v) if isinstance(v, np.ndarray) else v
                      for k, v in data.items()})
@@ -279,6 +282,7 @@ def card_live(request: Request, card_id: int) -> Response:
     if card is None:
         raise NotFound(f"no card {card_id}")
     cluster_id = card["supernode__cluster_id"]
+    check_redis()
     body = state.card_state(cluster_id, card_id)
     body["serial"] = card["serial"]
     body["cluster"] = cluster_id
