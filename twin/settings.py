@@ -201,6 +201,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
     "telemetry-scrape": {"task": "twin.telemetry.scrape_due", "schedule": 5.0},
     "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
+    # Agents silent after a rotation of their token: an alert naming each.
+    "telemetry-watch-agents": {"task": "twin.telemetry.watch_agents", "schedule": 10.0},
     # Scenario runs: fail the ones whose worker died (twin.scenarios.runner.reap).
     "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
     # Cluster builds: the same for builds (twin.hardware.runner.reap).
@@ -340,6 +342,12 @@ TELEMETRY_DRAINERS = int(os.environ.get("TWIN_TELEMETRY_DRAINERS", 2))
 # (benchmarks/ingest_paths.py), no queue while the workers are away, no backpressure
 # (twin.telemetry.enqueue). For the largest clusters.
 TELEMETRY_APPLY_ON_INGEST = env_bool("TWIN_TELEMETRY_APPLY_ON_INGEST")
+# An agent's replaced token keeps working this long after a rotation (the rotate-token
+# action may say otherwise), so the agent can be given the new one without a gap.
+TWIN_AGENT_TOKEN_GRACE_S = float(os.environ.get("TWIN_AGENT_TOKEN_GRACE_S", 600))
+# An agent silent this long after a rotation of its token gets an alert naming it
+# (twin.telemetry.agent_watch, on beat).
+TWIN_AGENT_SILENT_S = float(os.environ.get("TWIN_AGENT_SILENT_S", 30))
 TELEMETRY_RETENTION_DAYS = int(os.environ.get("TWIN_TELEMETRY_RETENTION_DAYS", 7))
 TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 # Django's ASGI handler spools a request body to a temporary *disk* file past this

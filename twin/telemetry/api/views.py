@@ -45,6 +45,7 @@ from twin.telemetry.api.serializers import (
     CardHealthSerializer,
     MetricSerializer,
     MinuteSerializer,
+    RotateTokenSerializer,
     ScrapeTargetSerializer,
     TelemetryAgentSerializer,
 )
@@ -82,17 +83,20 @@ class TelemetryAgentViewSet(TwinModelViewSet):
         # The read-back instance is a fresh row: carry the one-time token over.
         serializer.instance._new_token = serializer._new_token
 
-    @extend_schema(request=None, responses=TelemetryAgentSerializer)
+    @extend_schema(request=RotateTokenSerializer, responses=TelemetryAgentSerializer)
     @action(detail=True, methods=["post"], url_path="rotate-token",
             permission_classes=[IsAuthenticated])
     def rotate_token(self, request: Request, pk: str | None = None) -> Response:
-        """Replace the agent's token; the answer shows the new one, once."""
+        """Replace the agent's token; the answer shows the new one, once. The replaced
+        token keeps working for ``grace_s`` seconds (``previous_token_expires``)."""
         if not request.user.has_perm("telemetry.change_telemetryagent"):
             return Response({"detail": "You may not change telemetry agents."},
                             status=status.HTTP_403_FORBIDDEN)
+        body = RotateTokenSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         agent = self.get_object()
-        token = agent.set_new_token()
-        agent.save(update_fields=["token_hash", "token_hint", "last_updated"])
+        token = agent.set_new_token(body.validated_data.get("grace_s"))
+        agent.save(update_fields=list(TelemetryAgent.TOKEN_FIELDS))
         agent._new_token = token  # type: ignore[attr-defined]
         return Response(self.get_serializer(agent).data)
 
