@@ -25,7 +25,7 @@ __all__ = ["CONTROL_CHARACTERS", "PRINTABLE_PATTERN", "printable", "printable_co
 
 CONTROL_CHARACTERS = "\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029"
 """The refused characters, as a regular-expression class body (Python, ECMA, PostgreSQL)."""
-PRINTABLE_PATTERN = f"^[^{CONTROL_CHARACTERS}]*$"
+PRINTABLE_PATTERN = f"^[^{CONTROL_CHARACTERS}]+$"
 
 printable = RegexValidator(
     PRINTABLE_PATTERN,

@@ -24,57 +24,57 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='acceleratortype',
             name='name',
-            field=models.CharField(max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='acceleratortype',
             name='vendor',
-            field=models.CharField(max_length=50, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=50, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='card',
             name='serial',
-            field=models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='cluster',
             name='name',
-            field=models.CharField(max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='clusterbuild',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='networkdevice',
             name='model',
-            field=models.CharField(blank=True, max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(blank=True, max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='networkdevice',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='rack',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='server',
             name='hostname',
-            field=models.CharField(blank=True, db_index=True, help_text='Host name telemetry agents report.', max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(blank=True, db_index=True, help_text='Host name telemetry agents report.', max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='server',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='supernode',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AddConstraint(
             model_name='acceleratortype',

@@ -27,17 +27,17 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='job',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='job',
             name='tenant',
-            field=models.CharField(db_index=True, help_text='Who the job runs for (a team, a customer).', max_length=64, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(db_index=True, help_text='Who the job runs for (a team, a customer).', max_length=64, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='trace',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AddConstraint(
             model_name='job',

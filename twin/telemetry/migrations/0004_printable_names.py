@@ -27,12 +27,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='telemetryagent',
             name='description',
-            field=models.CharField(blank=True, max_length=200, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(blank=True, max_length=200, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AlterField(
             model_name='telemetryagent',
             name='name',
-            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
+            field=models.CharField(max_length=100, validators=[django.core.validators.RegexValidator('^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]+$', code='not_printable', message='Use printable text: control characters (such as \\x03 or a line break) are not allowed.')]),
         ),
         migrations.AddConstraint(
             model_name='telemetryagent',
