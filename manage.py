@@ -4,6 +4,11 @@
 A configuration error (``ImproperlyConfigured``: no ``TWIN_SECRET_KEY``, a bad
 ``TWIN_METRICS_ALLOW``, …) is one readable line on stderr and exit status 2,
 not a traceback: the message already says what to set.
+
+With ``REDIS_URL`` unset, a command that may need a broker gets the embedded Redis
+(started if nobody runs it, and stopped at exit if this command started it);
+``migrate``, ``check``, ``makemigrations`` and the like start nothing
+(``twin.embedded.embedded_redis_for_command``).
 """
 import os
 import sys
@@ -14,6 +19,9 @@ def main() -> None:
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
+    from twin.embedded import embedded_redis_for_command
+
+    embedded_redis_for_command(sys.argv)
     try:
         execute_from_command_line(sys.argv)
     except ImproperlyConfigured as exc:

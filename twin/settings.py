@@ -1,9 +1,10 @@
 """Settings, all read from the environment.
 
 With ``DATABASE_URL`` unset the twin uses SQLite under ``var/``; with
-``REDIS_URL`` unset it starts (or finds) the embedded Redis of
-``twin.embedded``. So a fresh machine needs no services, and docker-compose or
-CI point the same code at PostgreSQL and a real Redis.
+``REDIS_URL`` unset the embedded Redis of ``twin.embedded`` (reading the settings
+starts nothing: the processes that need a broker start it, see there). So a fresh
+machine needs no services, and docker-compose or CI point the same code at
+PostgreSQL and a real Redis.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from twin.core.localnet import telemetry_queue
-from twin.embedded import ensure_embedded_redis
+from twin.embedded import embedded_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TWIN_VAR_DIR", BASE_DIR / "var"))
@@ -141,7 +142,7 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ---------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL") or ensure_embedded_redis(VAR_DIR)
+REDIS_URL = os.environ.get("REDIS_URL") or embedded_url()
 
 # Every Redis client on a request path fails fast when Redis is away (the request
 # then answers 503, twin.core.unavailable) and reconnects by itself when it returns.
