@@ -135,7 +135,7 @@ supervise_embedded_redis() {
         return 0
     fi
     : >"$TWIN_LOG_DIR/redis.log"
-    supervise redis "$PY" -m twin.embedded serve
+    supervise redis env PYTHONPATH="$TWIN_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m twin.embedded serve
     for _ in $(seq 1 100); do
         port_open "$TWIN_EMBEDDED_REDIS_PORT" && return 0
         sleep 0.1
