@@ -121,6 +121,29 @@ print(ensure_embedded_redis(Path(os.environ["TWIN_VAR_DIR"])))') >/dev/null ||
         die "the embedded Redis did not start (see $TWIN_VAR_DIR/redis-$TWIN_EMBEDDED_REDIS_PORT.log)"
 }
 
+# scripts/demo: with REDIS_URL unset, run the embedded Redis in the foreground under
+# its own supervisor (below), so a Redis that dies is started again with a backoff
+# like every other child; it keeps its data in an append-only file in $TWIN_VAR_DIR
+# (twin/embedded.py), so the runs it had queued survive the restart. An embedded
+# Redis someone else already runs on the port is used as it is (not supervised).
+supervise_embedded_redis() {
+    if [[ -n "${REDIS_URL:-}" ]]; then
+        return 0
+    fi
+    if port_open "$TWIN_EMBEDDED_REDIS_PORT"; then
+        warn "an embedded Redis already runs on port $TWIN_EMBEDDED_REDIS_PORT; using it (not supervised by this demo)"
+        return 0
+    fi
+    : >"$TWIN_LOG_DIR/redis.log"
+    supervise redis env PYTHONPATH="$TWIN_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m twin.embedded serve
+    for _ in $(seq 1 100); do
+        port_open "$TWIN_EMBEDDED_REDIS_PORT" && return 0
+        sleep 0.1
+    done
+    die "the embedded Redis did not start; see $TWIN_LOG_DIR/redis.log:
+$(tail -n 20 "$TWIN_LOG_DIR/redis.log")"
+}
+
 # Stop the embedded Redis if this command started it.
 stop_redis_if_started() {
     if [[ "$TWIN_STARTED_REDIS" == 1 && -x "$PY" ]]; then

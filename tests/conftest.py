@@ -64,6 +64,26 @@ async def async_wait_until(check: Callable[[], Any], timeout: float = 20.0,
         await asyncio.sleep(interval)
 
 
+_started_embedded_redis = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``REDIS_URL`` unset, the session's broker is the embedded Redis: start it
+    (reading the settings no longer does, ``twin.embedded``) and stop it at the end
+    if this session started it."""
+    global _started_embedded_redis
+    from twin.embedded import ensure_for_process
+
+    _started_embedded_redis = ensure_for_process()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _started_embedded_redis:
+        from twin.embedded import stop_embedded_redis
+
+        stop_embedded_redis()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``@pytest.mark.postgres_only`` is a skipif on the database vendor, so such a
     test shows as skipped on SQLite instead of passing without checking anything."""

@@ -73,3 +73,52 @@ def test_a_killed_child_comes_back_and_stopping_the_supervisor_stops_it(tmp_path
     wait_until(lambda: not alive(second), 15, "the child to stop with its supervisor")
     assert not alive(supervisor)
     assert len(pids.read_text().split()) == 2  # not restarted once stopping
+
+
+def test_the_demo_supervises_its_embedded_redis_and_it_keeps_its_data(tmp_path):
+    """Issue 22, item 3: killed, the demo's embedded Redis is started again by its
+    supervisor and still holds what it held (append-only file); stopping the
+    supervisor stops it. On a port and var directory of this test's own."""
+    import redis
+
+    from twin.core.localnet import free_port
+
+    port = free_port()
+    var_dir = tmp_path / "var"
+    script = f"""
+set -Eeuo pipefail
+source "{ROOT}/scripts/lib.sh"
+declare -a CHILDREN=() CHILD_NAMES=()
+supervise_embedded_redis
+echo "${{CHILDREN[0]}}" > "{tmp_path}/supervisor.pid"
+wait "${{CHILDREN[0]}}"
+"""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(TWIN_LOG_DIR=str(tmp_path), TWIN_VAR_DIR=str(var_dir),
+               TWIN_EMBEDDED_REDIS_PORT=str(port), TWIN_DEMO_BACKOFF_MIN="1")
+    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = redis.Redis(port=port, socket_timeout=1)
+
+    def answers() -> bool:
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+
+    try:
+        wait_until(lambda: (tmp_path / "supervisor.pid").exists(), 20, "the supervisor")
+        wait_until(answers, 20, "the embedded Redis")
+        client.set("queued-run", "kept")
+        first = int((var_dir / f"redis-{port}.pid").read_text())
+        os.kill(first, signal.SIGKILL)  # a crash
+        wait_until(lambda: not alive(first), 10, "the old server to be gone")
+        wait_until(answers, 20, "the supervisor to start Redis again")
+        assert int((var_dir / f"redis-{port}.pid").read_text()) != first
+        assert client.get("queued-run") == b"kept"
+        assert "redis exited" in (tmp_path / "redis.log").read_text()
+    finally:
+        if (tmp_path / "supervisor.pid").exists():
+            os.kill(int((tmp_path / "supervisor.pid").read_text()), signal.SIGTERM)
+        proc.wait(30)
+    wait_until(lambda: not answers(), 15, "Redis to stop with its supervisor")

@@ -7,7 +7,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from twin.embedded import ensure_for_process
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+ensure_for_process()  # REDIS_URL unset: the embedded Redis (twin.embedded)
 # No persistent database connections here: every request runs in a thread of its own
 # (asgiref), and their connections would pile up (twin/settings.py, DATABASES).
 os.environ.setdefault("TWIN_DB_CONN_MAX_AGE", "0")

@@ -11,12 +11,12 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import beat_init, celeryd_init, worker_process_init
 from celery.worker.consumer import Consumer as CeleryConsumer
 
 from twin.core import collector
 
-__all__ = ["Consumer", "app", "freeze_startup_objects"]
+__all__ = ["Consumer", "app", "embedded_broker", "freeze_startup_objects"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,16 @@ class Consumer(CeleryConsumer):
             super().on_connection_error_after_connected(exc)
         except AttributeError:  # the same detached transport, elsewhere in the close
             log.warning("ignored an error closing the lost broker connection", exc_info=True)
+
+
+@celeryd_init.connect
+@beat_init.connect
+def embedded_broker(**_: Any) -> None:
+    """A worker or beat with ``REDIS_URL`` unset: see that the embedded Redis runs
+    (``twin.embedded``; reading the settings starts nothing)."""
+    from twin.embedded import ensure_for_process
+
+    ensure_for_process()
 
 
 @worker_process_init.connect

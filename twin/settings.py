@@ -1,9 +1,10 @@
 """Settings, all read from the environment.
 
 With ``DATABASE_URL`` unset the twin uses SQLite under ``var/``; with
-``REDIS_URL`` unset it starts (or finds) the embedded Redis of
-``twin.embedded``. So a fresh machine needs no services, and docker-compose or
-CI point the same code at PostgreSQL and a real Redis.
+``REDIS_URL`` unset the embedded Redis of ``twin.embedded`` (reading the settings
+starts nothing: the processes that need a broker start it, see there). So a fresh
+machine needs no services, and docker-compose or CI point the same code at
+PostgreSQL and a real Redis.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from twin.core.localnet import telemetry_queue
-from twin.embedded import ensure_embedded_redis
+from twin.embedded import embedded_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TWIN_VAR_DIR", BASE_DIR / "var"))
@@ -156,12 +157,17 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ---------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL") or ensure_embedded_redis(VAR_DIR)
+REDIS_URL = os.environ.get("REDIS_URL") or embedded_url()
 
 # Every Redis client on a request path fails fast when Redis is away (the request
 # then answers 503, twin.core.unavailable) and reconnects by itself when it returns.
 REDIS_CONNECT_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_CONNECT_TIMEOUT_S", 1.0))
 REDIS_SOCKET_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_SOCKET_TIMEOUT_S", 2.0))
+# /healthz/ and the live read endpoints first PING Redis on a connection of their own
+# with this timeout (twin.core.unavailable.check_redis): a frozen Redis is a 503 within
+# a second, while the clients doing the work keep the longer timeout above (the large
+# pipelines of a million-card tick must not time out).
+REDIS_PROBE_TIMEOUT_S = float(os.environ.get("TWIN_REDIS_PROBE_TIMEOUT_S", 0.5))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
@@ -211,6 +217,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
     "telemetry-scrape": {"task": "twin.telemetry.scrape_due", "schedule": 5.0},
     "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
+    # Agents silent after a rotation of their token: an alert naming each.
+    "telemetry-watch-agents": {"task": "twin.telemetry.watch_agents", "schedule": 10.0},
     # Scenario runs: fail the ones whose worker died (twin.scenarios.runner.reap).
     "scenarios-reap": {"task": "twin.scenarios.reap", "schedule": 30.0},
     # Cluster builds: the same for builds (twin.hardware.runner.reap).
@@ -359,6 +367,12 @@ TELEMETRY_DRAINERS = int(os.environ.get("TWIN_TELEMETRY_DRAINERS", 2))
 # (benchmarks/ingest_paths.py), no queue while the workers are away, no backpressure
 # (twin.telemetry.enqueue). For the largest clusters.
 TELEMETRY_APPLY_ON_INGEST = env_bool("TWIN_TELEMETRY_APPLY_ON_INGEST")
+# An agent's replaced token keeps working this long after a rotation (the rotate-token
+# action may say otherwise), so the agent can be given the new one without a gap.
+TWIN_AGENT_TOKEN_GRACE_S = float(os.environ.get("TWIN_AGENT_TOKEN_GRACE_S", 600))
+# An agent silent this long after a rotation of its token gets an alert naming it
+# (twin.telemetry.agent_watch, on beat).
+TWIN_AGENT_SILENT_S = float(os.environ.get("TWIN_AGENT_SILENT_S", 30))
 TELEMETRY_RETENTION_DAYS = int(os.environ.get("TWIN_TELEMETRY_RETENTION_DAYS", 7))
 TELEMETRY_MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 # Django's ASGI handler spools a request body to a temporary *disk* file past this

@@ -16,7 +16,13 @@ HTML 500 page. Short socket timeouts on the request paths' Redis clients (see
 ``settings``) make that answer come within a second.
 
 :func:`check_broker` is the fast "is the broker there?" a view asks before it
-commits a job whose task it cannot queue; :class:`ServiceUnavailable` is the DRF
+commits a job whose task it cannot queue; :func:`check_redis` the fast "is Redis
+there?" that ``/healthz/`` and the live read endpoints ask first (issue 22, item 6):
+a PING on a connection of its own with a timeout of ``REDIS_PROBE_TIMEOUT_S``
+(0.5 s), so a frozen Redis (a SIGSTOP, a stalled host: it accepts connections but
+never answers) is a 503 within a second, while the clients that carry the real
+work keep their longer ``REDIS_SOCKET_TIMEOUT_S``, under which the large
+pipelines of a million-card tick never time out; :class:`ServiceUnavailable` is the DRF
 exception for that 503. The websocket consumers close with
 :data:`CLOSE_UNAVAILABLE` (4503) for the same reasons, which clients treat as
 "retry with backoff" (``twin.live.protocol`` documents it).
@@ -24,7 +30,9 @@ exception for that 503. The websocket consumers close with
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import threading
 from typing import Any
 
 from django.db import InterfaceError as DjangoInterfaceError
@@ -40,6 +48,7 @@ __all__ = [
     "ServiceUnavailable",
     "ServiceUnavailableMiddleware",
     "check_broker",
+    "check_redis",
     "is_outage",
     "outage_service",
     "server_error",
@@ -167,3 +176,34 @@ def check_broker(timeout: float = 1.0) -> None:
     except Exception as exc:  # noqa: BLE001 - whatever the transport raises means "not there"
         log.warning("the Celery broker is not reachable: %s", exc)
         raise ServiceUnavailable(service="broker") from exc
+
+
+_probe_lock = threading.Lock()
+_probe: tuple[int, str, float, Any] | None = None
+
+
+def _probe_client() -> Any:
+    """The probe's own client (per process, URL and timeout): one connection, the short
+    timeout on connect and on the reply, no retry."""
+    global _probe
+    import redis
+    from django.conf import settings
+
+    url = settings.REDIS_URL
+    timeout = float(getattr(settings, "REDIS_PROBE_TIMEOUT_S", 0.5))
+    current = _probe
+    if current is None or current[:3] != (os.getpid(), url, timeout):
+        with _probe_lock:
+            current = _probe
+            if current is None or current[:3] != (os.getpid(), url, timeout):
+                client = redis.Redis.from_url(url, socket_timeout=timeout,
+                                              socket_connect_timeout=timeout,
+                                              retry_on_timeout=False, max_connections=8)
+                _probe = current = (os.getpid(), url, timeout, client)
+    return current[3]
+
+
+def check_redis() -> None:
+    """Raise Redis's ``ConnectionError``/``TimeoutError`` (an outage: a 503 through the
+    middleware) unless Redis answers a PING within ``REDIS_PROBE_TIMEOUT_S``."""
+    _probe_client().ping()

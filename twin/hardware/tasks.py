@@ -45,8 +45,10 @@ def enqueue_build(build_id: int) -> None:
 
 @shared_task(name="twin.hardware.reap_builds")
 def reap_builds() -> list[int]:
-    """Fail running builds whose worker is gone (see ``runner.reap``)."""
-    return runner.reap()
+    """Fail running builds whose worker is gone (see ``runner.reap``); send again the
+    queued builds whose message was lost, or fail them past the limit."""
+    queued = runner.JOBS.reap_queued(run_cluster_build.apply_async)
+    return sorted(set(runner.reap()) | set(queued["failed"]))
 
 
 @worker_ready.connect

@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from simulation.topology import TopologyError
 from twin.core.choices import JobStatusChoices as S
-from twin.core.jobs import Cancelled, JobError, JobRunner, Outcome, Reporter
+from twin.core.jobs import Cancelled, JobError, JobRunner, Outcome, Reporter, Send
 from twin.scenarios.kinds import ENGINE_VERSION, REGISTRY, ScenarioInputError, get_kind, jsonable
 from twin.scenarios.models import ScenarioRun, group_name
 from twin.scenarios.snapshot import (
@@ -76,6 +76,7 @@ __all__ = [
     "params_hash",
     "publish",
     "reap",
+    "reap_queued",
     "stale_s",
     "submit",
     "time_limit_s",
@@ -143,6 +144,18 @@ def reap(now: datetime | None = None) -> list[int]:
     failed = set(SWEEPS.parts.model.objects.filter(pk__in=parts, run__status=S.FAILED)
                  .values_list("run_id", flat=True))
     return sorted(failed | set(JOBS.reap(now)))
+
+
+def reap_queued(send_run: Send, send_part: Send,
+                now: datetime | None = None) -> dict[str, list[int]]:
+    """Runs and parts still queued long after their task was sent (its message lost
+    with a broker restart): sent again, or failed past ``TWIN_SCENARIO_QUEUED_FAIL_S``
+    (:meth:`twin.core.jobs.JobRunner.reap_queued`); a part that fails fails its run
+    (the parts runner's publish hook)."""
+    parts = SWEEPS.parts.reap_queued(send_part, now)
+    runs = JOBS.reap_queued(send_run, now)
+    return {"resent": runs["resent"], "failed": runs["failed"],
+            "parts_resent": parts["resent"], "parts_failed": parts["failed"]}
 
 
 def fail_orphans(hostname: str) -> list[int]:

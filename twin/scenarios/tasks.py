@@ -64,8 +64,11 @@ def enqueue_run(run_id: int) -> None:
 
 @shared_task(name="twin.scenarios.reap")
 def reap_scenarios() -> list[int]:
-    """Fail running runs whose worker is gone (see ``runner.reap``)."""
-    return runner.reap()
+    """Fail running runs whose worker is gone (see ``runner.reap``); send again the
+    queued runs and parts whose message was lost, or fail them past the limit
+    (``runner.reap_queued``)."""
+    queued = runner.reap_queued(run_scenario.apply_async, run_part.apply_async)
+    return sorted(set(runner.reap()) | set(queued["failed"]))
 
 
 @worker_ready.connect

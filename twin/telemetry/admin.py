@@ -40,12 +40,15 @@ __all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgent
 
 @admin.register(TelemetryAgent)
 class TelemetryAgentAdmin(TwinModelAdmin):
-    list_display = ("name", "cluster", "is_active", "token_hint", "last_seen", "last_sequence",
-                    "batches", "gaps", "missed_batches", "duplicates")
+    list_display = ("name", "cluster", "is_active", "token_hint", "previous_token_hint",
+                    "previous_token_expires", "last_seen", "last_sequence", "batches", "gaps",
+                    "missed_batches", "duplicates")
     filterset_class = TelemetryAgentFilterSet
     filterset_sidebar = ("is_active", "cluster")
     search_fields = ("name",)
-    readonly_fields = ("token_hint", "last_sequence", "last_seen", "batches", "samples",
+    readonly_fields = ("token_hint", "previous_token_hint", "previous_token_expires",
+                       "token_rotated_at", "old_token_refused_at", "last_sequence", "last_seen",
+                       "batches", "samples",
                        "rejected", "duplicates", "gaps", "missed_batches", "restarts",
                        "created_by")
     actions = ["rotate_tokens"]
@@ -61,12 +64,14 @@ class TelemetryAgentAdmin(TwinModelAdmin):
             return
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Rotate the token of the selected agents (shown once)")
+    @admin.action(description="Rotate the token of the selected agents (shown once; the old "
+                              "one works for the grace period)")
     def rotate_tokens(self, request: HttpRequest, queryset: QuerySet) -> None:
         for agent in queryset:
             token = agent.set_new_token()
-            agent.save(update_fields=["token_hash", "token_hint", "last_updated"])
-            messages.warning(request, f"New token of {agent.name}: {token}")
+            agent.save(update_fields=list(TelemetryAgent.TOKEN_FIELDS))
+            messages.warning(request, f"New token of {agent.name}: {token} (the old one "
+                                      f"works until {agent.previous_token_expires:%H:%M:%S} UTC)")
 
 
 @admin.register(ScrapeTarget)

@@ -36,6 +36,7 @@ class AlertRuleChoices(ChoiceSet):
     CLUSTER_SILENT = "cluster_silent"
     UTIL_DROP = "util_drop"
     CHECKPOINT_SLOW = "checkpoint_slow"
+    AGENT_ROTATED_SILENT = "agent_rotated_silent"
     CHOICES = [
         (RACK_POWER, "Rack power over budget", "red"),
         (GPU_TEMP, "GPU temperature high", "orange"),
@@ -52,6 +53,7 @@ class AlertRuleChoices(ChoiceSet):
         (CLUSTER_SILENT, "No telemetry from the cluster", "red"),
         (UTIL_DROP, "Sudden utilization drop", "orange"),
         (CHECKPOINT_SLOW, "Checkpoint write over 15 s", "orange"),
+        (AGENT_ROTATED_SILENT, "Agent silent after a token rotation", "red"),
     ]
 
 

@@ -7,6 +7,7 @@ The database keeps what must outlive Redis or be queried: who may send
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
 from typing import Any
@@ -17,8 +18,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.telemetry.choices import (
     AlertRuleChoices,
     AlertStateChoices,
@@ -53,18 +56,35 @@ class TelemetryAgent(TimestampedModel):
     """Something that sends telemetry for one cluster, with its own token.
 
     Only the token's hash is stored: the token is shown once, when the agent is
-    created or its token rotated. Sequence bookkeeping (``last_sequence``,
+    created or its token rotated. A rotation keeps the replaced token working for a
+    grace period (``previous_token_*``; ``TWIN_AGENT_TOKEN_GRACE_S`` unless the
+    rotation says otherwise), so the agent can be given its new token without a
+    gap; a replaced token presented after that is answered 401 naming the rotation
+    and remembered (``old_token_refused_at``): ``twin.telemetry.agent_watch`` then
+    opens an alert naming the agent. Sequence bookkeeping (``last_sequence``,
     ``gaps``, ``missed_batches``, ``duplicates``) is updated on every batch.
     """
 
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.CASCADE,
                                 related_name="telemetry_agents")
-    name = models.CharField(max_length=100)
-    description = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=100, validators=[printable])
+    description = models.CharField(max_length=200, blank=True, validators=[printable])
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_hint = models.CharField(max_length=12, editable=False,
                                   help_text="First characters of the token, to tell tokens "
                                             "apart.")
+    previous_token_hash = models.CharField(max_length=64, blank=True, db_index=True,
+                                           editable=False)
+    previous_token_hint = models.CharField(
+        max_length=12, blank=True, editable=False,
+        help_text="First characters of the token the last rotation replaced.")
+    previous_token_expires = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="The replaced token works until then (the rotation's grace period).")
+    token_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    old_token_refused_at = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="Last time the replaced token was sent after its grace period.")
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                    null=True, blank=True, related_name="+")
@@ -87,13 +107,27 @@ class TelemetryAgent(TimestampedModel):
         ordering = ["cluster", "name"]
         constraints = [
             models.UniqueConstraint(fields=["cluster", "name"], name="agent_unique_name"),
+            printable_constraint("name", "agent_name_printable"),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cluster})"
 
-    def set_new_token(self) -> str:
-        """Give the agent a fresh token and return it (the only time it is readable)."""
+    #: What a rotation changes (``save(update_fields=...)``).
+    TOKEN_FIELDS = ("token_hash", "token_hint", "previous_token_hash", "previous_token_hint",
+                    "previous_token_expires", "token_rotated_at", "last_updated")
+
+    def set_new_token(self, grace_s: float | None = None) -> str:
+        """Give the agent a fresh token and return it (the only time it is readable).
+
+        On a rotation (the agent had a token) the replaced one keeps working for
+        ``grace_s`` seconds (default ``TWIN_AGENT_TOKEN_GRACE_S``; 0: at once)."""
+        if self.token_hash:
+            now = timezone.now()
+            grace = settings.TWIN_AGENT_TOKEN_GRACE_S if grace_s is None else grace_s
+            self.previous_token_hash, self.previous_token_hint = self.token_hash, self.token_hint
+            self.previous_token_expires = now + dt.timedelta(seconds=max(0.0, float(grace)))
+            self.token_rotated_at = now
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self.token_hash = hash_token(token)
         self.token_hint = token[:12]

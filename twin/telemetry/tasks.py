@@ -31,6 +31,7 @@ __all__ = [
     "drain",
     "heal",
     "notify_alerts",
+    "watch_agents",
     "persist_minute",
     "scrape_due",
     "scrape_target",
@@ -179,6 +180,15 @@ def notify_alerts() -> dict[str, int]:
     from twin.telemetry import notify
 
     return notify.deliver()
+
+
+@shared_task(name="twin.telemetry.watch_agents", ignore_result=True, acks_late=False)
+def watch_agents() -> dict[str, int]:
+    """Alerts naming the agents silent after a rotation of their token
+    (``agent_watch.check_agents``)."""
+    from twin.telemetry import agent_watch
+
+    return agent_watch.check_agents()
 
 
 @shared_task(name="twin.telemetry.cleanup")

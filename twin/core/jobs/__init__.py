@@ -7,6 +7,6 @@ makes one ``JobRunner`` for it in its own ``runner.py`` and keeps its
 ``tasks.py`` as thin Celery shims over that runner.
 """
 from twin.core.jobs.models import Job
-from twin.core.jobs.runner import Cancelled, JobError, JobRunner, Outcome, Reporter
+from twin.core.jobs.runner import Cancelled, JobError, JobRunner, Outcome, Reporter, Send
 
-__all__ = ["Cancelled", "Job", "JobError", "JobRunner", "Outcome", "Reporter"]
+__all__ = ["Cancelled", "Job", "JobError", "JobRunner", "Outcome", "Reporter", "Send"]

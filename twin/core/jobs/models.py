@@ -39,6 +39,9 @@ class Job(models.Model):
     error_field = models.CharField(max_length=200, blank=True,
                                    help_text="The input a failed run blames, if any.")
     task_id = models.CharField(max_length=64, blank=True)
+    sent = models.DateTimeField(null=True, blank=True,
+                                help_text="When its task was last sent to the broker (a queued "
+                                          "job nobody took is sent again: the queued reaper).")
     worker = models.CharField(max_length=200, blank=True,
                               help_text="Worker (or command) that ran it.")
     heartbeat = models.DateTimeField(null=True, blank=True,

@@ -19,6 +19,13 @@ cached, how a build is called) and hands the runner a *work* function:
 * :meth:`JobRunner.reap` (a periodic Celery beat task) and
   :meth:`JobRunner.fail_orphans` (a worker-startup hook) make sure no job stays
   ``running`` after its worker is gone.
+* :meth:`JobRunner.reap_queued` (the same beat task) makes sure no job stays
+  ``queued`` because its message is gone (a broker that restarted without it, issue
+  22): a job no worker took ``<PREFIX>_QUEUED_S`` after its task was sent is sent
+  again under a new task id, and one still queued ``<PREFIX>_QUEUED_FAIL_S`` after it
+  was created is failed with that reason. Should the first message turn up after
+  all, the second delivery finds the job claimed under the other task id and
+  leaves it alone (:meth:`execute`), so a job is never computed twice.
 
 Work may hand its job on instead of finishing it (a split scenario run sends
 its parts as tasks of their own): it returns ``Outcome(None, deferred=True)``
@@ -163,6 +170,14 @@ class JobRunner(Generic[J]):
         """Silence after which the reaper declares a running job's worker dead."""
         return self._setting("STALE_S", 12 * self.heartbeat_s())
 
+    def queued_s(self) -> float:
+        """Wait after sending a job's task before the queued reaper sends it again."""
+        return self._setting("QUEUED_S", 60.0)
+
+    def queued_fail_s(self) -> float:
+        """Time in the queue after which a job no worker took is failed."""
+        return self._setting("QUEUED_FAIL_S", 3600.0)
+
     @property
     def time_limit_setting(self) -> str:
         return f"{self.settings_prefix}_TIME_LIMIT_S"
@@ -189,6 +204,7 @@ class JobRunner(Generic[J]):
         if not task_id:
             task_id = str(uuid.uuid4())
             self.model.objects.filter(pk=job_id).update(task_id=task_id)
+        self.model.objects.filter(pk=job_id).update(sent=timezone.now())
         try:
             send(args=[job_id], task_id=task_id)
         except Exception as exc:  # noqa: BLE001 - any broker failure must reach the user
@@ -295,6 +311,40 @@ class JobRunner(Generic[J]):
                 reaped.append(job_id)
         return reaped
 
+    def reap_queued(self, send: Send, now: datetime | None = None) -> dict[str, list[int]]:
+        """Queued jobs nobody took: send again the ones sent more than :meth:`queued_s`
+        ago (under a new task id), fail the ones queued more than :meth:`queued_fail_s`;
+        returns ``{"resent": ids, "failed": ids}``. Every change is a compare-and-set on
+        the status (and the task id), so a worker claiming the job meanwhile wins."""
+        now = now or timezone.now()
+        result: dict[str, list[int]] = {"resent": [], "failed": []}
+        give_up = self.queued_fail_s()
+        too_old = Q(created__lt=now - timedelta(seconds=give_up))
+        for job_id in self.model.objects.filter(too_old, status=S.QUEUED) \
+                .values_list("pk", flat=True):
+            if self.fail(job_id, f"no worker took it within {give_up:g} s of being queued (its "
+                                 f"message was lost, or no worker serves its queue: is Redis "
+                                 f"up and a worker started, celery -A twin worker?); "
+                                 f"{self.again}", from_statuses=(S.QUEUED,), where=too_old):
+                result["failed"].append(job_id)
+        since = now - timedelta(seconds=self.queued_s())
+        due = Q(sent__lt=since) | Q(sent__isnull=True, created__lt=since)
+        for job_id, old in self.model.objects.filter(due, status=S.QUEUED) \
+                .values_list("pk", "task_id"):
+            task_id = str(uuid.uuid4())
+            if not self.model.objects.filter(pk=job_id, status=S.QUEUED, task_id=old).update(
+                    task_id=task_id, sent=now, message="sent again: no worker had taken it"):
+                continue
+            try:
+                send(args=[job_id], task_id=task_id)
+            except Exception as exc:  # noqa: BLE001 - the broker is away: next beat tries again
+                log.warning("could not send %s %s again: %s", self.noun, job_id, exc)
+                continue
+            log.warning("%s %s was still queued %g s after its task was sent; sent it again",
+                        self.noun, job_id, self.queued_s())
+            result["resent"].append(job_id)
+        return result
+
     def fail_orphans(self, hostname: str) -> list[int]:
         """A worker starting as ``hostname`` fails the jobs an earlier life of it owned."""
         if not hostname:
@@ -339,6 +389,12 @@ class JobRunner(Generic[J]):
         if job is None:
             return None
         if not claimed:
+            if job.status == S.RUNNING and task_id and job.task_id and job.task_id != task_id:
+                # The job was sent again (reap_queued) and the other message got here
+                # first: that worker runs it; this copy is a duplicate.
+                log.info("%s %s already runs under task %s; duplicate %s dropped", self.noun,
+                         job_id, job.task_id, task_id)
+                return job
             if job.status == S.RUNNING:
                 self.fail(job_id, f"the worker running it ({job.worker or 'unknown'}) was lost "
                                   f"before it finished; {self.again}", from_statuses=(S.RUNNING,))

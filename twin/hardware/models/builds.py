@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from twin.core.jobs import Job
+from twin.core.validators import printable
 
 __all__ = ["ClusterBuild"]
 
@@ -16,7 +17,7 @@ class ClusterBuild(Job):
     """One request to build a preset: its parameters, progress and outcome."""
 
     preset = models.CharField(max_length=50)
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[printable])
     params = models.JSONField(default=dict)
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.SET_NULL, null=True,
                                 blank=True, related_name="builds")

@@ -8,6 +8,7 @@ from django.db import models
 
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable
 from twin.hardware.choices import CardStatusChoices
 from twin.hardware.models.racks import BudgetedWrite, Parts, Rack
 
@@ -30,7 +31,7 @@ class Card(GuardedDeletion, BudgetedWrite, TimestampedModel):
     x = models.PositiveSmallIntegerField(null=True, blank=True)
     y = models.PositiveSmallIntegerField(null=True, blank=True)
     z = models.PositiveSmallIntegerField(null=True, blank=True)
-    serial = models.CharField(max_length=64, unique=True)
+    serial = models.CharField(max_length=64, unique=True, validators=[printable])
     uuid = models.UUIDField(default=uuid.uuid4, unique=True)
     status = models.CharField(
         max_length=12, choices=CardStatusChoices.choices(), default=CardStatusChoices.OK,

@@ -8,6 +8,7 @@ from django.db.models import Q
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.constants import (
     MAX_CARD_TDP_W,
     MAX_HBM_GIB,
@@ -42,8 +43,8 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
     deletion_cascades = False
 
     slug = models.SlugField(max_length=64, unique=True)
-    name = models.CharField(max_length=100, unique=True)
-    vendor = models.CharField(max_length=50)
+    name = models.CharField(max_length=100, unique=True, validators=[printable])
+    vendor = models.CharField(max_length=50, validators=[printable])
     fp32_tflops = models.FloatField("FP32 TFLOP/s", null=True, blank=True,
                                     validators=bounded(0, MAX_TFLOPS, "TFLOP/s"))
     tf32_tflops = models.FloatField("TF32 TFLOP/s", null=True, blank=True,
@@ -78,6 +79,7 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
     class Meta:
         ordering = ["vendor", "name"]
         constraints = [
+            printable_constraint("name", "accelerator_name_printable"),
             models.CheckConstraint(
                 condition=Q(idle_w__lte=models.F("tdp_w")), name="accelerator_idle_le_tdp"
             ),

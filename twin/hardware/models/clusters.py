@@ -10,6 +10,7 @@ from django.db.models import Q
 from twin.core.bounds import AtMost, bounded
 from twin.core.deletion import DeletionBlocked, GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.choices import FabricChoices, SelfHealingChoices
 from twin.hardware.constants import (
     MAX_DEVICE_LATENCY_NS,
@@ -26,7 +27,7 @@ SWITCHED_FABRICS = {FabricChoices.FAT_TREE, FabricChoices.PCIE_STAR, FabricChoic
 
 
 class Cluster(GuardedDeletion, TimestampedModel):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[printable])
     description = models.TextField(blank=True)
     preset = models.CharField(max_length=50, blank=True, help_text="Preset it was built from.")
     self_healing = models.CharField(
@@ -40,6 +41,7 @@ class Cluster(GuardedDeletion, TimestampedModel):
 
     class Meta:
         ordering = ["name"]
+        constraints = [printable_constraint("name", "cluster_name_printable")]
 
     def __str__(self) -> str:
         return self.name
@@ -74,7 +76,7 @@ class SuperNode(GuardedDeletion, TimestampedModel):
     stay, without a supernode."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="supernodes")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[printable])
     index = models.PositiveIntegerField(help_text="Position of the supernode in its cluster.")
     fabric = models.CharField(max_length=20, choices=FabricChoices.choices())
     card_count = models.PositiveIntegerField(help_text="Cards the fabric is designed for.",
@@ -99,6 +101,7 @@ class SuperNode(GuardedDeletion, TimestampedModel):
     class Meta:
         ordering = ["cluster", "index"]
         constraints = [
+            printable_constraint("name", "supernode_name_printable"),
             models.UniqueConstraint(fields=["cluster", "index"], name="supernode_unique_index"),
             models.UniqueConstraint(fields=["cluster", "name"], name="supernode_unique_name"),
             models.CheckConstraint(

@@ -9,6 +9,7 @@ from django.db.models import Q
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.choices import DeviceKindChoices
 from twin.hardware.constants import (
     DEVICE_TIER,
@@ -43,8 +44,8 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
         "hardware.Server", on_delete=models.CASCADE, null=True, blank=True, related_name="devices"
     )
     kind = models.CharField(max_length=20, choices=DeviceKindChoices.choices(), db_index=True)
-    name = models.CharField(max_length=100)
-    model = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=100, validators=[printable])
+    model = models.CharField(max_length=100, blank=True, validators=[printable])
     ports = models.PositiveSmallIntegerField(validators=bounded(1, MAX_DEVICE_PORTS, "ports"))
     port_gbps = models.PositiveIntegerField("Port speed (Gb/s)",
                                             validators=bounded(1, MAX_LINK_GBPS, "Gb/s"))
@@ -65,6 +66,7 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
     class Meta:
         ordering = ["cluster", "kind", "name"]
         constraints = [
+            printable_constraint("name", "device_name_printable"),
             models.UniqueConstraint(fields=["cluster", "name"], name="device_unique_name"),
             models.CheckConstraint(condition=Q(ports__gt=0) & Q(port_gbps__gt=0),
                                    name="device_ports_positive"),

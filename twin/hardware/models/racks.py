@@ -48,6 +48,7 @@ from django.db.models.functions import Cast, Coalesce
 from twin.core.bounds import AtLeast, AtMost, bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.choices import CoolingChoices
 from twin.hardware.constants import (
     DEFAULT_PUE,
@@ -376,7 +377,7 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
         related_name="racks",
         help_text="Empty for network racks shared by the cluster.",
     )
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[printable])
     row = models.PositiveIntegerField(help_text="Floor position: row.")
     slot = models.PositiveIntegerField(help_text="Floor position: slot within the row.")
     power_budget_w = models.PositiveIntegerField("Power budget (W)", default=DEFAULT_RACK_BUDGET_W,
@@ -395,6 +396,7 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
     class Meta:
         ordering = ["cluster", "row", "slot"]
         constraints = [
+            printable_constraint("name", "rack_name_printable"),
             models.UniqueConstraint(fields=["cluster", "name"], name="rack_unique_name"),
             models.UniqueConstraint(fields=["cluster", "row", "slot"], name="rack_unique_position"),
             models.CheckConstraint(condition=Q(power_budget_w__gt=0), name="rack_budget_positive"),

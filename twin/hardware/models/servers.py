@@ -11,6 +11,7 @@ from django.utils import timezone
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.constants import (
     DEFAULT_VFS_PER_SERVER,
     MAX_CARDS_PER_SERVER,
@@ -46,9 +47,9 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
         blank=True,
         related_name="servers",
     )
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[printable])
     position = models.PositiveSmallIntegerField(default=0, help_text="Slot within the rack.")
-    hostname = models.CharField(max_length=100, blank=True, db_index=True,
+    hostname = models.CharField(max_length=100, blank=True, db_index=True, validators=[printable],
                                 help_text="Host name telemetry agents report.")
     cards_per_server = models.PositiveSmallIntegerField(
         default=8, validators=bounded(1, MAX_CARDS_PER_SERVER, "cards"))
@@ -81,6 +82,7 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
     class Meta:
         ordering = ["rack", "position"]
         constraints = [
+            printable_constraint("name", "server_name_printable"),
             models.UniqueConstraint(fields=["rack", "name"], name="server_unique_name_in_rack"),
             models.CheckConstraint(condition=Q(cards_per_server__gt=0),
                                    name="server_cards_positive"),

@@ -31,6 +31,7 @@ from django.db.models import Q, Sum
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.hardware.constants import MAX_VFS_PER_SERVER
 from twin.jobs.choices import JobStateChoices, QosChoices
 from twin.jobs.constants import (
@@ -60,8 +61,8 @@ class Job(GuardedDeletion, TimestampedModel):
 
     cluster = models.ForeignKey("hardware.Cluster", on_delete=models.CASCADE,
                                 related_name="jobs")
-    name = models.CharField(max_length=100)
-    tenant = models.CharField(max_length=64, db_index=True,
+    name = models.CharField(max_length=100, validators=[printable])
+    tenant = models.CharField(max_length=64, db_index=True, validators=[printable],
                               help_text="Who the job runs for (a team, a customer).")
     cards = models.PositiveIntegerField(
         default=1, validators=bounded(1, MAX_JOB_CARDS, "cards"),
@@ -110,6 +111,7 @@ class Job(GuardedDeletion, TimestampedModel):
     class Meta:
         ordering = ["-id"]
         constraints = [
+            printable_constraint("name", "job_name_printable"),
             models.CheckConstraint(
                 condition=Q(cards__gte=1) & Q(cards__lte=MAX_JOB_CARDS)
                 & Q(share_milli__gte=1) & Q(share_milli__lte=FULL_CARD)

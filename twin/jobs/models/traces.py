@@ -19,6 +19,7 @@ from django.db import models
 from django.db.models import Q
 
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.jobs.choices import TraceFormatChoices
 
 __all__ = ["Trace", "pack", "unpack"]
@@ -40,7 +41,7 @@ def unpack(blob: bytes | memoryview | None) -> dict[str, Any] | None:
 class Trace(TimestampedModel):
     """A parsed trace: its node list (optional: Helios and Philly have none) and jobs."""
 
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[printable])
     format = models.CharField(max_length=20, choices=TraceFormatChoices.choices())
     nodes = models.BinaryField(null=True, blank=True, editable=False,
                                help_text="The node list (Nodes.to_dict()), compressed.")
@@ -58,6 +59,7 @@ class Trace(TimestampedModel):
     class Meta:
         ordering = ["-id"]
         constraints = [
+            printable_constraint("name", "trace_name_printable"),
             models.CheckConstraint(condition=Q(format__in=TraceFormatChoices.values()),
                                    name="trace_format_valid"),
         ]

@@ -8,7 +8,11 @@ Authentication: ``Authorization: Bearer <token>`` (or ``Token <token>``) with
 a ``TelemetryAgent`` token. No or an unknown token → 401 with
 ``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403.
 Token lookups are cached per process for ``TOKEN_CACHE_S`` seconds, so a
-deactivated or rotated token stops working within that time.
+deactivated or rotated token stops working within that time. A rotation keeps the
+replaced token working until ``previous_token_expires`` (its grace period); after
+that it is answered 401 saying when it was replaced and since when it no longer
+works, and the attempt is noted on the agent (``old_token_refused_at``, for the
+alert of ``twin.telemetry.agent_watch``).
 
 A cluster that is not in the database answers 410 Gone when it was deleted
 (its agents went with it; ``state.was_deleted``) and 404 when it never was,
@@ -35,7 +39,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Q, Value, When
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -52,7 +56,7 @@ logger = logging.getLogger(__name__)
 TOKEN_CACHE_S = 5.0
 COUNTER_MAX = 2**63 - 1
 """The largest value of the agent row's counters (PositiveBigIntegerField)."""
-_cache: dict[str, tuple[float, AgentAuth | None]] = {}
+_cache: dict[str, tuple[float, AgentAuth | str]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -90,16 +94,37 @@ def authenticate_agent(request: HttpRequest) -> AgentAuth | JsonResponse:
     if hit and hit[0] > now:
         auth = hit[1]
     else:
-        row = (TelemetryAgent.objects.filter(token_hash=digest, is_active=True)
-               .values("pk", "cluster_id", "name").first())
-        auth = AgentAuth(row["pk"], row["cluster_id"], row["name"]) if row else None
+        auth, until = _lookup(digest)
         with _cache_lock:
             if len(_cache) > 10_000:
                 _cache.clear()
-            _cache[digest] = (now + TOKEN_CACHE_S, auth)
-    if auth is None:
-        return _error(401, "invalid or deactivated agent token")
+            _cache[digest] = (min(now + TOKEN_CACHE_S, now + until), auth)
+    if isinstance(auth, str):
+        return _error(401, auth)
     return auth
+
+
+def _lookup(digest: str) -> tuple[AgentAuth | str, float]:
+    """The agent a token's digest belongs to (its current token, or the replaced one
+    within its grace period), with how long that holds in seconds; else why not."""
+    now = timezone.now()
+    row = (TelemetryAgent.objects
+           .filter(Q(token_hash=digest) | Q(previous_token_hash=digest,
+                                            previous_token_expires__gt=now), is_active=True)
+           .values("pk", "cluster_id", "name", "token_hash", "previous_token_expires").first())
+    if row is not None:
+        until = TOKEN_CACHE_S if row["token_hash"] == digest else \
+            (row["previous_token_expires"] - now).total_seconds()
+        return AgentAuth(row["pk"], row["cluster_id"], row["name"]), until
+    old = (TelemetryAgent.objects.filter(previous_token_hash=digest)
+           .values("pk", "name", "token_rotated_at", "previous_token_expires").first())
+    if old is None:
+        return "invalid or deactivated agent token", TOKEN_CACHE_S
+    TelemetryAgent.objects.filter(pk=old["pk"]).update(old_token_refused_at=now)
+    return (f"invalid or deactivated agent token: the token of agent {old['name']!r} was "
+            f"replaced at {old['token_rotated_at']:%Y-%m-%d %H:%M:%S} UTC and stopped working "
+            f"at {old['previous_token_expires']:%Y-%m-%d %H:%M:%S} UTC; send the new token "
+            f"(the rotation showed it once)"), TOKEN_CACHE_S
 
 
 #: Larger ids are no database row (and would overflow the database's integer).

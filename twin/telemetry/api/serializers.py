@@ -16,6 +16,7 @@ __all__ = [
     "CardHealthSerializer",
     "MetricSerializer",
     "MinuteSerializer",
+    "RotateTokenSerializer",
     "ScrapeTargetSerializer",
     "TelemetryAgentSerializer",
 ]
@@ -23,7 +24,8 @@ __all__ = [
 
 class TelemetryAgentSerializer(ValidatedModelSerializer):
     """An agent. ``token`` is in the answer to a create (or rotate) only: it is
-    stored hashed and can never be read again."""
+    stored hashed and can never be read again. After a rotation the replaced token
+    (``previous_token_hint``) keeps working until ``previous_token_expires``."""
 
     url = serializers.HyperlinkedIdentityField(view_name="telemetry:agent-detail")
     token = serializers.SerializerMethodField(
@@ -32,11 +34,14 @@ class TelemetryAgentSerializer(ValidatedModelSerializer):
     class Meta:
         model = TelemetryAgent
         fields = ["id", "url", "display", "cluster", "name", "description", "is_active",
-                  "token", "token_hint", "last_sequence", "last_seen", "batches", "samples",
-                  "rejected", "duplicates", "gaps", "missed_batches", "restarts", "created",
-                  "last_updated"]
-        read_only_fields = ["token_hint", "last_sequence", "last_seen", "batches", "samples",
-                            "rejected", "duplicates", "gaps", "missed_batches", "restarts"]
+                  "token", "token_hint", "previous_token_hint", "previous_token_expires",
+                  "token_rotated_at", "old_token_refused_at", "last_sequence", "last_seen",
+                  "batches", "samples", "rejected", "duplicates", "gaps", "missed_batches",
+                  "restarts", "created", "last_updated"]
+        read_only_fields = ["token_hint", "previous_token_hint", "previous_token_expires",
+                            "token_rotated_at", "old_token_refused_at", "last_sequence",
+                            "last_seen", "batches", "samples", "rejected", "duplicates", "gaps",
+                            "missed_batches", "restarts"]
 
     def get_token(self, obj: TelemetryAgent) -> str | None:
         return getattr(obj, "_new_token", None)
@@ -58,6 +63,15 @@ class TelemetryAgentSerializer(ValidatedModelSerializer):
         instance = super().create(validated_data)
         instance._new_token = self._new_token  # type: ignore[attr-defined]
         return instance
+
+
+class RotateTokenSerializer(serializers.Serializer):
+    """The body of ``rotate-token`` (optional)."""
+
+    grace_s = serializers.FloatField(
+        required=False, min_value=0, max_value=7 * 86400,
+        help_text="Seconds the replaced token keeps working (default: the server's "
+                  "TWIN_AGENT_TOKEN_GRACE_S; 0: it stops at once).")
 
 
 class ScrapeTargetSerializer(ValidatedModelSerializer):

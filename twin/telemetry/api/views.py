@@ -37,6 +37,7 @@ from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
 from twin.core.api.viewsets import TwinModelViewSet
+from twin.core.unavailable import check_redis
 from twin.hardware.models import Card, Cluster
 from twin.telemetry import bridge, grouping, state, victoria
 from twin.telemetry.api.serializers import (
@@ -45,6 +46,7 @@ from twin.telemetry.api.serializers import (
     CardHealthSerializer,
     MetricSerializer,
     MinuteSerializer,
+    RotateTokenSerializer,
     ScrapeTargetSerializer,
     TelemetryAgentSerializer,
 )
@@ -82,17 +84,20 @@ class TelemetryAgentViewSet(TwinModelViewSet):
         # The read-back instance is a fresh row: carry the one-time token over.
         serializer.instance._new_token = serializer._new_token
 
-    @extend_schema(request=None, responses=TelemetryAgentSerializer)
+    @extend_schema(request=RotateTokenSerializer, responses=TelemetryAgentSerializer)
     @action(detail=True, methods=["post"], url_path="rotate-token",
             permission_classes=[IsAuthenticated])
     def rotate_token(self, request: Request, pk: str | None = None) -> Response:
-        """Replace the agent's token; the answer shows the new one, once."""
+        """Replace the agent's token; the answer shows the new one, once. The replaced
+        token keeps working for ``grace_s`` seconds (``previous_token_expires``)."""
         if not request.user.has_perm("telemetry.change_telemetryagent"):
             return Response({"detail": "You may not change telemetry agents."},
                             status=status.HTTP_403_FORBIDDEN)
+        body = RotateTokenSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         agent = self.get_object()
-        token = agent.set_new_token()
-        agent.save(update_fields=["token_hash", "token_hint", "last_updated"])
+        token = agent.set_new_token(body.validated_data.get("grace_s"))
+        agent.save(update_fields=list(TelemetryAgent.TOKEN_FIELDS))
         agent._new_token = token  # type: ignore[attr-defined]
         return Response(self.get_serializer(agent).data)
 
@@ -242,6 +247,7 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
     """The cluster's live headline: cards reporting, power vs budget, utilization,
     hottest card, health counts, open alerts by severity."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
+    check_redis()  # a frozen Redis: 503 within a second (twin.core.unavailable)
     body = state.summary(cluster.pk)
     body["open_alerts"] = cached("alerts", f"open:{cluster.pk}", lambda: {
         sev: Alert.objects.filter(cluster=cluster, ended__isnull=True, severity=sev).count()
@@ -268,6 +274,7 @@ def cluster_rollup(request: Request, cluster_id: int) -> Response:
         errors["metric"] = f"one of {', '.join(METRIC_KEYS)}"
     if errors:
         raise ValidationError(errors)
+    check_redis()
     data = state.rollup(cluster_id, level, metric)
     return Response({k: _jsonable(v) if isinstance(v, np.ndarray) else v
                      for k, v in data.items()})
@@ -284,6 +291,7 @@ def card_live(request: Request, card_id: int) -> Response:
     if card is None:
         raise NotFound(f"no card {card_id}")
     cluster_id = card["supernode__cluster_id"]
+    check_redis()
     body = state.card_state(cluster_id, card_id)
     body["serial"] = card["serial"]
     body["cluster"] = cluster_id

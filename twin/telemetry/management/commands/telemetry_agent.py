@@ -2,23 +2,37 @@
 
 It behaves like a real agent: it holds a token, sends numbered batches to the
 public ingest endpoints (columnar msgpack, JSON rows, or DCGM-exporter text)
-and retries a 503 with the same sequence number. Without ``--token`` it
-creates (or re-keys) the agent ``--agent-name`` of the cluster through the
-ORM, so re-keying invalidates the token of any other process using that name.
+and retries a passing failure — a 5xx, a 429, a refused connection, as when it
+starts before the server, its Redis or its database — with the same sequence
+number and a backoff (0.5 s doubling to 30 s), for as long as it takes. It exits
+(one line, non-zero status) only on a 4xx that retrying cannot fix: a token the
+server refuses even after reading it again, another cluster's token (403), a
+cluster that is gone (404, 410).
+
+The token: ``--token``, or ``--token-file`` (also ``TWIN_AGENT_TOKEN_FILE``), read
+again on a 401 so that a rotated token written there is taken up without a
+restart, or ``TWIN_AGENT_TOKEN``. With none of them it creates (or re-keys) the
+agent ``--agent-name`` of the cluster through the ORM, and re-keys it again when
+the server refuses its token (a rotation whose grace period ended): the demo's
+agent so follows a rotation by itself. Re-keying moves the token other processes
+use for that name into the rotation's grace period (``TelemetryAgent.set_new_token``).
 
     python manage.py telemetry_agent --cluster demo --hz 1
     python manage.py telemetry_agent --cluster demo --format dcgm --duration 60
 """
 from __future__ import annotations
 
+import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
-from twin.telemetry.client import AgentClient
+from twin.telemetry.client import AgentClient, Answer, Backoff, TokenSource, is_transient
 from twin.telemetry.metrics import METRICS, N_METRICS
 from twin.telemetry.simulator import Simulator
 
@@ -43,12 +57,20 @@ class Command(BaseCommand):
                             help="Stop after this many seconds (0: run until stopped).")
         parser.add_argument("--token", default="", help="Agent token (default: create/re-key "
                                                         "--agent-name through the database).")
+        parser.add_argument("--token-file", default=os.environ.get("TWIN_AGENT_TOKEN_FILE", ""),
+                            help="File holding the agent token, read again when the server "
+                                 "refuses it (a rotation); with neither --token nor "
+                                 "TWIN_AGENT_TOKEN, the re-keyed token is written there.")
         parser.add_argument("--agent-name", default="",
                             help="Agent to create or re-key (default: sim-<cluster>).")
         parser.add_argument("--fault-rate", type=float, default=2e-5,
                             help="Injected faults per card per second (default %(default)s).")
         parser.add_argument("--chunk", type=int, default=0,
                             help="Cards per POST (default: 65536 native, 1024 rows, 256 dcgm).")
+        parser.add_argument("--backoff-max", type=float, default=30.0,
+                            help="Longest pause between two tries while the twin is away "
+                                 "(s; the pause starts at 0.5 s and doubles; default "
+                                 "%(default)s).")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--quiet", action="store_true", help="Print only errors.")
 
@@ -58,33 +80,55 @@ class Command(BaseCommand):
 
         if opts["hz"] <= 0 or opts["hz"] > 50:
             raise CommandError("--hz must be in (0, 50]")
+        self.quiet = opts["quiet"]
+        self._said = {}
+        self.backoff_max = max(0.5, float(opts["backoff_max"]))
+        stop = {"flag": False}
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+        deadline = time.monotonic() + opts["duration"] if opts["duration"] > 0 else float("inf")
+        self.should_stop = (  # type: ignore[method-assign]
+            lambda: stop["flag"] or time.monotonic() >= deadline)
         name = str(opts["cluster"])
-        cluster = (Cluster.objects.filter(name=name).first()
-                   or (Cluster.objects.filter(pk=int(name)).first() if name.isdigit() else None))
+        cluster = self._from_db(lambda: (
+            Cluster.objects.filter(name=name).first()
+            or (Cluster.objects.filter(pk=int(name)).first() if name.isdigit() else None)))
         if cluster is None:
             raise CommandError(f"no cluster named {name!r}; build one first: manage.py "
                                f"build_cluster --preset seed-512 --name {name}")
-        token = opts["token"]
-        if not token:
+        tokens = TokenSource(opts["token"], opts["token_file"] or None)
+        if not tokens.token:
             agent_name = opts["agent_name"] or f"sim-{cluster.name}"[:100]
-            agent = TelemetryAgent.objects.filter(cluster=cluster, name=agent_name).first()
-            if agent is None:
-                agent, token = TelemetryAgent.issue(cluster, agent_name,
-                                                    description="telemetry_agent command")
-            else:
-                token = agent.set_new_token()
-                agent.is_active = True
-                agent.save(update_fields=["token_hash", "token_hint", "is_active",
-                                          "last_updated"])
-        self.quiet = opts["quiet"]
-        client = AgentClient(opts["url"], token)
+
+            def rekey() -> str:
+                def write() -> str:
+                    agent = TelemetryAgent.objects.filter(cluster=cluster,
+                                                          name=agent_name).first()
+                    if agent is None:
+                        return TelemetryAgent.issue(cluster, agent_name,
+                                                    description="telemetry_agent command")[1]
+                    token = agent.set_new_token()
+                    agent.is_active = True
+                    agent.save()
+                    return token
+
+                token = self._from_db(write)
+                self._say(f"agent {agent_name!r}: token (re)issued through the database")
+                return token
+
+            tokens = TokenSource("", opts["token_file"] or None, reissue=rekey)
+            tokens.refresh()
+        client = AgentClient(opts["url"], tokens)
         fmt = opts["format"]
         chunk = opts["chunk"] or DEFAULT_CHUNK[fmt]
         layout = self._wait_for_layout(client, cluster.pk)
+        if layout is None:
+            client.close()
+            return
         card_ids = np.array(layout["card_ids"], dtype=np.int64)
-        rows = {r[0]: r for r in Card.objects.filter(pk__in=card_ids.tolist()).values_list(
-            "id", "accelerator__tdp_w", "accelerator__idle_w", "accelerator__hbm_gib",
-            "server_id", "uuid", "server__hostname", "slot", "accelerator__name")}
+        rows = {r[0]: r for r in self._from_db(lambda: list(
+            Card.objects.filter(pk__in=card_ids.tolist()).values_list(
+                "id", "accelerator__tdp_w", "accelerator__idle_w", "accelerator__hbm_gib",
+                "server_id", "uuid", "server__hostname", "slot", "accelerator__name")))}
         meta = [rows[int(c)] for c in card_ids]
         sim = Simulator(np.array([m[1] for m in meta], float), np.array([m[2] for m in meta],
                                                                          float),
@@ -92,32 +136,40 @@ class Command(BaseCommand):
                         seed=opts["seed"], fault_rate=opts["fault_rate"])
         self._say(f"agent for cluster {cluster.name} (id {cluster.pk}): {len(card_ids):,} cards, "
                   f"{opts['hz']:g} Hz, format {fmt}, {chunk} cards per POST, to {opts['url']}")
-        stop = {"flag": False}
-        signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
         period = 1.0 / opts["hz"]
-        deadline = time.monotonic() + opts["duration"] if opts["duration"] > 0 else float("inf")
+        backoff = Backoff(0.5, self.backoff_max)
         next_at = time.monotonic()
         seq = 0
         totals = {"posts": 0, "accepted": 0, "rejected": 0, "errors": 0}
         last_report = time.monotonic()
         try:
-            while not stop["flag"] and time.monotonic() < deadline:
+            while not self.should_stop():
                 values, _reporting = sim.step(period)
                 ts = time.time()
+                failing = False
                 for start in range(0, len(card_ids), chunk):
                     seq += 1
                     end = min(start + chunk, len(card_ids))
                     answer = self._send(client, fmt, cluster.pk, layout, seq, ts, start, end,
                                         values, card_ids, meta)
-                    if answer is None:
+                    if answer is None or is_transient(answer.status):
+                        # The server, its Redis or its database is away: try the next
+                        # round after a growing pause instead of hammering it.
                         totals["errors"] += 1
-                        continue
+                        failing = True
+                        pause = backoff.next(answer.retry_after if answer else None)
+                        self._say_once("away", f"the twin is not taking batches ("
+                                       f"{answer.status if answer else 'no connection'}); "
+                                       f"retrying with a backoff (now {pause:g} s)")
+                        self._sleep(pause)
+                        break
                     if answer.status == 409:  # the hardware changed: new card order
                         layout = self._wait_for_layout(client, cluster.pk)
+                        if layout is None:
+                            return
                         break
-                    if answer.status in (404, 410):  # the cluster was deleted: nothing to do
-                        raise CommandError(f"cluster {cluster.name!r}: "
-                                           f"{answer.body.get('detail', answer.status)}")
+                    if answer.status in (401, 403, 404, 410):  # retrying cannot fix these
+                        raise CommandError(self._refused(answer, cluster.name))
                     totals["posts"] += 1
                     if answer.status >= 300:
                         totals["errors"] += 1
@@ -125,6 +177,10 @@ class Command(BaseCommand):
                         continue
                     totals["accepted"] += int(answer.body.get("accepted", 0))
                     totals["rejected"] += int(answer.body.get("rejected_total", 0))
+                if not failing:
+                    backoff.reset()
+                    if self._said.pop("away", None):
+                        self._say("the twin takes batches again")
                 if time.monotonic() - last_report >= 10:
                     last_report = time.monotonic()
                     self._say(f"seq {seq}: {totals['posts']} posts, {totals['accepted']:,} "
@@ -144,24 +200,81 @@ class Command(BaseCommand):
                   f"{totals['rejected']} values rejected, {totals['errors']} errors")
 
     # ------------------------------------------------------------------
+    quiet = False
+    backoff_max = 30.0
+    _said: dict[str, bool]
+
+    def should_stop(self) -> bool:
+        """Replaced in :meth:`handle` (SIGTERM, ``--duration``)."""
+        return False
+
     def _say(self, text: str) -> None:
         if not self.quiet:
             self.stdout.write(text)
 
-    def _wait_for_layout(self, client: AgentClient, cluster_id: int) -> dict[str, Any]:
-        """The layout, waiting (up to 2 min) for the web server to come up."""
-        deadline = time.monotonic() + 120
+    def _say_once(self, key: str, text: str) -> None:
+        """Say ``text`` once per spell of trouble (no line per retry)."""
+        if not self._said.get(key):
+            self._said[key] = True
+            self._say(text)
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the command is told to stop."""
+        until = time.monotonic() + seconds
+        while not self.should_stop() and time.monotonic() < until:
+            time.sleep(min(0.2, until - time.monotonic()))
+
+    def _from_db(self, query: Callable[[], Any]) -> Any:
+        """Run an ORM call, retrying with a backoff while the database is away."""
+        from django.db import close_old_connections
+
+        backoff = Backoff(0.5, self.backoff_max)
         while True:
             try:
+                return query()
+            except DatabaseError as exc:
+                if self.should_stop():
+                    raise CommandError(f"the database is away: {exc}".strip()) from exc
+                self._say_once("db", f"the database is away ({str(exc).strip()[:120]}); "
+                                     f"retrying with a backoff")
+                close_old_connections()
+                self._sleep(backoff.next())
+
+    @staticmethod
+    def _refused(answer: Answer, cluster: str) -> str:
+        detail = " ".join(str(answer.body.get("detail", "")).split()) or "no detail"
+        return f"the twin refused the agent of cluster {cluster!r} ({answer.status}): {detail}"
+
+    def _wait_for_layout(self, client: AgentClient, cluster_id: int) -> dict[str, Any] | None:
+        """The layout, waiting with a backoff for as long as the server is away or answers
+        a passing error (5xx, 429); None if told to stop meanwhile."""
+        from twin.hardware.models import Cluster
+
+        backoff = Backoff(0.5, self.backoff_max)
+        reread = False
+        while not self.should_stop():
+            try:
                 answer = client.layout(cluster_id)
-                if answer.status == 200:
-                    return answer.body
-                raise CommandError(f"layout: {answer.status} {answer.body}")
             except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise CommandError(f"the twin at {client.host}:{client.port} does not "
-                                       f"answer: {exc}") from exc
-                time.sleep(1.0)
+                self._say_once("layout", f"the twin at {client.host}:{client.port} does not "
+                                         f"answer ({exc}); retrying with a backoff")
+                self._sleep(backoff.next())
+                continue
+            if answer.status == 200:
+                self._said.pop("layout", None)
+                return answer.body
+            if answer.status == 401 and not reread and client.tokens.refresh():
+                reread = True
+                continue
+            if not is_transient(answer.status):
+                name = self._from_db(lambda: Cluster.objects.filter(pk=cluster_id)
+                                     .values_list("name", flat=True).first()) or cluster_id
+                raise CommandError(self._refused(answer, str(name)))
+            self._say_once("layout", f"the twin answers {answer.status} "
+                                     f"({answer.body.get('detail', '')}); retrying with a "
+                                     f"backoff")
+            self._sleep(backoff.next(answer.retry_after))
+        return None
 
     def _send(self, client: AgentClient, fmt: str, cluster_id: int, layout: dict[str, Any],
               seq: int, ts: float, start: int, end: int, values: np.ndarray,
@@ -188,9 +301,7 @@ class Command(BaseCommand):
                 return client.send_with_retry(lambda: client.post_batch(cluster_id, doc, "json"))
             text = dcgm_exposition(block, meta[start:end])
             return client.send_with_retry(lambda: client.post_exposition(cluster_id, text, seq))
-        except OSError as exc:
-            self.stderr.write(f"POST seq {seq} failed: {exc}")
-            time.sleep(1.0)
+        except OSError:
             return None
 
 
