@@ -58,6 +58,8 @@ Parameters (flat: the topology's fields sit next to the kind's own)
                 ``sequence_parallel``, ``precision``, ``zero`` …); no topology.
     training_search  the same hardware, ``cards``, ``global_batch``,
                 ``objective`` (time/energy/cost), ``top``, ``limits``.
+    capacity    no topology: ``site``, ``candidates``, ``workload``, ``prices``
+                (objects), ``compare`` (older,newer), ``top`` (docs/capacity.md).
 
 Sweeps: a kind whose run is many independent computations (training_search's
 configurations, scheduling's policies, resilience's checkpoint intervals) also
@@ -93,6 +95,7 @@ from twin.scenarios.kinds.collective import CollectiveKind
 from twin.scenarios.kinds.resilience import ResilienceKind
 from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
+from twin.scenarios.kinds.capacity import CapacityKind
 # isort: on
 
 __all__ = [
@@ -101,6 +104,7 @@ __all__ = [
     "REGISTRY",
     "ROUTE_BY",
     "TOPOLOGY_KEYS",
+    "CapacityKind",
     "CollectiveKind",
     "FailureKind",
     "FieldSpec",
