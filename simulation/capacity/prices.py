@@ -101,7 +101,8 @@ DEFAULT_OPTICS: dict[str, Optic] = {
 
 PRICE_SOURCES: dict[str, str] = {
     "energy_per_kwh": "US industrial average retail price of electricity, ~8.1 ¢/kWh in "
-                      "2024 (EIA, Electric Power Monthly, table 5.3)",
+                      "2024 (EIA, Electric Power Monthly, tables 5.3 and 5.6.B, U.S. total, "
+                      "industrial sector); replace by the site's tariff",
     "depreciation_years": "IT equipment straight-line over 5 years (hyperscalers report "
                           f"5–6 years for servers in their 10-K filings) — {ASSUMPTION}",
     "facility_per_kw": "Data-centre shell, power and cooling ~$10M per MW of IT (industry "
