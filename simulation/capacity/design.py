@@ -40,8 +40,8 @@ from simulation.capacity.network import fat_tree, fat_tree_arrays
 from simulation.capacity.prices import PriceTable
 from simulation.capacity.timing import StepFigure
 
-__all__ = ["HOURS_PER_YEAR", "SWITCHES_PER_RACK", "Plan", "compare_generations",
-           "evaluate", "evaluate_one", "pareto_front"]
+__all__ = ["HOURS_PER_YEAR", "SWITCHES_PER_RACK", "Plan", "check_space",
+           "compare_generations", "evaluate", "evaluate_one", "pareto_front"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

@@ -165,3 +165,30 @@ def test_the_training_model_prices_two_generations_side_by_side():
     # the newer generation trains faster on the same cards (the training model)
     assert new["hours_to_train"] < old["hours_to_train"]
     assert new["execution"] is not None and answer["assumptions"]
+
+
+def test_a_trace_workload_scales_its_gpu_hours_by_the_bf16_peaks():
+    site = Site(power_kw=1e5, cooling_kw=1e5, floor_racks=1000)
+    space = CandidateSpace(("h100-sxm5-80gb", "b200-sxm-180gb"), (40.0,), (1024,))
+    work = Workload.from_dict({"gpu_hours": 1e6, "reference": "h100-sxm5-80gb"})
+    p = plan(site, space, work, PriceTable(), CATALOGUE)
+    h100, b200 = p.design(0), p.design(1)
+    assert h100["hours_to_train"] == pytest.approx(1e6 / 1024)
+    ratio = CATALOGUE["h100-sxm5-80gb"]["bf16_tflops"] / CATALOGUE["b200-sxm-180gb"]["bf16_tflops"]
+    assert b200["hours_to_train"] == pytest.approx(1e6 * ratio / 1024)
+    out = p.to_dict()
+    assert out["objective"] == "cost_of_run" and out["searches"] == 2
+    assert math.isnan(h100["cost_per_mtok"])  # no tokens: cost of the run instead
+    assert out["best"][0]["cost_of_run"] <= out["best"][1]["cost_of_run"]
+
+
+def test_workload_and_space_errors_name_their_field():
+    with pytest.raises(CapacityInputError) as exc:
+        Workload.from_dict({"model": "llama3-8b", "tokens": 1e9, "precision": "fp4"})
+    assert exc.value.field == "workload.precision"
+    with pytest.raises(CapacityInputError) as exc:
+        CandidateSpace.from_dict({"accelerators": ["x"], "rack_kw": [40, -1]})
+    assert exc.value.field == "candidates.rack_kw[1]"
+    with pytest.raises(CapacityInputError) as exc:
+        Site.from_dict({"power_kw": 1, "cooling_kw": 1, "floor_racks": 1, "pue": 0.9})
+    assert exc.value.field == "site.pue"
