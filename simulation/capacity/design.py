@@ -49,7 +49,8 @@ HOURS_PER_YEAR = 8_760.0
 SWITCHES_PER_RACK = 16
 """Scale-out switches per network rack (1U each, with patch panels) — assumption."""
 Timer = Callable[[str, int], StepFigure]
-COLUMNS = ("cards", "servers", "racks", "network_racks", "switches", "tiers", "links",
+COLUMNS = ("cards", "servers", "racks", "network_racks", "scale_up_switches", "switches",
+           "tiers", "links",
            "optics", "it_kw", "facility_kw", "cooling_kw", "training_kw", "capex_it",
            "capex_facility", "capex", "opex_per_year", "hours_to_train", "cost_of_run",
            "cost_per_mtok", "energy_j_per_token")
@@ -88,6 +89,7 @@ def evaluate(site: Site, space: CandidateSpace, workload: Workload, prices: Pric
     whole = np.array([s.whole_rack for s in systems], dtype=np.bool_)[acc]
     overhead = np.array([s.overhead_w for s in systems])[acc]
     card_price = np.array([s.price_per_card for s in systems])[acc]
+    up_switches = np.array([s.scale_up_switches for s in systems])[acc]
     tdp = np.array([float(figures[s]["tdp_w"]) for s in space.accelerators])[acc]
     rack_w = np.array(space.rack_kw)[rk] * 1000.0
     asked = np.array(space.cards, dtype=np.int64)[cd]
@@ -138,6 +140,7 @@ def evaluate(site: Site, space: CandidateSpace, workload: Workload, prices: Pric
 
     columns: dict[str, Any] = {
         "cards": cards, "servers": servers, "racks": racks, "network_racks": net_racks,
+        "scale_up_switches": np.ceil(servers * up_switches).astype(np.int64),
         "switches": n_switches, "tiers": tiers, "links": links, "optics": n_optics,
         "it_kw": it_kw, "facility_kw": facility_kw, "cooling_kw": it_kw,
         "training_kw": training_kw, "capex_it": capex_it, "capex_facility": capex_facility,
@@ -279,7 +282,8 @@ class Plan:
         for key in COLUMNS:
             value = self.columns[key][i]
             out[key] = int(value) if key in ("cards", "servers", "racks", "network_racks",
-                                              "switches", "tiers", "links", "optics") \
+                                              "scale_up_switches", "switches", "tiers", "links",
+                                              "optics") \
                 else float(value)
         out["days_to_train"] = out["hours_to_train"] / 24.0
         return out
@@ -301,6 +305,7 @@ class Plan:
             "objective": "cost_of_run" if self.workload.is_trace else "cost_per_mtok",
             "pareto": [self.design(i) for i in self.front()],
             "best": [self.design(int(i)) for i in order[:top]],
+            "refused_designs": self.refused_designs(top),
             "searches": len(self.figures),
             "site": self.site.to_dict(), "candidates_space": self.space.to_dict(),
             "workload": self.workload.to_dict(), "prices": self.prices.to_dict(),
@@ -310,10 +315,23 @@ class Plan:
             out["nothing_fits"] = self.nothing_fits()
         return out
 
+    def refused_designs(self, top: int) -> list[dict[str, Any]]:
+        """Up to ``top`` designs that do not fit, the nearest misses first (fewest
+        reasons, then cheapest), each with ``why_not``."""
+        refused = np.flatnonzero(~self.fits)
+        if not len(refused):
+            return []
+        reasons = np.sum([np.asarray(v, dtype=np.int64)[refused] for v in self.flags.values()],
+                         axis=0)
+        cost = np.nan_to_num(self.objective()[refused], nan=np.inf)
+        order = refused[np.lexsort((cost, reasons))][:top]
+        keep = ("index", "accelerator", "rack_kw", "switch", "optic", "cards", "racks",
+                "facility_kw", "why_not")
+        return [{k: d[k] for k in keep} for d in (self.design(int(i)) for i in order)]
+
     def nothing_fits(self) -> str:
         """Plain words: nothing fits, and the nearest miss's reasons."""
-        best = int(np.argmin([len(self.why(i)) for i in range(self.count)]))
-        d = self.design(best)
+        d = self.design(int(self.refused_designs(1)[0]["index"]))
         return (f"No design fits: of {self.count:,} candidates, none passes every check "
                 f"({', '.join(f'{k} {v:,}' for k, v in self.flags_count().items() if v)} "
                 f"refused). The nearest, {d['cards']:,} × {d['accelerator']} in "

@@ -32,6 +32,11 @@ class SystemPrice:
     source: str
     servers_per_rack: int = 4
     whole_rack: bool = False
+    scale_up_switches: float = 0.0
+    """Scale-up (NVLink) switch chips or trays per server, in the system price: the
+    HGX baseboard's NVSwitch chips, or an NVL72 rack's switch trays per compute tray
+    (NVIDIA DGX user guides: 6 NVSwitch chips in a DGX A100, 4 in a DGX H100, 2 in a
+    DGX B200; GB200 NVL72: 9 switch trays for 18 compute trays)."""
 
 
 @dataclass(frozen=True)
@@ -59,24 +64,26 @@ DEFAULT_SYSTEMS: dict[str, SystemPrice] = {
     "h100-sxm5-80gb": SystemPrice(
         8, 4_400.0, 31_250.0, "DGX H100 datasheet: 10.2 kW max = 8 × 700 W + 4.6 kW overhead "
         "(less NICs priced in the fabric); price: HGX H100 8-GPU servers reported at ~$250k "
-        f"(press reports, 2023–24) — {ASSUMPTION}", servers_per_rack=4),
+        f"(press reports, 2023–24) — {ASSUMPTION}", servers_per_rack=4, scale_up_switches=4),
     "h200-sxm-141gb": SystemPrice(
         8, 4_400.0, 37_500.0, f"as H100 (same HGX board power); price ~$300k per server — "
-        f"{ASSUMPTION}", servers_per_rack=4),
+        f"{ASSUMPTION}", servers_per_rack=4, scale_up_switches=4),
     "b200-sxm-180gb": SystemPrice(
         8, 6_300.0, 50_000.0, "DGX B200 datasheet: ~14.3 kW max = 8 × 1,000 W + ~6.3 kW; "
-        f"price ~$400k per 8-GPU server — {ASSUMPTION}", servers_per_rack=4),
+        f"price ~$400k per 8-GPU server — {ASSUMPTION}", servers_per_rack=4,
+        scale_up_switches=2),
     "gb200-186gb": SystemPrice(
         4, 1_850.0, 3_000_000.0 / 72, "GB200 NVL72: 18 trays × (4 × 1,200 W + 1,850 W) = "
         "119.7 kW (NVIDIA ~120 kW; twin/hardware/presets.py); price ~$3M per rack (analyst "
         f"estimates reported in the press, 2024) — {ASSUMPTION}",
-        servers_per_rack=18, whole_rack=True),
+        servers_per_rack=18, whole_rack=True, scale_up_switches=0.5),
     "gb300-288gb": SystemPrice(
         4, 1_850.0, 3_700_000.0 / 72, f"as GB200 NVL72 with 1,400 W GPUs; price ~$3.7M per "
-        f"rack — {ASSUMPTION}", servers_per_rack=18, whole_rack=True),
+        f"rack — {ASSUMPTION}", servers_per_rack=18, whole_rack=True,
+        scale_up_switches=0.5),
     "a100-sxm-80gb": SystemPrice(
         8, 3_300.0, 15_000.0, "DGX A100 datasheet: 6.5 kW max = 8 × 400 W + 3.3 kW; price "
-        f"— {ASSUMPTION}", servers_per_rack=4),
+        f"— {ASSUMPTION}", servers_per_rack=4, scale_up_switches=6),
     "ascend-910b": SystemPrice(
         8, 2_500.0, 20_000.0, f"overhead and price — {ASSUMPTION}", servers_per_rack=4),
 }

@@ -125,6 +125,12 @@ def test_nothing_fits_says_why():
     assert text.startswith("No design fits")
     assert "power:" in text and "floor:" in text and "site's 100 kW" in text
     assert "rack: a server draws 10.0 kW > the 5 kW rack class" in p.why(0)
+    # the nearest miss first: the 40 kW design fails on power and floor, the 5 kW one on
+    # power, floor and its rack class
+    nearest, other = out["refused_designs"]
+    assert (nearest["rack_kw"], other["rack_kw"]) == (40.0, 5.0)
+    assert len(nearest["why_not"]) < len(other["why_not"])
+    assert "40 kW racks" in text
 
 
 def test_bad_prices_name_their_field():
@@ -158,6 +164,11 @@ def test_the_training_model_prices_two_generations_side_by_side():
     refused = [p.design(i) for i in range(p.count) if not p.fits[i]]
     assert [(d["accelerator"], d["rack_kw"]) for d in refused] == [("gb200-186gb", 40.0)]
     assert p.to_dict()["searches"] == 2  # one search per (accelerator, cards)
+    nvl72 = next(p.design(i) for i in range(p.count) if p.fits[i]
+                 and p.design(i)["accelerator"] == "gb200-186gb")
+    hgx = p.design(0)
+    assert nvl72["scale_up_switches"] == 9 * nvl72["racks"]  # 9 NVLink switch trays a rack
+    assert hgx["scale_up_switches"] == 4 * hgx["servers"]  # 4 NVSwitch chips per HGX H100
     answer = compare_generations(p, "h100-sxm5-80gb", "gb200-186gb")
     old, new = answer["older_design"], answer["newer_design"]
     assert answer["change_percent"] == pytest.approx(
