@@ -203,3 +203,15 @@ def test_workload_and_space_errors_name_their_field():
     with pytest.raises(CapacityInputError) as exc:
         Site.from_dict({"power_kw": 1, "cooling_kw": 1, "floor_racks": 1, "pue": 0.9})
     assert exc.value.field == "site.pue"
+
+
+def test_a_model_no_layout_can_hold_is_refused_with_the_training_models_reason():
+    site = Site(power_kw=1e4, cooling_kw=1e4, floor_racks=100)
+    space = CandidateSpace(("h100-sxm5-80gb", "a100-sxm-80gb"), (40.0,), (64,))
+    big = plan(site, space, Workload(model="llama3-405b", tokens=1e12, global_batch=64),
+               PriceTable(), CATALOGUE)
+    assert big.to_dict()["refused"]["training"] == 2
+    assert "does not fit HBM" in big.why(0)[0]
+    fp8 = plan(site, space, Workload(model="llama3-8b", tokens=1e12, global_batch=64,
+                                     precision="fp8"), PriceTable(), CATALOGUE)
+    assert fp8.why(1) == ["training: a100-sxm-80gb has no FP8"] and fp8.fits[0]
