@@ -38,10 +38,13 @@ BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
     "scheduling": {"jobs": 50, "servers": 4}, "training": HARDWARE, "training_search": HARDWARE,
     "whatif": {},
+    "capacity": {"site": {"power_kw": 1e4, "cooling_kw": 1e4, "floor_racks": 100},
+                 "candidates": {"accelerators": ["h100-sxm5-80gb", "gb200-186gb"]},
+                 "workload": {"model": "llama3-8b", "tokens": 1e11}},
 }
 #: Kinds whose inputs come from their own options (or a cluster), never a topology family:
 #: resilience prices a job, scheduling places jobs on nodes, training a parallel layout.
-NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search", "whatif"}
+NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search", "whatif", "capacity"}
 #: Options whose values name a row (tested with the database in tests/jobs).
 NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
@@ -51,6 +54,10 @@ SAMPLE = {  # an acceptable value of each field that has no default to try
     "accelerator": "a100-sxm-80gb", "dp": 8, "global_batch": 16,
     "power_cap_w": 500.0, "limits": {"tp": [1, 2], "precision": ["bf16"]},
     "jobs": 2000, "servers": 64, "gpus_per_server": 8,
+    "site": {"power_kw": 1e3, "cooling_kw": 1e3, "floor_racks": 10},
+    "candidates": {"accelerators": ["h100-sxm5-80gb", "gb200-186gb"], "cards": [72]},
+    "workload": {"gpu_hours": 1e5, "reference": "h100-sxm5-80gb"},
+    "prices": {"energy_per_kwh": 0.12}, "compare": "h100-sxm5-80gb,gb200-186gb",
 }
 KEYS = {"name", "type", "label", "help", "required", "default", "choices", "min", "max",
         "needs_cluster", "advanced"}
@@ -86,7 +93,8 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
                                                            "collective", "resilience",
                                                            "scheduling", "training",
-                                                           "training_search", "whatif"]
+                                                           "training_search", "whatif",
+                                                           "capacity"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]
@@ -238,7 +246,7 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
         *[("resilience", f.name) for f in get_kind("resilience").fields if f.max is not None],
         ("scheduling", "jobs"), ("scheduling", "target_load"), ("scheduling", "servers"),
         ("scheduling", "gpus_per_server"), *training, ("training_search", "global_batch"),
-        ("training_search", "top")]
+        ("training_search", "top"), ("capacity", "top")]
     for f in get_kind("resilience").fields:
         if f.max is not None:
             over = int(f.max) + 1 if f.type == "integer" else f.max * 2
@@ -261,7 +269,8 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
 def test_a_value_above_a_training_maximum_is_refused_on_that_field(db):
     for kind, name in [("training", n) for n in ("tp", "pp", "ep", "vpp", "zero",
                                                    "compression", "clock")] + \
-            [("training_search", "global_batch"), ("training_search", "top")]:
+            [("training_search", "global_batch"), ("training_search", "top"),
+             ("capacity", "top")]:
         spec = get_kind(kind).field(name)
         above = spec.max + 1 if spec.type == "integer" else spec.max + 0.5
         assert set(refused(kind, {name: above})) == {f"params.{name}"}, name

@@ -61,6 +61,8 @@ Parameters (flat: the topology's fields sit next to the kind's own)
     whatif      a cluster (always forked): ``events``, ``horizon_h``, ``policy``,
                 ``seed``, ``failure_rate``, ``checkpoint_interval_min``,
                 ``restart_s``, ``default_duration_h``, ``spares``, ``compute_share``.
+    capacity    no topology: ``site``, ``candidates``, ``workload``, ``prices``
+                (objects), ``compare`` (older,newer), ``top`` (docs/capacity.md).
 
 Sweeps: a kind whose run is many independent computations (training_search's
 configurations, scheduling's policies, resilience's checkpoint intervals) also
@@ -97,6 +99,7 @@ from twin.scenarios.kinds.resilience import ResilienceKind
 from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
 from twin.scenarios.kinds.whatif import WhatIfKind
+from twin.scenarios.kinds.capacity import CapacityKind
 # isort: on
 
 __all__ = [
@@ -105,6 +108,7 @@ __all__ = [
     "REGISTRY",
     "ROUTE_BY",
     "TOPOLOGY_KEYS",
+    "CapacityKind",
     "CollectiveKind",
     "FailureKind",
     "FieldSpec",
