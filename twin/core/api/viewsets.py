@@ -172,7 +172,8 @@ class TwinModelViewSet(viewsets.ModelViewSet):
         check = check_deletion(instance, cascade=cascade,
                                confirm=request.query_params.get("confirm"))
         if check.confirm_error:
-            raise ValidationError({"confirm": [check.confirm_error]})
+            # The value is well formed; it is what is stored that it must match: 409.
+            raise ValidationError({"confirm": [check.confirm_error]}, code="does_not_match")
         if not check.allowed:
             raise DeletionRefused(check.as_dict())
         if check.cascade:

@@ -268,7 +268,7 @@ class ClusterBuildSerializer(serializers.ModelSerializer):
 class BuildRequestSerializer(serializers.Serializer):
     """What ``POST /api/builds/`` accepts; the builder's ``check_build`` validates it."""
 
-    preset = serializers.CharField(max_length=50, help_text="A name from /api/presets/.")
+    preset = serializers.ChoiceField(choices=(), help_text="A name from /api/presets/.")
     name = serializers.CharField(max_length=100, required=False,
                                  help_text="Cluster name (default: the preset's).")
     # No bounds here: the builder's check says what would fit instead.
@@ -278,6 +278,14 @@ class BuildRequestSerializer(serializers.Serializer):
                                              help_text="Per-rack budget in W (default 40,000).")
     replace = serializers.BooleanField(default=False,
                                        help_text="Replace a cluster of the same name.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from twin.hardware.presets import PRESETS
+
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = list(PRESETS)
+        self.fields["preset"].error_messages["invalid_choice"] = (
+            f"Unknown preset '{{input}}'; choose one of: {', '.join(sorted(PRESETS))}.")
 
 
 class _PresetDefaults(serializers.Serializer):
