@@ -2,10 +2,10 @@
 
 A request can be well formed — every value of the type, range and format the
 schema documents — and still be refused because of what is stored: the name or
-the row/slot is taken, the id it refers to names no row, the rack would go over
-its budget. That is not bad input (400: the client must change the request) but
-a conflict with the current state (409: the state must change first), and a
-client that generated a request from the schema must be able to tell them apart.
+the row/slot is taken, the id it refers to names no row. That is not bad input
+(400: the client must change the request) but a conflict with the current state
+(409: the state must change first), and a client that generated a request from the
+schema must be able to tell them apart.
 
 Serializers and models keep raising ``ValidationError`` as they always did,
 with per-field messages; this handler looks at the error codes, and when every
@@ -25,11 +25,13 @@ from rest_framework.views import exception_handler
 __all__ = ["CONFLICT_CODES", "is_conflict", "twin_exception_handler"]
 
 #: Error codes that say "conflicts with what is stored", not "malformed": uniqueness
-#: (DRF's validators, ``full_clean()``'s unique checks and constraints), an id that
-#: names no row (``PrimaryKeyRelatedField``), a rack's power budget, a slot taken, a
-#: deletion's ``confirm`` that is not the object's stored name.
-CONFLICT_CODES = frozenset({"unique", "unique_together", "does_not_exist", "over_budget",
-                            "occupied", "does_not_match"})
+#: (DRF's validators, ``full_clean()``'s unique checks and constraints: a name or a
+#: row/slot taken), an id that names no row (``PrimaryKeyRelatedField``), a slot
+#: occupied, a deletion's ``confirm`` that is not the object's stored name. (A rack's
+#: power budget is still a 400: hardware's budget check gives its code with a dict of
+#: messages, which Django drops.)
+CONFLICT_CODES = frozenset({"unique", "unique_together", "does_not_exist", "occupied",
+                            "does_not_match"})
 
 _SAFE = {"GET", "HEAD", "OPTIONS"}
 

@@ -272,10 +272,12 @@ class BuildRequestSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False,
                                  help_text="Cluster name (default: the preset's).")
     # No bounds here: the builder's check says what would fit instead.
-    supernodes = serializers.IntegerField(required=False,
-                                          help_text="Default: the preset's.")
-    rack_budget_w = serializers.IntegerField(required=False,
-                                             help_text="Per-rack budget in W (default 40,000).")
+    supernodes = serializers.IntegerField(
+        required=False, min_value=1, help_text="Default: the preset's.",
+        error_messages={"min_value": "Supernodes must be a whole number ≥ 1."})
+    rack_budget_w = serializers.IntegerField(
+        required=False, min_value=1, help_text="Per-rack budget in W (default 40,000).",
+        error_messages={"min_value": "The rack budget must be positive (at least 1 W)."})
     replace = serializers.BooleanField(default=False,
                                        help_text="Replace a cluster of the same name.")
 

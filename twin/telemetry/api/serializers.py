@@ -63,9 +63,9 @@ class TelemetryAgentSerializer(ValidatedModelSerializer):
 
 #: What the model's ``clean()`` takes as an endpoint, as a pattern the schema can carry:
 #: an http(s) URL with a host and, if any, a port up to 65535.
-ENDPOINT_PATTERN = (r"\A[hH][tT][tT][pP][sS]?://(?:[^/?#@\s\x00]*@)?[^/?#@:\[\]\s\x00]+"
+ENDPOINT_PATTERN = (r"\A[hH][tT][tT][pP][sS]?://(?:(?:(?![/?#@])[!-~])*@)?(?:(?![/?#@:\[\]])[!-~])+"
                     r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}"
-                    r"|[1-5][0-9]{4}|[0-9]{1,4}))?(?:[/?#][^\n\x00]*)?\Z")
+                    r"|[1-5][0-9]{4}|[0-9]{1,4}))?(?:[/?#][^\x00\t\n\r]*)?\Z")
 
 
 class ScrapeTargetSerializer(ValidatedModelSerializer):
