@@ -62,6 +62,14 @@ def test_an_invalid_query_value_is_400_naming_the_parameter(admin_client_api: An
     assert list(_errors(admin_client_api.get(url, {name: bad}))) == [name]
 
 
+def test_anonymous_requests_get_their_401_first_and_public_reads_are_checked(
+        anon_client: Any, db: Any, settings: Any) -> None:
+    assert anon_client.get("/api/racks/", {"limit": 1001}).status_code == 401
+    settings.TWIN_PUBLIC_READ = True
+    assert "limit" in _errors(anon_client.get("/api/racks/", {"limit": 1001}))
+    assert anon_client.get("/api/racks/", {"limit": 10}).status_code == 200
+
+
 def test_a_single_valued_parameter_given_twice_is_400(admin_client_api: Any,
                                                       tiny_cluster: Any) -> None:
     response = admin_client_api.get("/api/racks/?over_budget=true&over_budget=false")

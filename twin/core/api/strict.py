@@ -24,7 +24,8 @@ document the API serves — and answers **400** naming the parameter when:
 
 A request for a path the schema does not describe (the schema itself, the
 docs, the telemetry ingest endpoints) is left alone, and so is a request
-without credentials: authentication answers first (401), as for any other input.
+without credentials (unless ``TWIN_PUBLIC_READ`` opens reads to anyone):
+authentication answers first (401), as for any other input.
 New apps inherit this as they are: an endpoint is checked as soon as it is in
 the schema.
 """
@@ -37,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
@@ -270,7 +272,9 @@ class StrictRequestMiddleware(MiddlewareMixin):
         if not request.path.startswith(API_PREFIX):
             return None
         user = getattr(request, "user", None)
-        if not (request.META.get("HTTP_AUTHORIZATION") or (user and user.is_authenticated)):
+        public = settings.TWIN_PUBLIC_READ and request.method in ("GET", "HEAD", "OPTIONS")
+        if not (public or request.META.get("HTTP_AUTHORIZATION")
+                or (user and user.is_authenticated)):
             return None
         op = operations().find(request.path_info, request.method or "GET")
         if op is None:
