@@ -89,6 +89,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Under /api/: a body over DATA_UPLOAD_MAX_MEMORY_SIZE is 413 JSON, not an HTML 400.
     "twin.core.api.middleware.ApiErrorsMiddleware",
+    # Under /api/: a query parameter or body value the schema does not allow is a 400.
+    "twin.core.api.strict.StrictRequestMiddleware",
 ]
 
 ROOT_URLCONF = "twin.urls"
@@ -277,6 +279,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     # drf-spectacular's, plus every operation's error answers (400 … 503).
     "DEFAULT_SCHEMA_CLASS": "twin.core.api.schema.TwinAutoSchema",
+    # A refusal because of what is stored (taken, missing, over budget) is a 409, not a 400.
+    "EXCEPTION_HANDLER": "twin.core.api.exceptions.twin_exception_handler",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

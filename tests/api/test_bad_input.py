@@ -31,10 +31,10 @@ def snapshot() -> dict[str, list[tuple]]:
 
 
 def assert_400_on(client: Any, method: str, url: str, body: Any, field: str,
-                  contains: str = "") -> dict[str, Any]:
+                  contains: str = "", status: int = 400) -> dict[str, Any]:
     before = snapshot()
     response = getattr(client, method)(url, body, format="json")
-    assert response.status_code == 400, response.content
+    assert response.status_code == status, response.content
     errors = response.json()
     assert field in errors, errors
     assert all(isinstance(msg, str) and msg for msg in errors[field])
@@ -175,14 +175,17 @@ def test_card_count_changed_without_dims(admin_client_api, tiny_cluster):
 
 
 def test_duplicate_card_serial(admin_client_api, spare):
-    assert_400_on(admin_client_api, "post", url("card"), card_body(spare, serial="TINY-0000"),
-                  "serial", "already exists")
+    """A taken serial is a conflict with the stored data: 409, per field (it was 400)."""
+    errors = assert_400_on(admin_client_api, "post", url("card"),
+                           card_body(spare, serial="TINY-0000"), "serial", "already exists",
+                           status=409)
+    assert "detail" in errors
 
 
 def test_serial_changed_to_a_taken_one(admin_client_api, tiny_cluster):
     card = tiny_cluster["cards"][1]
     assert_400_on(admin_client_api, "patch", url("card", card.pk), {"serial": "TINY-0002"},
-                  "serial", "already exists")
+                  "serial", "already exists", status=409)
 
 
 def test_card_index_outside_supernode(admin_client_api, spare):
@@ -198,7 +201,7 @@ def test_card_slot_taken(admin_client_api, spare):
     Card.objects.create(supernode=spare["sn1"], server=spare["s1"], accelerator=spare["h100"],
                         index=5, slot=0, serial="TAKEN")
     errors = assert_400_on(admin_client_api, "post", url("card"), card_body(spare),
-                           "non_field_errors")
+                           "non_field_errors", status=409)
     assert "server, slot" in errors["non_field_errors"][0]
 
 
@@ -229,9 +232,17 @@ def test_negative_or_impossible_figures(admin_client_api, tiny_cluster, basename
 
 
 def test_wrong_types(admin_client_api, spare):
+    """A value of the wrong JSON type is refused before anything else is looked at (it
+    was coerced: ``"index": "3"`` was taken as 3); a reference to a row that does not
+    exist in an otherwise good body is a conflict with the stored data (409)."""
     errors = assert_400_on(admin_client_api, "post", url("card"),
                            card_body(spare, index="first", server=999_999), "index")
-    assert "server" in errors
+    assert errors == {"index": ["Must be an integer."]}
+    assert_400_on(admin_client_api, "post", url("card"), card_body(spare, index="3"), "index")
+    response = admin_client_api.post(url("card"), card_body(spare, server=999_999),
+                                     format="json")
+    assert response.status_code == 409, response.content
+    assert "server" in response.json() and "detail" in response.json()
 
 
 def test_malformed_json(admin_client_api, tiny_cluster):

@@ -96,7 +96,10 @@ def test_token_endpoint_and_token_auth(anon_client: APIClient, admin_user):
 def test_token_endpoint_refuses_bad_password(anon_client: APIClient, admin_user):
     response = anon_client.post(reverse("api:token"),
                                 {"username": "admin", "password": "wrong"}, format="json")
-    assert response.status_code == 400
+    # Refused credentials, not a malformed request: 401 (it was DRF's 400).
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Token"
+    malformed = anon_client.post(reverse("api:token"), {"username": "admin"}, format="json")
+    assert malformed.status_code == 400 and "password" in malformed.json()
     assert not Token.objects.filter(user=admin_user).exists()
 
 

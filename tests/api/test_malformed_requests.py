@@ -57,10 +57,10 @@ def test_integer_filters_inside_the_range_still_filter(admin_client_api, tiny_cl
     cluster, cards = tiny_cluster["cluster"], tiny_cluster["cards"]
     listed = admin_client_api.get("/api/cards/", {"cluster": cluster.pk}).json()["results"]
     assert len(listed) == len(cards)
-    for value in (INT64_MAX, f"{cluster.pk}.0"):
-        response = admin_client_api.get("/api/cards/", {"cluster": value})
-        assert response.status_code == 200, response.content
-    for value in (0, -(2**63)):  # ids start at 1, as the schema says
+    response = admin_client_api.get("/api/cards/", {"cluster": INT64_MAX})
+    assert response.status_code == 200, response.content
+    # ids start at 1 and are integers, as the schema says ("5.0" was taken as 5)
+    for value in (0, -(2**63), f"{cluster.pk}.0"):
         response = admin_client_api.get("/api/cards/", {"cluster": value})
         assert response.status_code == 400, response.content
         assert list(response.json()) == ["cluster"]

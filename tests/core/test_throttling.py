@@ -37,7 +37,7 @@ def token_attempt(address: str, password: str = "wrong") -> object:
 def test_token_endpoint_answers_429_with_retry_after(admin_user) -> None:
     address = new_address()
     for _ in range(3):
-        assert token_attempt(address).status_code == 400
+        assert token_attempt(address).status_code == 401
     response = token_attempt(address, password="admin-pass-123")  # even the right one
     assert response.status_code == 429
     assert response["Content-Type"] == "application/json"
@@ -59,7 +59,7 @@ def test_forms_and_token_share_one_budget(admin_user) -> None:
         == 200
     assert browser.post(reverse("admin:login"),
                         {"username": "admin", "password": "wrong"}).status_code == 200
-    assert token_attempt(address).status_code == 400
+    assert token_attempt(address).status_code == 401
     for url in ("/login/", reverse("admin:login")):
         page = browser.post(url, {"username": "admin", "password": "admin-pass-123"},
                             HTTP_ACCEPT="text/html")
@@ -100,5 +100,5 @@ def test_logins_work_and_are_throttled_with_redis_away(admin_user) -> None:
     with override_settings(CACHES=caches_setting, TWIN_LOGIN_RATE="2/min"):  # resets caches
         address = new_address()
         assert token_attempt(address, password="admin-pass-123").status_code == 200
-        assert token_attempt(address).status_code == 400
+        assert token_attempt(address).status_code == 401
         assert token_attempt(address).status_code == 429

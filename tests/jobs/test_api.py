@@ -97,7 +97,6 @@ def test_a_job_that_is_not_a_gang_takes_what_fits(admin_client_api, tiny_cluster
     ({"share_milli": 1001}, "share_milli", "At most 1,000"),
     ({"policy": "magic"}, "policy", "unknown policy"),
     ({"qos": "urgent"}, "qos", "not a valid choice"),
-    ({"cluster": 987654}, "cluster", "does not exist"),
     ({"name": ""}, "name", "blank"),
     ({"duration_s": 0}, "duration_s", "At least 1"),
     ({"priority": 5000}, "priority", "1,000"),
@@ -107,6 +106,15 @@ def test_bad_fields_answer_400_on_the_field_and_write_nothing(admin_client_api, 
     response = admin_client_api.post(JOBS, body(tiny_cluster, **fields), format="json")
     assert response.status_code == 400, response.content
     assert text in " ".join(response.json()[field])
+    assert not Job.objects.exists()
+
+
+def test_a_cluster_that_does_not_exist_is_a_409_on_the_field(admin_client_api,
+                                                             tiny_cluster) -> None:
+    """Well formed, but names no stored row: a conflict (it was a 400)."""
+    response = admin_client_api.post(JOBS, body(tiny_cluster, cluster=987654), format="json")
+    assert response.status_code == 409, response.content
+    assert "does not exist" in " ".join(response.json()["cluster"])
     assert not Job.objects.exists()
 
 

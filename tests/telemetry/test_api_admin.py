@@ -36,7 +36,8 @@ def test_creating_an_agent_shows_its_token_once_and_the_token_works(admin_client
     assert rotated["token"] and rotated["token"] != token
     duplicate = admin_client_api.post(AGENTS, {"cluster": cid, "name": "node0-dcgm"},
                                       format="json")
-    assert duplicate.status_code == 400
+    assert duplicate.status_code == 409  # a name taken: a conflict, per field
+    assert "name" in duplicate.json() or "non_field_errors" in duplicate.json()
 
 
 def test_agents_need_the_model_permissions(reader_client, anon_client, tiny_cluster):

@@ -314,6 +314,9 @@ def test_one_page_holds_a_day_of_minutes(tiny_cluster, settings, admin_client_ap
                         minute=base + dt.timedelta(minutes=i), samples=1, mean=blob, max=blob)
         for i in range(1_440))
     answer = admin_client_api.get(HISTORY, {"cluster": cid, "level": "card", "object_id": card,
-                                            "limit": 5_000})
+                                            "limit": 1_500})
     assert answer.status_code == 200
     assert answer.json()["count"] == 1_440 and len(answer.json()["results"]) == 1_440
+    # Past the documented maximum: a 400 on ``limit`` (it was silently capped).
+    over = admin_client_api.get(HISTORY, {"cluster": cid, "limit": 1_501})
+    assert over.status_code == 400 and "limit" in over.json()

@@ -22,6 +22,8 @@ from django_filters.fields import IsoDateTimeField
 from django_filters.filterset import FILTER_FOR_DBFIELD_DEFAULTS
 from drf_spectacular.utils import extend_schema_field
 
+from twin.core.rfc3339 import parse_rfc3339
+
 __all__ = ["INT64_MAX", "INT64_MIN", "MAX_ID", "IdFilter", "IntegerFilter", "RelatedKeyFilter",
            "SearchFilterSet", "TwinFilterSet", "UtcDateTimeFilter"]
 
@@ -81,20 +83,23 @@ class IdFilter(df.NumberFilter):
 
 class _UtcDateTimeField(IsoDateTimeField):
     def to_python(self, value: Any) -> dt.datetime | None:
-        parsed = super().to_python(value)
-        if parsed is None:
-            return None
-        try:
-            return parsed.astimezone(dt.UTC)
-        except OverflowError:
-            raise ValidationError("Enter a date and time between the years 1 and 9999.",
-                                  code="invalid") from None
+        if isinstance(value, str) and value.strip():
+            parsed = parse_rfc3339(value.strip())
+            if parsed is None:
+                raise ValidationError("Enter an RFC 3339 date-time with its offset, e.g. "
+                                      "2024-01-01T00:00:00Z.", code="invalid")
+            return parsed
+        return super().to_python(value)
 
 
 class UtcDateTimeFilter(df.IsoDateTimeFilter):
-    """An ISO 8601 / RFC 3339 date-time, compared in UTC. Any offset RFC 3339 allows
-    (up to ±23:59) is taken: PostgreSQL refuses offsets past ±15:59 in a query (a 500
-    for ``?since=2024-01-01T00:00:00+22:00``), so the value goes to it in UTC."""
+    """An RFC 3339 date-time (what the schema's ``format: date-time`` means: an offset
+    is required, ``T``/``Z`` in either case), compared in UTC. Any offset RFC 3339
+    allows (up to ±23:59) is taken: PostgreSQL refuses offsets past ±15:59 in a query
+    (a 500 for ``?since=2024-01-01T00:00:00+22:00``), so the value goes to it in UTC; a
+    moment just outside Python's range (year 1 at +05:00) is clamped to its first or
+    last moment, which compares the same with every stored time
+    (:func:`twin.core.rfc3339.parse_rfc3339`)."""
 
     field_class = _UtcDateTimeField
 

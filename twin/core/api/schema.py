@@ -13,7 +13,10 @@ get them without a decorator each:
 * **404** where the path names an object, and on paginated lists (a page or
   cursor past the end);
 * **409** on the writes of a :class:`~twin.core.api.viewsets.TwinModelViewSet`
-  (a uniqueness race, or rows that still refer to the object on delete);
+  (a uniqueness race, or rows that still refer to the object on delete) and
+  wherever there is a body: a well-formed request that conflicts with what is
+  stored (a name or position taken, an id that names no row) answers 409 with
+  the per-field messages (``twin.core.api.exceptions``);
 * **412** on its updates and deletes, which take ``If-Match`` (documented as a
   header parameter); its reads and writes carry an ``ETag``;
 * **413** and **415** where there is a body (too large; a media type no
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
@@ -41,7 +45,7 @@ from rest_framework.relations import PrimaryKeyRelatedField
 from twin.core.api.bounds import GreaterThanValidator, LessThanValidator
 from twin.core.filtersets import MAX_ID
 
-__all__ = ["ERROR_RESPONSES", "TwinAutoSchema", "error_response"]
+__all__ = ["ERROR_RESPONSES", "NO_NUL", "TwinAutoSchema", "error_response"]
 
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _BODY = {"POST", "PUT", "PATCH"}
@@ -86,8 +90,10 @@ ERROR_RESPONSES: dict[int, tuple[str, str, str, dict[str, Any]]] = {
     403: ("Forbidden", "Logged in, but without the permission this needs (or a session "
           "write without its CSRF token).", "Error", {}),
     404: ("NotFound", "No such object (or page).", "Error", {}),
-    409: ("Conflict", "Conflicts with the current data (e.g. rows still refer to it); "
-          "nothing was changed.", "Error", {}),
+    409: ("Conflict", "Well formed, but conflicts with the stored data: a name or position "
+          "taken, an id that names no row, rows that still refer to it. "
+          "`detail` says what; the fields at fault carry their messages, as in a 400. "
+          "Nothing was changed.", "Error", {}),
     412: ("PreconditionFailed", "`If-Match` names an older version: GET it again and "
           "reapply your change.", "Error", {}),
     413: ("PayloadTooLarge", "The body is over the size limit.", "Error", {}),
@@ -101,6 +107,16 @@ ERROR_RESPONSES: dict[int, tuple[str, str, str, dict[str, Any]]] = {
 _ETAG = {"ETag": {"schema": {"type": "string"},
                   "description": "Version of the stored row: send it as `If-Match` on a "
                                  "write to refuse (412) if someone changed it meanwhile."}}
+
+
+#: A string without NUL characters (PostgreSQL's text cannot hold one; DRF and Django's
+#: form fields refuse them).
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _no_nul(schema: dict[str, Any]) -> None:
+    if schema.get("type") == "string" and not {"pattern", "format", "enum"} & set(schema):
+        schema["pattern"] = NO_NUL
 
 
 class TwinAutoSchema(AutoSchema):
@@ -139,6 +155,22 @@ class TwinAutoSchema(AutoSchema):
                 schema.update(maximum=validator.limit_value, exclusiveMaximum=True)
         return schema
 
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        """drf-spectacular's validator mapping, which drops an ``exclusiveMinimum`` when
+        a plain ``MinValueValidator`` on the same bound follows (``bf16_tflops``: ≥ 0 by
+        its field, > 0 by its check constraint): the strict bound is put back; and a
+        string that refuses NUL characters (every DRF ``CharField``) says so."""
+        super()._insert_field_validators(field, schema)
+        for validator in getattr(field, "validators", ()):
+            if isinstance(validator, GreaterThanValidator) and \
+                    schema.get("minimum", validator.limit_value) <= validator.limit_value:
+                schema.update(minimum=validator.limit_value, exclusiveMinimum=True)
+            elif isinstance(validator, LessThanValidator) and \
+                    schema.get("maximum", validator.limit_value) >= validator.limit_value:
+                schema.update(maximum=validator.limit_value, exclusiveMaximum=True)
+            elif isinstance(validator, ProhibitNullCharactersValidator):
+                _no_nul(schema)
+
     def error_statuses(self, operation: dict[str, Any]) -> list[int]:
         """The error codes this operation can answer (the rules of the module doc)."""
         params = operation.get("parameters", [])
@@ -149,7 +181,7 @@ class TwinAutoSchema(AutoSchema):
         if any(p["in"] == "path" for p in params) or (
                 self.method == "GET" and self._is_list_view() and self._get_paginator()):
             codes.add(404)
-        if self._model_action() in _ATOMIC_WRITES:
+        if self._model_action() in _ATOMIC_WRITES or has_body:
             codes.add(409)
         if self._guards_versions():
             codes.add(412)
@@ -183,6 +215,8 @@ class TwinAutoSchema(AutoSchema):
         for parameter in operation.get("parameters", []):
             if parameter["in"] == "path" and parameter["schema"].get("type") == "integer":
                 parameter["schema"].update(minimum=1, maximum=MAX_ID)
+            if parameter["in"] == "query":  # django-filter's form fields refuse NUL too
+                _no_nul(parameter["schema"].get("items", parameter["schema"]))
         responses = operation["responses"]
         if self._model_action() in _VERSIONED:
             for code, response in responses.items():

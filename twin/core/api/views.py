@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.exceptions import AuthenticationFailed, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 
 from twin.core.api.parsers import TwinJSONParser
@@ -46,3 +47,18 @@ class TokenView(ObtainAuthToken):
 
     def throttled(self, request: Any, wait: float | None) -> None:
         raise LoginThrottled(wait)
+
+    def post(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """A well-formed request with a wrong username or password is 401 (with
+        ``WWW-Authenticate``), as for a bad token: the credentials are refused, the
+        request is not malformed (DRF's view answers 400). A malformed one stays 400."""
+        try:
+            return super().post(request, *args, **kwargs)
+        except ValidationError as exc:
+            codes = {getattr(message, "code", None) for messages in
+                     (exc.detail.values() if isinstance(exc.detail, dict) else [exc.detail])
+                     for message in (messages if isinstance(messages, list) else [messages])}
+            if codes == {"authorization"}:
+                raise AuthenticationFailed("Unable to log in with the username and password "
+                                           "given.") from exc
+            raise

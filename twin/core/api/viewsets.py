@@ -56,8 +56,10 @@ class DeletionConflictSerializer(serializers.Serializer):
 
     detail = serializers.CharField()
     contains = serializers.DictField(
-        child=serializers.IntegerField(),
-        help_text="What is inside, per kind (e.g. {\"servers\": 1, \"cards\": 8}).")
+        child=serializers.IntegerField(), required=False,
+        help_text="What is inside, per kind (e.g. {\"servers\": 1, \"cards\": 8}); absent "
+                  "when a cascade's `confirm` is missing or not the object's name (the "
+                  "`confirm` key then says what to send).")
     retry_with = serializers.DictField(
         child=serializers.CharField(), required=False,
         help_text="The query parameters that delete it with everything inside; absent when "
@@ -172,7 +174,8 @@ class TwinModelViewSet(viewsets.ModelViewSet):
         check = check_deletion(instance, cascade=cascade,
                                confirm=request.query_params.get("confirm"))
         if check.confirm_error:
-            raise ValidationError({"confirm": [check.confirm_error]})
+            # The value is well formed; it is what is stored that it must match: 409.
+            raise ValidationError({"confirm": [check.confirm_error]}, code="does_not_match")
         if not check.allowed:
             raise DeletionRefused(check.as_dict())
         if check.cascade:

@@ -268,16 +268,26 @@ class ClusterBuildSerializer(serializers.ModelSerializer):
 class BuildRequestSerializer(serializers.Serializer):
     """What ``POST /api/builds/`` accepts; the builder's ``check_build`` validates it."""
 
-    preset = serializers.CharField(max_length=50, help_text="A name from /api/presets/.")
+    preset = serializers.ChoiceField(choices=(), help_text="A name from /api/presets/.")
     name = serializers.CharField(max_length=100, required=False,
                                  help_text="Cluster name (default: the preset's).")
     # No bounds here: the builder's check says what would fit instead.
-    supernodes = serializers.IntegerField(required=False,
-                                          help_text="Default: the preset's.")
-    rack_budget_w = serializers.IntegerField(required=False,
-                                             help_text="Per-rack budget in W (default 40,000).")
+    supernodes = serializers.IntegerField(
+        required=False, min_value=1, help_text="Default: the preset's.",
+        error_messages={"min_value": "Supernodes must be a whole number ≥ 1."})
+    rack_budget_w = serializers.IntegerField(
+        required=False, min_value=1, help_text="Per-rack budget in W (default 40,000).",
+        error_messages={"min_value": "The rack budget must be positive (at least 1 W)."})
     replace = serializers.BooleanField(default=False,
                                        help_text="Replace a cluster of the same name.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from twin.hardware.presets import PRESETS
+
+        super().__init__(*args, **kwargs)
+        self.fields["preset"].choices = list(PRESETS)
+        self.fields["preset"].error_messages["invalid_choice"] = (
+            f"Unknown preset '{{input}}'; choose one of: {', '.join(sorted(PRESETS))}.")
 
 
 class _PresetDefaults(serializers.Serializer):

@@ -50,8 +50,8 @@ class PlacementSerializer(serializers.Serializer):
 
 class JobSerializer(ValidatedModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
-    policy = serializers.CharField(
-        required=False, allow_blank=True, max_length=32,
+    policy = serializers.ChoiceField(
+        choices=policy_names(), required=False, allow_blank=True,
         help_text="Placement policy (simulation.scheduling.POLICIES); default "
                   "topology-aware (TWIN_JOBS_POLICY).")
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
@@ -70,11 +70,10 @@ class JobSerializer(ValidatedModelSerializer):
         ]
         read_only_fields = ["state", "message", "started", "finished"]
 
-    def validate_policy(self, value: str) -> str:
-        if value and value not in policy_names():
-            raise serializers.ValidationError(
-                f"unknown policy {value!r} (choose from {', '.join(policy_names())})")
-        return value
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].error_messages["invalid_choice"] = (
+            f"unknown policy '{{input}}' (choose from {', '.join(policy_names())})")
 
     @extend_schema_field(PlacementSerializer(allow_null=True))
     def get_placement(self, job: Job) -> dict[str, Any] | None:

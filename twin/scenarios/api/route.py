@@ -149,13 +149,15 @@ def cluster_route(cluster: Cluster, src: str | None, dst: str | None,
     except ConversionError as exc:
         raise ScenarioInputError.one("cluster", exc.message) from exc
     ends: dict[str, dict[str, Any]] = {}
+    missing: set[str] = set()
     for key, raw in (("src", src), ("dst", dst)):
         try:
             ends[key] = _end(info, raw, key)
         except ScenarioInputError as exc:
             errors.update(exc.errors)
+            missing |= exc.missing
     if errors:
-        raise ScenarioInputError(errors)
+        raise ScenarioInputError(errors, frozenset(missing))
     topo = cached_topology(info)
     found = route(topo, ends["src"]["node"], ends["dst"]["node"], by=by)
     cards = _path_cards(info, found.nodes)

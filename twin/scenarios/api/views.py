@@ -43,6 +43,7 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ErrorDetail
 from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -74,6 +75,15 @@ __all__ = [
     "ScenarioRunSerializer",
     "ScenarioRunViewSet",
 ]
+
+
+def input_error(exc: ScenarioInputError) -> serializers.ValidationError:
+    """The 400 of a kind's refusal, its fields that name nothing stored coded
+    ``does_not_exist`` (so 404 on a read, 409 on a write: twin.core.api.exceptions)."""
+    return serializers.ValidationError({
+        field: [ErrorDetail(message, code="does_not_exist" if field in exc.missing
+                            else "invalid") for message in messages]
+        for field, messages in exc.errors.items()})
 
 
 class ScenarioRunListSerializer(serializers.ModelSerializer):
@@ -140,13 +150,16 @@ class ScenarioRunSerializer(ScenarioRunListSerializer):
 class ScenarioRequestSerializer(serializers.Serializer):
     """What ``POST /api/scenarios/`` accepts (the kind validates ``params``)."""
 
-    kind = serializers.CharField(max_length=32,
-                                 help_text=f"One of: {', '.join(REGISTRY)}.")
+    kind = serializers.ChoiceField(choices=list(REGISTRY), error_messages={
+        "invalid_choice": f"unknown kind '{{input}}' (choose from {', '.join(sorted(REGISTRY))})"},
+                                   help_text="The kind of simulation (GET /api/scenarios/kinds/ "
+                                             "describes each one's parameters).")
     cluster = serializers.PrimaryKeyRelatedField(
         queryset=Cluster.objects.all(), required=False, allow_null=True,
         help_text="Run on this cluster's model instead of a family in params.")
-    params = serializers.JSONField(required=False, default=dict,
-                                   help_text="Kind parameters; see README 'Scenario runs'.")
+    params = serializers.DictField(required=False, default=dict,
+                                   help_text="Kind parameters (an object; omitted: {}); see "
+                                             "README 'Scenario runs'.")
     refresh = serializers.BooleanField(default=False,
                                        help_text="Recompute even if a cached result exists.")
     fork = serializers.BooleanField(
@@ -166,12 +179,6 @@ class ScenarioRequestSerializer(serializers.Serializer):
                 {"fork_from": ["give either fork (freeze now) or fork_from (an earlier "
                                "run's snapshot), not both"]})
         return attrs
-
-    def validate_kind(self, value: str) -> str:
-        if value not in REGISTRY:
-            raise serializers.ValidationError(
-                f"unknown kind {value!r} (choose from {', '.join(sorted(REGISTRY))})")
-        return value
 
 
 class KindFieldSerializer(serializers.Serializer):
@@ -271,7 +278,7 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                          refresh=data["refresh"], enqueue=enqueue_run,
                          before_queue=check_broker, fork=fork)
         except ScenarioInputError as exc:
-            raise serializers.ValidationError(exc.errors) from exc
+            raise input_error(exc) from exc
         except TooManyActiveRuns as exc:
             return Response({"detail": str(exc), "limit": exc.limit, "active": exc.active},
                             status=status.HTTP_429_TOO_MANY_REQUESTS)
@@ -349,5 +356,5 @@ class ClusterRouteViewSet(viewsets.GenericViewSet):
             body = cluster_route(self.get_object(), params.get("src"), params.get("dst"),
                                  params.get("by"))
         except ScenarioInputError as exc:
-            raise serializers.ValidationError(exc.errors) from exc
+            raise input_error(exc) from exc
         return Response(body)

@@ -69,15 +69,19 @@ TOPOLOGY_KEYS = frozenset({
 
 
 class ScenarioInputError(Exception):
-    """Bad scenario input: ``errors`` maps a field path to its messages."""
+    """Bad scenario input: ``errors`` maps a field path to its messages; ``missing``
+    names the fields whose value is well formed but names nothing stored (a card
+    serial no card has): the API answers those 404/409, not 400."""
 
-    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+    def __init__(self, errors: Mapping[str, list[str]],
+                 missing: frozenset[str] = frozenset()) -> None:
         self.errors = {key: list(value) for key, value in errors.items()}
+        self.missing = frozenset(missing)
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in self.errors.items()))
 
     @classmethod
-    def one(cls, field: str, message: str) -> ScenarioInputError:
-        return cls({field: [message]})
+    def one(cls, field: str, message: str, missing: bool = False) -> ScenarioInputError:
+        return cls({field: [message]}, frozenset({field}) if missing else frozenset())
 
     def line(self) -> str:
         """One readable line (for the command line)."""

@@ -33,7 +33,7 @@ def card_lookup(info: ClusterInput, value: Any, field: str) -> dict[str, Any]:
     if row is None:
         what = f"id {value}" if isinstance(value, int) else f"serial {value!r}"
         raise ScenarioInputError.one(field, f"no card with {what} in cluster "
-                                            f"{info.cluster_name!r}")
+                                            f"{info.cluster_name!r}", missing=True)
     node = card_node(info, row["supernode__index"], row["supernode__fabric"], row["index"],
                      (row["supernode__dim_x"], row["supernode__dim_y"], row["supernode__dim_z"]),
                      (row["x"], row["y"], row["z"]))

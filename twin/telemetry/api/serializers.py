@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from twin.core.api.serializers import ValidatedModelSerializer
@@ -74,8 +75,19 @@ class RotateTokenSerializer(serializers.Serializer):
                   "TWIN_AGENT_TOKEN_GRACE_S; 0: it stops at once).")
 
 
+#: What the model's ``clean()`` takes as an endpoint, as a pattern the schema can carry:
+#: an http(s) URL with a host and, if any, a port up to 65535.
+ENDPOINT_PATTERN = (r"\A[hH][tT][tT][pP][sS]?://(?:(?:(?![/?#@])[!-~])*@)?(?:(?![/?#@:\[\]])[!-~])+"
+                    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}"
+                    r"|[1-5][0-9]{4}|[0-9]{1,4}))?(?:[/?#][^\x00\t\n\r]*)?\Z")
+
+
 class ScrapeTargetSerializer(ValidatedModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="telemetry:target-detail")
+    endpoint = serializers.CharField(
+        max_length=400, validators=[RegexValidator(ENDPOINT_PATTERN, message=(
+            "Give an http:// or https:// URL with a host, e.g. http://node0:9400/metrics."))],
+        help_text="e.g. http://node0:9400/metrics (a short host name is fine).")
 
     class Meta:
         model = ScrapeTarget
