@@ -231,7 +231,9 @@ describe("the what-if form", () => {
     expect(parseField(events, "")).toEqual({ ok: true, value: undefined, omit: true });
     const text = '[{"at_s": 600, "kind": "fail_rack", "target": 3}]';
     expect(parseField(events, text)).toEqual({
-      ok: true, value: [{ at_s: 600, kind: "fail_rack", target: 3 }], omit: false,
+      ok: true,
+      value: [{ at_s: 600, kind: "fail_rack", target: 3 }],
+      omit: false,
     });
   });
 });

@@ -145,11 +145,20 @@ describe("cells and labels", () => {
 describe("the what-if comparison table", () => {
   it("puts each total of both cases side by side with the difference, then the jobs", () => {
     const totals = (energy: number, lost: number) => ({ energy_mwh: energy, lost_card_hours: lost });
-    const t = resultTable("whatif", {
-      baseline: { totals: totals(10, 0) }, perturbed: { totals: totals(9.5, 3.2) },
-      jobs: { rows: [{ job: 7, baseline_completion_s: 3600, completion_s: 5200, delay_s: 1600 },
-        { job: 8, baseline_completion_s: 100, completion_s: null, delay_s: null }] },
-    }, [["ignored", "the server's rows lose to the comparison"]]);
+    const t = resultTable(
+      "whatif",
+      {
+        baseline: { totals: totals(10, 0) },
+        perturbed: { totals: totals(9.5, 3.2) },
+        jobs: {
+          rows: [
+            { job: 7, baseline_completion_s: 3600, completion_s: 5200, delay_s: 1600 },
+            { job: 8, baseline_completion_s: 100, completion_s: null, delay_s: null },
+          ],
+        },
+      },
+      [["ignored", "the server's rows lose to the comparison"]],
+    );
     expect(t.columns).toEqual(["quantity", "baseline", "what if", "difference"]);
     expect(t.rows).toEqual([
       ["energy (MWh)", "10", "9.5", "-0.5"],

@@ -95,10 +95,14 @@ function collectiveTable(result: Obj): Table | null {
 }
 
 const WHATIF_TOTALS: [string, string][] = [
-  ["energy_mwh", "energy (MWh)"], ["mean_power_kw", "mean power (kW)"],
-  ["peak_power_kw", "peak power (kW)"], ["peak_rack_kw", "peak rack (kW)"],
-  ["utilisation", "utilisation"], ["availability", "availability"],
-  ["lost_card_hours", "lost card-hours"], ["queue_wait_mean_s", "queue wait, mean (s)"],
+  ["energy_mwh", "energy (MWh)"],
+  ["mean_power_kw", "mean power (kW)"],
+  ["peak_power_kw", "peak power (kW)"],
+  ["peak_rack_kw", "peak rack (kW)"],
+  ["utilisation", "utilisation"],
+  ["availability", "availability"],
+  ["lost_card_hours", "lost card-hours"],
+  ["queue_wait_mean_s", "queue wait, mean (s)"],
   ["queue_wait_p90_s", "queue wait, p90 (s)"],
 ];
 
@@ -115,8 +119,12 @@ export function whatifTable(result: Obj): Table | null {
   const jobs = isObj(result.jobs) && Array.isArray(result.jobs.rows) ? result.jobs.rows : [];
   for (const r of jobs.filter(isObj).slice(0, 10)) {
     const delay = num(r.delay_s);
-    rows.push([`job ${cell(r.job)} completes (s)`, cell(r.baseline_completion_s ?? "—"),
-      cell(r.completion_s ?? "—"), delay === null ? "—" : `${delay > 0 ? "+" : ""}${formatNumber(delay, 4)}`]);
+    rows.push([
+      `job ${cell(r.job)} completes (s)`,
+      cell(r.baseline_completion_s ?? "—"),
+      cell(r.completion_s ?? "—"),
+      delay === null ? "—" : `${delay > 0 ? "+" : ""}${formatNumber(delay, 4)}`,
+    ]);
   }
   return { columns: ["quantity", "baseline", "what if", "difference"], rows };
 }
