@@ -40,6 +40,7 @@ __all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgent
 
 @admin.register(TelemetryAgent)
 class TelemetryAgentAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("name", "cluster", "is_active", "token_hint", "last_seen", "last_sequence",
                     "batches", "gaps", "missed_batches", "duplicates")
     filterset_class = TelemetryAgentFilterSet
@@ -71,6 +72,7 @@ class TelemetryAgentAdmin(TwinModelAdmin):
 
 @admin.register(ScrapeTarget)
 class ScrapeTargetAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("endpoint", "cluster", "enabled", "interval_s", "last_scraped", "status_badge",
                     "last_accepted", "last_rejected")
     filterset_class = ScrapeTargetFilterSet
@@ -99,6 +101,7 @@ class AlertDeliveryInline(admin.TabularInline):
 
 @admin.register(Alert)
 class AlertAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("started", "severity_badge", "rule", "subject", "message", "ended",
                     "acknowledged_by")
     filterset_class = AlertFilterSet
@@ -135,6 +138,7 @@ class AlertAdmin(TwinModelAdmin):
 @admin.register(CardHealth)
 class CardHealthAdmin(TwinModelAdmin):
     """Cards that are not OK, with why (derived live; edit nothing here)."""
+    cluster_field = "cluster"
 
     list_display = ("card", "cluster", "status_badge", "reasons", "since")
     filterset_class = CardHealthFilterSet
@@ -153,6 +157,7 @@ class CardHealthAdmin(TwinModelAdmin):
 
 @admin.register(TelemetryMinute)
 class TelemetryMinuteAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("minute", "level", "object_id", "samples", "draw_w", "gpu_util",
                     "power_w", "gpu_temp_c")
     filterset_class = MinuteFilterSet

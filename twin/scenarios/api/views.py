@@ -48,6 +48,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from simulation.snapshot import LiveSnapshot
+from twin.core.access import SEE
+from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.schema import error_response
@@ -228,11 +230,14 @@ class ScenarioPermissions(TwinModelPermissions):
         return True
 
 
-class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class ScenarioRunViewSet(ClusterScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                          mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Scenario runs: start one, follow it, cancel it."""
 
     queryset = ScenarioRun.objects.select_related("created_by")
+    cluster_field = "cluster"
+    #: A run only reads its cluster: following or cancelling one needs "see".
+    cluster_write = SEE
     serializer_class = ScenarioRunSerializer
     filterset_class = ScenarioRunFilterSet
     filter_backends = [TwinFilterBackend, OrderingFilter]
@@ -263,6 +268,8 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         from twin.scenarios.tasks import enqueue_run
 
         incoming = self.get_serializer(data=request.data)
+        runs = incoming.fields["fork_from"]  # another tenant's run reads as missing
+        runs.queryset = self.cluster_access.filter(runs.queryset, "cluster")
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         fork = data.get("fork_from") or data["fork"]
@@ -323,11 +330,12 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(self._body(run))
 
 
-class ClusterRouteViewSet(viewsets.GenericViewSet):
+class ClusterRouteViewSet(ClusterScopedMixin, viewsets.GenericViewSet):
     """``/api/clusters/<id>/route/``: an action on the hardware API's clusters, served
     here because it runs the scenarios' converter and search."""
 
     queryset = Cluster.objects.all()
+    cluster_field = "pk"
 
     @extend_schema(
         responses=RouteSerializer, filters=False,

@@ -6,7 +6,9 @@ DRF's parsers and content negotiation would add copies and nothing useful.
 
 Authentication: ``Authorization: Bearer <token>`` (or ``Token <token>``) with
 a ``TelemetryAgent`` token. No or an unknown token → 401 with
-``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403.
+``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403, and so is
+the token of an agent whose owner (``created_by``) may not change its cluster
+(per-cluster grants, ``twin.core.access``).
 Token lookups are cached per process for ``TOKEN_CACHE_S`` seconds, so a
 deactivated or rotated token stops working within that time.
 
@@ -41,6 +43,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from twin.core.access import access_for
 from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
@@ -61,6 +64,9 @@ class AgentAuth:
     agent_id: int
     cluster_id: int
     name: str
+    #: The agent's owner (the user who created it) may change its cluster: without
+    #: it the agent's batches are refused (``twin.core.access``; no owner: allowed).
+    owner_may_change: bool = True
 
 
 def _error(status: int, detail: str, **extra: Any) -> JsonResponse:
@@ -91,8 +97,13 @@ def authenticate_agent(request: HttpRequest) -> AgentAuth | JsonResponse:
         auth = hit[1]
     else:
         row = (TelemetryAgent.objects.filter(token_hash=digest, is_active=True)
-               .values("pk", "cluster_id", "name").first())
-        auth = AgentAuth(row["pk"], row["cluster_id"], row["name"]) if row else None
+               .select_related("created_by").only("pk", "cluster_id", "name", "created_by")
+               .first())
+        auth = None
+        if row is not None:
+            owner = row.created_by
+            auth = AgentAuth(row.pk, row.cluster_id, row.name,
+                             owner is None or access_for(owner).can_change(row.cluster_id))
         with _cache_lock:
             if len(_cache) > 10_000:
                 _cache.clear()
@@ -139,6 +150,10 @@ def _authorize(request: HttpRequest, cluster_id: int) -> AgentAuth | JsonRespons
     if auth.cluster_id != int(cluster_id):
         return _error(403, f"agent {auth.name!r} may only send telemetry for cluster "
                            f"{auth.cluster_id}, not {cluster_id}")
+    if not auth.owner_may_change:
+        return _error(403, f"agent {auth.name!r} belongs to a user who may no longer change "
+                           f"cluster {auth.cluster_id}: ask an administrator for a 'change' "
+                           f"grant, or create the agent as a user who has one")
     return auth
 
 

@@ -32,6 +32,8 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.access import access_for
+from twin.core.api.access import ClusterScopedMixin, require_visible
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
@@ -72,6 +74,7 @@ __all__ = [
 
 class TelemetryAgentViewSet(TwinModelViewSet):
     queryset = TelemetryAgent.objects.select_related("cluster")
+    cluster_field = "cluster"
     serializer_class = TelemetryAgentSerializer
     filterset_class = TelemetryAgentFilterSet
     ordering_fields = ["id", "name", "last_seen", "batches", "gaps", "duplicates"]
@@ -98,15 +101,18 @@ class TelemetryAgentViewSet(TwinModelViewSet):
 
 class ScrapeTargetViewSet(TwinModelViewSet):
     queryset = ScrapeTarget.objects.all()
+    cluster_field = "cluster"
     serializer_class = ScrapeTargetSerializer
     filterset_class = ScrapeTargetFilterSet
     ordering_fields = ["id", "endpoint", "last_scraped", "last_status"]
 
 
-class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class AlertViewSet(ClusterScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   viewsets.GenericViewSet):
     """Alerts, newest first. Rows are written by the rules, never through the API."""
 
     queryset = Alert.objects.select_related("acknowledged_by")
+    cluster_field = "cluster"
     serializer_class = AlertSerializer
     filterset_class = AlertFilterSet
     permission_classes = [TwinModelPermissions]
@@ -146,16 +152,17 @@ class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         return Response(self.get_serializer(alert).data)
 
 
-class CardHealthViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class CardHealthViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Cards whose derived health is warning, critical or stale (no row: OK)."""
 
     queryset = CardHealth.objects.all()
+    cluster_field = "cluster"
     serializer_class = CardHealthSerializer
     filterset_class = CardHealthFilterSet
     permission_classes = [TwinModelPermissions]
 
 
-class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class MinuteViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The 1-minute history (mean and max of every metric per minute).
 
     From the database (``TelemetryMinute``) by default; with ``TWIN_VICTORIA_URL``
@@ -168,6 +175,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """
 
     queryset = TelemetryMinute.objects.all()
+    cluster_field = "cluster"
     serializer_class = MinuteSerializer
     filterset_class = MinuteFilterSet
     permission_classes = [TwinModelPermissions]
@@ -197,6 +205,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             errors["object_id"] = "required when the history is in VictoriaMetrics"
         if errors:
             raise ValidationError(errors)
+        require_visible(request, cluster)
         get_object_or_404(Cluster, pk=cluster)
         until = data.get("until") or timezone.now()
         since = data.get("since") or until - dt.timedelta(
@@ -236,6 +245,7 @@ def metric_list(request: Request) -> Response:
 def cluster_live(request: Request, cluster_id: int) -> Response:
     """The cluster's live headline: cards reporting, power vs budget, utilization,
     hottest card, health counts, open alerts by severity."""
+    require_visible(request, cluster_id)
     cluster = get_object_or_404(Cluster, pk=cluster_id)
     body = state.summary(cluster.pk)
     body["open_alerts"] = {
@@ -253,6 +263,7 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
 @permission_classes([IsAuthenticated])
 def cluster_rollup(request: Request, cluster_id: int) -> Response:
     """Per-group statistics of one metric at the last tick."""
+    require_visible(request, cluster_id)
     get_object_or_404(Cluster, pk=cluster_id)
     level = request.query_params.get("level", "rack")
     metric = request.query_params.get("metric", "power_w")
@@ -276,7 +287,7 @@ def cluster_rollup(request: Request, cluster_id: int) -> Response:
 def card_live(request: Request, card_id: int) -> Response:
     """One card: latest values, health, open alerts, and a sparkline (``?history=``)."""
     card = Card.objects.filter(pk=card_id).values("id", "supernode__cluster_id", "serial").first()
-    if card is None:
+    if card is None or not access_for(request.user).can_see(card["supernode__cluster_id"]):
         raise NotFound(f"no card {card_id}")
     cluster_id = card["supernode__cluster_id"]
     body = state.card_state(cluster_id, card_id)
