@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from twin.hardware.models import (
     Card,
     Cluster,
+    ClusterBuild,
     ClusterGrant,
     Link,
     NetworkDevice,
@@ -229,10 +230,15 @@ def test_creating_in_a_cluster_one_may_only_see_is_403_and_kept_nowhere(world):
     assert not Rack.objects.filter(name="r9").exists()  # the write's transaction rolled back
 
 
-def test_a_restricted_user_cannot_create_a_cluster(world):
-    response = api(world["changer"]).post("/api/clusters/", {"name": "mine"}, format="json")
+def test_a_restricted_user_cannot_create_build_or_replace_a_cluster(world):
+    client = api(world["changer"])
+    response = client.post("/api/clusters/", {"name": "mine"}, format="json")
     assert response.status_code == 403
     assert not Cluster.objects.filter(name="mine").exists()
+    response = client.post("/api/builds/", {"preset": "seed-512", "replace": True,
+                                            "name": world["b"]["cluster"].name}, format="json")
+    assert response.status_code == 403, response.content
+    assert not ClusterBuild.objects.exists()
 
 
 # --- scenario runs ---------------------------------------------------------------
@@ -322,3 +328,22 @@ def test_only_unrestricted_users_edit_grants(world, admin_user):
                            {"post": "yes"}).status_code == 403
     assert ClusterGrant.objects.filter(pk=grant.pk).exists()  # no way back to "everything"
     assert admin_client(admin_user).get("/admin/hardware/clustergrant/add/").status_code == 200
+
+
+# --- the command -------------------------------------------------------------------
+
+def test_grant_cluster_command_grants_lists_and_removes(world):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    user = tenant("newcomer")
+    out = StringIO()
+    call_command("grant_cluster", "newcomer", "tiny", "change", stdout=out)
+    assert out.getvalue().strip() == "newcomer: tiny (change)"
+    assert ids(api(User.objects.get(pk=user.pk)).get("/api/clusters/")) == {
+        world["a"]["cluster"].pk}
+    call_command("grant_cluster", "newcomer", "tiny", "--remove", stdout=out)
+    assert "every cluster (no grants)" in out.getvalue().splitlines()[-1]
+    with pytest.raises(CommandError, match="no cluster 'nowhere'"):
+        call_command("grant_cluster", "newcomer", "nowhere")

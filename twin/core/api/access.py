@@ -19,8 +19,8 @@ the bases of any other viewset) does the rest:
   field only offers what the user sees; an object created or moved into a cluster
   the user may see but not change answers 403 and is not kept (the write's
   transaction rolls back);
-* a restricted user cannot create a cluster (403): its new cluster would be outside
-  their grants.
+* a restricted user cannot create a cluster (403), nor build or replace one
+  (``refuse_new_cluster``): a new cluster would be outside their grants.
 """
 from __future__ import annotations
 
@@ -113,6 +113,11 @@ class ClusterScopedMixin:
 
     def check_cluster_create(self) -> None:
         """403 for a restricted user creating a cluster (it would be outside their grants)."""
-        if self.cluster_field in _CLUSTER_ITSELF and self.cluster_access.restricted:
+        if self.cluster_field in _CLUSTER_ITSELF:
+            self.refuse_new_cluster()
+
+    def refuse_new_cluster(self) -> None:
+        """403 for a restricted user: for any view that makes a cluster (a build)."""
+        if self.cluster_access.restricted:
             raise PermissionDenied("Your access is limited to some clusters: an administrator "
                                    "creates new clusters and grants them to you.")

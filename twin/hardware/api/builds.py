@@ -137,6 +137,7 @@ class ClusterBuildViewSet(ClusterScopedMixin, mixins.ListModelMixin, mixins.Retr
         from twin.hardware.presets import PRESETS
         from twin.hardware.tasks import enqueue_build
 
+        self.refuse_new_cluster()  # per-cluster access: a new cluster is outside the grants
         incoming = self.get_serializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
