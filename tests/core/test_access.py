@@ -152,6 +152,11 @@ def test_live_views_of_another_tenant_are_404(world):
     assert client.get(f"/api/telemetry/clusters/{b['cluster'].pk}/").status_code == 404
     assert client.get(f"/api/telemetry/clusters/{b['cluster'].pk}/rollup/").status_code == 404
     assert client.get(f"/api/telemetry/cards/{b['card'].pk}/").status_code == 404
+    browser = Client()
+    browser.force_login(world["watcher"])
+    assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/layout/").status_code == 404
+    browser.force_login(tenant("unrestricted"))  # the same URL exists for a user without grants
+    assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/layout/").status_code == 200
 
 
 def test_alerts_and_agents_of_another_tenant_are_left_out(world):

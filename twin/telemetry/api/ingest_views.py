@@ -405,6 +405,8 @@ def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
         if isinstance(auth, JsonResponse):
             return auth
     else:
+        if not access_for(request.user).can_see(cluster_id):  # another tenant's: unknown
+            return _error(404, f"no cluster {cluster_id}")
         gone = _cluster_gone(cluster_id)
         if gone is not None:
             return gone
