@@ -91,17 +91,18 @@ def register_provider(provider: Provider) -> None:
     _provider = provider
 
 
-def access_for(user: Any) -> ClusterAccess:
-    """The user's access, read once per request (kept on the user object)."""
+def access_for(user: Any, holder: Any = None) -> ClusterAccess:
+    """The user's access: one query for a user who is not a superuser, kept on
+    ``holder`` (the request) when given, so a request reads its grants once and the
+    next request reads them afresh (a user object may outlive a request)."""
     if user is None or not getattr(user, "is_authenticated", False):
         return _READ_ONLY
     if getattr(user, "is_superuser", False) or _provider is None:
         return EVERYTHING
-    cached = getattr(user, "_twin_cluster_access", None)
-    if cached is None:
-        cached = ClusterAccess.of(_provider(user))
-        try:
-            user._twin_cluster_access = cached
-        except AttributeError:  # a user object that takes no attributes
-            pass
-    return cached
+    cached = getattr(holder, "_twin_cluster_access", None)
+    if cached is not None and cached[0] == user.pk:
+        return cached[1]  # type: ignore[no-any-return]
+    access = ClusterAccess.of(_provider(user))
+    if holder is not None:
+        holder._twin_cluster_access = (user.pk, access)
+    return access

@@ -40,12 +40,12 @@ class ClusterScopedAdminMixin:
         queryset = super().get_queryset(request)  # type: ignore[misc]
         if self.cluster_field is None:
             return queryset
-        return access_for(request.user).filter(queryset, self.cluster_field)
+        return access_for(request.user, request).filter(queryset, self.cluster_field)
 
     def _may_change(self, request: HttpRequest, obj: models.Model | None) -> bool:
         if self.cluster_field is None or obj is None or obj.pk is None:
             return True
-        access = access_for(request.user)
+        access = access_for(request.user, request)
         return not access.restricted or access.can_change(_cluster_id(obj, self.cluster_field))
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -58,13 +58,14 @@ class ClusterScopedAdminMixin:
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         allowed = bool(super().has_add_permission(request, *args))  # type: ignore[misc]
-        if self.cluster_field in _CLUSTER_ITSELF and access_for(request.user).restricted:
+        if self.cluster_field in _CLUSTER_ITSELF and \
+                access_for(request.user, request).restricted:
             return False
         return allowed
 
     def delete_queryset(self, request: HttpRequest, queryset: models.QuerySet[Any]) -> None:
         if self.cluster_field is not None:
-            access = access_for(request.user)
+            access = access_for(request.user, request)
             if access.restricted and queryset.exclude(
                     pk__in=access.filter(queryset, self.cluster_field, CHANGE)
                     .values("pk")).exists():
@@ -79,7 +80,7 @@ class ClusterScopedAdminMixin:
         if path is None or path in _CLUSTER_ITSELF or field is None:
             return field
         head, _, rest = path.partition("__")
-        access = access_for(request.user)
+        access = access_for(request.user, request)
         if db_field.name == head and access.restricted:
             field.queryset = access.filter(field.queryset, rest or "pk", CHANGE)
         return field

@@ -47,7 +47,8 @@ def cluster_of(obj: Model, path: str) -> Any:
 def require_visible(request: Any, cluster_id: Any) -> None:
     """For a view that takes a cluster id in its URL: 404 for a cluster the user may not
     see, the answer for one that does not exist."""
-    if not access_for(getattr(request, "user", None)).can_see(cluster_id):
+    holder = getattr(request, "_request", request)
+    if not access_for(getattr(request, "user", None), holder).can_see(cluster_id):
         raise NotFound(f"no cluster {cluster_id}")
 
 
@@ -77,7 +78,8 @@ class ClusterScopedMixin:
 
     @property
     def cluster_access(self) -> ClusterAccess:
-        return access_for(getattr(self.request, "user", None))
+        request = getattr(self.request, "_request", self.request)  # Django's, under DRF's
+        return access_for(getattr(self.request, "user", None), request)
 
     def get_queryset(self) -> QuerySet[Any]:
         queryset = super().get_queryset()  # type: ignore[misc]

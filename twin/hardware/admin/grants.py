@@ -32,7 +32,7 @@ class ClusterGrantAdmin(TwinModelAdmin):
     raw_id_fields = ("user",)
 
     def _unrestricted(self, request: HttpRequest) -> bool:
-        return not access_for(request.user).restricted
+        return not access_for(request.user, request).restricted
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return super().has_add_permission(request, *args) and self._unrestricted(request)
