@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-Websockets go through the session auth middleware so every consumer knows its
-user and can refuse anonymous clients.
+Websockets go through the session auth middleware, then the API-token one
+(``twin.core.ws_auth``), so every consumer knows its user and can refuse anonymous
+clients.
 """
 import os
 
@@ -25,6 +26,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from twin.core.collector import freeze_startup_objects  # noqa: E402
+from twin.core.ws_auth import TokenAuthMiddleware  # noqa: E402
 from twin.live.routing import websocket_urlpatterns  # noqa: E402
 
 __all__ = ["application"]
@@ -33,7 +35,7 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

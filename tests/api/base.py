@@ -6,7 +6,8 @@ tests every endpoint must pass: list, get, create, full and partial update,
 delete; anonymous refused with 401 and no write; a logged-in reader without
 permissions refused with 403 and no write; reads opened by
 ``TWIN_PUBLIC_READ`` but writes still closed; a session-authenticated
-operator holding only the model permissions allowed to write.
+operator holding only the model permissions allowed to write; a user granted
+another cluster only finds the object missing (404) unless the endpoint is shared.
 """
 from __future__ import annotations
 
@@ -257,3 +258,35 @@ class APIViewTests:
         assert response.status_code == 200, response.content
         assert response["ETag"] != fresh  # the write made a new version
         self._assert_db_matches(obj, data)
+
+    # --- per-cluster access (docs/access.md) -------------------------------
+    def test_a_user_granted_another_cluster_only(self, tiny_cluster: dict[str, Any]) -> None:
+        """Granted another cluster only (with every permission of the model), a user
+        finds this cluster's object missing: left out of the list, 404 to read, update
+        and delete. An endpoint whose viewset declares no ``cluster_field`` (the
+        catalogue) is shared: its object stays visible."""
+        from django.contrib.auth.models import Permission, User
+        from django.urls import resolve
+
+        from twin.hardware.models import Cluster, ClusterGrant
+
+        obj = self.existing(tiny_cluster)
+        user = User.objects.create_user("elsewhere", "e@example.com", "elsewhere-pass-123")
+        user.user_permissions.set(Permission.objects.filter(
+            content_type__app_label=self.model._meta.app_label))
+        ClusterGrant.objects.create(user=user, cluster=Cluster.objects.create(name="elsewhere"),
+                                    level="change")
+        client = APIClient()
+        client.force_authenticate(User.objects.get(pk=user.pk))
+        listed = obj.pk in self._ids(client.get(self.list_url(), {"limit": 1000}))
+        read = client.get(self.detail_url(obj.pk)).status_code
+        if resolve(self.list_url()).func.cls.cluster_field is None:
+            assert listed and read == 200
+            return
+        assert not listed and read == 404
+        data = self.update_data(tiny_cluster)
+        assert client.patch(self.detail_url(obj.pk), data, format="json").status_code == 404
+        query = self.delete_query(tiny_cluster)
+        url = self.detail_url(obj.pk) + (f"?{query}" if query else "")
+        assert client.delete(url).status_code == 404
+        assert self.model.objects.filter(pk=obj.pk).exists()

@@ -28,6 +28,7 @@ from twin.hardware.models import (
     Card,
     Cluster,
     ClusterBuild,
+    ClusterGrant,
     Link,
     NetworkDevice,
     Rack,
@@ -66,6 +67,8 @@ def client(admin_user, tiny_cluster: dict[str, Any]) -> Client:
 
 @pytest.fixture
 def build(tiny_cluster: dict[str, Any], admin_user) -> ClusterBuild:
+    # a row for the grants' pages (a superuser's grant restricts nothing)
+    ClusterGrant.objects.create(user=admin_user, cluster=tiny_cluster["cluster"])
     return ClusterBuild.objects.create(preset="seed-512", name="tiny", status="succeeded",
                                        cluster=tiny_cluster["cluster"], created_by=admin_user,
                                        progress=1.0)
@@ -662,6 +665,7 @@ def _grow(tiny: dict[str, Any]) -> None:
                         bandwidth_gbps=400, latency_ns=500)
     other = Cluster.objects.create(name="other")
     ClusterBuild.objects.create(preset="seed-512", name="other", cluster=other)
+    ClusterGrant.objects.create(user=ClusterGrant.objects.first().user, cluster=other)
 
 
 @pytest.mark.parametrize(("model_name", "model_admin"), HARDWARE_ADMINS, ids=ADMIN_IDS)

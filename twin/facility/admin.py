@@ -54,6 +54,7 @@ class RatedAdmin(TwinModelAdmin):
 
 @admin.register(Site)
 class SiteAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     filterset_class = SiteFilterSet
     search_fields = SiteFilterSet.search_fields
     list_display = ("name", "cluster", "location", "dry_bulb_c", "wet_bulb_c", "contract_kw")
@@ -62,6 +63,7 @@ class SiteAdmin(TwinModelAdmin):
 
 @admin.register(PowerElement)
 class PowerElementAdmin(RatedAdmin):
+    cluster_field = "site__cluster"
     filterset_class = PowerElementFilterSet
     filterset_sidebar = ("kind", "redundancy")
     search_fields = PowerElementFilterSet.search_fields
@@ -71,6 +73,7 @@ class PowerElementAdmin(RatedAdmin):
 
 @admin.register(CoolingElement)
 class CoolingElementAdmin(RatedAdmin):
+    cluster_field = "site__cluster"
     filterset_class = CoolingElementFilterSet
     filterset_sidebar = ("kind", "redundancy")
     search_fields = CoolingElementFilterSet.search_fields
@@ -81,6 +84,7 @@ class CoolingElementAdmin(RatedAdmin):
 
 @admin.register(RackFacility)
 class RackFacilityAdmin(RatedAdmin):
+    cluster_field = "site__cluster"
     filterset_class = RackFacilityFilterSet
     filterset_sidebar = ("rack_class",)
     search_fields = RackFacilityFilterSet.search_fields

@@ -24,3 +24,7 @@ class HardwareConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_load_catalogue, sender=self)
+        from twin.core.access import register_provider
+        from twin.hardware.models.grants import grants_of
+
+        register_provider(grants_of)

@@ -21,6 +21,7 @@ from twin.hardware.models import (
     Card,
     Cluster,
     ClusterBuild,
+    ClusterGrant,
     Link,
     NetworkDevice,
     Rack,
@@ -33,6 +34,7 @@ __all__ = [
     "CardFilterSet",
     "ClusterBuildFilterSet",
     "ClusterFilterSet",
+    "ClusterGrantFilterSet",
     "LinkFilterSet",
     "NetworkDeviceFilterSet",
     "RackFilterSet",
@@ -153,3 +155,13 @@ class ClusterBuildFilterSet(TwinFilterSet):
     class Meta:
         model = ClusterBuild
         fields = ["preset", "status", "cluster"]
+
+
+class ClusterGrantFilterSet(SearchFilterSet):
+    """Grants (admin only: there is no grant API)."""
+
+    search_fields = ("user__username", "cluster__name")
+
+    class Meta:
+        model = ClusterGrant
+        fields = ["user", "cluster", "level"]

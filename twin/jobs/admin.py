@@ -69,6 +69,7 @@ class AllocationInline(TwinInlineMixin, admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     form = JobForm
     filterset_class = JobFilterSet
     filterset_sidebar = ("state", "qos", "cluster", "gang")
@@ -138,6 +139,7 @@ class JobAdmin(TwinModelAdmin):
 
 @admin.register(Allocation)
 class AllocationAdmin(TwinModelAdmin):
+    cluster_field = "job__cluster"
     filterset_class = AllocationFilterSet
     filterset_sidebar = ("cluster",)
     list_display = ("id", "job_link", "card_link", "share_milli", "vf_index", "created")
@@ -191,6 +193,7 @@ class TraceAdmin(TwinModelAdmin):
 class RemediationAdmin(TwinModelAdmin):
     """The audit trail of self-healing, read-only; apply or reject a proposal as an action
     (the same service as ``POST /api/jobs/remediations/<id>/apply/``)."""
+    cluster_field = "cluster"
 
     filterset_class = RemediationFilterSet
     filterset_sidebar = ("state", "cause", "cluster")

@@ -1,9 +1,11 @@
 """Live state of one cluster over a websocket: ``ws/clusters/<id>/``.
 
 Who may connect
-    Logged-in users only (the session cookie, through ``AuthMiddlewareStack``).
+    Logged-in users only: the session cookie (``AuthMiddlewareStack``) or an API
+    token (``Authorization: Token <key>`` or ``?token=<key>``, ``twin.core.ws_auth``).
     The socket is accepted and then closed with **4401** for an anonymous
-    client and **4404** for a cluster that does not exist — a close before
+    client and **4404** for a cluster that does not exist or that the user's
+    cluster grants do not show (``twin.core.access``) — a close before
     accepting would reach the browser as a bare HTTP 403 with no reason.
     Whenever Redis (the channel layer) or the database is away — on connect or
     later — it is closed with **4503**: reconnect with backoff
@@ -81,6 +83,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from twin.core.access import access_for
 from twin.core.consumers import CloseWhenUnavailable
 from twin.live import clients, frames
 from twin.live.protocol import (
@@ -106,10 +109,13 @@ MAX_ALERTS_PER_MESSAGE = 500
 
 
 @database_sync_to_async
-def _cluster_exists(cluster_id: int) -> bool:
+def _cluster_visible(cluster_id: int, user: Any) -> bool:
+    """The cluster exists and the user may see it (``twin.core.access``): another
+    tenant's cluster is closed with the same 4404 as one that does not exist."""
     from twin.hardware.models import Cluster
 
-    return Cluster.objects.filter(pk=cluster_id).exists()
+    return access_for(user).can_see(cluster_id) and \
+        Cluster.objects.filter(pk=cluster_id).exists()
 
 
 @database_sync_to_async
@@ -178,7 +184,7 @@ class ClusterConsumer(CloseWhenUnavailable, AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not await _cluster_exists(self.cluster_id):
+        if not await _cluster_visible(self.cluster_id, user):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = state.group_name(self.cluster_id)

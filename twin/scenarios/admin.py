@@ -48,6 +48,7 @@ class ScenarioPartInline(admin.TabularInline):
 
 @admin.register(ScenarioRun)
 class ScenarioRunAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("id", "kind", "cluster", "status_badge", "progress_pct", "message",
                     "created_by", "created", "duration")
     filterset_class = ScenarioRunFilterSet

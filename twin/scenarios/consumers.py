@@ -1,8 +1,9 @@
 """Progress of one scenario run over a websocket: ``ws/scenarios/<id>/``.
 
-Logged-in users only (the session cookie through ``AuthMiddlewareStack``): the
-socket is accepted and closed with **4401** for an anonymous client and
-**4404** for a run that does not exist, and with **4503** whenever Redis (the
+Logged-in users only (the session cookie through ``AuthMiddlewareStack``, or an
+API token: ``twin.core.ws_auth``): the socket is accepted and closed with **4401**
+for an anonymous client and **4404** for a run that does not exist or whose
+cluster the user may not see (``twin.core.access``), and with **4503** whenever Redis (the
 channel layer) or the database is away: reconnect with backoff (the codes of
 ``ws/clusters/<id>/``).
 
@@ -31,6 +32,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from twin.core import nesting
+from twin.core.access import access_for
 from twin.core.choices import JobStatusChoices
 from twin.core.consumers import CloseWhenUnavailable
 from twin.core.unavailable import CLOSE_UNAVAILABLE
@@ -68,8 +70,9 @@ def _state(run_id: int) -> dict[str, Any] | None:
 
 
 @database_sync_to_async
-def _exists(run_id: int) -> bool:
-    return ScenarioRun.objects.filter(pk=run_id).exists()
+def _exists(run_id: int, user: Any) -> bool:
+    """The run exists and its cluster is one the user may see (``twin.core.access``)."""
+    return access_for(user).filter(ScenarioRun.objects.filter(pk=run_id), "cluster").exists()
 
 
 class ScenarioConsumer(CloseWhenUnavailable, AsyncJsonWebsocketConsumer):
@@ -86,7 +89,7 @@ class ScenarioConsumer(CloseWhenUnavailable, AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        if not await _exists(self.run_id):
+        if not await _exists(self.run_id, user):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = group_name(self.run_id)

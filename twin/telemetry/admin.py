@@ -40,6 +40,7 @@ __all__ = ["AlertAdmin", "CardHealthAdmin", "ScrapeTargetAdmin", "TelemetryAgent
 
 @admin.register(TelemetryAgent)
 class TelemetryAgentAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("name", "cluster", "is_active", "token_hint", "previous_token_hint",
                     "previous_token_expires", "last_seen", "last_sequence", "batches", "gaps",
                     "missed_batches", "duplicates")
@@ -76,6 +77,7 @@ class TelemetryAgentAdmin(TwinModelAdmin):
 
 @admin.register(ScrapeTarget)
 class ScrapeTargetAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("endpoint", "cluster", "enabled", "interval_s", "last_scraped", "status_badge",
                     "last_accepted", "last_rejected")
     filterset_class = ScrapeTargetFilterSet
@@ -104,6 +106,7 @@ class AlertDeliveryInline(admin.TabularInline):
 
 @admin.register(Alert)
 class AlertAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("started", "severity_badge", "rule", "subject", "message", "ended",
                     "acknowledged_by")
     filterset_class = AlertFilterSet
@@ -140,6 +143,7 @@ class AlertAdmin(TwinModelAdmin):
 @admin.register(CardHealth)
 class CardHealthAdmin(TwinModelAdmin):
     """Cards that are not OK, with why (derived live; edit nothing here)."""
+    cluster_field = "cluster"
 
     list_display = ("card", "cluster", "status_badge", "reasons", "since")
     filterset_class = CardHealthFilterSet
@@ -158,6 +162,7 @@ class CardHealthAdmin(TwinModelAdmin):
 
 @admin.register(TelemetryMinute)
 class TelemetryMinuteAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     list_display = ("minute", "level", "object_id", "samples", "draw_w", "gpu_util",
                     "power_w", "gpu_temp_c")
     filterset_class = MinuteFilterSet

@@ -14,12 +14,18 @@ networks, default the loopback ``127.0.0.1/8,::1/128``; empty: none). Anything
 else is 401 (with a ``WWW-Authenticate`` challenge when a token would do) or 403.
 The address is the connection's (``REMOTE_ADDR``): behind a reverse proxy, use
 the token.
+
+A user's API token (``Authorization: Token <key>``, from ``POST /api/token/``) reads
+it too, filtered by the user's cluster grants (``twin.core.access``): a series
+labelled with a cluster the user may not see is left out; the installation-wide
+ones (sources up, runs by status, websocket clients) stay.
 """
 from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -28,7 +34,9 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 
-__all__ = ["TwinCollector", "allowed_networks", "metrics_view"]
+from twin.core.access import ClusterAccess, access_for
+
+__all__ = ["TwinCollector", "allowed_networks", "metrics_view", "visible_families"]
 
 
 def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -84,12 +92,45 @@ class TwinCollector:
         yield up
 
 
+def _api_user(request: HttpRequest) -> Any:
+    """The active user whose API token the request carries, if any."""
+    from rest_framework.authtoken.models import Token
+
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "token" or not key.strip():
+        return None
+    token = Token.objects.select_related("user").filter(key=key.strip()).first()
+    return token.user if token is not None and token.user.is_active else None
+
+
+def visible_families(families: Iterable[Metric], access: ClusterAccess) -> Iterator[Metric]:
+    """``families`` without the samples of clusters ``access`` does not show."""
+    for family in families:
+        family.samples = [sample for sample in family.samples
+                          if "cluster" not in sample.labels
+                          or access.can_see(sample.labels["cluster"])]
+        yield family
+
+
+class _VisibleCollector:
+    def __init__(self, inner: TwinCollector, access: ClusterAccess) -> None:
+        self.inner, self.access = inner, access
+
+    def collect(self) -> Iterator[Metric]:
+        return visible_families(self.inner.collect(), self.access)
+
+
 @never_cache
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    refusal = _refusal(request)
-    if refusal is not None:
-        return refusal
+    user = _api_user(request)
+    collector: Any = TwinCollector()
+    if user is not None:
+        collector = _VisibleCollector(collector, access_for(user))
+    else:
+        refusal = _refusal(request)
+        if refusal is not None:
+            return refusal
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(TwinCollector())  # type: ignore[arg-type]
+    registry.register(collector)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

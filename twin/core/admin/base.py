@@ -12,6 +12,8 @@
 * Deleting an object that holds others follows the deletion rule of
   ``twin.core.deletion`` (``deletion.py``: the confirmation page lists what is
   inside, counted per kind).
+* Per-cluster access (``access.py``): an admin declares ``cluster_field`` as its
+  API viewset does.
 * Coloured choice badges are in ``badges.py``.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from twin.core.admin.access import ClusterScopedAdminMixin
 from twin.core.admin.deletion import GuardedDeletionAdminMixin
 from twin.core.admin.filters import filterset_list_filters
 from twin.core.admin.pagination import LargeTablePaginator
@@ -131,7 +134,7 @@ class TwinInlineMixin:
     show_change_link = True
 
 
-class TwinModelAdmin(GuardedDeletionAdminMixin, admin.ModelAdmin):
+class TwinModelAdmin(ClusterScopedAdminMixin, GuardedDeletionAdminMixin, admin.ModelAdmin):
     """Base admin of every app's models (see the module doc)."""
 
     form = TwinModelForm

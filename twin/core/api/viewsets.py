@@ -27,6 +27,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.deletion import DeletionBlocked, check_deletion, content_models
 
@@ -126,14 +127,15 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
 
 
-class TwinModelViewSet(viewsets.ModelViewSet):
+class TwinModelViewSet(ClusterScopedMixin, viewsets.ModelViewSet):
     """CRUD with atomic writes, a fresh read-back, 409 for conflicts, and ETags.
 
     After a create or update the object is read back through ``get_queryset()``
     so the response carries the same computed fields (e.g. a rack's
     ``power_w``) as a GET would. A detail GET carries an ``ETag``; a write that
     sends ``If-Match`` with an older one gets 412 instead of silently
-    overwriting someone else's edit (after NetBox's viewsets).
+    overwriting someone else's edit (after NetBox's viewsets). Per-cluster access
+    comes from ``ClusterScopedMixin``: a subclass declares ``cluster_field``.
     """
 
     filter_backends = [TwinFilterBackend, OrderingFilter]
@@ -220,9 +222,12 @@ class TwinModelViewSet(viewsets.ModelViewSet):
         self._written = serializer.instance
 
     def perform_create(self, serializer: Any) -> None:
+        self.check_cluster_create()
         serializer.save()
+        self.check_cluster_write(serializer.instance)
         self._read_back(serializer)
 
     def perform_update(self, serializer: Any) -> None:
         serializer.save()
+        self.check_cluster_write(serializer.instance)
         self._read_back(serializer)

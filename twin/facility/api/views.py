@@ -63,6 +63,7 @@ class SiteViewSet(TwinModelViewSet):
     """A cluster's site. DELETE of one with a plant needs ``?cascade=true``."""
 
     queryset = Site.objects.select_related("cluster")
+    cluster_field = "cluster"
     serializer_class = SiteSerializer
     filterset_class = SiteFilterSet
 
@@ -76,6 +77,7 @@ class SiteViewSet(TwinModelViewSet):
 
 class PowerElementViewSet(TwinModelViewSet):
     queryset = PowerElement.objects.all()
+    cluster_field = "site__cluster"
     serializer_class = PowerElementSerializer
     filterset_class = PowerElementFilterSet
     ordering_fields = ["id", "key", "kind", "rating_kw", "units"]
@@ -83,6 +85,7 @@ class PowerElementViewSet(TwinModelViewSet):
 
 class CoolingElementViewSet(TwinModelViewSet):
     queryset = CoolingElement.objects.all()
+    cluster_field = "site__cluster"
     serializer_class = CoolingElementSerializer
     filterset_class = CoolingElementFilterSet
     ordering_fields = ["id", "key", "kind", "capacity_kw", "units"]
@@ -92,6 +95,7 @@ class RackFacilityViewSet(TwinModelViewSet):
     """Each rack's place in the plant: its power element, cooling element(s) and class."""
 
     queryset = RackFacility.objects.select_related("rack")
+    cluster_field = "site__cluster"
     serializer_class = RackFacilitySerializer
     filterset_class = RackFacilityFilterSet
     ordering_fields = ["id", "rack", "rack_class"]

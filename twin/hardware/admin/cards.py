@@ -28,6 +28,7 @@ __all__ = ["CardAdmin"]
 
 @admin.register(Card)
 class CardAdmin(BudgetedAdminMixin, TwinModelAdmin):
+    cluster_field = "supernode__cluster"
     filterset_class = CardFilterSet
     filterset_sidebar = ("status", "accelerator", "cluster", "supernode", "rack", "server")
     search_fields = CardFilterSet.search_fields

@@ -93,6 +93,7 @@ class SuperNodeInline(TwinInlineMixin, admin.TabularInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(TwinModelAdmin):
+    cluster_field = "pk"
     filterset_class = ClusterFilterSet
     filterset_sidebar = ("preset",)
     search_fields = ClusterFilterSet.search_fields
@@ -196,6 +197,7 @@ class ClusterAdmin(TwinModelAdmin):
 
 @admin.register(SuperNode)
 class SuperNodeAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     filterset_class = SuperNodeFilterSet
     filterset_sidebar = ("fabric", "cluster")
     search_fields = SuperNodeFilterSet.search_fields
@@ -268,6 +270,7 @@ class SuperNodeAdmin(TwinModelAdmin):
 @admin.register(ClusterBuild)
 class ClusterBuildAdmin(TwinModelAdmin):
     """Builds are started by ``build_cluster`` or the API; the admin only shows them."""
+    cluster_field = "cluster"
 
     filterset_class = ClusterBuildFilterSet
     filterset_sidebar = ("status", "preset", "cluster")

@@ -31,6 +31,7 @@ __all__ = ["LinkAdmin", "NetworkDeviceAdmin"]
 
 @admin.register(NetworkDevice)
 class NetworkDeviceAdmin(BudgetedAdminMixin, TwinModelAdmin):
+    cluster_field = "cluster"
     filterset_class = NetworkDeviceFilterSet
     filterset_sidebar = ("kind", "cluster", "rack", "server")
     search_fields = NetworkDeviceFilterSet.search_fields
@@ -108,6 +109,7 @@ def _end_kind(link: Link, side: str) -> str:
 
 @admin.register(Link)
 class LinkAdmin(TwinModelAdmin):
+    cluster_field = "cluster"
     filterset_class = LinkFilterSet
     filterset_sidebar = ("kind", "status", "cluster", "card", "device")
     search_fields = ("a_card__serial", "b_card__serial", "a_device__name", "b_device__name")

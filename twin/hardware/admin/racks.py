@@ -125,6 +125,7 @@ class ServerDeviceInline(TwinInlineMixin, admin.TabularInline):
 # --- racks -------------------------------------------------------------------
 @admin.register(Rack)
 class RackAdmin(BudgetedAdminMixin, TwinModelAdmin):
+    cluster_field = "cluster"
     filterset_class = RackFilterSet
     filterset_sidebar = ("over_budget", "cooling", "cluster", "supernode")
     search_fields = RackFilterSet.search_fields
@@ -193,6 +194,7 @@ class RackAdmin(BudgetedAdminMixin, TwinModelAdmin):
 # --- servers -----------------------------------------------------------------
 @admin.register(Server)
 class ServerAdmin(BudgetedAdminMixin, TwinModelAdmin):
+    cluster_field = "rack__cluster"
     filterset_class = ServerFilterSet
     filterset_sidebar = ("cluster", "rack", "supernode")
     search_fields = ServerFilterSet.search_fields

@@ -29,6 +29,7 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions, TwinReadOnlyPermissions
 from twin.core.choices import JobStatusChoices
@@ -111,11 +112,12 @@ class PresetViewSet(viewsets.ViewSet):
         return Response([preset_info(key, preset) for key, preset in PRESETS.items()])
 
 
-class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class ClusterBuildViewSet(ClusterScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                           mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Builds requested over the API and how far they got."""
 
     queryset = ClusterBuild.objects.select_related("created_by")
+    cluster_field = "cluster"
     serializer_class = ClusterBuildSerializer
     filterset_class = ClusterBuildFilterSet
     filter_backends = [TwinFilterBackend, OrderingFilter]
@@ -135,6 +137,7 @@ class ClusterBuildViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         from twin.hardware.presets import PRESETS
         from twin.hardware.tasks import enqueue_build
 
+        self.refuse_new_cluster()  # per-cluster access: a new cluster is outside the grants
         incoming = self.get_serializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data

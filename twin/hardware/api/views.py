@@ -78,6 +78,7 @@ class ClusterViewSet(TwinModelViewSet):
     (it may be live); the cascade is set-based (``Cluster.delete_with_contents``)."""
 
     queryset = Cluster.objects.all()
+    cluster_field = "pk"
     serializer_class = ClusterSerializer
     filterset_class = ClusterFilterSet
 
@@ -102,6 +103,7 @@ class ClusterViewSet(TwinModelViewSet):
 
 class SuperNodeViewSet(TwinModelViewSet):
     queryset = SuperNode.objects.select_related("cluster")
+    cluster_field = "cluster"
     serializer_class = SuperNodeSerializer
     filterset_class = SuperNodeFilterSet
     ordering_fields = ["id", "name", "index", "card_count", "cluster"]
@@ -118,6 +120,7 @@ class RackViewSet(TwinModelViewSet):
     """Racks with ``power_w``, ``utilization``, ``facility_w``, ``headroom_w`` from SQL."""
 
     queryset = Rack.objects.select_related("cluster").with_power()
+    cluster_field = "cluster"
     serializer_class = RackSerializer
     filterset_class = RackFilterSet
     ordering_fields = ["id", "name", "row", "slot", "power_budget_w", "power_w",
@@ -132,6 +135,7 @@ class RackViewSet(TwinModelViewSet):
 
 class ServerViewSet(TwinModelViewSet):
     queryset = Server.objects.all()
+    cluster_field = "rack__cluster"
     serializer_class = ServerSerializer
     filterset_class = ServerFilterSet
     ordering_fields = ["id", "name", "position", "hostname", "rack", "overhead_w"]
@@ -154,6 +158,7 @@ class CardViewSet(CachedListMixin, TwinModelViewSet):
     cache_domains = ("inventory",)
 
     queryset = Card.objects.select_related("supernode", "server")
+    cluster_field = "supernode__cluster"
     serializer_class = CardSerializer
     filterset_class = CardFilterSet
     pagination_class = IdCursorPagination
@@ -162,6 +167,7 @@ class CardViewSet(CachedListMixin, TwinModelViewSet):
 
 class NetworkDeviceViewSet(TwinModelViewSet):
     queryset = NetworkDevice.objects.all()
+    cluster_field = "cluster"
     serializer_class = NetworkDeviceSerializer
     filterset_class = NetworkDeviceFilterSet
     ordering_fields = ["id", "name", "kind", "power_w", "rack"]
@@ -171,6 +177,7 @@ class LinkViewSet(TwinModelViewSet):
     """Links: cursor-paginated on ``id``; ``a_kind``/``b_kind`` name what each end is."""
 
     queryset = Link.objects.select_related("a_card", "a_device", "b_card", "b_device")
+    cluster_field = "cluster"
     serializer_class = LinkSerializer
     filterset_class = LinkFilterSet
     pagination_class = IdCursorPagination

@@ -3,6 +3,7 @@ from twin.hardware.models.builds import *  # noqa: F403
 from twin.hardware.models.cards import *  # noqa: F403
 from twin.hardware.models.catalogue import *  # noqa: F403
 from twin.hardware.models.clusters import *  # noqa: F403
+from twin.hardware.models.grants import *  # noqa: F403
 from twin.hardware.models.links import *  # noqa: F403
 from twin.hardware.models.network import *  # noqa: F403
 from twin.hardware.models.racks import *  # noqa: F403

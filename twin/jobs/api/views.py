@@ -40,6 +40,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.pagination import IdCursorPagination
 from twin.core.api.permissions import TwinModelPermissions
@@ -91,6 +92,7 @@ class JobViewSet(TwinModelViewSet):
 
     queryset = Job.objects.select_related("submitted_by", "accelerator").prefetch_related(
         Prefetch("allocations", queryset=Allocation.objects.only("id", "job_id", "card_id")))
+    cluster_field = "cluster"
     serializer_class = JobSerializer
     filterset_class = JobFilterSet
     permission_classes = [JobPermissions]
@@ -150,10 +152,11 @@ class RemediationPermissions(TwinModelPermissions):
         return super().has_permission(request, view)
 
 
-class RemediationViewSet(viewsets.ReadOnlyModelViewSet):
+class RemediationViewSet(ClusterScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Self-healing's audit trail: what failed, why, what was proposed and done."""
 
     queryset = Remediation.objects.select_related("applied_by").prefetch_related("jobs")
+    cluster_field = "cluster"
     serializer_class = RemediationSerializer
     filterset_class = RemediationFilterSet
     filter_backends = [TwinFilterBackend]
@@ -202,10 +205,11 @@ class RemediationViewSet(viewsets.ReadOnlyModelViewSet):
         return self._decided(rem)
 
 
-class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
+class AllocationViewSet(ClusterScopedMixin, viewsets.ReadOnlyModelViewSet):
     """Allocations: which job holds which card, its share and virtual function."""
 
     queryset = Allocation.objects.select_related("job", "card")
+    cluster_field = "job__cluster"
     serializer_class = AllocationSerializer
     filterset_class = AllocationFilterSet
     filter_backends = [TwinFilterBackend]
@@ -227,10 +231,11 @@ def cluster_allocations(cluster: Cluster) -> dict[str, Any]:
             "jobs": jobs, "tenants": sorted({j["tenant"] for j in jobs})}
 
 
-class ClusterAllocationsViewSet(viewsets.GenericViewSet):
+class ClusterAllocationsViewSet(ClusterScopedMixin, viewsets.GenericViewSet):
     """``/api/clusters/<id>/allocations/``: an action on the hardware API's clusters."""
 
     queryset = Cluster.objects.all()
+    cluster_field = "pk"
 
     @extend_schema(responses=ClusterAllocationsSerializer, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)

@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -49,6 +50,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from simulation.snapshot import LiveSnapshot
+from twin.core.access import SEE
+from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.schema import error_response
@@ -235,11 +238,14 @@ class ScenarioPermissions(TwinModelPermissions):
         return True
 
 
-class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class ScenarioRunViewSet(ClusterScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                          mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Scenario runs: start one, follow it, cancel it."""
 
     queryset = ScenarioRun.objects.select_related("created_by")
+    cluster_field = "cluster"
+    #: A run only reads its cluster: following or cancelling one needs "see".
+    cluster_write = SEE
     serializer_class = ScenarioRunSerializer
     filterset_class = ScenarioRunFilterSet
     filter_backends = [TwinFilterBackend, OrderingFilter]
@@ -270,6 +276,8 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         from twin.scenarios.tasks import enqueue_run
 
         incoming = self.get_serializer(data=request.data)
+        runs = incoming.fields["fork_from"]  # another tenant's run reads as missing
+        runs.queryset = self.cluster_access.filter(runs.queryset, "cluster")
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         fork = data.get("fork_from") or data["fork"]
@@ -301,7 +309,7 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         """The kinds and their parameters, to build a form from (readable by any reader)."""
         return Response(describe_kinds())
 
-    @extend_schema(responses={200: serializers.DictField(), 404: error_response(
+    @extend_schema(responses={200: OpenApiTypes.OBJECT, 404: error_response(
         "No such run, or the run stores no snapshot.")}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def snapshot(self, request: Request, pk: Any = None) -> Response:
@@ -330,11 +338,12 @@ class ScenarioRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(self._body(run))
 
 
-class ClusterRouteViewSet(viewsets.GenericViewSet):
+class ClusterRouteViewSet(ClusterScopedMixin, viewsets.GenericViewSet):
     """``/api/clusters/<id>/route/``: an action on the hardware API's clusters, served
     here because it runs the scenarios' converter and search."""
 
     queryset = Cluster.objects.all()
+    cluster_field = "pk"
 
     @extend_schema(
         responses=RouteSerializer, filters=False,

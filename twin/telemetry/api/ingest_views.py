@@ -6,7 +6,9 @@ DRF's parsers and content negotiation would add copies and nothing useful.
 
 Authentication: ``Authorization: Bearer <token>`` (or ``Token <token>``) with
 a ``TelemetryAgent`` token. No or an unknown token → 401 with
-``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403.
+``WWW-Authenticate: Bearer``; a token of another cluster's agent → 403, and so is
+the token of an agent whose owner (``created_by``) may not change its cluster
+(per-cluster grants, ``twin.core.access``).
 Token lookups are cached per process for ``TOKEN_CACHE_S`` seconds, so a
 deactivated or rotated token stops working within that time. A rotation keeps the
 replaced token working until ``previous_token_expires`` (its grace period); after
@@ -38,6 +40,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import DatabaseError, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -45,6 +48,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from twin.core.access import access_for
 from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
@@ -65,6 +69,9 @@ class AgentAuth:
     agent_id: int
     cluster_id: int
     name: str
+    #: The agent's owner (the user who created it) may change its cluster: without
+    #: it the agent's batches are refused (``twin.core.access``; no owner: allowed).
+    owner_may_change: bool = True
 
 
 def _error(status: int, detail: str, **extra: Any) -> JsonResponse:
@@ -111,11 +118,15 @@ def _lookup(digest: str) -> tuple[AgentAuth | str, float]:
     row = (TelemetryAgent.objects
            .filter(Q(token_hash=digest) | Q(previous_token_hash=digest,
                                             previous_token_expires__gt=now), is_active=True)
-           .values("pk", "cluster_id", "name", "token_hash", "previous_token_expires").first())
+           .values("pk", "cluster_id", "name", "token_hash", "previous_token_expires",
+                   "created_by").first())
     if row is not None:
         until = TOKEN_CACHE_S if row["token_hash"] == digest else \
             (row["previous_token_expires"] - now).total_seconds()
-        return AgentAuth(row["pk"], row["cluster_id"], row["name"]), until
+        owner = (User.objects.filter(pk=row["created_by"]).first()
+                 if row["created_by"] is not None else None)
+        may_change = owner is None or access_for(owner).can_change(row["cluster_id"])
+        return AgentAuth(row["pk"], row["cluster_id"], row["name"], may_change), until
     old = (TelemetryAgent.objects.filter(previous_token_hash=digest)
            .values("pk", "name", "token_rotated_at", "previous_token_expires").first())
     if old is None:
@@ -164,6 +175,10 @@ def _authorize(request: HttpRequest, cluster_id: int) -> AgentAuth | JsonRespons
     if auth.cluster_id != int(cluster_id):
         return _error(403, f"agent {auth.name!r} may only send telemetry for cluster "
                            f"{auth.cluster_id}, not {cluster_id}")
+    if not auth.owner_may_change:
+        return _error(403, f"agent {auth.name!r} belongs to a user who may no longer change "
+                           f"cluster {auth.cluster_id}: ask an administrator for a 'change' "
+                           f"grant, or create the agent as a user who has one")
     return auth
 
 
@@ -415,6 +430,8 @@ def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
         if isinstance(auth, JsonResponse):
             return auth
     else:
+        if not access_for(request.user).can_see(cluster_id):  # another tenant's: unknown
+            return _error(404, f"no cluster {cluster_id}")
         gone = _cluster_gone(cluster_id)
         if gone is not None:
             return gone

@@ -32,7 +32,9 @@ from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.access import access_for
 from twin.core.aggregates import CachedListMixin, cached
+from twin.core.api.access import ClusterScopedMixin, require_visible
 from twin.core.api.pagination import HistoryPagination
 from twin.core.api.permissions import TwinModelPermissions
 from twin.core.api.renderers import LargeJSONRenderer
@@ -75,6 +77,7 @@ __all__ = [
 
 class TelemetryAgentViewSet(TwinModelViewSet):
     queryset = TelemetryAgent.objects.select_related("cluster")
+    cluster_field = "cluster"
     serializer_class = TelemetryAgentSerializer
     filterset_class = TelemetryAgentFilterSet
     ordering_fields = ["id", "name", "last_seen", "batches", "gaps", "duplicates"]
@@ -104,19 +107,21 @@ class TelemetryAgentViewSet(TwinModelViewSet):
 
 class ScrapeTargetViewSet(TwinModelViewSet):
     queryset = ScrapeTarget.objects.all()
+    cluster_field = "cluster"
     serializer_class = ScrapeTargetSerializer
     filterset_class = ScrapeTargetFilterSet
     ordering_fields = ["id", "endpoint", "last_scraped", "last_status"]
 
 
-class AlertViewSet(CachedListMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                   viewsets.GenericViewSet):
+class AlertViewSet(ClusterScopedMixin, CachedListMixin, mixins.ListModelMixin,
+                   mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Alerts, newest first. Rows are written by the rules, never through the API.
     A page is cached (per user and query) until the next write to the alerts."""
 
     cache_domains = ("alerts", "inventory")  # (filters by rack, supernode)
 
     queryset = Alert.objects.select_related("acknowledged_by")
+    cluster_field = "cluster"
     serializer_class = AlertSerializer
     filterset_class = AlertFilterSet
     permission_classes = [TwinModelPermissions]
@@ -156,16 +161,17 @@ class AlertViewSet(CachedListMixin, mixins.ListModelMixin, mixins.RetrieveModelM
         return Response(self.get_serializer(alert).data)
 
 
-class CardHealthViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class CardHealthViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Cards whose derived health is warning, critical or stale (no row: OK)."""
 
     queryset = CardHealth.objects.all()
+    cluster_field = "cluster"
     serializer_class = CardHealthSerializer
     filterset_class = CardHealthFilterSet
     permission_classes = [TwinModelPermissions]
 
 
-class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class MinuteViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The 1-minute history (mean and max of every metric per minute).
 
     From the database (``TelemetryMinute``) by default; with ``TWIN_VICTORIA_URL``
@@ -178,6 +184,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """
 
     queryset = TelemetryMinute.objects.all()
+    cluster_field = "cluster"
     serializer_class = MinuteSerializer
     filterset_class = MinuteFilterSet
     permission_classes = [TwinModelPermissions]
@@ -207,6 +214,7 @@ class MinuteViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             errors["object_id"] = "required when the history is in VictoriaMetrics"
         if errors:
             raise ValidationError(errors)
+        require_visible(request, cluster)
         get_object_or_404(Cluster, pk=cluster)
         until = data.get("until") or timezone.now()
         since = data.get("since") or until - dt.timedelta(
@@ -246,6 +254,7 @@ def metric_list(request: Request) -> Response:
 def cluster_live(request: Request, cluster_id: int) -> Response:
     """The cluster's live headline: cards reporting, power vs budget, utilization,
     hottest card, health counts, open alerts by severity."""
+    require_visible(request, cluster_id)
     cluster = get_object_or_404(Cluster, pk=cluster_id)
     check_redis()  # a frozen Redis: 503 within a second (twin.core.unavailable)
     body = state.summary(cluster.pk)
@@ -264,6 +273,7 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
 @permission_classes([IsAuthenticated])
 def cluster_rollup(request: Request, cluster_id: int) -> Response:
     """Per-group statistics of one metric at the last tick."""
+    require_visible(request, cluster_id)
     get_object_or_404(Cluster, pk=cluster_id)
     level = request.query_params.get("level", "rack")
     metric = request.query_params.get("metric", "power_w")
@@ -288,7 +298,7 @@ def cluster_rollup(request: Request, cluster_id: int) -> Response:
 def card_live(request: Request, card_id: int) -> Response:
     """One card: latest values, health, open alerts, and a sparkline (``?history=``)."""
     card = Card.objects.filter(pk=card_id).values("id", "supernode__cluster_id", "serial").first()
-    if card is None:
+    if card is None or not access_for(request.user).can_see(card["supernode__cluster_id"]):
         raise NotFound(f"no card {card_id}")
     cluster_id = card["supernode__cluster_id"]
     check_redis()
