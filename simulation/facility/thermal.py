@@ -135,7 +135,10 @@ class ThermalParams:
     the card's slowdown temperature; ``cards_per_rack``: to get a card's power from the
     rack's when it is not given; ``air_supply_c`` / ``air_rise_c``: CRAH supply air and
     its design rise; ``chiller_carnot_fraction`` and ``condenser_approach_c``: the
-    chiller's COP; ``film_exponent``: h ∝ ṁ^n."""
+    chiller's COP; ``film_exponent``: h ∝ ṁ^n; ``crah_water_rise_c``: the chilled-water
+    rise across a CRAH coil whose design flow is not given (0): its flow is then its
+    capacity / (c_p × this), the classic 10 °F design ΔT (ASHRAE Handbook — HVAC
+    Systems and Equipment, ch. 13)."""
 
     r_liquid_k_w: float = 0.04
     r_air_k_w: float = 0.065
@@ -149,6 +152,7 @@ class ThermalParams:
     condenser_approach_c: float = 10.0
     chiller_default_setpoint_c: float = 18.0
     film_exponent: float = 0.8
+    crah_water_rise_c: float = 5.6
     tcs_fluid: Fluid = PG25
     fws_fluid: Fluid = WATER
 
@@ -420,7 +424,10 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
                            dtype=np.int64),
         crah_cap_w=crah_cap,
         crah_fan_w=np.array([els[i].fan_kw * 1e3 for i in crahs], dtype=float),
-        crah_flow_d=np.array([els[i].design_flow_kg_s for i in crahs], dtype=float),
+        crah_flow_d=np.where(
+            np.array([els[i].design_flow_kg_s for i in crahs], dtype=float) > 0,
+            np.array([els[i].design_flow_kg_s for i in crahs], dtype=float),
+            crah_cap / (fws.cp_j_kg_k * p.crah_water_rise_c)),
         crah_units=np.array([els[i].units for i in crahs], dtype=np.int64),
         crah_down=np.array([els[i].down for i in crahs], dtype=bool),
         air_share_crah=air_share,

@@ -173,7 +173,7 @@ def validate(plant: Plant) -> None:
         _units(c.units, c.redundancy, name)
         for attr in ("design_flow_kg_s", "approach_c", "pump_kw", "fan_kw", "volume_l"):
             _positive(getattr(c, attr), f"{name}.{attr}", allow_zero=True)
-        if c.kind in ("cdu", "facility_loop", "crah"):
+        if c.kind in ("cdu", "facility_loop"):  # a CRAH's 0: sized from its capacity
             _positive(c.design_flow_kg_s, f"{name}.design_flow_kg_s")
         if c.kind in ("cdu", "cooling_tower", "dry_cooler"):
             _positive(c.approach_c, f"{name}.approach_c")

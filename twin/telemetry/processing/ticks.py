@@ -40,6 +40,7 @@ from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
 from twin.telemetry.processing.minutes import POWER, sample_minute
+from twin.telemetry.processing.plant import step_plant
 from twin.telemetry.processing.tickparts import (
     ewma_alpha,
     next_ewma,
@@ -165,6 +166,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
 
     synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
+    step_plant(r, lay, rollups, now)
     failures = [f.to_dict() for f in detect_failures(
         r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=cards.age,
         seen=cards.seen, card_alerts=card_alerts)]

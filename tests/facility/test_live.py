@@ -1,0 +1,107 @@
+"""The plant in the live tick: measured rack power in, coolant, CDU and feed figures and
+PUE out, in the websocket frame — through the real ingest queue, tick and Redis."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.telemetry.conftest import flush_namespace
+from tests.telemetry.test_state import put
+from twin.facility import live
+from twin.telemetry import processing, state
+
+
+@pytest.fixture(autouse=True)
+def namespace(settings: Any) -> Iterator[None]:
+    settings.TELEMETRY_AUTO_DRAIN = False
+    flush_namespace()
+    live._cache.clear()
+    yield
+    flush_namespace()
+    live._cache.clear()
+
+
+def _draws(cid: int) -> dict[str, float]:
+    roll = state.rollup(cid, "rack", "power_w")
+    return dict(zip(roll["names"], np.nan_to_num(roll["draw_w"]).tolist(), strict=True))
+
+
+def test_a_tick_steps_the_plant_with_the_racks_measured_power(plant_world: dict[str, Any]
+                                                              ) -> None:
+    cid = plant_world["cluster"].pk
+    ids = [c.pk for c in plant_world["cards"]]
+    put(cid, {"power_w": [600.0] * 8}, cards=ids)
+    processing.tick(cid, force=True)
+    s = state.plant_summary(cid)
+    assert s is not None
+    lay = state.layout(cid)
+    racks = lay.groups["rack"]
+    static = dict(zip(racks.names, racks.static_w.tolist(), strict=True))
+    r0_w = 8 * 600.0 + static["r0"]
+    # IT power is what the racks measured: r0's cards + its static draw; net0 (switches,
+    # no card: not in the telemetry layout) its nameplate draw
+    net0 = plant_world["net_rack"]
+    from twin.hardware.models import Rack
+
+    net_w = Rack.objects.filter(pk=net0.pk).draw_by_rack().rows()[0].w
+    assert net_w > 0 and "net0" not in static
+    assert s["it_w"] == pytest.approx(r0_w + net_w, rel=1e-4)
+    assert _draws(cid)["r0"] == pytest.approx(r0_w, rel=1e-6)
+    # PUE from losses, pumps and fans: above 1
+    assert s["facility_w"] > s["it_w"] and s["pue"] == pytest.approx(
+        s["facility_w"] / s["it_w"], rel=1e-3)
+    # first tick starts from the steady state: the CDU takes r0's liquid share (0.8)
+    (cdu,) = s["cdus"]
+    assert cdu["key"] == "cdu-0" and cdu["heat_w"] == pytest.approx(0.8 * r0_w, rel=1e-3)
+    # coolant rise across r0 = Q / (m c_p) (PG25)
+    per_rack = state.plant_racks(cid, lay.version)
+    assert per_rack is not None
+    k = racks.names.index("r0")
+    rise = float(per_rack["return_c"][k] - per_rack["supply_c"][k])
+    assert rise == pytest.approx(0.8 * r0_w / (float(per_rack["flow_kg_s"][k]) * 3940.0),
+                                 rel=1e-3)
+    assert [f["key"] for f in s["feeds"]] == ["feed-0"] and s["feeds"][0]["headroom_w"] > 0
+
+    # A load step: the rack's coolant warms with its first-order lag, not at once.
+    before = float(per_rack["return_c"][k])
+    time.sleep(1.1)
+    put(cid, {"power_w": [700.0] * 8}, cards=ids)
+    processing.tick(cid, force=True)
+    after = state.plant_racks(cid, lay.version)
+    assert after is not None
+    hot_w = 8 * 700.0 + static["r0"]
+    steady = float(per_rack["supply_c"][k]) + 0.8 * hot_w / (
+        float(per_rack["flow_kg_s"][k]) * 3940.0)
+    assert before < float(after["return_c"][k]) < steady
+
+
+def test_the_cluster_frame_carries_a_facility_section(plant_world: dict[str, Any]) -> None:
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    cid = plant_world["cluster"].pk
+    put(cid, {"power_w": [500.0] * 8}, cards=[c.pk for c in plant_world["cards"]])
+    processing.tick(cid, force=True)
+    built = frames.build(cid, SubscriptionKey("cluster", None, "power_w"))
+    plant = built.extra["facility"]
+    assert plant["pue"] > 1.0 and plant["cdus"][0]["key"] == "cdu-0"
+    # per rack in the frame's rack order: r0 liquid (coolant ~ its CDU supply), net0 air
+    names = built.extra["names"]
+    assert len(plant["rack_supply_c"]) == len(names)
+    assert plant["rack_card_c"][names.index("r0")] > plant["rack_supply_c"][names.index("r0")]
+
+
+def test_a_cluster_without_a_facility_ticks_as_before(tiny_cluster: dict[str, Any]) -> None:
+    cid = tiny_cluster["cluster"].pk
+    put(cid, {"power_w": [500.0] * 8}, cards=[c.pk for c in tiny_cluster["cards"]])
+    assert processing.tick(cid, force=True)
+    assert state.plant_summary(cid) is None
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    assert "facility" not in frames.build(cid, SubscriptionKey("cluster", None,
+                                                               "power_w")).extra
