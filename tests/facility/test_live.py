@@ -105,3 +105,62 @@ def test_a_cluster_without_a_facility_ticks_as_before(tiny_cluster: dict[str, An
 
     assert "facility" not in frames.build(cid, SubscriptionKey("cluster", None,
                                                                "power_w")).extra
+
+
+def test_an_agent_reads_its_cards_coolant_and_the_simulator_heats_from_it(
+        plant_world: dict[str, Any]) -> None:
+    from django.test import Client
+
+    from twin.telemetry.models import TelemetryAgent
+    from twin.telemetry.simulator import INLET_C, Simulator
+
+    cid = plant_world["cluster"].pk
+    _, token = TelemetryAgent.issue(plant_world["cluster"], "sim")
+    agent = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    url = f"/api/telemetry/clusters/{cid}/coolant/"
+    before = agent.get(url)
+    assert before.status_code == 200 and before.json()["inlet_c"] is None  # no tick yet
+    put(cid, {"power_w": [650.0] * 8}, cards=[c.pk for c in plant_world["cards"]])
+    processing.tick(cid, force=True)
+    body = agent.get(url).json()
+    lay = state.layout(cid)
+    racks = state.plant_racks(cid, lay.version)
+    assert racks is not None and body["layout"] == lay.version
+    k = lay.groups["rack"].names.index("r0")
+    # every card of r0 gets r0's coolant supply (the CDU's, after the supply pipe)
+    assert body["inlet_c"] == [pytest.approx(float(racks["supply_c"][k]), abs=0.01)] * 8
+    assert Client().get(url).status_code == 401  # an agent token or a login
+    # The simulator heats each card from the inlet it is given, not a constant 30 °C.
+    sim = Simulator(np.full(8, 700.0), np.full(8, 70.0), np.full(8, 80.0), np.zeros(8),
+                    fault_rate=0.0)
+    assert sim.inlet_c.tolist() == [INLET_C] * 8
+    sim.inlet_c = np.array(body["inlet_c"], dtype=float) + 10.0
+    for _ in range(200):  # 200 s: ten thermal time constants
+        sim.step(1.0)
+    util = sim.util
+    r_th = (75.0 - INLET_C) / 700.0
+    power = 70.0 + 630.0 * util / 100.0
+    np.testing.assert_allclose(sim.temp, sim.inlet_c + r_th * power, atol=3.0)
+
+
+def test_metrics_expose_pue_cdus_and_feed_headroom(plant_world: dict[str, Any]) -> None:
+    from tests.telemetry.test_monitoring import scrape
+
+    cid = plant_world["cluster"].pk
+    put(cid, {"power_w": [600.0] * 8}, cards=[c.pk for c in plant_world["cards"]])
+    processing.tick(cid, force=True)
+    s = state.plant_summary(cid)
+    assert s is not None
+    got = scrape()
+    c = str(cid)
+    assert got[("twin_facility_pue", (("cluster", c),))] == pytest.approx(s["pue"])
+    assert got[("twin_facility_power_watts", (("cluster", c), ("part", "it")))] == \
+        pytest.approx(s["it_w"])
+    cdu = s["cdus"][0]
+    assert got[("twin_facility_cdu_load_ratio", (("cdu", "cdu-0"), ("cluster", c)))] == \
+        pytest.approx(cdu["load_fraction"])
+    assert got[("twin_facility_cdu_temperature_celsius",
+                (("cdu", "cdu-0"), ("cluster", c), ("side", "supply")))] == \
+        pytest.approx(cdu["supply_c"])
+    assert got[("twin_facility_feed_headroom_watts", (("cluster", c), ("feed", "feed-0")))] == \
+        pytest.approx(s["feeds"][0]["headroom_w"])
