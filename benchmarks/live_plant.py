@@ -75,7 +75,8 @@ def run(supernodes: int, ticks: int) -> None:
     racks = len(lay.groups["rack"].ids)
     print(f"  {lay.n:,} cards, {racks:,} racks with cards")
 
-    live._cache[cid] = (lay.version, None)  # the plant off: a cluster without a facility
+    # the plant off (a cluster without a facility), for as long as the run lasts
+    live._cache[cid] = (lay.version, (), float("inf"), None)
     base = _ticks(cid, ticks)
     live._cache.pop(cid, None)
     t0 = time.perf_counter()

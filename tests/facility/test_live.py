@@ -164,3 +164,44 @@ def test_metrics_expose_pue_cdus_and_feed_headroom(plant_world: dict[str, Any]) 
         pytest.approx(cdu["supply_c"])
     assert got[("twin_facility_feed_headroom_watts", (("cluster", c), ("feed", "feed-0")))] == \
         pytest.approx(s["feeds"][0]["headroom_w"])
+
+
+def test_the_plant_rules_open_and_close_alerts_on_a_cdu_and_a_feed(
+        plant_world: dict[str, Any], settings: Any) -> None:
+    from twin.facility.models import CoolingElement, PowerElement
+    from twin.telemetry.models import Alert
+
+    settings.TELEMETRY_THRESHOLDS = {k: {"min_s": 0.0, "clear_s": 0.0}
+                                     for k in ("cdu_load", "feed_headroom")}
+    settings.FACILITY_LIVE_RECHECK_S = 0.0  # every tick looks for facility edits
+    from django.utils import timezone
+    cid = plant_world["cluster"].pk
+    cards = [c.pk for c in plant_world["cards"]]
+    put(cid, {"power_w": [600.0] * 8}, cards=cards)
+    processing.tick(cid, force=True)
+    assert not Alert.objects.filter(cluster_id=cid, level="facility").exists()
+    # Behind the rating rule's back (a plant planned too small; update() skips the
+    # rule, so it stamps last_updated itself): the CDU and the feed now carry more
+    # than 90 % of what they are planned for, and the next tick's plant knows it.
+    CoolingElement.objects.filter(pk=plant_world["cdu"].pk).update(
+        capacity_kw=5.0, last_updated=timezone.now())
+    PowerElement.objects.filter(pk=plant_world["feed"].pk).update(
+        rating_kw=7.0, last_updated=timezone.now())
+    processing.tick(cid, force=True)
+    s = state.plant_summary(cid)
+    assert s is not None and s["cdus"][0]["load_fraction"] > 0.9
+    assert s["feeds"][0]["load_fraction"] > 0.9
+    opened = {a.subject: a for a in Alert.objects.filter(cluster_id=cid, level="facility",
+                                                         ended__isnull=True)}
+    assert set(opened) == {"cdu:cdu-0", "feed:feed-0"}
+    assert opened["cdu:cdu-0"].rule == "cdu_load" and opened["cdu:cdu-0"].severity == "warning"
+    assert opened["feed:feed-0"].value == pytest.approx(s["feeds"][0]["load_fraction"])
+    # Back to its planned size: the alerts close.
+    CoolingElement.objects.filter(pk=plant_world["cdu"].pk).update(
+        capacity_kw=100.0, last_updated=timezone.now())
+    PowerElement.objects.filter(pk=plant_world["feed"].pk).update(
+        rating_kw=400.0, last_updated=timezone.now())
+    processing.tick(cid, force=True)
+    assert not Alert.objects.filter(cluster_id=cid, level="facility",
+                                    ended__isnull=True).exists()
+    assert Alert.objects.filter(cluster_id=cid, level="facility").count() == 2

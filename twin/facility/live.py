@@ -4,11 +4,15 @@ The contract (the tick of ``twin.telemetry.processing`` calls :func:`step_live`;
 telemetry layer sits above this one, so it calls in and hands its Redis client and
 arrays, and this module imports nothing of telemetry):
 
-* **Compiled once per layout version.** ``plant_for_cluster`` → ``compile_model`` is
-  read from the database the first time a process ticks a cluster under a layout
-  version (hardware edits bump it); a cluster without a facility is remembered as
-  such and costs one dictionary lookup per tick. A plant the engine refuses
-  (``PlantError``) is logged once and treated as no facility: never a broken tick.
+* **Compiled once per layout version and facility revision.** ``plant_for_site`` →
+  ``compile_model`` is read from the database the first time a process ticks a
+  cluster under a layout version (hardware edits bump it), and again when the
+  facility's rows changed (their count and newest ``last_updated``, checked at most
+  every ``settings.FACILITY_LIVE_RECHECK_S``, default 10 s: an edit in the admin or
+  the API reaches the live plant within that); a cluster without a facility is
+  remembered as such and costs a dictionary lookup per tick between checks. A plant
+  the engine refuses (``PlantError``) is logged and treated as no facility: never a
+  broken tick.
 * **State in Redis**, not in the worker: ticks of one cluster run in any worker
   process (one at a time: the tick lock), so the thermal state (rack and CDU
   temperatures, the supply pipes' delay buffer, the heat-rejection loops) is one
@@ -25,8 +29,10 @@ arrays, and this module imports nothing of telemetry):
   per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
   per CDU heat, capacity, load fraction, supply/return and flow, per power element
   input, planned rating and headroom, and per rack coolant supply/return, flow and
-  card temperature. The websocket frame, ``/metrics``, the alerts and the simulated
-  agent read these (through ``twin.telemetry.state``).
+  card temperature. The websocket frame, ``/metrics`` and the simulated agent read
+  these (through ``twin.telemetry.state``); the tick's alert rules get the returned
+  summary, with ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow /
+  design flow) per layout rack added.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import json
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,15 +91,43 @@ class LivePlant:
     """Layout rack index of each plant rack (-1: not in the layout)."""
 
 
-_cache: dict[int, tuple[str, LivePlant | None]] = {}
+_cache: dict[int, tuple[str, tuple[Any, ...], float, LivePlant | None]] = {}
 _lock = threading.Lock()
+
+
+def _revision(cluster_id: int) -> tuple[Any, ...]:
+    """What changes when the facility's rows do: per table, the count and the newest
+    ``last_updated`` (one aggregate query each)."""
+    from django.db.models import Count, Max
+
+    from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+    out: list[Any] = []
+    for model, path in ((Site, "cluster_id"), (PowerElement, "site__cluster_id"),
+                        (CoolingElement, "site__cluster_id"),
+                        (RackFacility, "site__cluster_id")):
+        agg = model.objects.filter(**{path: cluster_id}).aggregate(n=Count("pk"),
+                                                                  t=Max("last_updated"))
+        out += [agg["n"], agg["t"]]
+    return tuple(out)
 
 
 def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> LivePlant | None:
     """The compiled plant of ``cluster_id`` under layout ``version`` (None: no facility)."""
+    from django.conf import settings
+
     hit = _cache.get(cluster_id)
+    now = time.monotonic()
+    recheck = float(getattr(settings, "FACILITY_LIVE_RECHECK_S", 10.0))
     if hit is not None and hit[0] == version:
-        return hit[1]
+        if now - hit[2] < recheck:
+            return hit[3]
+        rev = _revision(cluster_id)
+        if rev == hit[1]:
+            _cache[cluster_id] = (version, rev, now, hit[3])
+            return hit[3]
+    else:
+        rev = _revision(cluster_id)
     from twin.facility.models import Site
     from twin.facility.plant import plant_for_site
 
@@ -109,7 +144,7 @@ def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> Li
             plant = LivePlant(version, model, positions(model.plant.racks.ids, ids),
                               positions(ids, model.plant.racks.ids))
     with _lock:
-        _cache[cluster_id] = (version, plant)
+        _cache[cluster_id] = (version, rev, now, plant)
     return plant
 
 
@@ -188,17 +223,29 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     }
     m = len(layout_rack_ids)
     per_rack = {}
+    design = model.net.rack_flow_d
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(design > 0, s.rack_flow_kg_s / np.where(design > 0, design, 1.0),
+                         np.nan)
+    arrays: dict[str, np.ndarray] = {}
     for name, values in (("supply_c", s.rack_sup_c), ("return_c", s.rack_ret_c),
-                         ("flow_kg_s", s.rack_flow_kg_s), ("card_c", s.card_c)):
+                         ("flow_kg_s", s.rack_flow_kg_s), ("card_c", s.card_c),
+                         ("flow_ratio", ratio)):
         out = np.full(m, np.nan, dtype="<f4")
         ok = live.at >= 0
         out[ok] = values[live.at[ok]]
+        arrays[name] = out
         per_rack[name] = out.tobytes()
     pipe = r.pipeline(transaction=False)
     pipe.set(state_key(prefix, cluster_id), _pack(s, version, now))
     pipe.set(summary_key(prefix, cluster_id), json.dumps(summary))
     pipe.set(racks_key(prefix, cluster_id), msgpack.packb({"v": version, **per_rack}))
     pipe.execute()
+    # for this tick's rules (not stored in the summary): per layout rack, NaN for air
+    # racks' flow and racks outside the plant
+    summary["rack_supply_c"] = np.where(model.net.liquid_rack[np.maximum(live.at, 0)]
+                                        & (live.at >= 0), arrays["supply_c"], np.nan)
+    summary["rack_flow_ratio"] = arrays["flow_ratio"]
     return summary
 
 

@@ -144,9 +144,11 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     alpha = ewma_alpha(raw[N_METRICS + 5], now)
 
     # Alerts and health.
+    plant = step_plant(r, lay, rollups, now)  # the physical twin (None: no facility)
     new_state, transitions, card_alerts = evaluate_alerts(
         r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
-        age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state)
+        age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state,
+        plant=plant)
     ewma = next_ewma(cards.ewma, fresh_values, alpha)
     health = card_health(cards.reported, stale, card_alerts)
 
@@ -166,7 +168,6 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
 
     synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
-    step_plant(r, lay, rollups, now)
     failures = [f.to_dict() for f in detect_failures(
         r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=cards.age,
         seen=cards.seen, card_alerts=card_alerts)]
