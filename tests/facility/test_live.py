@@ -205,3 +205,27 @@ def test_the_plant_rules_open_and_close_alerts_on_a_cdu_and_a_feed(
     assert not Alert.objects.filter(cluster_id=cid, level="facility",
                                     ended__isnull=True).exists()
     assert Alert.objects.filter(cluster_id=cid, level="facility").count() == 2
+
+
+def test_a_sharded_round_steps_the_plant_with_what_a_whole_tick_gives(
+        db: Any, settings: Any) -> None:
+    from twin.hardware.builder import build_cluster
+    from twin.telemetry import keys
+
+    cid = build_cluster("seed-512", name="plant-shards", supernodes=3)["cluster_id"]
+    lay = state.layout(cid)
+    power = np.random.default_rng(1).uniform(300, 700, lay.n)
+    settings.TELEMETRY_TICK_SHARD_CARDS = 512  # three shards of one supernode
+    put(cid, {"power_w": power})
+    state.redis_client().delete(keys.tick_gate(cid))
+    assert processing.tick(cid, force=True)
+    assert state.redis_client().hget(keys.tick_stats(cid), "shards") == b"3"  # a round ran
+    sharded = state.plant_summary(cid)
+    assert sharded is not None
+    settings.TELEMETRY_TICK_SHARD_CARDS = 0  # the whole cluster in one tick
+    assert processing.tick(cid, force=True)
+    whole = state.plant_summary(cid)
+    assert whole is not None and whole["ts"] > sharded["ts"]
+    assert sharded["it_w"] == pytest.approx(whole["it_w"], rel=1e-5)
+    assert sharded["it_w"] > power.sum()  # + every rack's static draw and network racks
+    assert [c["key"] for c in sharded["cdus"]] == [c["key"] for c in whole["cdus"]]

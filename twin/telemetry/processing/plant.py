@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,11 @@ plant_errors = 0
 """Ticks whose plant step failed in this process (logged, the tick went on)."""
 
 
-def step_plant(r: redis.Redis, lay: Layout, rollups: dict[str, np.ndarray],
+def step_plant(r: redis.Redis, lay: Layout, rollups: Mapping[str, Any],
                now: float) -> dict[str, Any] | None:
-    """Step the cluster's plant with this tick's rack power (None: no facility)."""
+    """Step the cluster's plant with this tick's rack power (None: no facility).
+    ``rollups["rack"][POWER]`` is the racks' (mean, min, max, sum, count) of card power:
+    the tick's rollups, or the merged rack rollup of a sharded round."""
     global plant_errors
     racks = lay.groups.get("rack")
     if racks is None or not len(racks.ids):
