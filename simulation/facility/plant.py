@@ -144,6 +144,9 @@ class RackSet:
     air_parent: npt.NDArray[np.int64] | None = None
     """Index into :attr:`Plant.cooling` of the CRAH taking each rack's air share
     (``1 - liquid_fraction``), -1 where none is named; None: not given at all."""
+    nameplate_w: npt.NDArray[np.float64] | None = None
+    """The nameplate draw of each rack's installed hardware (W), what the twin's rating
+    rule plans the chains for; None: plan for ``budget_w`` (every rack at its budget)."""
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -171,5 +174,7 @@ class Plant:
                       for name in ("ids", "power_parent", "cooling_parent", "budget_w",
                                    "liquid_fraction", "names")
                       } | ({} if self.racks.air_parent is None
-                           else {"air_parent": self.racks.air_parent.tolist()}),
+                           else {"air_parent": self.racks.air_parent.tolist()})
+                        | ({} if self.racks.nameplate_w is None
+                           else {"nameplate_w": self.racks.nameplate_w.tolist()}),
         }

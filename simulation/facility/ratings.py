@@ -1,7 +1,9 @@
 """Planning check: no element planned over its rating, by nameplate.
 
 Capacity planning sizes every element for the worst case, every rack at its budget
-(the rule of :mod:`simulation.power`, applied up the chains): a PDU, UPS or feed must
+(the rule of :mod:`simulation.power`, applied up the chains) — or, where the plant
+gives ``RackSet.nameplate_w``, at the nameplate draw of its installed hardware (the
+twin's rating rule, ``twin/facility/capacity.py``): a PDU, UPS or feed must
 carry the input its racks draw at their budgets — losses included, from each
 element's efficiency curve at that load — within its *planned* rating (rating × usable
 units by redundancy); a CDU must take its racks' liquid share of their budgets, a
@@ -39,7 +41,8 @@ def over_ratings(plant: Plant) -> list[PlantError]:
     validate(plant)
     out: list[PlantError] = []
     racks = plant.racks
-    budget = np.asarray(racks.budget_w, dtype=float)
+    budget = np.asarray(racks.budget_w if racks.nameplate_w is None else racks.nameplate_w,
+                        dtype=float)
     chain = compile_chain(plant.power, racks.power_parent)
     flow = power_flow(chain, budget)
     for i, e in enumerate(plant.power):
@@ -61,7 +64,18 @@ def over_ratings(plant: Plant) -> list[PlantError]:
     liquid = budget * np.asarray(racks.liquid_fraction, dtype=float)
     heat = np.bincount(racks.cooling_parent, weights=liquid, minlength=len(els)).astype(float)
     crahs = [i for i, c in enumerate(els) if c.kind == "crah"]
-    air = float((budget - liquid).sum())
+    air_w = budget - liquid
+    # as the thermal network routes it: an air rack's heat to its CRAH (cooling_parent),
+    # a liquid rack's air share to the CRAH ``air_parent`` names, the rest over all CRAHs
+    dry = np.asarray(racks.liquid_fraction) == 0
+    if crahs:
+        heat += np.bincount(racks.cooling_parent[dry], weights=air_w[dry], minlength=len(els))
+        air_w = np.where(dry, 0.0, air_w)
+    if racks.air_parent is not None:
+        named = (racks.air_parent >= 0) & ~dry
+        heat += np.bincount(racks.air_parent[named], weights=air_w[named], minlength=len(els))
+        air_w = np.where(named, 0.0, air_w)
+    air = float(air_w.sum())
     if crahs:
         caps = np.array([els[i].capacity_kw * usable_units(els[i].units, els[i].redundancy)
                          for i in crahs])

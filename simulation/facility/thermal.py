@@ -5,7 +5,10 @@ sustain-lc "Blade Group and CDU Modeling"): card → cold plate → rack coolant
 technology-cooling loop (TCS) → CDU heat exchanger → facility-water loop (FWS) →
 heat rejection (cooling tower against the wet bulb, dry cooler against the dry bulb,
 chiller with a COP). Air-cooled racks, and the air share of liquid racks, go to
-CRAH units whose coils sit on the facility water. The state is arrays (racks, CDUs,
+CRAH units whose coils sit on the facility water: a liquid rack's air share to the
+CRAH its ``RackSet.air_parent`` names, or, where none is named (-1, or no
+``air_parent`` at all), spread over every CRAH by capacity (to its CDU's water when
+the site has no CRAH: rear-door exchangers). The state is arrays (racks, CDUs,
 heat-rejection roots); :func:`step` advances all of them at once.
 
 **Rack (cold plates + rack coolant), a first-order lag** (sustain-lc's blade group):
@@ -132,7 +135,10 @@ class ThermalParams:
     the card's slowdown temperature; ``cards_per_rack``: to get a card's power from the
     rack's when it is not given; ``air_supply_c`` / ``air_rise_c``: CRAH supply air and
     its design rise; ``chiller_carnot_fraction`` and ``condenser_approach_c``: the
-    chiller's COP; ``film_exponent``: h ∝ ṁ^n."""
+    chiller's COP; ``film_exponent``: h ∝ ṁ^n; ``crah_water_rise_c``: the chilled-water
+    rise across a CRAH coil whose design flow is not given (0): its flow is then its
+    capacity / (c_p × this), the classic 10 °F design ΔT (ASHRAE Handbook — HVAC
+    Systems and Equipment, ch. 13)."""
 
     r_liquid_k_w: float = 0.04
     r_air_k_w: float = 0.065
@@ -146,6 +152,7 @@ class ThermalParams:
     condenser_approach_c: float = 10.0
     chiller_default_setpoint_c: float = 18.0
     film_exponent: float = 0.8
+    crah_water_rise_c: float = 5.6
     tcs_fluid: Fluid = PG25
     fws_fluid: Fluid = WATER
 
@@ -160,6 +167,7 @@ class CoolingNetwork:
     # racks
     rack_cdu: I64
     rack_crah: I64
+    rack_air_crah: I64
     rack_liquid: F64
     rack_flow_d: F64
     rack_cap_j_k: F64
@@ -205,6 +213,7 @@ class CoolingNetwork:
     root_usable: I64
     root_down: npt.NDArray[np.bool_]
     root_tank_j_k: F64
+    root_parent: I64
     n_cooling: int = 0
 
     @property
@@ -334,9 +343,14 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
                            dtype=np.int64)
     elem_to_crah = np.array([pos_crah.get(i, -1) for i in range(len(els))] or [-1],
                             dtype=np.int64)
+    rack_air_crah = np.full(n, -1, dtype=np.int64)
     if n:
         rack_cdu = elem_to_cdu[parent_of]
         rack_crah = elem_to_crah[parent_of]
+        if r.air_parent is not None:
+            named = np.asarray(r.air_parent, dtype=np.int64)
+            rack_air_crah = np.where((named >= 0) & (rack_cdu >= 0),
+                                     elem_to_crah[np.maximum(named, 0)], -1)
     liquid = np.asarray(r.liquid_fraction, dtype=float)
     budget = np.asarray(r.budget_w, dtype=float)
     is_liq = rack_cdu >= 0
@@ -380,7 +394,8 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
     air_share = crah_cap / crah_cap.sum() if crah_cap.size and crah_cap.sum() > 0 \
         else np.zeros(len(crahs))
     return CoolingNetwork(
-        params=p, rack_cdu=rack_cdu, rack_crah=rack_crah, rack_liquid=liquid,
+        params=p, rack_cdu=rack_cdu, rack_crah=rack_crah, rack_air_crah=rack_air_crah,
+        rack_liquid=liquid,
         rack_flow_d=rack_flow_d, rack_cap_j_k=rack_cap, liquid_rack=is_liq,
         cdu_elem=np.array(cdus, dtype=np.int64), cdu_root=cdu_root, cdu_floop=cdu_floop,
         cdu_cap_w=np.array([els[i].capacity_kw * 1e3 * usable_units(els[i].units,
@@ -409,7 +424,10 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
                            dtype=np.int64),
         crah_cap_w=crah_cap,
         crah_fan_w=np.array([els[i].fan_kw * 1e3 for i in crahs], dtype=float),
-        crah_flow_d=np.array([els[i].design_flow_kg_s for i in crahs], dtype=float),
+        crah_flow_d=np.where(
+            np.array([els[i].design_flow_kg_s for i in crahs], dtype=float) > 0,
+            np.array([els[i].design_flow_kg_s for i in crahs], dtype=float),
+            crah_cap / (fws.cp_j_kg_k * p.crah_water_rise_c)),
         crah_units=np.array([els[i].units for i in crahs], dtype=np.int64),
         crah_down=np.array([els[i].down for i in crahs], dtype=bool),
         air_share_crah=air_share,
@@ -424,6 +442,8 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
                              dtype=np.int64),
         root_down=np.array([els[i].down for i in roots], dtype=bool),
         root_tank_j_k=fws.heat_capacity_j_k(1.0) * root_vol,
+        root_parent=np.array([pos_root[parent[i]] if parent[i] >= 0 else -1 for i in roots],
+                             dtype=np.int64),
         n_cooling=len(els))
 
 
@@ -574,9 +594,14 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
     # CRAHs: air heat of air racks, and the air share of liquid racks
     n_crah = net.crah_elem.shape[0]
     air_racks = net.rack_crah >= 0
-    liquid_air = float(q_air[liq].sum())
-    crah_in: F64 = np.bincount(net.rack_crah[air_racks], weights=q_air[air_racks],
-                               minlength=n_crah) + liquid_air * net.air_share_crah
+    named = liq & (net.rack_air_crah >= 0)
+    unnamed = liq & ~named
+    liquid_air = float(q_air[unnamed].sum())
+    crah_in: F64 = (np.bincount(net.rack_crah[air_racks], weights=q_air[air_racks],
+                                minlength=n_crah)
+                    + np.bincount(net.rack_air_crah[named], weights=q_air[named],
+                                  minlength=n_crah)
+                    + liquid_air * net.air_share_crah)
     crah_q = np.minimum(crah_in, h.crah_avail)
     crah_frac = np.where(h.crah_avail > 0, crah_q / np.where(h.crah_avail > 0,
                                                              h.crah_avail, 1), 0)
@@ -589,30 +614,42 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
                    ).astype(float)
     if n_crah == 0 and liquid_air > 0 and n_cdu:
         # no CRAH: the liquid racks' air share goes to their CDU's water (rear doors)
-        air_cdu = np.bincount(net.rack_cdu[liq], weights=q_air[liq], minlength=n_cdu)
+        air_cdu = np.bincount(net.rack_cdu[unnamed], weights=q_air[unnamed], minlength=n_cdu)
         q_root = q_root + np.bincount(net.cdu_root, weights=air_cdu, minlength=n_root)
     has_g = h.g_root > 0
     g_safe = np.where(has_g, h.g_root, 1.0)
     mix_r = np.where(has_g, state.root_sup_c + q_root / g_safe, state.root_ret_c)
     root_ret = state.root_ret_c + (mix_r - state.root_ret_c) * h.root_gain
     need = np.maximum(h.g_root * (root_ret - net.root_setpoint_c), 0.0)
-    # towers and dry coolers: a conductance k = capacity / approach to the ambient
-    holds = need <= h.at_set
-    float_sup = (h.g_root * root_ret + h.k * h.amb) / np.maximum(h.g_root + h.k, 1e-9)
-    hx_sup = np.where(holds, np.minimum(root_ret, net.root_setpoint_c), float_sup)
-    fan = np.where(holds, need / np.where(h.at_set > 0, h.at_set, 1.0),
-                   np.where(h.k > 0, 1.0, 0.0))
-    # chillers: hold the setpoint up to capacity; COP a fraction of Carnot
+    # chillers: hold the setpoint up to capacity; COP a fraction of Carnot between the
+    # evaporator and the condenser: the parent's leaving water (its ambient + design
+    # approach) for a water-cooled chiller on a tower or dry cooler, else the dry bulb;
+    # + the condenser approach
     is_ch = net.root_kind == _K_CHILLER
     ch_sup = root_ret - np.minimum(need, h.cap) / g_safe
+    ch_q = np.where(has_g & is_ch, h.g_root * (root_ret - ch_sup), 0.0)
+    up = np.maximum(net.root_parent, 0)
+    on_tower = net.root_parent >= 0
+    condenser_c = np.where(on_tower, h.amb[up] + net.root_approach_c[up] if n_root else 0.0,
+                           h.cond.dry_bulb_c) + p.condenser_approach_c
+    t_evap = np.where(has_g, ch_sup, state.root_sup_c) + 273.15
+    lift = np.maximum(condenser_c + 273.15 - t_evap, 1.0)
+    cop = np.clip(p.chiller_carnot_fraction * t_evap / lift, 1.0, 15.0)
+    ch_w = np.where(is_ch, ch_q / cop, 0.0)
+    chillers_w = float(ch_w.sum())
+    # a water-cooled chiller's condenser heat (Q + W) takes its parent's cells
+    extra = np.bincount(net.root_parent[on_tower], weights=(ch_q + ch_w)[on_tower],
+                        minlength=n_root).astype(float)
+    # towers and dry coolers: a conductance k = capacity / approach to the ambient
+    load = need + extra
+    holds = load <= h.at_set
+    k_free = h.k * np.clip(1.0 - extra / np.where(h.cap > 0, h.cap, 1.0), 0.0, 1.0)
+    float_sup = (h.g_root * root_ret + k_free * h.amb) / np.maximum(h.g_root + k_free, 1e-9)
+    hx_sup = np.where(holds, np.minimum(root_ret, net.root_setpoint_c), float_sup)
+    fan = np.where(holds, load / np.where(h.at_set > 0, h.at_set, 1.0),
+                   np.where(h.k > 0, 1.0, 0.0))
     sup = np.where(has_g, np.where(is_ch, ch_sup, hx_sup), state.root_sup_c)
-    q_rej = np.where(has_g, h.g_root * (root_ret - sup), 0.0)
-    chillers_w = 0.0
-    if is_ch.any():
-        t_evap = sup + 273.15
-        lift = np.maximum(h.cond.dry_bulb_c + p.condenser_approach_c + 273.15 - t_evap, 1.0)
-        cop = np.clip(p.chiller_carnot_fraction * t_evap / lift, 1.0, 15.0)
-        chillers_w = float(np.where(is_ch, q_rej / cop, 0.0).sum())
+    q_rej = np.where(has_g, h.g_root * (root_ret - sup), 0.0) + np.where(is_ch, 0.0, extra)
     fans_w += float(np.dot(h.root_fan_w, fan ** 3))
     # cards: mean coolant + P R (liquid), inlet air + P R (air racks)
     cw = card_w if card_w is not None else rack_w / p.cards_per_rack
@@ -629,7 +666,7 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
         rack_flow_kg_s=h.rack_flow, card_c=card, cdu_flow_kg_s=h.cdu_flow, cdu_heat_w=q_hx,
         crah_heat_w=crah_q, root_heat_w=q_rej, liquid_in_w=float(q_liq[liq].sum()),
         air_in_w=float(q_air.sum() + q_liq[~liq].sum()), unremoved_air_w=unremoved,
-        rejected_w=float(q_rej.sum()), pumps_w=h.pumps_w, fans_w=fans_w,
+        rejected_w=float(q_rej[~on_tower].sum()), pumps_w=h.pumps_w, fans_w=fans_w,
         chillers_w=chillers_w)
 
 

@@ -60,9 +60,11 @@ _COOLING_PARENTS: dict[str, tuple[str, ...]] = {
     "cdu": ("facility_loop", *HEAT_REJECTION_KINDS),
     "crah": ("facility_loop", *HEAT_REJECTION_KINDS),
     "facility_loop": HEAT_REJECTION_KINDS,
+    "chiller": ("cooling_tower", "dry_cooler"),
 }
 """Which kinds may be the parent of which (heat goes to the parent); a kind not
-listed (heat rejection) must be a root."""
+listed (heat rejection) must be a root. A chiller may be a root (air-cooled) or reject
+its condenser heat to a tower or dry cooler (water-cooled)."""
 
 
 def usable_units(units: int, redundancy: str) -> int:
@@ -171,7 +173,7 @@ def validate(plant: Plant) -> None:
         _units(c.units, c.redundancy, name)
         for attr in ("design_flow_kg_s", "approach_c", "pump_kw", "fan_kw", "volume_l"):
             _positive(getattr(c, attr), f"{name}.{attr}", allow_zero=True)
-        if c.kind in ("cdu", "facility_loop", "crah"):
+        if c.kind in ("cdu", "facility_loop"):  # a CRAH's 0: sized from its capacity
             _positive(c.design_flow_kg_s, f"{name}.design_flow_kg_s")
         if c.kind in ("cdu", "cooling_tower", "dry_cooler"):
             _positive(c.approach_c, f"{name}.approach_c")
@@ -200,6 +202,10 @@ def _validate_racks(plant: Plant) -> None:
         arr = getattr(r, attr)
         if arr.shape != (n,):
             raise PlantError(f"racks.{attr}", f"needs one entry per rack ({n}), got {arr.shape}")
+    for attr in ("air_parent", "nameplate_w"):
+        arr = getattr(r, attr)
+        if arr is not None and arr.shape != (n,):
+            raise PlantError(f"racks.{attr}", f"needs one entry per rack ({n}), got {arr.shape}")
     if r.names and len(r.names) != n:
         raise PlantError("racks.names", f"needs one name per rack ({n}) or none")
 
@@ -214,6 +220,20 @@ def _validate_racks(plant: Plant) -> None:
               "cooling_parent", "{v} is not an index of the cooling chain")
     first_bad(~np.isfinite(r.budget_w) | (r.budget_w <= 0), "budget_w",
               "must be a finite number > 0, got {v}")
+    if r.nameplate_w is not None:
+        first_bad(~np.isfinite(r.nameplate_w) | (r.nameplate_w < 0), "nameplate_w",
+                  "must be a finite number ≥ 0, got {v}")
+    if r.air_parent is not None:
+        first_bad((r.air_parent < -1) | (r.air_parent >= len(plant.cooling)), "air_parent",
+                  "{v} is not an index of the cooling chain (or -1)")
+        kinds_ = [c.kind for c in plant.cooling]
+        named = np.flatnonzero(r.air_parent >= 0)
+        wrong = [k for k in named.tolist() if kinds_[int(r.air_parent[k])] != "crah"]
+        if wrong:
+            k = wrong[0]
+            up = plant.cooling[int(r.air_parent[k])]
+            raise PlantError(f"racks.air_parent[{k}]",
+                             f"a rack's air share goes to a CRAH, not {up.kind} {up.key!r}")
     first_bad(~np.isfinite(r.liquid_fraction) | (r.liquid_fraction < 0)
               | (r.liquid_fraction > 1), "liquid_fraction", "must be in [0, 1], got {v}")
     kinds = np.array([c.kind for c in plant.cooling] or [""])

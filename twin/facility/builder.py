@@ -26,6 +26,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import Count
 
+from simulation.facility.fluids import PG25, WATER
 from twin.facility.capacity import CHILLER_DESIGN_COP, positions
 from twin.facility.choices import CoolingKindChoices as C
 from twin.facility.choices import PowerKindChoices as P
@@ -35,7 +36,6 @@ from twin.facility.constants import (
     CDU_APPROACH_C,
     CDU_UNIT_KW,
     CONTINUOUS_LOAD_FACTOR,
-    CP_WATER_KJ_KG_K,
     CRAH_UNIT_KW,
     FACILITY_SUPPLY_C,
     FEED_UNIT_MAX_KW,
@@ -56,6 +56,9 @@ Progress = Callable[[float, str], None]
 
 #: Coolant temperature rise across racks and loops at design flow (K): ~1.5 L/min per kW.
 LOOP_DELTA_T_C = 10.0
+#: Chilled-water rise across a CRAH coil at design flow (K): the classic 10 °F design ΔT
+#: (ASHRAE Handbook — HVAC Systems and Equipment, ch. 13 "Hydronic heating and cooling").
+CRAH_WATER_DELTA_T_C = 5.6
 #: Heads the pumps are sized for (kPa): CDU secondary (cold plates, manifolds, hoses) and
 #: facility water (plant, pipes, CDU primaries).
 TCS_HEAD_KPA, FACILITY_HEAD_KPA = 250.0, 300.0
@@ -218,7 +221,11 @@ def _cooling_chain(site: Site, row: np.ndarray, kw: np.ndarray, classes: np.ndar
     air_kw = np.where(liquid, kw * (1.0 - fraction), kw)
     cooling_of, air_of = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     n_plus_1 = RedundancyChoices.N_PLUS_1
-    cp_dt = CP_WATER_KJ_KG_K * LOOP_DELTA_T_C
+    # Design flows with the engine's fluids (simulation.facility.fluids): PG25 in the
+    # technology loops (CDU secondary), water on the facility side and in CRAH coils.
+    tcs_cp_dt = PG25.cp_j_kg_k / 1e3 * LOOP_DELTA_T_C
+    fws_cp_dt = WATER.cp_j_kg_k / 1e3 * LOOP_DELTA_T_C
+    crah_cp_dt = WATER.cp_j_kg_k / 1e3 * CRAH_WATER_DELTA_T_C
 
     # The roots first (ids for the parents), sized from the heat computed below.
     cdu_plan: list[tuple[int, np.ndarray, float]] = []  # (row, rack indices, heat kW)
@@ -255,9 +262,10 @@ def _cooling_chain(site: Site, row: np.ndarray, kw: np.ndarray, classes: np.ndar
     if cdu_plan:
         loop = _create(CoolingElement, [CoolingElement(
             site=site, key="fwl-0", name="Facility water loop", kind=C.FACILITY_LOOP,
-            parent=tower, capacity_kw=loop_size, design_flow_kg_s=round(loop_size / cp_dt, 3),
+            parent=tower, capacity_kw=loop_size, design_flow_kg_s=round(loop_size / fws_cp_dt, 3),
             supply_setpoint_c=FACILITY_SUPPLY_C, pump_kw=round(loop_pump, 3),
-            volume_l=round(loop_size / cp_dt * FACILITY_TRANSIT_S, 1))])[0]
+            volume_l=round(loop_size / fws_cp_dt / WATER.rho_kg_m3 * 1e3 * FACILITY_TRANSIT_S,
+                           1))])[0]
         plant_kw += loop_pump + sum(cdu_pump)
     if crah_plan:
         units, size = units_for(chiller_heat, CHILLER_UNIT_KW, 50.0)
@@ -270,15 +278,15 @@ def _cooling_chain(site: Site, row: np.ndarray, kw: np.ndarray, classes: np.ndar
     tcs_setpoint = FACILITY_SUPPLY_C + CDU_APPROACH_C
     cdus = _create(CoolingElement, [CoolingElement(
         site=site, key=f"cdu-r{r}-{k}", kind=C.CDU, parent=loop, capacity_kw=size,
-        units=units, redundancy=n_plus_1, design_flow_kg_s=round(usable / cp_dt, 3),
+        units=units, redundancy=n_plus_1, design_flow_kg_s=round(usable / tcs_cp_dt, 3),
         approach_c=CDU_APPROACH_C, supply_setpoint_c=tcs_setpoint, pump_kw=round(pump, 3),
         volume_l=CDU_UNIT_VOLUME_L * units)
         for k, ((r, _, _), (units, size), usable, pump) in enumerate(
             zip(cdu_plan, cdu_sizes, cdu_usable, cdu_pump, strict=True))])
     loops = _create(CoolingElement, [CoolingElement(
         site=site, key=f"tcs-r{r}-{k}", kind=C.TCS_LOOP, parent=cdu, capacity_kw=usable,
-        design_flow_kg_s=round(usable / cp_dt, 3), supply_setpoint_c=tcs_setpoint,
-        volume_l=round(usable / cp_dt * TCS_TRANSIT_S, 1))
+        design_flow_kg_s=round(usable / tcs_cp_dt, 3), supply_setpoint_c=tcs_setpoint,
+        volume_l=round(usable / tcs_cp_dt / PG25.rho_kg_m3 * 1e3 * TCS_TRANSIT_S, 1))
         for k, ((r, _, _), cdu, usable) in enumerate(zip(cdu_plan, cdus, cdu_usable,
                                                          strict=True))])
     for (_, chunk, _), tcs in zip(cdu_plan, loops, strict=True):
@@ -286,7 +294,7 @@ def _cooling_chain(site: Site, row: np.ndarray, kw: np.ndarray, classes: np.ndar
     crahs = _create(CoolingElement, [CoolingElement(
         site=site, key=f"crah-r{r}", name=f"CRAH group of row {r}", kind=C.CRAH,
         parent=chiller, capacity_kw=size, units=units, redundancy=n_plus_1,
-        fan_kw=round(fan, 3))
+        design_flow_kg_s=round((units - 1) * size / crah_cp_dt, 3), fan_kw=round(fan, 3))
         for (r, _, _), (units, size), fan in zip(crah_plan, crah_sizes, crah_fan, strict=True)])
     for (_, in_row, _), crah in zip(crah_plan, crahs, strict=True):
         dry = in_row[~liquid[in_row]]

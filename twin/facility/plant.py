@@ -83,6 +83,12 @@ def plant_for_site(site: Site) -> Plant:
         == RackClassChoices.AIR
     names = tuple(links.values_list("rack__name", flat=True))
     air = positions(cooling_ids, air_el)
+    from twin.hardware.models import Rack  # the nameplate draw: hardware's one definition
+
+    draws = Rack.objects.filter(pk__in=links.values("rack_id")).draw_by_rack().rows()
+    at = positions(np.array([d.rack_id for d in draws], dtype=np.int64), ids)
+    nameplate = np.zeros(len(ids))
+    nameplate[at >= 0] = np.array([d.w for d in draws], dtype=float)[at[at >= 0]]
     return Plant(
         site=PlantSite(name=site.name, dry_bulb_c=site.dry_bulb_c, wet_bulb_c=site.wet_bulb_c,
                        contract_kw=site.contract_kw,
@@ -91,5 +97,5 @@ def plant_for_site(site: Site) -> Plant:
         racks=RackSet(ids=ids, power_parent=positions(power_ids, power_el),
                       cooling_parent=positions(cooling_ids, cooling_el), budget_w=budget,
                       liquid_fraction=np.where(is_air, 0.0, fraction), names=names,
-                      air_parent=air),
+                      air_parent=air, nameplate_w=nameplate),
     )

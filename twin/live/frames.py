@@ -174,7 +174,31 @@ def _build_cluster(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> 
     }
     if key.metric == "power_w":
         extra["budget_w"] = encode_values(roll["budget_w"], 0)
+    plant = _facility_section(cluster_id, lay)
+    if plant is not None:
+        extra["facility"] = plant
     return Built(key, int(roll["seq"]), head["ts"], lay.version, head, extra)
+
+
+def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | None:
+    """The plant at the last tick, compact: PUE, power, per CDU its load and
+    temperatures, per feed its headroom, per rack (the frame's rack order) coolant
+    supply and card temperature. None for a cluster without a facility."""
+    summary = state.plant_summary(cluster_id)
+    if summary is None:
+        return None
+    racks = state.plant_racks(cluster_id, lay.version)
+    out = {k: summary.get(k) for k in ("ts", "pue", "it_w", "facility_w", "losses_w",
+                                       "pumps_w", "fans_w", "chillers_w", "max_card_c",
+                                       "contract_headroom_w")}
+    out["cdus"] = [{k: c.get(k) for k in ("key", "load_fraction", "supply_c", "return_c",
+                                          "flow_kg_s")} for c in summary.get("cdus", [])]
+    out["feeds"] = [{k: f.get(k) for k in ("key", "input_w", "headroom_w", "load_fraction")}
+                    for f in summary.get("feeds", [])]
+    if racks is not None:
+        out["rack_supply_c"] = encode_values(racks["supply_c"], 1)
+        out["rack_card_c"] = encode_values(racks["card_c"], 1)
+    return out
 
 
 def _unit(metric: str) -> str:

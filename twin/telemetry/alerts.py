@@ -24,7 +24,17 @@ cluster_silent        cluster every card that reported is stale            criti
 util_drop             card    utilization 50 points under its 1-minute     warning
                               average (which was ≥ 60 %)
 checkpoint_slow       card    checkpoint write > 15 s (seeds: ≤ 15 s)      warning
+coolant_supply        rack    coolant supply into the rack > 45 °C (the    warning
+                              top of ASHRAE's W45 class; the live plant)
+coolant_flow          rack    coolant flow < 50 % of the rack's design     critical
+                              flow (a pump or CDU down; the live plant)
+cdu_load              facility CDU heat > 90 % of its planned capacity      warning
+feed_headroom         facility a feed's input > 90 % of its planned        warning
+                              rating (headroom under 10 %)
 ===================== ======= ============================================ ============
+
+The four plant rules read the live plant (``twin.facility.live``) of a cluster that
+has a facility; elsewhere their inputs are absent and they never fire.
 
 Flapping is damped twice: a condition must hold ``min_s`` seconds before an
 alert opens, and an open alert closes only after the value has stayed past
@@ -97,6 +107,14 @@ RULES: tuple[Rule, ...] = (
          "sudden utilization drop"),
     Rule(R.CHECKPOINT_SLOW, "card", S.WARNING, 15.0, 14.0, 0.0, 30.0, "s",
          "checkpoint write over 15 s"),
+    Rule(R.COOLANT_SUPPLY, "rack", S.WARNING, 45.0, 43.0, 5.0, 15.0, "°C",
+         "coolant supply into the rack"),
+    Rule(R.COOLANT_FLOW, "rack", S.CRITICAL, 0.5, 0.6, 2.0, 10.0, "× design",
+         "coolant flow"),
+    Rule(R.CDU_LOAD, "facility", S.WARNING, 0.9, 0.85, 5.0, 15.0, "× capacity",
+         "CDU load"),
+    Rule(R.FEED_HEADROOM, "facility", S.WARNING, 0.9, 0.85, 5.0, 15.0, "× rating",
+         "feed load"),
 )
 
 
@@ -120,6 +138,10 @@ class EvalInput:
     rack_draw_w: np.ndarray  # (racks,)
     rack_budget_w: np.ndarray  # (racks,)
     rack_of: np.ndarray | None = None  # (n,) rack position of each card
+    rack_supply_c: np.ndarray | None = None  # (racks,) coolant supply (the live plant)
+    rack_flow_ratio: np.ndarray | None = None  # (racks,) flow / design flow
+    cdu_load: np.ndarray | None = None  # (CDUs,) heat / planned capacity
+    feed_load: np.ndarray | None = None  # (feeds,) input / planned rating
     cluster_silent: bool | None = None
     """Whether the whole cluster is silent, when these cards are only part of it (a
     tick shard, ``processing.shards``); None: judged from these cards."""
@@ -144,6 +166,10 @@ class EvalInput:
         fresh = np.bincount(self.rack_of, weights=self.fresh, minlength=racks)
         rack = (rep > 0) & (fresh == 0)
         return rack, self.stale & ~rack[self.rack_of], cluster
+
+
+_PLANT_INPUT = {R.COOLANT_SUPPLY: "rack_supply_c", R.COOLANT_FLOW: "rack_flow_ratio",
+                R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load"}
 
 
 def _m(inp: EvalInput, key: str) -> np.ndarray:
@@ -176,6 +202,15 @@ def _signal(rule: Rule, inp: EvalInput) -> tuple[np.ndarray, np.ndarray, np.ndar
             ages = inp.age_s[np.isfinite(inp.age_s)]
             age = float(ages.min()) if len(ages) else np.nan
             return np.array([age]), np.array([cluster]), np.array([bool(inp.fresh.any())])
+        if rule.key in _PLANT_INPUT:
+            value = getattr(inp, _PLANT_INPUT[rule.key])
+            if value is None:
+                n = len(inp.rack_budget_w) if rule.level == "rack" else 0
+                value = np.full(n, np.nan)
+            value = np.asarray(value, dtype=np.float64)
+            if rule.key == R.COOLANT_FLOW:  # low is bad
+                return value, value < rule.threshold, value > rule.clear
+            return value, value > rule.threshold, value < rule.clear
         if rule.key == R.CARD_POWER:
             power = _m(inp, "power_w")
             ratio = power / inp.tdp_w
@@ -264,6 +299,8 @@ def evaluate(
         opened_here = 0
         for o in sorted(cand):
             entry = rs.get(o)
+            if o >= len(firing):  # a subject gone (a plant's input absent this tick)
+                continue
             f = bool(firing[o])
             if entry is None or entry[2] is None:  # not open
                 if not f:

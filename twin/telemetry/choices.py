@@ -37,6 +37,10 @@ class AlertRuleChoices(ChoiceSet):
     UTIL_DROP = "util_drop"
     CHECKPOINT_SLOW = "checkpoint_slow"
     AGENT_ROTATED_SILENT = "agent_rotated_silent"
+    COOLANT_SUPPLY = "coolant_supply"
+    COOLANT_FLOW = "coolant_flow"
+    CDU_LOAD = "cdu_load"
+    FEED_HEADROOM = "feed_headroom"
     CHOICES = [
         (RACK_POWER, "Rack power over budget", "red"),
         (GPU_TEMP, "GPU temperature high", "orange"),
@@ -54,6 +58,10 @@ class AlertRuleChoices(ChoiceSet):
         (UTIL_DROP, "Sudden utilization drop", "orange"),
         (CHECKPOINT_SLOW, "Checkpoint write over 15 s", "orange"),
         (AGENT_ROTATED_SILENT, "Agent silent after a token rotation", "red"),
+        (COOLANT_SUPPLY, "Rack coolant supply too warm", "orange"),
+        (COOLANT_FLOW, "Rack coolant flow low", "red"),
+        (CDU_LOAD, "CDU over 90 % of its capacity", "orange"),
+        (FEED_HEADROOM, "Feed headroom low", "orange"),
     ]
 
 
@@ -62,8 +70,10 @@ class SubjectLevelChoices(ChoiceSet):
     RACK = "rack"
     SUPERNODE = "supernode"
     CLUSTER = "cluster"
+    FACILITY = "facility"
     CHOICES = [(CARD, "Card", "blue"), (RACK, "Rack", "teal"),
-               (SUPERNODE, "Supernode", "purple"), (CLUSTER, "Cluster", "indigo")]
+               (SUPERNODE, "Supernode", "purple"), (CLUSTER, "Cluster", "indigo"),
+               (FACILITY, "Facility (CDU, feed)", "cyan")]
 
 
 class HealthChoices(ChoiceSet):

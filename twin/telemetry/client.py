@@ -155,6 +155,10 @@ class AgentClient:
     def layout(self, cluster_id: int) -> Answer:
         return self.request("GET", f"/api/telemetry/clusters/{cluster_id}/layout/")
 
+    def coolant(self, cluster_id: int) -> Answer:
+        """Each card's coolant (or inlet-air) temperature in the live plant."""
+        return self.request("GET", f"/api/telemetry/clusters/{cluster_id}/coolant/")
+
     def post_batch(self, cluster_id: int, doc: dict[str, Any], fmt: str = "msgpack") -> Answer:
         if fmt == "json":
             return self.request("POST", f"/api/telemetry/clusters/{cluster_id}/batches/",

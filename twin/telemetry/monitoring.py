@@ -32,6 +32,12 @@ twin_racks_over_budget{cluster}             gauge  racks drawing more than their
 twin_rack_power_draw_watts{cluster,rack}    gauge  per rack (clusters of ≤ TWIN_METRICS_MAX_RACKS)
 twin_rack_power_budget_watts{cluster,rack}  gauge  per rack, the same
 twin_alerts_open{cluster,rule,severity}     gauge  open alerts
+twin_facility_pue{cluster}                  gauge  PUE now (clusters with a facility)
+twin_facility_power_watts{cluster,part}     gauge  it, facility, losses, pumps, fans, chillers
+twin_facility_cdu_load_ratio{cluster,cdu}   gauge  CDU heat / planned capacity
+twin_facility_cdu_temperature_celsius{cluster,cdu,side}  gauge  supply / return
+twin_facility_cdu_flow_kg_per_second{cluster,cdu}  gauge  technology-loop flow
+twin_facility_feed_headroom_watts{cluster,feed}  gauge  planned rating − input
 =========================================== ====== ==========================================
 """
 from __future__ import annotations
@@ -169,9 +175,11 @@ def _clusters(r: object, now: float) -> list[Metric]:
                                   labels=["cluster", "rack"])
     rack_budget = GaugeMetricFamily("twin_rack_power_budget_watts", "A rack's power budget.",
                                     labels=["cluster", "rack"])
+    plant = _PlantFamilies()
     limit = max_racks()
     for cid in ids:
         c = str(cid)
+        plant.add(c, state.plant_summary(cid))
         stats = r.hgetall(keys.tick_stats(cid))  # type: ignore[attr-defined]
         if stats:
             tick.add_metric([c], count_value=int(stats.get(b"count", 0)),
@@ -199,4 +207,52 @@ def _clusters(r: object, now: float) -> list[Metric]:
                 if d == d:  # NaN: no card of the rack reported
                     rack_draw.add_metric([c, name], d)
                 rack_budget.add_metric([c, name], b)
-    return [tick, last, age, cards, reporting, draw, budget, over, rack_draw, rack_budget]
+    return [tick, last, age, cards, reporting, draw, budget, over, rack_draw, rack_budget,
+            *plant.families()]
+
+
+class _PlantFamilies:
+    """The live plant's gauges (``twin.facility.live``, at the cluster's last tick)."""
+
+    def __init__(self) -> None:
+        self.pue = GaugeMetricFamily("twin_facility_pue", "PUE now, from the plant's parts.",
+                                     labels=["cluster"])
+        self.power = GaugeMetricFamily(
+            "twin_facility_power_watts", "Plant power by part (it, facility, losses, pumps, "
+            "fans, chillers).", labels=["cluster", "part"])
+        self.cdu_load = GaugeMetricFamily("twin_facility_cdu_load_ratio",
+                                          "CDU heat over its planned capacity.",
+                                          labels=["cluster", "cdu"])
+        self.cdu_temp = GaugeMetricFamily("twin_facility_cdu_temperature_celsius",
+                                          "CDU technology-loop supply and return.",
+                                          labels=["cluster", "cdu", "side"])
+        self.cdu_flow = GaugeMetricFamily("twin_facility_cdu_flow_kg_per_second",
+                                          "CDU technology-loop flow.", labels=["cluster", "cdu"])
+        self.feed = GaugeMetricFamily("twin_facility_feed_headroom_watts",
+                                      "A feed's planned rating minus its input.",
+                                      labels=["cluster", "feed"])
+
+    def add(self, c: str, s: dict[str, object] | None) -> None:
+        if not s:
+            return
+        if isinstance(s.get("pue"), float):
+            self.pue.add_metric([c], float(s["pue"]))  # type: ignore[arg-type]
+        for part in ("it", "facility", "losses", "pumps", "fans", "chillers"):
+            v = s.get(f"{part}_w")
+            if isinstance(v, int | float):
+                self.power.add_metric([c, part], float(v))
+        for cdu in s.get("cdus") or []:  # type: ignore[attr-defined]
+            key = str(cdu["key"])
+            if cdu.get("load_fraction") is not None:
+                self.cdu_load.add_metric([c, key], float(cdu["load_fraction"]))
+            for side in ("supply", "return"):
+                if cdu.get(f"{side}_c") is not None:
+                    self.cdu_temp.add_metric([c, key, side], float(cdu[f"{side}_c"]))
+            if cdu.get("flow_kg_s") is not None:
+                self.cdu_flow.add_metric([c, key], float(cdu["flow_kg_s"]))
+        for feed in s.get("feeds") or []:  # type: ignore[attr-defined]
+            if feed.get("headroom_w") is not None:
+                self.feed.add_metric([c, str(feed["key"])], float(feed["headroom_w"]))
+
+    def families(self) -> list[Metric]:
+        return [self.pue, self.power, self.cdu_load, self.cdu_temp, self.cdu_flow, self.feed]

@@ -9,9 +9,10 @@ The model, per card, each step of ``dt`` seconds:
 * **Power** = idle + (TDP − idle) × utilization, from the catalogue's figures
   (H100 SXM5: 70 W idle, 700 W TDP), ± 2 % noise.
 * **Temperature** follows power with a thermal lag: the target is the coolant
-  inlet (30 °C, liquid cooling) + a thermal resistance × power (so a card at
-  TDP settles near 75 °C), approached with a 20 s time constant. HBM runs a
-  few degrees hotter.
+  inlet + a thermal resistance × power (so a card at TDP settles near 45 K over
+  its coolant), approached with a 20 s time constant. HBM runs a few degrees
+  hotter. The inlet is 30 °C (liquid cooling) until the agent reads its rack's
+  coolant from the live plant (``inlet_c``, per card: ``twin.facility.live``).
 * The rest follows utilization: SM/tensor/DRAM activity, NVLink and PCIe
   traffic, HBM use, clocks (throttled above 85 °C), CPU, storage, checkpoint
   time (8–12 s), link latency (150–180 ns on the seed fabric), RDMA (1.2–1.8 µs).
@@ -57,6 +58,8 @@ class Simulator:
         self.busy = self.rng.random(self.n_servers) < 0.95
         self.util = np.where(self.busy[self.server], 90.0, 2.0) + self.rng.normal(0, 2, self.n)
         self.util = np.clip(self.util, 0, 100)
+        self.inlet_c = np.full(self.n, INLET_C)
+        """Coolant (or inlet air) temperature per card (°C): the live plant's, when read."""
         self.temp = INLET_C + self._r_th() * self._power(self.util)
         self.energy_kj = self.rng.uniform(1e5, 1e6, self.n)
         self.replays = np.zeros(self.n)
@@ -109,7 +112,7 @@ class Simulator:
         power = self._power(util) * rng.normal(1.0, 0.02, n)
         power = np.where(kind == FAULTS.index("power_excursion"), self.tdp * 1.15, power)
         r_th = self._r_th()
-        target_temp = INLET_C + r_th * power
+        target_temp = self.inlet_c + r_th * power
         target_temp = np.where(kind == FAULTS.index("overheat"), target_temp + 25.0,
                                target_temp)
         self.temp += (target_temp - self.temp) * (1.0 - np.exp(-dt / THERMAL_TAU_S))

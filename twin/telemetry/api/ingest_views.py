@@ -53,7 +53,7 @@ from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
-           "ingest_remote_write", "layout_view", "whoami"]
+           "ingest_remote_write", "layout_view", "coolant_view", "whoami"]
 
 logger = logging.getLogger(__name__)
 
@@ -441,6 +441,35 @@ def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
         return _missing_cluster(cluster_id)
     return JsonResponse({"cluster": lay.cluster_id, "layout": lay.version, "count": lay.n,
                          "card_ids": lay.card_ids.tolist()})
+
+
+@require_GET
+def coolant_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Each card's coolant supply (liquid racks) or inlet air (air racks) in the live
+    plant at the last tick, in the layout's card order (null: no plant, or not yet):
+    ``{"layout", "ts", "inlet_c"}``. What the simulated agent heats its cards from.
+
+    For an agent of this cluster (token) or a logged-in user.
+    """
+    if not (request.user.is_authenticated and request.user.is_active):
+        auth = _authorize(request, cluster_id)
+        if isinstance(auth, JsonResponse):
+            return auth
+    else:
+        gone = _cluster_gone(cluster_id)
+        if gone is not None:
+            return gone
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError:
+        return _missing_cluster(cluster_id)
+    racks = state.plant_racks(cluster_id, lay.version)
+    summary = state.plant_summary(cluster_id)
+    if racks is None or summary is None:
+        return JsonResponse({"layout": lay.version, "ts": None, "inlet_c": None})
+    per_card = racks["supply_c"][lay.groups["rack"].of_card]
+    return JsonResponse({"layout": lay.version, "ts": summary.get("ts"),
+                         "inlet_c": [None if v != v else round(float(v), 2) for v in per_card]})
 
 
 @require_GET

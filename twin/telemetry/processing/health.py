@@ -30,7 +30,8 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                     age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
                     alert_state: bytes | None, state_key: str | None = None,
                     levels: frozenset[str] | None = None,
-                    cluster_silent: bool | None = None) -> tuple[
+                    cluster_silent: bool | None = None,
+                    plant: dict[str, Any] | None = None) -> tuple[
                         bytes, list[Any], dict[int, list[tuple[str, str]]]]:
     """Run the alert rules: (new damping state, transitions, active alerts per card).
 
@@ -38,7 +39,8 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
     yet, so the open alerts are read from the database), kept under ``state_key``
     (default ``keys.alerts``). A tick shard passes its slice of the cluster as
     ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
-    whole cluster is silent.
+    whole cluster is silent. ``plant``: the live plant's step this tick
+    (``processing.plant.step_plant``), for the coolant, CDU and feed rules.
     """
     from twin.telemetry.models import Alert
 
@@ -48,10 +50,17 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         if rule.level == "cluster":
             return {"subject": f"cluster:{cluster_id}",
                     "label": f"cluster {lay.groups['cluster'].names[0]}"}
+        if rule.level == "facility":
+            kind = "cdu" if rule.key == "cdu_load" else "feed"
+            key = str(plant[f"{kind}s"][pos]["key"]) if plant else str(pos)
+            return {"subject": f"{kind}:{key}"[:40], "label": f"{kind.upper()} {key}"}
         if rule.level == "rack":
             rid = int(racks.ids[pos])
-            return {"subject": f"rack:{rid}", "rack_id": rid, "label": f"rack {racks.names[pos]}",
-                    "threshold": float(racks.budget_w[pos])}
+            out_rack: dict[str, Any] = {"subject": f"rack:{rid}", "rack_id": rid,
+                                        "label": f"rack {racks.names[pos]}"}
+            if rule.key not in ("coolant_supply", "coolant_flow"):
+                out_rack["threshold"] = float(racks.budget_w[pos])
+            return out_rack
         card_id = int(lay.card_ids[pos])
         rack_pos = int(racks.of_card[pos])
         sn = lay.groups["supernode"]
@@ -73,6 +82,9 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         kind, _, ident = subject.partition(":")
         if level == "cluster" and kind == "cluster":
             return 0
+        if level == "facility" and kind in ("cdu", "feed"):
+            keys_ = [str(e["key"]) for e in (plant or {}).get(f"{kind}s", [])]
+            return keys_.index(ident) if ident in keys_ else None
         if level == "rack" and kind == "rack":
             try:
                 return racks.position(int(ident))
@@ -88,6 +100,11 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                     tdp_w=lay.tdp_w.astype(np.float64), util_ewma=util_ewma,
                     rack_draw_w=rack_draw, rack_budget_w=racks.budget_w,
                     rack_of=racks.of_card, cluster_silent=cluster_silent)
+    if plant is not None:
+        inp.rack_supply_c = plant["rack_supply_c"]
+        inp.rack_flow_ratio = plant["rack_flow_ratio"]
+        inp.cdu_load = np.array([_or_nan(c.get("load_fraction")) for c in plant["cdus"]])
+        inp.feed_load = np.array([_or_nan(f.get("load_fraction")) for f in plant["feeds"]])
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
                         load_open=load_open, position_of=position_of, levels=levels)
@@ -97,6 +114,10 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
         r.delete(state_key or keys.alerts(cluster_id, lay.version))
         return alert_state or b"", [], {}
+
+
+def _or_nan(value: Any) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def card_health(reported: np.ndarray, stale: np.ndarray,

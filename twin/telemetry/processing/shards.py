@@ -83,6 +83,7 @@ from twin.telemetry.processing.minutes import (
     hand_on_minute,
     minute_due,
 )
+from twin.telemetry.processing.plant import step_plant
 from twin.telemetry.processing.tickparts import (
     ewma_alpha,
     next_ewma,
@@ -420,6 +421,7 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
             mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         cluster = np.stack([mean, vmin, vmax, total, count], axis=-1).astype("<f4")  # (M, 5)
         new_state, transitions = _cluster_rules(r, lay, rnd, now)
+        _step_plant(r, lay, now)
 
         seq = next_seq(r, cid, now)
         pipe = r.pipeline(transaction=False)
@@ -472,6 +474,17 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
                     *[keys.tick_part(cid, round_id, k) for k in range(shards)])
         pipe.execute()
         _release(r, cid, round_id)
+
+
+def _step_plant(r: redis.Redis, lay: Layout, now: float) -> None:
+    """The physical twin on the whole cluster's rack power, as the shards wrote it (the
+    plant's rules of level rack and facility run in unsharded ticks only)."""
+    racks = len(lay.groups["rack"].ids)
+    raw = r.get(keys.rollup(lay.cluster_id, lay.version, "rack", POWER))
+    if raw is None or len(raw) != 5 * racks * 4:
+        return
+    power = np.frombuffer(raw, "<f4").reshape(5, racks).astype(np.float64)
+    step_plant(r, lay, {"rack": {POWER: power}}, now)
 
 
 def _cluster_rules(r: redis.Redis, lay: Layout, rnd: dict[str, str],

@@ -127,6 +127,7 @@ from twin.telemetry.state.layouts import (
     touch_layout,
     was_deleted,
 )
+from twin.telemetry.state.plant import plant_racks, plant_summary
 from twin.telemetry.state.rollups import frame_seq, rollup, summary
 
 __all__ = [
@@ -154,6 +155,8 @@ __all__ = [
     "latest",
     "latest_many",
     "layout",
+    "plant_racks",
+    "plant_summary",
     "redis_client",
     "rollup",
     "summary",

@@ -34,9 +34,11 @@ from django.db import DatabaseError
 
 from twin.telemetry.client import AgentClient, Answer, Backoff, TokenSource, is_transient
 from twin.telemetry.metrics import METRICS, N_METRICS
-from twin.telemetry.simulator import Simulator
+from twin.telemetry.simulator import INLET_C, Simulator
 
 FORMATS = ("native", "rows", "dcgm")
+COOLANT_POLL_S = 5.0
+"""How often the agent reads its cards' coolant from the live plant (GET …/coolant/)."""
 DEFAULT_CHUNK = {"native": 65_536, "rows": 1_024, "dcgm": 256}
 
 
@@ -142,8 +144,12 @@ class Command(BaseCommand):
         seq = 0
         totals = {"posts": 0, "accepted": 0, "rejected": 0, "errors": 0}
         last_report = time.monotonic()
+        last_coolant = float("-inf")
         try:
             while not self.should_stop():
+                if time.monotonic() - last_coolant >= COOLANT_POLL_S:
+                    last_coolant = time.monotonic()
+                    self._read_coolant(client, cluster.pk, layout, sim)
                 values, _reporting = sim.step(period)
                 ts = time.time()
                 failing = False
@@ -211,6 +217,19 @@ class Command(BaseCommand):
     def _say(self, text: str) -> None:
         if not self.quiet:
             self.stdout.write(text)
+
+    def _read_coolant(self, client: AgentClient, cluster_id: int, layout: dict[str, Any],
+                      sim: Simulator) -> None:
+        """Heat the cards from their rack's coolant in the live plant (if it has one)."""
+        try:
+            answer = client.coolant(cluster_id)
+        except OSError:
+            return
+        inlet = answer.body.get("inlet_c") if answer.status == 200 else None
+        if inlet is None or answer.body.get("layout") != layout.get("layout") \
+                or len(inlet) != sim.n:
+            return
+        sim.inlet_c = np.array([INLET_C if v is None else float(v) for v in inlet])
 
     def _say_once(self, key: str, text: str) -> None:
         """Say ``text`` once per spell of trouble (no line per retry)."""

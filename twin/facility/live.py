@@ -1,0 +1,257 @@
+"""The plant in the live tick: each tick's measured rack power drives the engine.
+
+The contract (the tick of ``twin.telemetry.processing`` calls :func:`step_live`; the
+telemetry layer sits above this one, so it calls in and hands its Redis client and
+arrays, and this module imports nothing of telemetry):
+
+* **Compiled once per layout version and facility revision.** ``plant_for_site`` →
+  ``compile_model`` is read from the database the first time a process ticks a
+  cluster under a layout version (hardware edits bump it), and again when the
+  facility's rows changed (their count and newest ``last_updated``, checked at most
+  every ``settings.FACILITY_LIVE_RECHECK_S``, default 10 s: an edit in the admin or
+  the API reaches the live plant within that); a cluster without a facility is
+  remembered as such and costs a dictionary lookup per tick between checks. A plant
+  the engine refuses (``PlantError``) is logged and treated as no facility: never a
+  broken tick.
+* **State in Redis**, not in the worker: ticks of one cluster run in any worker
+  process (one at a time: the tick lock), so the thermal state (rack and CDU
+  temperatures, the supply pipes' delay buffer, the heat-rejection loops) is one
+  msgpack blob at :func:`state_key`, read and written each tick. A missing state, one
+  of another layout, or a gap over ``MAX_GAP_S`` starts from the steady state under
+  the current load (``settle``): the plant is not stepped across a long outage.
+* **Stepped with the tick's dt** (the time since the state's last step, at least
+  ``MIN_DT_S``) and the tick's rack power: cards' summed power + the rack's static
+  draw (servers, switches, network devices: ``Rack.objects.draw_by_rack(static_only)``,
+  the layout's ``static_w``). A rack none of whose cards reported counts at its static
+  draw; a rack with no card at all (a network rack: not in the telemetry layout) at
+  its nameplate draw. The hottest card of each rack sets its card temperature (``card_w``).
+* **What it publishes** (:func:`summary_key`, JSON; :func:`racks_key`, float32 arrays
+  per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
+  per CDU heat, capacity, load fraction, supply/return and flow, per power element
+  input, planned rating and headroom, and per rack coolant supply/return, flow and
+  card temperature. The websocket frame, ``/metrics`` and the simulated agent read
+  these (through ``twin.telemetry.state``); the tick's alert rules get the returned
+  summary, with ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow /
+  design flow) per layout rack added.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from simulation.facility.model import FacilityModel, compile_model
+from simulation.facility.plant import PlantError
+from simulation.facility.thermal import ThermalState
+from twin.facility.capacity import positions
+
+__all__ = ["MAX_GAP_S", "MIN_DT_S", "LivePlant", "live_plant", "racks_key", "state_key",
+           "step_live", "summary_key"]
+
+log = logging.getLogger(__name__)
+
+MAX_GAP_S = 300.0
+"""A gap between steps longer than this restarts the plant from its steady state."""
+MIN_DT_S = 0.05
+
+_STATE_FIELDS = ("rack_ret_c", "cdu_ret_c", "cdu_sup_c", "buf", "root_ret_c", "root_sup_c")
+
+
+def state_key(prefix: str, cluster_id: int) -> str:
+    """The thermal state blob of ``cluster_id`` (``<prefix>:c<id>:facility:state``)."""
+    return f"{prefix}:c{cluster_id}:facility:state"
+
+
+def summary_key(prefix: str, cluster_id: int) -> str:
+    """The last step's summary (JSON)."""
+    return f"{prefix}:c{cluster_id}:facility:summary"
+
+
+def racks_key(prefix: str, cluster_id: int) -> str:
+    """The last step's per-rack arrays (msgpack of float32 bytes, layout rack order)."""
+    return f"{prefix}:c{cluster_id}:facility:racks"
+
+
+@dataclass(frozen=True, eq=False)
+class LivePlant:
+    """A compiled plant and where each of the layout's racks sits in it."""
+
+    version: str
+    model: FacilityModel
+    at: np.ndarray
+    """Plant rack index of each layout rack (-1: not in the plant)."""
+    owner: np.ndarray
+    """Layout rack index of each plant rack (-1: not in the layout)."""
+
+
+_cache: dict[int, tuple[str, tuple[Any, ...], float, LivePlant | None]] = {}
+_lock = threading.Lock()
+
+
+def _revision(cluster_id: int) -> tuple[Any, ...]:
+    """What changes when the facility's rows do: per table, the count and the newest
+    ``last_updated`` (one aggregate query each)."""
+    from django.db.models import Count, Max
+
+    from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+
+    out: list[Any] = []
+    for model, path in ((Site, "cluster_id"), (PowerElement, "site__cluster_id"),
+                        (CoolingElement, "site__cluster_id"),
+                        (RackFacility, "site__cluster_id")):
+        agg = model.objects.filter(**{path: cluster_id}).aggregate(n=Count("pk"),
+                                                                  t=Max("last_updated"))
+        out += [agg["n"], agg["t"]]
+    return tuple(out)
+
+
+def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> LivePlant | None:
+    """The compiled plant of ``cluster_id`` under layout ``version`` (None: no facility)."""
+    from django.conf import settings
+
+    hit = _cache.get(cluster_id)
+    now = time.monotonic()
+    recheck = float(getattr(settings, "FACILITY_LIVE_RECHECK_S", 10.0))
+    if hit is not None and hit[0] == version:
+        if now - hit[2] < recheck:
+            return hit[3]
+        rev = _revision(cluster_id)
+        if rev == hit[1]:
+            _cache[cluster_id] = (version, rev, now, hit[3])
+            return hit[3]
+    else:
+        rev = _revision(cluster_id)
+    from twin.facility.models import Site
+    from twin.facility.plant import plant_for_site
+
+    plant: LivePlant | None = None
+    site = Site.objects.filter(cluster_id=cluster_id).first()
+    if site is not None:
+        try:
+            model = compile_model(plant_for_site(site))
+        except PlantError as err:
+            log.warning("cluster %s: its plant cannot be simulated (%s: %s); the live tick "
+                        "runs without it", cluster_id, err.field, err.message)
+        else:
+            ids = np.asarray(layout_rack_ids, dtype=np.int64)
+            plant = LivePlant(version, model, positions(model.plant.racks.ids, ids),
+                              positions(ids, model.plant.racks.ids))
+    with _lock:
+        _cache[cluster_id] = (version, rev, now, plant)
+    return plant
+
+
+def _pack(s: ThermalState, version: str, ts: float) -> bytes:
+    out: dict[str, Any] = {"v": version, "ts": ts, "t_s": s.t_s, "pos": s.pos,
+                           "buf_shape": list(s.buf.shape)}
+    for name in _STATE_FIELDS:
+        out[name] = np.ascontiguousarray(getattr(s, name), dtype="<f8").tobytes()
+    return msgpack.packb(out)
+
+
+def _unpack(raw: bytes | None, version: str, model: FacilityModel
+            ) -> tuple[ThermalState, float] | None:
+    if not raw:
+        return None
+    d = msgpack.unpackb(raw)
+    if d.get("v") != version:
+        return None
+    arrays = {name: np.frombuffer(d[name], dtype="<f8").copy() for name in _STATE_FIELDS}
+    arrays["buf"] = arrays["buf"].reshape(d["buf_shape"])
+    init = model.initial()
+    if any(arrays[name].shape != getattr(init, name).shape for name in _STATE_FIELDS):
+        return None
+    return ThermalState(t_s=float(d["t_s"]), pos=int(d["pos"]), **arrays), float(d["ts"])
+
+
+def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_ids: np.ndarray,
+              rack_w: np.ndarray, hottest_card_w: np.ndarray, now: float
+              ) -> dict[str, Any] | None:
+    """One step of the cluster's plant under this tick's rack power (W, layout rack
+    order, NaN where no card reported: the caller's static draw is then used) and the
+    hottest card's power per rack; publishes and returns the summary (None: the
+    cluster has no facility)."""
+    live = live_plant(cluster_id, version, layout_rack_ids)
+    if live is None:
+        return None
+    model = live.model
+    n = len(model.plant.racks)
+    has = live.owner >= 0
+    w = np.zeros(n)
+    card = np.zeros(n)
+    w[has] = np.nan_to_num(np.asarray(rack_w, dtype=float)[live.owner[has]], nan=0.0)
+    card[has] = np.nan_to_num(np.asarray(hottest_card_w, dtype=float)[live.owner[has]],
+                              nan=0.0)
+    # racks with no card (network racks) are not in the telemetry layout: they draw
+    # their nameplate (switches and other static devices)
+    nameplate = model.plant.racks.nameplate_w
+    if nameplate is not None:
+        w[~has] = nameplate[~has]
+    w = np.maximum(w, 0.0)
+    prev = _unpack(r.get(state_key(prefix, cluster_id)), version, model)
+    if prev is None or not (0.0 <= now - prev[1] <= MAX_GAP_S):
+        reading = model.settle(w)
+        reading = model.step(reading.thermal, w, MIN_DT_S, card_w=card)
+    else:
+        reading = model.step(prev[0], w, max(now - prev[1], MIN_DT_S), card_w=card)
+    s = reading.thermal
+    elements = reading.elements(model)
+    pw = reading.power
+    feeds = [p for p, e in zip(elements["power"], model.plant.power, strict=True)
+             if e.kind == "feed"]
+    contract = model.plant.site.contract_kw
+    summary: dict[str, Any] = {
+        "ts": now, "pue": _num(reading.pue), "it_w": _num(pw.it_w),
+        "facility_w": _num(pw.facility_w), "losses_w": _num(float(pw.loss_w.sum())),
+        "pumps_w": _num(s.pumps_w), "fans_w": _num(s.fans_w), "chillers_w": _num(s.chillers_w),
+        "contract_w": None if contract is None else contract * 1e3,
+        "contract_headroom_w": None if contract is None else _num(contract * 1e3
+                                                                   - pw.facility_w),
+        "max_card_c": _num(float(s.card_c.max()) if s.card_c.size else float("nan")),
+        "card_limit_c": model.net.params.card_limit_c,
+        "cdus": [_round(c) for c in elements["cdus"]],
+        "feeds": [_round(f) for f in feeds],
+        "pdus": [_round(p) for p, e in zip(elements["power"], model.plant.power, strict=True)
+                 if e.kind in ("pdu", "busway", "power_shelf")],
+    }
+    m = len(layout_rack_ids)
+    per_rack = {}
+    design = model.net.rack_flow_d
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(design > 0, s.rack_flow_kg_s / np.where(design > 0, design, 1.0),
+                         np.nan)
+    arrays: dict[str, np.ndarray] = {}
+    for name, values in (("supply_c", s.rack_sup_c), ("return_c", s.rack_ret_c),
+                         ("flow_kg_s", s.rack_flow_kg_s), ("card_c", s.card_c),
+                         ("flow_ratio", ratio)):
+        out = np.full(m, np.nan, dtype="<f4")
+        ok = live.at >= 0
+        out[ok] = values[live.at[ok]]
+        arrays[name] = out
+        per_rack[name] = out.tobytes()
+    pipe = r.pipeline(transaction=False)
+    pipe.set(state_key(prefix, cluster_id), _pack(s, version, now))
+    pipe.set(summary_key(prefix, cluster_id), json.dumps(summary))
+    pipe.set(racks_key(prefix, cluster_id), msgpack.packb({"v": version, **per_rack}))
+    pipe.execute()
+    # for this tick's rules (not stored in the summary): per layout rack, NaN for air
+    # racks' flow and racks outside the plant
+    summary["rack_supply_c"] = np.where(model.net.liquid_rack[np.maximum(live.at, 0)]
+                                        & (live.at >= 0), arrays["supply_c"], np.nan)
+    summary["rack_flow_ratio"] = arrays["flow_ratio"]
+    return summary
+
+
+def _num(x: float) -> float | None:
+    return round(float(x), 4) if math.isfinite(x) else None
+
+
+def _round(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_num(v) if isinstance(v, float) else v) for k, v in d.items()}

@@ -1,0 +1,57 @@
+"""The tick's hand-off to the physical twin (``twin.facility.live``).
+
+Telemetry sits above the facility app in the layers, so the tick calls in with its
+Redis client, key prefix and this tick's rack rollups; a cluster without a facility
+costs a dictionary lookup. Whatever the plant does, the tick goes on: an error is
+logged and counted, never raised.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import redis
+
+from twin.facility import live
+from twin.telemetry.config import conf
+from twin.telemetry.processing.minutes import POWER
+from twin.telemetry.state import Layout
+
+__all__ = ["plant_errors", "step_plant"]
+
+log = logging.getLogger(__name__)
+
+plant_errors = 0
+"""Ticks whose plant step failed in this process (logged, the tick went on)."""
+
+
+def step_plant(r: redis.Redis, lay: Layout, rollups: Mapping[str, Any],
+               now: float) -> dict[str, Any] | None:
+    """Step the cluster's plant with this tick's rack power (None: no facility).
+    ``rollups["rack"][POWER]`` is the racks' (mean, min, max, sum, count) of card power:
+    the tick's rollups, or the merged rack rollup of a sharded round."""
+    global plant_errors
+    racks = lay.groups.get("rack")
+    if racks is None or not len(racks.ids):
+        return None
+    try:
+        if "rack" in rollups:
+            power = rollups["rack"][POWER]
+            rack_w = np.where(power[4] > 0, power[3] + racks.static_w, racks.static_w)
+            hottest = np.where(power[4] > 0, power[2], 0.0)
+        else:
+            rack_w = np.asarray(racks.static_w, dtype=float)
+            hottest = np.zeros(len(racks.ids))
+        started = time.perf_counter()
+        out = live.step_live(r, conf().prefix, lay.cluster_id, lay.version, racks.ids,
+                             rack_w, hottest, now)
+        if out is not None:
+            out["step_ms"] = round((time.perf_counter() - started) * 1e3, 3)
+        return out
+    except Exception:  # the tick must not break on the plant
+        plant_errors += 1
+        log.exception("cluster %s: the plant step failed; the tick goes on", lay.cluster_id)
+        return None

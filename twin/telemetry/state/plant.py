@@ -1,0 +1,32 @@
+"""The live plant's last step, for readers (the websocket frame, /metrics, the agent):
+what ``twin.facility.live`` published at the cluster's last tick."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from twin.facility import live
+from twin.telemetry.config import conf, redis_client
+
+__all__ = ["plant_racks", "plant_summary"]
+
+
+def plant_summary(cluster_id: int) -> dict[str, Any] | None:
+    """PUE, power, CDUs, feeds and PDUs at the last tick (None: no facility or no tick)."""
+    raw = redis_client().get(live.summary_key(conf().prefix, cluster_id))
+    return None if raw is None else dict(json.loads(raw))
+
+
+def plant_racks(cluster_id: int, version: str) -> dict[str, np.ndarray] | None:
+    """Per rack of layout ``version`` (its rack order): coolant ``supply_c``,
+    ``return_c``, ``flow_kg_s`` and ``card_c`` at the last tick (None: none yet)."""
+    raw = redis_client().get(live.racks_key(conf().prefix, cluster_id))
+    if raw is None:
+        return None
+    d = msgpack.unpackb(raw)
+    if d.pop("v", None) != version:
+        return None
+    return {k: np.frombuffer(v, dtype="<f4") for k, v in d.items()}
