@@ -93,6 +93,7 @@ from twin.scenarios.kinds.collective import CollectiveKind
 from twin.scenarios.kinds.resilience import ResilienceKind
 from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
+from twin.scenarios.kinds.facility import FacilityKind
 # isort: on
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "ROUTE_BY",
     "TOPOLOGY_KEYS",
     "CollectiveKind",
+    "FacilityKind",
     "FailureKind",
     "FieldSpec",
     "Progress",
