@@ -70,8 +70,8 @@ def test_dgx_allreduce_prints_busbw_like_nccl_tests(db):
 def test_lists_the_kinds(db):
     out = run(list=True)
     assert [line.split()[0] for line in out.splitlines()] == [
-        "collective", "failure", "resilience", "route", "scheduling", "topology", "training",
-        "training_search"]
+        "collective", "facility", "failure", "resilience", "route", "scheduling", "topology",
+        "training", "training_search"]
 
 
 @pytest.mark.parametrize(("args", "options", "text"), [

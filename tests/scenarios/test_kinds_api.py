@@ -37,10 +37,11 @@ BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "topology": {}, "route": {"src": 0, "dst": 5}, "failure": {},
     "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
     "scheduling": {"jobs": 50, "servers": 4}, "training": HARDWARE, "training_search": HARDWARE,
+    "facility": {},  # every option needs a cluster (tests/scenarios/test_facility_kind.py)
 }
 #: Kinds whose inputs come from their own options (or a cluster), never a topology family:
 #: resilience prices a job, scheduling places jobs on nodes, training a parallel layout.
-NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search"}
+NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search", "facility"}
 #: Options whose values name a row (tested with the database in tests/jobs).
 NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
@@ -85,7 +86,7 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
     assert [k["name"] for k in body] == list(REGISTRY) == ["topology", "route", "failure",
                                                            "collective", "resilience",
                                                            "scheduling", "training",
-                                                           "training_search"]
+                                                           "training_search", "facility"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]

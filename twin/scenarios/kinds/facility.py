@@ -75,24 +75,24 @@ def _fields() -> tuple[FieldSpec, ...]:
                   "\"value\" (units lost, + °C, a load factor, 1/0 for capping), "
                   "\"duration_s\" (then it reverts)}.", default=[], needs_cluster=True),
         FieldSpec("horizon_s", "number", "Horizon (s)", "How long to simulate.",
-                  default=3600.0, min=1.0, max=MAX_HORIZON_S),
+                  default=3600.0, min=1.0, max=MAX_HORIZON_S, needs_cluster=True),
         FieldSpec("dt_s", "number", "Step (s)", "", default=1.0, min=MIN_DT_S, max=3600.0,
-                  advanced=True),
+                  advanced=True, needs_cluster=True),
         FieldSpec("start", "choice", "Start from", "budget: every rack at load_fraction of "
                   "its budget; live: every rack's measured draw (the run's snapshot).",
-                  default="budget", choices=("budget", "live")),
+                  default="budget", choices=("budget", "live"), needs_cluster=True),
         FieldSpec("load_fraction", "number", "Load (fraction of budget)", "", default=0.9,
-                  min=0.0, max=2.0),
+                  min=0.0, max=2.0, needs_cluster=True),
         FieldSpec("capping", "boolean", "Capping", "Live power capping on from the start.",
-                  default=False),
+                  default=False, needs_cluster=True),
         FieldSpec("policy", "choice", "Capping policy", "", default="uniform",
-                  choices=POLICIES),
+                  choices=POLICIES, needs_cluster=True),
         FieldSpec("wet_bulb_c", "number", "Wet bulb (°C)", "Empty: the site's design wet "
-                  "bulb.", min=-40.0, max=45.0),
+                  "bulb.", min=-40.0, max=45.0, needs_cluster=True),
         FieldSpec("dry_bulb_c", "number", "Dry bulb (°C)", "Empty: the site's design dry "
-                  "bulb.", min=-50.0, max=60.0),
+                  "bulb.", min=-50.0, max=60.0, needs_cluster=True),
         FieldSpec("points", "integer", "Samples", "Samples kept per time series.",
-                  default=500, min=2, max=MAX_POINTS, advanced=True),
+                  default=500, min=2, max=MAX_POINTS, advanced=True, needs_cluster=True),
     )
 
 
