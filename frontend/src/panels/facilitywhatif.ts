@@ -176,11 +176,11 @@ export function renderFacilityWhatIf(container: HTMLElement, result: unknown): {
   container.append(panel);
   const plots: uPlot[] = [];
   for (const c of charts) {
-    const box = h("div", { class: "tw-chart", "data-testid": `facility-${c.id}` });
+    const box = h("div", { class: "tw-chart", "data-testid": `facility-whatif-${c.id}` });
     panel.append(h("h4", {}, c.title), box);
     plots.push(chart(box, c));
   }
-  if (risk) panel.append(h("h4", {}, "Racks at their thermal limit"), table(risk, "facility-at-risk"));
-  if (summary) panel.append(h("h4", {}, "Energy and capping"), table(summary, "facility-summary"));
+  if (risk) panel.append(h("h4", {}, "Racks at their thermal limit"), table(risk, "facility-whatif-at-risk"));
+  if (summary) panel.append(h("h4", {}, "Energy and capping"), table(summary, "facility-whatif-summary"));
   return { destroy: () => plots.forEach((p) => p.destroy()) };
 }
