@@ -77,6 +77,21 @@ def test_the_cards_come_from_the_cluster(plant_world):
     assert whatif["rack_w"][r0] == pytest.approx(0.9 * 8 * whatif["card_tdp_w"])
 
 
+def test_capping_caps_a_surge_over_the_budget_and_buys_time(plant_world):
+    """A 10× surge puts both racks over their budgets at 30 s (their time to the cap);
+    with capping on the controller caps them and r0 reaches its card limit later."""
+    surge = [{"at_s": 30, "kind": "load_surge", "value": 10, "duration_s": 300}]
+    free = simulate(plant_world["cluster"], horizon_s=600, events=surge)
+    held = simulate(plant_world["cluster"], horizon_s=600, events=surge, capping=True)
+    r0 = free["racks"]["names"].index(plant_world["rack"].name)
+    assert free["racks"]["time_to_cap_s"] == held["racks"]["time_to_cap_s"] == [30.0, 30.0]
+    assert free["capping"]["ticks_capped"] == 0 and free["capping"]["on_at_end"] is False
+    assert held["capping"]["ticks_capped"] > 0 and held["capping"]["max_racks_capped"] == 2
+    assert held["capping"]["min_cap_fraction"] < 1
+    assert max(held["series"]["racks_capped"]) == 2 and max(free["series"]["racks_capped"]) == 0
+    assert held["racks"]["time_to_limit_s"][r0] > free["racks"]["time_to_limit_s"][r0]
+
+
 def test_start_live_reads_the_runs_snapshot(plant_world):
     """The fork every kind shares: the rack's measured draw, not a budget fraction."""
     cluster, rack = plant_world["cluster"], plant_world["rack"]
