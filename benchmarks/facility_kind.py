@@ -20,6 +20,7 @@ Phases, one process, one core (numpy single-threaded):
    at 1 s steps with the events of ``benchmarks/thermal.py`` (a pump trip, a 6 h hot
    day +6 °C, a 10 min CDU trip, a 1 h +15 % surge, a lost feed unit, a lost tower
    cell) and capping on — what the worker does.
+   The same run with capping off is timed too (where the cost is: see docs/benchmarks.md).
 3. **Baseline, same run**: the same engine on the same plant computing every step
    (``skip_quiescent=False``) for ``--baseline-hours``, scaled to 24 h.
 
@@ -108,6 +109,11 @@ def main() -> None:
     run_s = time.perf_counter() - started
     kind_s = prepare_s + run_s
 
+    started = time.perf_counter()
+    uncapped = kind.run(kind.prepare({**params, "capping": False}, cluster),
+                        lambda share, message: None)
+    uncapped_s = time.perf_counter() - started
+
     plant = plant_for_cluster(cluster)
     hours = args.baseline_hours
     base_inp = WhatIfInput.from_dict({**inputs["whatif"], "horizon_s": hours * HOUR,
@@ -123,6 +129,8 @@ def main() -> None:
     print(f"kind, 24 h at 1 s: prepare {prepare_s * 1e3:.0f} ms + run {run_s:.2f} s = "
           f"{kind_s:.2f} s ({result['steps_computed']:,} of {result['steps']:,} steps "
           f"computed)")
+    print(f"the same with capping off: {uncapped_s:.2f} s ({uncapped['steps_computed']:,} "
+          f"steps computed)")
     print(f"baseline, every step ({hours:g} h scaled to 24 h): {baseline_s:.1f} s; "
           f"ratio {baseline_s / kind_s:.1f}x")
     print(f"mean PUE {result['energy']['mean_pue']:.3f}; racks at their limit "
