@@ -18,6 +18,7 @@ import {
   mountAlerts,
   mountJobs,
   mountRemediations,
+  mountFacility,
   mountRoute,
   mountScenarios,
   mountSidePanel,
@@ -168,6 +169,7 @@ async function boot(): Promise<void> {
   const scenarios = mountScenarios(need("#scenarios-panel"), controller);
   const jobs = mountJobs(need("#jobs-panel"), controller);
   const remediations = mountRemediations(need("#remediations-panel"), controller);
+  const facility = mountFacility(need("#facility-panel"), controller);
   controller.panels = { side, alerts, route, scenarios, jobs, remediations };
   document.addEventListener(ROUTE_END_EVENT, (event) => {
     const detail = (event as CustomEvent<RouteEndDetail>).detail;
@@ -241,6 +243,7 @@ async function boot(): Promise<void> {
     } catch (error) {
       controller.message(`Could not show ${cluster.name}: ${explain(error)}`, "error");
     }
+    void facility.reset();
     // Asked for only now: at a million cards the summary's aggregates cost the
     // server ~5 s of CPU, which delayed the floor (and the first frame) when
     // both were requested together.

@@ -50,7 +50,7 @@ from simulation.facility.plant import Plant, PlantError
 from simulation.facility.power_chain import power_flow
 from simulation.facility.thermal import Conditions, ThermalParams, hydraulics, step
 
-__all__ = ["EVENT_KINDS", "Event", "WhatIfInput", "WhatIfResult", "run"]
+__all__ = ["EVENT_KINDS", "Event", "WhatIfInput", "WhatIfResult", "check", "run"]
 
 F64 = npt.NDArray[np.float64]
 
@@ -203,6 +203,12 @@ def _check(plant: Plant, inp: WhatIfInput) -> None:
             raise PlantError(f"{name}.value", "a load surge needs a factor ≥ 0 (1.2: +20 %)")
         if e.kind == "hot_day" and e.value is None:
             raise PlantError(f"{name}.value", "a hot day needs + °C")
+
+
+def check(plant: Plant, inp: WhatIfInput) -> None:
+    """Raise PlantError naming the field if ``run`` would refuse ``inp`` on ``plant``
+    (what a caller checks before queueing a run: the twin's ``facility`` kind)."""
+    _check(plant, inp)
 
 
 def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,

@@ -70,8 +70,8 @@ def test_dgx_allreduce_prints_busbw_like_nccl_tests(db):
 def test_lists_the_kinds(db):
     out = run(list=True)
     assert [line.split()[0] for line in out.splitlines()] == [
-        "capacity", "collective", "failure", "resilience", "route", "scheduling", "topology",
-        "training", "training_search", "whatif"]
+        "capacity", "collective", "facility", "failure", "resilience", "route", "scheduling",
+        "topology", "training", "training_search", "whatif"]
 
 
 @pytest.mark.parametrize(("args", "options", "text"), [

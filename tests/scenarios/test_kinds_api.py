@@ -38,13 +38,15 @@ BASE: dict[str, dict[str, Any]] = {  # what each kind needs besides the topology
     "collective": {"op": "allreduce"}, "resilience": {"cards": 16, "sweep_runs": 1},
     "scheduling": {"jobs": 50, "servers": 4}, "training": HARDWARE, "training_search": HARDWARE,
     "whatif": {},
+    "facility": {},  # every option needs a cluster (tests/scenarios/test_facility_kind.py)
     "capacity": {"site": {"power_kw": 1e4, "cooling_kw": 1e4, "floor_racks": 100},
                  "candidates": {"accelerators": ["h100-sxm5-80gb", "gb200-186gb"]},
                  "workload": {"model": "llama3-8b", "tokens": 1e11}},
 }
 #: Kinds whose inputs come from their own options (or a cluster), never a topology family:
 #: resilience prices a job, scheduling places jobs on nodes, training a parallel layout.
-NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search", "whatif", "capacity"}
+NO_TOPOLOGY = {"resilience", "scheduling", "training", "training_search", "whatif", "capacity",
+               "facility"}
 #: Options whose values name a row (tested with the database in tests/jobs).
 NAMES_A_ROW = {("scheduling", "trace")}
 SAMPLE = {  # an acceptable value of each field that has no default to try
@@ -94,7 +96,7 @@ def test_kinds_endpoint_lists_every_kind_with_its_form(reader_client, db):
                                                            "collective", "resilience",
                                                            "scheduling", "training",
                                                            "training_search", "whatif",
-                                                           "capacity"]
+                                                           "capacity", "facility"]
     for kind in body:
         assert set(kind) == {"name", "label", "description", "fields", "chart"}
         assert kind["label"] and kind["description"]

@@ -20,3 +20,4 @@ export { mountRoute, type RoutePanel, type RouteOptions } from "./route";
 export { mountScenarios, type ScenariosPanel, type ScenariosOptions } from "./scenarios";
 export { mountJobs, type JobsPanel, type JobsHost } from "./jobs";
 export { mountRemediations, type RemediationsPanel, type RemediationPayload } from "./remediations";
+export { mountFacility, type FacilityPanel } from "./facility";

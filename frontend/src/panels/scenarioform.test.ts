@@ -28,6 +28,19 @@ const field = (k: string, name: string): KindField => {
   return f;
 };
 
+describe("a facility run's events (an object field whose default is a list)", () => {
+  it("takes a JSON list and refuses an object", () => {
+    const events = field("facility", "events");
+    expect(defaultText(events)).toBe("");
+    const list = '[{"at_s": 60, "kind": "cdu_trip", "target": "cdu-0"}]';
+    const value: unknown = JSON.parse(list);
+    expect(parseField(events, list)).toEqual({ ok: true, value, omit: false });
+    const refused = parseField(events, '{"at_s": 60}');
+    expect(refused.ok).toBe(false);
+    expect(parseField(field("training_search", "limits"), "[1]").ok).toBe(false);
+  });
+});
+
 describe("defaults from the kinds description", () => {
   it("writes list defaults comma-separated and null as empty", () => {
     expect(defaultText(field("collective", "sizes"))).toBe(

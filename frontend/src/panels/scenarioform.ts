@@ -62,6 +62,7 @@ export function choiceOptions(field: KindField): ChoiceOption[] {
 export function defaultText(field: KindField): string {
   const d = field.default;
   if (d === undefined || d === null) return "";
+  if (field.type === "object") return Array.isArray(d) && d.length === 0 ? "" : JSON.stringify(d);
   if (Array.isArray(d)) {
     return d.map((v) => (Array.isArray(v) ? v.map(plain).join("-") : plain(v))).join(", ");
   }
@@ -244,8 +245,11 @@ export function parseField(field: KindField, raw: RawValue): Parsed {
       } catch {
         return { ok: false, error: `a JSON object like {"tp": [1, 2, 4]}, got ${JSON.stringify(text)}` };
       }
-      if (value === null || typeof value !== "object" || Array.isArray(value)) {
-        return { ok: false, error: `a JSON object like {"tp": [1, 2, 4]}, got ${JSON.stringify(text)}` };
+      // A field whose default is a list (a facility run's events) takes a JSON list.
+      const list = Array.isArray(field.default);
+      if (value === null || typeof value !== "object" || Array.isArray(value) !== list) {
+        const like = list ? '[{"at_s": 60, "kind": "cdu_trip", "target": "cdu-0"}]' : '{"tp": [1, 2, 4]}';
+        return { ok: false, error: `a JSON ${list ? "list" : "object"} like ${like}, got ${JSON.stringify(text)}` };
       }
       return { ok: true, value, omit: false };
     }

@@ -100,6 +100,7 @@ from twin.scenarios.kinds.scheduling import SchedulingKind
 from twin.scenarios.kinds.training import TrainingKind, TrainingSearchKind
 from twin.scenarios.kinds.whatif import WhatIfKind
 from twin.scenarios.kinds.capacity import CapacityKind
+from twin.scenarios.kinds.facility import FacilityKind
 # isort: on
 
 __all__ = [
@@ -110,6 +111,7 @@ __all__ = [
     "TOPOLOGY_KEYS",
     "CapacityKind",
     "CollectiveKind",
+    "FacilityKind",
     "FailureKind",
     "FieldSpec",
     "Progress",

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+
+import { cduRows, powerStages, sankeyLayout } from "./facility";
+
+/** The parts of GET /api/facility/sites/<id>/plant/ these functions read. */
+const SUMMARY = {
+  it_kw: 90,
+  power: [
+    { key: "feed-0", kind: "feed", input_kw: 100, load_kw: 100 },
+    { key: "ups-0", kind: "ups", input_kw: 100, load_kw: 95 },
+    { key: "pdu-0", kind: "pdu", input_kw: 50, load_kw: 45 },
+    { key: "pdu-1", kind: "pdu", input_kw: 45, load_kw: 45 },
+  ],
+  cooling: [
+    { key: "cdu-0", kind: "cdu", load_kw: 60, usable_kw: 100, headroom_kw: 40, utilization: 0.6 },
+    { key: "ct-0", kind: "cooling_tower", load_kw: 100, usable_kw: 300, headroom_kw: 200, utilization: 0.33 },
+  ],
+};
+
+describe("powerStages", () => {
+  it("sums each stage upstream first, its loss = input - load", () => {
+    const stages = powerStages(SUMMARY);
+    expect(stages.map((s) => [s.kind, s.count, s.input_kw, s.load_kw, s.loss_kw])).toEqual([
+      ["feed", 1, 100, 100, 0],
+      ["ups", 1, 100, 95, 5],
+      ["pdu", 2, 95, 90, 5],
+    ]);
+    expect(powerStages({})).toEqual([]);
+  });
+});
+
+describe("sankeyLayout", () => {
+  it("conserves power: what leaves each node is what enters the next, all of it ends as heat", () => {
+    const s = sankeyLayout(powerStages(SUMMARY), 500, 200);
+    expect(s).not.toBeNull();
+    if (!s) return;
+    const into = (id: string): number => s.bands.filter((b) => b.to === id).reduce((a, b) => a + b.kw, 0);
+    const out = (id: string): number => s.bands.filter((b) => b.from === id).reduce((a, b) => a + b.kw, 0);
+    expect(out("feed")).toBeCloseTo(100);
+    expect(into("ups")).toBeCloseTo(100);
+    expect(out("ups")).toBeCloseTo(100); // 95 on + 5 lost
+    expect(into("it")).toBeCloseTo(90);
+    expect(into("heat")).toBeCloseTo(100); // IT 90 + losses 5 + 5
+    expect(s.bands.filter((b) => b.loss && b.to !== "heat").map((b) => b.from)).toEqual(["ups", "pdu"]);
+    // widths follow kW: the feed fills the height less the loss lane
+    const feed = s.nodes.find((n) => n.id === "feed");
+    expect(feed?.h).toBeCloseTo(100 * s.scale);
+    expect(s.nodes.every((n) => n.x >= 0 && n.x + n.w <= 500 + 1e-9)).toBe(true);
+  });
+
+  it("draws nothing without a powered feed", () => {
+    expect(sankeyLayout([])).toBeNull();
+    expect(sankeyLayout(powerStages({ power: [{ kind: "feed", input_kw: 0, load_kw: 0 }] }))).toBeNull();
+  });
+});
+
+describe("cduRows", () => {
+  it("lists CDUs only, with headroom and use", () => {
+    expect(cduRows(SUMMARY)).toEqual([["cdu-0", "60", "100", "40", "60 %"]]);
+  });
+});
