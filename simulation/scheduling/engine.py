@@ -306,7 +306,7 @@ class _Run:
         return req.memory_mib > self.max_mem
 
     def maxima(self) -> tuple[int, int, int, int]:
-        return self.st.maxima()
+        return self.st.maxima(cached=self.reuse)
 
     def place(self, req: JobRequest) -> Placement | None:
         """:func:`place_job` under the run's policy, remembered while it cannot change.
@@ -386,13 +386,13 @@ class _Run:
         while i < len(queue) and i <= BACKFILL_WINDOW:
             _, seq, j = queue[i]
             req = self.req_of(seq, j)
-            if req in dead:
+            if dead and req in dead:
                 i += 1
                 continue
             pl = self.place(req) if self.fits_quickly(req, self.maxima()) else None
             if pl is not None:
                 short = now + float(self.work.duration_s[j]) <= shadow
-                cost = 0 if short else sum(1 for n, _, _ in pl if n in reserved)
+                cost = 0 if short and reuse else sum(1 for n, _, _ in pl if n in reserved)
                 if short or cost <= spare:
                     queue.pop(i)
                     self.start(seq, j, pl, float(self.work.arrival_s[j]))

@@ -131,12 +131,12 @@ class ClusterState:
         """Allocated share of the cluster's healthy GPU capacity."""
         return self.allocated_milli / self.total_milli if self.total_milli else 0.0
 
-    def maxima(self) -> tuple[int, int, int, int]:
+    def maxima(self, *, cached: bool = True) -> tuple[int, int, int, int]:
         """(most untouched cards, largest free share, most free CPU, free thousandths);
-        cached until the state changes (the queue asks before every placement)."""
-        cached = self._maxima
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
+        kept until the state changes (the queue asks before every placement)."""
+        kept = self._maxima
+        if cached and kept is not None and kept[0] == self.version:
+            return kept[1]
         full, max_r, cpu = self.table.maxima()
         result = (full, max_r, cpu, self.total_milli - self.allocated_milli)
         self._maxima = (self.version, result)

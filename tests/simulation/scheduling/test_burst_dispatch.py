@@ -91,8 +91,10 @@ def test_a_burst_dispatched_at_once_schedules_as_one_at_a_time(
         policy: str, seed: int, monkeypatch: pytest.MonkeyPatch, skipped: list[int]) -> None:
     nodes = Nodes.uniform(6, 4, servers_per_rack=2)  # 24 cards: 8-card jobs span nodes
     work = burst_workload(seed)
-    initial = [{"placement": [[0, c, 1.0] for c in range(4)], "remaining_s": 2500.0},
-               {"placement": [[1, 0, 0.5]], "remaining_s": None}] if seed == 1 else None
+    initial: list[dict[str, Any]] | None = None
+    if seed == 1:  # the live twin's pinned jobs: one ends at 2,500 s, one never
+        initial = [{"placement": [[0, c, 1.0] for c in range(4)], "remaining_s": 2500.0},
+                   {"placement": [[1, 0, 0.5]], "remaining_s": None}]
 
     def run() -> Any:
         return simulate(nodes, work, policy, mode="full", seed=seed, keep_placements=True,
