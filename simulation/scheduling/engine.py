@@ -319,7 +319,8 @@ class _Run:
         """:func:`place_job` under the run's policy, remembered while it cannot change.
 
         A placement depends on the state, the request and the policy only (``random``
-        also draws from the run's generator): the same request on an unchanged state
+        also draws from the run's generator, but only when the request fits: so only its
+        misses are remembered): the same request on an unchanged state
         (``st.version``) gets the same placement, and one that fits nowhere fits
         nowhere until something is released (``st.releases``: allocating only takes
         resources). A queue of thousands of jobs of a few shapes therefore asks
