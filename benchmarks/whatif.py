@@ -23,6 +23,11 @@ Phases, in this process:
    do) — on every ``--naive-every``-th minute, scaled to every minute; against the
    engine's exact step-function integration of the same segments (its share of the
    what-if's time is measured separately). The energies must agree within 1 %.
+5. **The scheduler's reference dispatch, same run**: the "one case alone" of phase 4
+   again with ``_Run.reuse = False`` — every arrival and completion gets a full pass
+   (placements and the EASY reservation recomputed, no settled pass skipped), as the
+   dispatch did before the reuse — timed against the same case with the reuse; the
+   two results must be identical (``--skip-reference`` leaves it out).
 
 Target: a week's what-if on 4,096 cards answers in ≤ 10 s (issue 25: "an answer in
 seconds"). Exit status 0 only when it does.
@@ -57,6 +62,8 @@ def main() -> int:
     parser.add_argument("--policy", default="fifo-first-fit")
     parser.add_argument("--naive-every", type=int, default=120,
                         help="the naive sampler evaluates every n-th minute, scaled")
+    parser.add_argument("--skip-reference", action="store_true",
+                        help="leave out phase 5 (the dispatch without reuse: slow)")
     args = parser.parse_args()
     os.environ["TWIN_TELEMETRY_PREFIX"] = f"twwhatif{secrets.token_hex(4)}"
     if not os.environ.get("DATABASE_URL"):
@@ -70,6 +77,7 @@ def main() -> int:
     from django.core.management import call_command
     from fork import cover, ensure_cluster, feed
 
+    from simulation.scheduling.engine import _Run
     from simulation.snapshot import PendingJob
     from simulation.whatif import WhatIfSpec, run_case, run_whatif
     from twin.hardware.models import Cluster
@@ -153,6 +161,22 @@ def main() -> int:
     print(f"  ratio: naive figures alone / whole what-if = {ratio:.1f}×", flush=True)
     ok = t_run <= TARGET_S and abs(naive_busy - exact_busy) <= 0.01 * max(exact_busy, 1e-9) \
         + 0.002
+    if not args.skip_reference:
+        _Run.reuse = False
+        try:
+            t = time.perf_counter()
+            plain = run_case(snap, layout, spec, events=(), failures=[])
+            t_plain = time.perf_counter() - t
+        finally:
+            _Run.reuse = True
+        same = (plain.jobs == again.jobs and plain.totals == again.totals
+                and all(np.array_equal(v, again.per_job[k], equal_nan=v.dtype.kind == "f")
+                        for k, v in plain.per_job.items())
+                and np.array_equal(plain.segments, again.segments))
+        print(f"  reference dispatch (a full pass per arrival, nothing reused), the same case: "
+              f"{t_plain:.2f} s; results identical: {'yes' if same else 'NO'}; "
+              f"ratio {t_plain / max(t_case, 1e-9):.1f}×", flush=True)
+        ok = ok and same
     print(f"  target ≤ {TARGET_S:g} s: {'met' if t_run <= TARGET_S else 'MISSED'}", flush=True)
     return 0 if ok else 1
 

@@ -8,6 +8,12 @@ updates, never recomputing the cluster. The state-based policies read a
 :class:`~simulation.scheduling.states.StateTable` instead: the nodes bucketed by
 state (shape, sorted shares, CPU, memory, virtual function left), each state
 with its FGD aggregates, so they score each distinct state once.
+
+Two counters let a caller reuse what it computed on an unchanged state:
+``version`` moves on every change, ``releases`` on every change that can make a
+task fit where it did not (a release, a recomputation). Allocating only takes
+resources, so a task that fits nowhere still fits nowhere until ``releases`` moves
+(the scheduler's queue relies on it: :class:`simulation.scheduling.engine._Run`).
 """
 
 from __future__ import annotations
@@ -86,6 +92,10 @@ class ClusterState:
                                 self.type_ok[sf], types)
         self.table.rebuild(self.free, self.cpu_free, self.mem_free, self.vf_ok)
         self.frag_total = self.table.frag_total()
+        #: moves on every change of the state; ``releases`` on every change that frees
+        self.version = 0
+        self.releases = 0
+        self._maxima: tuple[int, tuple[int, int, int, int]] | None = None
 
     # ------------------------------------------------------------ reads
     @property
@@ -121,14 +131,27 @@ class ClusterState:
         """Allocated share of the cluster's healthy GPU capacity."""
         return self.allocated_milli / self.total_milli if self.total_milli else 0.0
 
-    def maxima(self) -> tuple[int, int, int, int]:
-        """(most untouched cards, largest free share, most free CPU, free thousandths)."""
+    def maxima(self, *, cached: bool = True) -> tuple[int, int, int, int]:
+        """(most untouched cards, largest free share, most free CPU, free thousandths);
+        kept until the state changes (the queue asks before every placement)."""
+        kept = self._maxima
+        if cached and kept is not None and kept[0] == self.version:
+            return kept[1]
         full, max_r, cpu = self.table.maxima()
-        return full, max_r, cpu, self.total_milli - self.allocated_milli
+        result = (full, max_r, cpu, self.total_milli - self.allocated_milli)
+        self._maxima = (self.version, result)
+        return result
+
+    def changed(self, *, freed: bool) -> None:
+        """Note a change (``freed``: one that may make a task fit where it did not)."""
+        self.version += 1
+        if freed:
+            self.releases += 1
 
     # ------------------------------------------------------------ updates
     def refresh_all(self) -> None:
         """Recompute every derived column from ``free``, CPU and memory (setup, live state)."""
+        self.changed(freed=True)
         self.sum_r = self.free.astype(np.int64).sum(axis=1)
         self.full = (self.free == 1000).sum(axis=1).astype(np.int16)
         self.max_r = (self.free.max(axis=1) if self.free.shape[1]
@@ -155,6 +178,7 @@ class ClusterState:
             self.table.compact()
 
     def _apply(self, placement: Placement, cpu: int, mem: int, sign: int, type_id: int) -> None:
+        self.changed(freed=sign < 0)
         per_node: dict[int, int] = {}
         gpus_total = 0
         for node, card, milli in placement:
