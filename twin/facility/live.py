@@ -50,7 +50,6 @@ import numpy as np
 from simulation.facility.model import FacilityModel, compile_model
 from simulation.facility.plant import PlantError
 from simulation.facility.thermal import ThermalState
-from twin.facility.capacity import positions
 
 __all__ = ["MAX_GAP_S", "MIN_DT_S", "LivePlant", "live_plant", "racks_key", "state_key",
            "step_live", "summary_key"]
@@ -128,6 +127,7 @@ def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> Li
             return hit[3]
     else:
         rev = _revision(cluster_id)
+    from twin.facility.capacity import positions  # the models: after the apps load
     from twin.facility.models import Site
     from twin.facility.plant import plant_for_site
 

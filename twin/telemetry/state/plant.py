@@ -8,7 +8,6 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from twin.facility import live
 from twin.telemetry.config import conf, redis_client
 
 __all__ = ["plant_racks", "plant_summary"]
@@ -16,6 +15,8 @@ __all__ = ["plant_racks", "plant_summary"]
 
 def plant_summary(cluster_id: int) -> dict[str, Any] | None:
     """PUE, power, CDUs, feeds and PDUs at the last tick (None: no facility or no tick)."""
+    from twin.facility import live  # here: the state's readers load before the apps
+
     raw = redis_client().get(live.summary_key(conf().prefix, cluster_id))
     return None if raw is None else dict(json.loads(raw))
 
@@ -23,6 +24,8 @@ def plant_summary(cluster_id: int) -> dict[str, Any] | None:
 def plant_racks(cluster_id: int, version: str) -> dict[str, np.ndarray] | None:
     """Per rack of layout ``version`` (its rack order): coolant ``supply_c``,
     ``return_c``, ``flow_kg_s`` and ``card_c`` at the last tick (None: none yet)."""
+    from twin.facility import live
+
     raw = redis_client().get(live.racks_key(conf().prefix, cluster_id))
     if raw is None:
         return None
