@@ -87,6 +87,28 @@ CROSS_FIELD_RULES = {
     "POST /api/telemetry/targets/": "timeout_s ≤ interval_s",
     "PUT /api/telemetry/targets/{id}/": "timeout_s ≤ interval_s",
     "PATCH /api/telemetry/targets/{id}/": "timeout_s ≤ interval_s",
+    "POST /api/facility/sites/": "the wet bulb is not above the dry bulb; the weather series "
+                                 "is (time, dry, wet) points in time order with wet ≤ dry",
+    "PUT /api/facility/sites/{id}/": "wet bulb ≤ dry bulb; the weather series' points",
+    "PATCH /api/facility/sites/{id}/": "wet bulb ≤ dry bulb; the weather series' points",
+    "POST /api/facility/power/": "the parent is a kind that may feed this one, in the same "
+                                 "site, with no cycle; units fit the redundancy; every rating "
+                                 "above holds the load below",
+    "PUT /api/facility/power/{id}/": "the parent's kind and site, no cycle; every rating kept",
+    "PATCH /api/facility/power/{id}/": "the parent's kind and site, no cycle; every rating kept",
+    "POST /api/facility/cooling/": "the parent is a kind that may take this one's heat, in the "
+                                   "same site, with no cycle; the flows a kind needs; every "
+                                   "capacity above holds the heat below",
+    "PUT /api/facility/cooling/{id}/": "the parent's kind and site, no cycle; the flows a kind "
+                                       "needs; every capacity kept",
+    "PATCH /api/facility/cooling/{id}/": "the parent's kind and site, no cycle; the flows a "
+                                         "kind needs; every capacity kept",
+    "POST /api/facility/racks/": "the rack's site; a liquid rack hangs from a CDU or TCS loop, "
+                                 "an air rack from a CRAH; every rating kept",
+    "PUT /api/facility/racks/{id}/": "the elements' kinds and site for the rack's class; "
+                                     "every rating kept",
+    "PATCH /api/facility/racks/{id}/": "the elements' kinds and site for the rack's class; "
+                                       "every rating kept",
 }
 
 
