@@ -178,3 +178,34 @@ def test_a_what_if_runs_in_the_worker(celery_worker, admin_client_api, tiny_clus
     res = body["result"]
     assert res["random_failures"] >= 0 and res["perturbed"]["applied"][0]["kind"] == "cap_power"
     assert res["perturbed"]["applied"][0]["clock"] < 1.0
+
+
+def test_a_what_if_on_a_built_cluster_runs_its_plant_with_a_cdu_trip(db):
+    """A preset-built cluster has a facility: the what-if composes it (PUE from the plant,
+    both cases), and a CDU of that plant is a target a facility event may name."""
+    from twin.facility.models import CoolingElement
+    from twin.hardware.builder import build_cluster
+
+    built = build_cluster("seed-512", supernodes=1, name="plant-whatif")
+    cdu = CoolingElement.objects.filter(site__cluster_id=built["cluster_id"],
+                                        kind="cdu").values_list("key", flat=True).first()
+    out = StringIO()
+    call_command("run_scenario", "whatif", "--cluster", "plant-whatif", "--no-progress",
+                 "--json", "--params", json.dumps({"horizon_h": 2, "failure_rate": 0, "events": [
+                     {"at_s": 600, "kind": "cdu_trip", "target": cdu}]}), stdout=out)
+    result = json.loads(out.getvalue()[out.getvalue().index("{"):])
+    facility = result["facility"]
+    assert facility is not None
+    # PUE is computed from the plant's losses, pumps and fans: above 1 in both cases. With
+    # no job the cards idle on a plant sized for the racks' nameplate draw, so the fixed
+    # losses (UPS at light load, pumps and fans at design flow) weigh heavily: well above
+    # the seeds' 1.05, as a lightly loaded real plant is.
+    assert 1.0 < facility["baseline"]["mean_pue"] < 3.0
+    assert 1.0 < facility["perturbed"]["mean_pue"] < 3.0
+    # A tripped CDU cannot make its racks run cooler than doing nothing.
+    assert facility["perturbed"]["max_card_c"] >= facility["baseline"]["max_card_c"]
+    with pytest.raises(CommandError) as exc:
+        call_command("run_scenario", "whatif", "--cluster", "plant-whatif", "--no-progress",
+                     "--params", json.dumps({"horizon_h": 2, "events": [
+                         {"at_s": 600, "kind": "cdu_trip", "target": "no-such-cdu"}]}))
+    assert "params.events[0].target" in str(exc.value) or "events[0]" in str(exc.value)

@@ -12,9 +12,8 @@ against this cluster: a target that does not exist here (or is another cluster's
 the baseline and the perturbed case from the same snapshot and seed, side by side.
 
 **The plant** for facility events (CDU or feed trip, wet bulb) and PUE is obtained in
-one place, :func:`plant_for`; it returns None today (the facility app that builds a
-``Plant`` from a cluster's rows is not merged yet), so facility events are refused
-with a 400 saying the cluster has no facility.
+one place, :func:`plant_for` (the facility app's ``plant_for_cluster``); a cluster
+without a facility has none, and its facility events are refused with a 400 saying so.
 """
 from __future__ import annotations
 
@@ -52,10 +51,25 @@ SWITCH_KINDS = ("leaf", "spine", "core", "pcie_switch")
 def plant_for(cluster: Any) -> Any | None:
     """The cluster's facility plant (``simulation.facility.plant.Plant``), or None.
 
-    The single place the what-if obtains it: when ``twin.facility.plant.plant_for_cluster``
-    lands, return ``plant_for_cluster(cluster)`` here. Today no cluster has one.
+    The single place the what-if obtains it (``twin.facility.plant.plant_for_cluster``):
+    None for a cluster without a facility, and for a plant the engine cannot simulate
+    (then facility events are refused as for a cluster without one, and the kind's
+    result has no facility side). ``cluster`` is a ``Cluster`` or its id.
     """
-    return None
+    from simulation.facility.plant import PlantError
+    from simulation.facility.validate import validate
+    from twin.facility.models import Site
+    from twin.facility.plant import plant_for_cluster
+
+    cluster_id = getattr(cluster, "pk", cluster)
+    if not Site.objects.filter(cluster_id=cluster_id).exists():
+        return None
+    try:
+        plant = plant_for_cluster(cluster_id)
+        validate(plant)
+    except PlantError:
+        return None
+    return plant
 
 
 def _err(exc: WhatIfInputError) -> ScenarioInputError:
@@ -116,9 +130,11 @@ class WhatIfKind(ScenarioKind):
         spec = self._spec(mine)
         snapshot = live_state(cluster)
         layout = cluster_layout(cluster)
-        check_targets(spec, layout, snapshot, plant_for(cluster), cluster.name)
+        plant = plant_for(cluster)
+        check_targets(spec, layout, snapshot, plant, cluster.name)
         return {"spec": spec.to_dict(), "layout": layout.to_dict(),
-                "snapshot": snapshot.to_dict(), "has_plant": False,
+                "snapshot": snapshot.to_dict(), "has_plant": plant is not None,
+                "cluster_id": cluster.pk,
                 "note": snapshot.note or ""}
 
     def _spec(self, mine: Mapping[str, Any]) -> WhatIfSpec:
@@ -160,7 +176,8 @@ class WhatIfKind(ScenarioKind):
         layout = Layout.from_dict(inputs["layout"])
         spec = WhatIfSpec.from_dict(inputs["spec"])
         try:
-            result = run_whatif(snapshot, layout, spec, plant=None, progress=progress)
+            plant = plant_for(inputs["cluster_id"]) if inputs.get("has_plant") else None
+            result = run_whatif(snapshot, layout, spec, plant=plant, progress=progress)
         except WhatIfInputError as exc:
             raise _err(exc) from exc
         out = result.to_dict()
