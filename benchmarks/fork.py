@@ -57,18 +57,10 @@ JOBS_PER_SUPERNODE = 9
 
 
 def ensure_cluster(cards: int) -> int:
-    from twin.hardware.builder import build_cluster
-    from twin.hardware.models import Card, Cluster
+    """The benchmark's seed-512 cluster of ``cards`` cards (reused across runs)."""
+    from benchmarks.seedcluster import ensure_cluster as ensure_named
 
-    name = f"fork-bench-{cards}"
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None or Card.objects.filter(supernode__cluster=cluster).count() != cards:
-        print(f"building {name}: seed-512 × {cards // 512} supernodes …", flush=True)
-        started = time.perf_counter()
-        build_cluster("seed-512", name=name, supernodes=cards // 512, replace=True)
-        print(f"  built in {time.perf_counter() - started:.1f} s", flush=True)
-        cluster = Cluster.objects.get(name=name)
-    return int(cluster.pk)
+    return int(ensure_named(f"fork-bench-{cards}", cards).pk)
 
 
 def cover(cluster_id: int) -> None:

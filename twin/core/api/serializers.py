@@ -36,7 +36,7 @@ from rest_framework.settings import api_settings
 from twin.core.api.bounds import bounded_kwargs
 from twin.core.bounds import AtLeast, AtMost
 
-__all__ = ["PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
+__all__ = ["AllowOverBudgetSerializer", "PlainPrimaryKeyRelatedField", "ValidatedModelSerializer"]
 
 
 class PlainPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
@@ -119,3 +119,22 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
         cleaned = self._cleaned_instance
         cleaned.save()
         return cleaned
+
+
+class AllowOverBudgetSerializer(ValidatedModelSerializer):
+    """A write a limit may refuse (a rack's budget, an element's rating) unless the
+    client sets ``allow_over_budget``: the flag is not stored but handed to the model
+    (its ``clean()`` then records instead of refusing), and it reads back false unless
+    this response is the write that set it, so a PUT of every field as read still works.
+    Subclasses declare the field with their own help text and report what went over."""
+
+    def build(self, attrs: dict[str, Any]) -> models.Model:
+        self._allow = bool(attrs.pop("allow_over_budget", False))
+        instance = super().build(attrs)
+        instance.allow_over_budget = self._allow  # type: ignore[attr-defined]
+        return instance
+
+    def to_representation(self, instance: models.Model) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["allow_over_budget"] = getattr(self, "_allow", False)
+        return data

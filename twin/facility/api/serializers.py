@@ -14,7 +14,7 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from twin.core.api.serializers import ValidatedModelSerializer
+from twin.core.api.serializers import AllowOverBudgetSerializer, ValidatedModelSerializer
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
 
 __all__ = [
@@ -36,7 +36,7 @@ class _OverCapacity(serializers.Serializer):
     usable_kw = serializers.FloatField()
 
 
-class RatedSerializer(ValidatedModelSerializer):
+class RatedSerializer(AllowOverBudgetSerializer):
     """A write that may take elements over their rating: refused unless allowed."""
 
     allow_over_budget = serializers.BooleanField(
@@ -47,17 +47,6 @@ class RatedSerializer(ValidatedModelSerializer):
     over_capacity = serializers.SerializerMethodField(
         help_text="The elements this write took over their rating because allow_over_budget "
                   "was set; null otherwise.")
-
-    def build(self, attrs: dict[str, Any]) -> models.Model:
-        self._allow = bool(attrs.pop("allow_over_budget", False))
-        instance = super().build(attrs)
-        instance.allow_over_budget = self._allow
-        return instance
-
-    def to_representation(self, instance: models.Model) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["allow_over_budget"] = getattr(self, "_allow", False)
-        return data
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)

@@ -22,7 +22,7 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from twin.core.api.serializers import ValidatedModelSerializer
+from twin.core.api.serializers import AllowOverBudgetSerializer, ValidatedModelSerializer
 from twin.hardware.choices import CardStatusChoices, DeviceKindChoices
 from twin.hardware.constants import CARD_ENDPOINT
 from twin.hardware.models import (
@@ -72,7 +72,7 @@ class OverBudgetSerializer(serializers.Serializer):
     racks = _Overload(many=True, help_text="The worst few, most watts over first.")
 
 
-class BudgetedSerializer(ValidatedModelSerializer):
+class BudgetedSerializer(AllowOverBudgetSerializer):
     """A write that may add draw to racks: refused over budget unless explicitly allowed."""
 
     # Readable too (false unless this response is the write that set it), so that a
@@ -87,17 +87,6 @@ class BudgetedSerializer(ValidatedModelSerializer):
         help_text="The racks this write took over budget because allow_over_budget was set; "
                   "null otherwise.",
     )
-
-    def build(self, attrs: dict[str, Any]) -> models.Model:
-        self._allow = bool(attrs.pop("allow_over_budget", False))
-        instance = super().build(attrs)
-        instance.allow_over_budget = self._allow
-        return instance
-
-    def to_representation(self, instance: models.Model) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["allow_over_budget"] = getattr(self, "_allow", False)
-        return data
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
