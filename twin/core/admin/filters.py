@@ -16,6 +16,11 @@ How a filter shows in the sidebar:
 * *hidden*: filters the admin did not ask to show are still applied from the
   URL (links from other pages use them) and appear only while active, with a
   link that removes them.
+
+The options of a related model that belongs to a cluster (its admin declares
+``cluster_field``) are only those the user may see: a tenant granted cluster A is
+not offered cluster B (nor B's racks, supernodes…), so the sidebar does not tell
+that B exists (issue 22, item 7; ``docs/access.md``).
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from django.db import models
 from django.http import HttpRequest, QueryDict
 from django.utils.text import capfirst
 from django_filters.utils import label_for_filter
+
+from twin.core.access import access_for
 
 __all__ = ["FilterSetListFilter", "filterset_list_filters"]
 
@@ -66,6 +73,7 @@ class FilterSetListFilter(admin.ListFilter):
                  model: type[models.Model], model_admin: admin.ModelAdmin) -> None:
         super().__init__(request, params, model, model_admin)
         self.model = model
+        self.model_admin = model_admin
         self.values: list[str] = [v for v in params.pop(self.parameter_name, []) if v != ""]
         if self.values:
             self.used_parameters[self.parameter_name] = self.values
@@ -85,7 +93,7 @@ class FilterSetListFilter(admin.ListFilter):
         if isinstance(flt, df.BooleanFilter):
             return [("true", "Yes"), ("false", "No")]
         if isinstance(flt, df.ModelChoiceFilter | df.ModelMultipleChoiceFilter):
-            return self._object_options(flt.get_queryset(request), "pk")
+            return self._object_options(self._visible(request, flt.get_queryset(request)), "pk")
         if isinstance(flt, df.ChoiceFilter | df.MultipleChoiceFilter):
             choices = flt.extra.get("choices", ())
             if callable(choices):
@@ -99,9 +107,11 @@ class FilterSetListFilter(admin.ListFilter):
             return None
         model, field, crossed = resolved
         if field.is_relation and field.related_model is not None:
-            return self._object_options(field.related_model._default_manager.all(), "pk")
+            return self._object_options(
+                self._visible(request, field.related_model._default_manager.all()), "pk")
         if crossed and field.unique:
-            return self._object_options(model._default_manager.all(), field.attname)
+            return self._object_options(self._visible(request, model._default_manager.all()),
+                                        field.attname)
         if isinstance(flt, df.CharFilter) and not crossed:
             column = model._default_manager.order_by(field.attname).values_list(
                 field.attname, flat=True)
@@ -110,6 +120,15 @@ class FilterSetListFilter(admin.ListFilter):
                 return None
             return [(str(v), str(v)) for v in values if v not in _BLANK]
         return None
+
+    def _visible(self, request: HttpRequest, queryset: models.QuerySet) -> models.QuerySet:
+        """``queryset`` without other tenants' rows, when its model belongs to a cluster
+        (its registered admin names the path: ``cluster_field``)."""
+        related_admin = self.model_admin.admin_site._registry.get(queryset.model)
+        path = getattr(related_admin, "cluster_field", None)
+        if path is None:
+            return queryset
+        return access_for(request.user, request).filter(queryset, path)
 
     def _object_options(self, queryset: models.QuerySet, attr: str) -> list[tuple[str, str]] | None:
         # In primary-key order (an index walk): sorting a big table by its Meta.ordering

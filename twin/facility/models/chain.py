@@ -20,6 +20,7 @@ from django.db.models import Q
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.facility.choices import RedundancyChoices
 
 __all__ = ["MAX_UNITS", "ChainElement", "RatedWrite", "usable_units"]
@@ -85,7 +86,7 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
                              related_name="%(class)ss")
     key = models.SlugField(max_length=64, help_text="Unique in its chain on the site "
                                                     "(\"pdu-r3\", \"cdu-7\").")
-    name = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=100, blank=True, validators=[printable])
     parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True,
                                related_name="children",
                                help_text="Upstream: power comes from it, heat goes to it.")
@@ -122,6 +123,9 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
                                    name=f"{prefix}_2n_has_two"),
             models.CheckConstraint(condition=Q(parent__isnull=True) | ~Q(parent=models.F("pk")),
                                    name=f"{prefix}_not_own_parent"),
+            # The key is a slug (stricter than printable); the database checks at least this.
+            printable_constraint("key", f"{prefix}_key_printable"),
+            printable_constraint("name", f"{prefix}_name_printable"),
         ]
 
     def deletion_contents(self) -> dict[str, models.QuerySet]:

@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
+from twin.core.validators import printable, printable_constraint
 from twin.facility.constants import MAX_KW
 
 __all__ = ["Site"]
@@ -26,8 +27,8 @@ class Site(GuardedDeletion, TimestampedModel):
 
     cluster = models.OneToOneField("hardware.Cluster", on_delete=models.CASCADE,
                                    related_name="facility_site")
-    name = models.CharField(max_length=100)
-    location = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=100, validators=[printable])
+    location = models.CharField(max_length=200, blank=True, validators=[printable])
     dry_bulb_c = models.FloatField("Design dry bulb (°C)", default=35.0,
                                    validators=bounded(MIN_C, MAX_C, "°C"))
     wet_bulb_c = models.FloatField("Design wet bulb (°C)", default=24.0,
@@ -49,6 +50,8 @@ class Site(GuardedDeletion, TimestampedModel):
             models.CheckConstraint(condition=Q(dry_bulb_c__gte=MIN_C) & Q(dry_bulb_c__lte=MAX_C)
                                    & Q(wet_bulb_c__gte=MIN_C) & Q(wet_bulb_c__lte=MAX_C),
                                    name="facility_site_temperatures_bounded"),
+            printable_constraint("name", "facility_site_name_printable"),
+            printable_constraint("location", "facility_site_location_printable"),
         ]
 
     def __str__(self) -> str:
