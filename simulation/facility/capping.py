@@ -187,16 +187,16 @@ def allocate(demand_w: F64, min_w: F64, max_w: F64, limits: CapLimits,
     n = demand_w.shape[0]
     binding = np.zeros(n, dtype=np.int8)
     hi = np.asarray(max_w, dtype=float)
-    headroom = np.full(n, 50.0)
     if limits.coolant_c is not None:
         thermal = (limits.limit_c - limits.coolant_c) / limits.r_k_w
         binding[thermal < np.minimum(demand_w, hi)] = 1
         hi = np.maximum(np.minimum(hi, thermal), min_w)
-        headroom = np.maximum(limits.limit_c - (limits.coolant_c + demand_w * limits.r_k_w), 0.5)
-    want = np.clip(demand_w, min_w, hi)
+    want = np.minimum(np.maximum(demand_w, min_w), hi)    # np.clip, without its overhead
     if policy == "priority":
         coef = 1.0 / np.maximum(weight if weight is not None else np.ones(n), 1e-6)
     elif policy == "thermal":
+        headroom = (np.full(n, 50.0) if limits.coolant_c is None else np.maximum(
+            limits.limit_c - (limits.coolant_c + demand_w * limits.r_k_w), 0.5))
         coef = 1.0 / headroom
     else:
         coef = np.ones(n)
@@ -214,7 +214,8 @@ def allocate(demand_w: F64, min_w: F64, max_w: F64, limits: CapLimits,
         for grp in groups:
             g = np.where(grp >= 0, grp, limits.chain.n)
             want, over = _cut(want, min_w, coef, g, big, binding, 3)
-            elements_limited.extend(int(e) for e in np.flatnonzero(over[:-1]))
+            if over.any():
+                elements_limited.extend(int(e) for e in np.flatnonzero(over[:-1]))
     site_limited = False
     if limits.site_limit_w is not None:
         want, over = _cut(want, min_w, coef, np.zeros(n, dtype=np.int64),
