@@ -2,6 +2,8 @@
 overshoot, and the throughput the caps cost through the DVFS curve."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -152,3 +154,32 @@ def test_unknown_policy_is_refused() -> None:
     limits = CapLimits(card_rack=np.zeros(1, dtype=np.int64), rack_limit_w=np.array([1.0]))
     with pytest.raises(ValueError, match="policy"):
         allocate(np.ones(1), np.zeros(1), np.ones(1), limits, "random")
+
+
+@pytest.mark.parametrize("snap", [1e-6, 1e-3])
+def test_a_rising_cap_lands_exactly_on_its_target_within_the_stated_ticks(snap: float) -> None:
+    """The snap: a rise ends on the allocation itself after ⌈ln(snap)/ln(1 − α)⌉ + 1
+    ticks of a steady target, and stays bit for bit; without it the cap only nears it."""
+    cards, lo, hi = 40, 200.0, 1200.0
+    limits = CapLimits(card_rack=np.zeros(cards, dtype=np.int64),
+                       rack_limit_w=np.array([40e3]))
+
+    def caps_after_release(snap_share: float, ticks: int) -> list[np.ndarray]:
+        ctl = CapController(min_w=np.full(cards, lo), max_w=np.full(cards, hi), snap=snap_share)
+        ctl.caps_w = np.full(cards, lo)          # held at the minimum, then released
+        out = []
+        for _ in range(ticks):   # the cards draw their caps: they want more
+            out.append(ctl.update(ctl.caps_w.copy(), limits).caps_w.copy())
+        return out
+
+    target = allocate(np.full(cards, hi), np.full(cards, lo), np.full(cards, hi),
+                      limits).caps_w
+    bound = math.ceil(math.log(snap) / math.log(1 - 0.6)) + 1
+    snapped = caps_after_release(snap, bound + 5)
+    first = next(k for k, c in enumerate(snapped) if np.array_equal(c, target))
+    assert first < bound
+    assert all(np.array_equal(c, target) for c in snapped[first:])
+    assert all((c <= target).all() for c in snapped)            # from below: no overshoot
+    never = caps_after_release(0.0, bound + 5)
+    assert not np.array_equal(never[-1], target)
+    assert np.abs(never[-1] - target).max() < snap * (hi - lo)

@@ -34,6 +34,33 @@ def test_skipping_quiescent_stretches_equals_stepping_every_second(plant) -> Non
         assert fast.energy[key] == pytest.approx(full.energy[key], rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.parametrize("quiescent_k", [1e-4, 1e-3, 1e-2])
+def test_skipping_a_relaxing_plant_stays_within_the_stated_tolerance(plant,
+                                                                     quiescent_k) -> None:
+    """Capping on and holding the site contract, events: the skip taken while the
+    plant still relaxes leaves the temperatures within ``quiescent_k`` of stepping
+    every second, the energies within 1e-6 relative, the capped ticks the same, and
+    computes fewer steps than the exact skip alone."""
+    contracted = replace(plant, site=replace(plant.site, contract_kw=24 * 40 * 0.9 * 1.12))
+    inp = WhatIfInput(horizon_s=7200.0, points=7200, capping=True,
+                      events=(Event(300.0, "pump_trip", "cdu-0"),
+                              Event(900.0, "hot_day", value=4.0, duration_s=1800.0),
+                              Event(3000.0, "load_surge", value=1.15)))
+    full = run(contracted, inp, skip_quiescent=False)
+    exact = run(contracted, replace(inp, quiescent_k=0.0))
+    fast = run(contracted, replace(inp, quiescent_k=quiescent_k))
+    assert full.capping["ticks_capped"] > 0
+    assert fast.steps_computed < exact.steps_computed < full.steps_computed
+    assert fast.t_s == full.t_s
+    for key in ("max_card_c", "mean_card_c", "max_rack_return_c", "max_cdu_supply_c",
+                "facility_supply_c"):
+        np.testing.assert_allclose(fast.series[key], full.series[key], rtol=0,
+                                   atol=quiescent_k)
+    for key in ("facility_kwh", "it_kwh", "it_lost_kwh"):
+        assert fast.energy[key] == pytest.approx(full.energy[key], rel=1e-6)
+    assert fast.capping["ticks_capped"] == full.capping["ticks_capped"]
+
+
 def test_cdu_trip_gives_its_racks_a_time_to_the_limit(plant) -> None:
     res = run(plant, WhatIfInput(horizon_s=900.0, load_fraction=0.9,
                                  events=(Event(100.0, "cdu_trip", "cdu-1"),)))
@@ -113,6 +140,8 @@ def test_series_are_bounded_and_round_trip_as_json(plant) -> None:
     ({"events": [{"at_s": 1.0, "kind": "hot_day", "colour": 1}]}, "events[0].colour"),
     ({"rack_w": [1.0, 2.0]}, "rack_w"),
     ({"policy": "random"}, "policy"),
+    ({"quiescent_k": -1e-4}, "quiescent_k"),
+    ({"quiescent_k": float("nan")}, "quiescent_k"),
     ({"bogus": 1}, "bogus"),
 ])
 def test_bad_input_names_its_field(plant, data, field: str) -> None:
