@@ -511,7 +511,8 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     z = b.zero
 
     dense_layer = model.layer_params if not model.moe else (
-        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
+        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params
+        + moe_share * model.shared_params)  # shared experts: replicated over EP, as dense
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp
     p_expert = L_stage * expert_layer / (tp * ep)

@@ -5,6 +5,7 @@ Forward FLOPs of one layer for b sequences of s tokens (t = 1):
     QKV + output   2bs·h·(h + 2·kv·h/a) + 2bs·h²
     attention      4bs²h                 (QKᵀ and A·V, causal mask not discounted)
     MLP            2bs·n_mat·h·ffn · top_k·(capacity on hardware)  (+ 2bs·h·E router)
+                   + 2bs·n_mat·h·shared_width (shared experts, every token; MoE layer)
     logits         2bs·h·V               (once, on the last stage)
 
 Backward = 2 × forward (Narayanan et al. 2021, §5.1). Model FLOPs (MFU) count
@@ -42,6 +43,7 @@ def layer_flops(model: ModelSpec, tokens: float, *, moe: bool = False,
     if moe:
         mlp *= model.top_k * (model.capacity_factor if hardware else 1.0)
         mlp += 2 * tokens * h * model.experts
+        mlp += 2 * tokens * model.mlp_matrices * h * model.shared_width
     core = 4 * tokens * model.seq_len * q
     return proj + mlp, core
 

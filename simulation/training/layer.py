@@ -109,7 +109,9 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     FP8), the attention output of the projection (T·h/t), the activation output of
     the MLP down (T'·f/t, T' = routed tokens). Backward, the output gradients of the
     same four GEMMs: T·(h + 2kv)/t, T·h (÷ t with SP), T'·n_up·f/t, T'·h (÷ t with SP;
-    an expert's T'·h). MoE layers weighted by their share of the layers.
+    an expert's T'·h); shared experts add their down input T·f_s/t forward (their up
+    input is the normed x already cast) and T·n_up·f_s/t + T·h backward. MoE layers
+    weighted by their share of the layers.
 
     >>> from simulation.training.models import MODELS
     >>> one = np.array([1.0])
@@ -122,12 +124,15 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     r = np.where(sp, 1.0 / tp, 1.0)
     T = tokens
-    routed = 1.0
+    routed, fs, hs = 1.0, 0.0, 0.0
     if model.moe:
         share = model.moe_layers / model.layers
         routed = 1.0 + share * (model.top_k * model.capacity_factor - 1.0)
-    fwd = T * h * r + T * q / tp + T * h * r * routed + T * routed * f / tp
-    bwd = T * (q + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
+        if model.shared_width:  # shared experts: the down input; backward their gradients
+            fs, hs = share * model.shared_width, share * h
+    fwd = T * h * r + T * q / tp + T * h * r * routed + T * (routed * f + fs) / tp
+    bwd = (T * (q + 2 * kv) / tp + T * h * r + T * n_up * (routed * f + fs) / tp
+           + T * (routed * h + hs) * r)
     return fwd, bwd
 
 
@@ -183,10 +188,11 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     qkv_b = qkv_d + qkv_w
     prj_f, prj_b = _fwd_bwd(T, h * one, q / tp, one, elem, flops, hbm, sms, st)
 
-    def mlp(tok: F64, experts: float | F64) -> tuple[F64, F64, F64, F64]:
-        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
-                                            flops, hbm, sms, st)
-        dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
+    def mlp(tok: F64, experts: float | F64, width: float = f) -> tuple[F64, F64, F64, F64]:
+        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * width / tp, h * one, experts * one,
+                                            elem, flops, hbm, sms, st)
+        dn_f, dn_b = _fwd_bwd(tok, h * one, width / tp, experts * one, elem, flops, hbm, sms,
+                              st)
         return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
     mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0)
@@ -198,6 +204,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
         e_f, e_b, e_d, e_w = mlp(T * routed * ep / model.experts, model.experts / ep * one)
         router = 2 * T * h * model.experts / flops
+        if model.shared_width:  # the shared experts: a dense MLP every token runs
+            s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))
+            e_f, e_b, e_d, e_w = e_f + s_f, e_b + s_b, e_d + s_d, e_w + s_w
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
         up_d = (1 - share) * up_d + share * e_d
@@ -213,10 +222,11 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
 
     # memory-bound kernels (elements, then bytes)
+    share_w = model.moe_layers / model.layers * model.shared_width if model.moe else 0.0
     dropout = 0.5 if model.dropout else 0.0
     norm_el, rope_el, act_el = eager_elements(model, eager)
     per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r
-    act = act_el * T * routed * f / tp
+    act = act_el * T * (routed * f + share_w) / tp
     rope = 0.0 if model.learned_positions else rope_el * T * (q + kv) / tp
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed

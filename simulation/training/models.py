@@ -9,10 +9,15 @@ Mixtral): every ``moe_every``-th MLP is ``experts`` copies, each token routed
 to ``top_k`` of them, each expert taking at most capacity_factor × its even
 share of tokens.
 
+DeepSeekMoE (Dai et al. 2024, DeepSeekMoE, §3.2; DeepSeek-AI 2024, DeepSeek-V3
+Technical Report, §2.1.2) adds ``shared_experts`` that every token runs: a
+dense MLP of width shared_experts × ``shared_ffn`` on each MoE layer.
+
 Parameters (weights only, biases and norms included as vectors):
 
     per layer   = h·(h + 2·kv·h/a) + h·h          (Q, K, V, output)
                 + n_mat·h·ffn × (experts on an MoE layer) + h·experts (router)
+                + n_mat·h·shared_experts·shared_ffn (MoE layer)
                 + 4h (norm gains/biases) [+ biases 3h+2kv·h/a+ffn+h·… when ``bias``]
     embeddings  = V·h (+ V·h untied output) (+ s·h learned positions)
 
@@ -67,6 +72,12 @@ class ModelSpec:
     head_size: int = 0
     """Size of one attention head when it is not h / a (0): Qwen3 (128 with h = 2,048 and
     32 heads), GPT-OSS (64 with h = 2,880 and 64 heads); the queries are then a·d wide."""
+    shared_experts: int = 0
+    """Experts every token runs besides its top_k routed ones on an MoE layer (DeepSeekMoE:
+    Dai et al. 2024, §3.2; DeepSeek-V3 1, Qwen3 and Mixtral 0): priced as one dense MLP of
+    ``shared_width`` = shared_experts × ``shared_ffn``."""
+    shared_ffn: int = 0
+    """FFN width of one shared expert (0: the routed experts' ``ffn``)."""
 
     @property
     def head_dim(self) -> int:
@@ -108,6 +119,20 @@ class ModelSpec:
         return n * self.hidden * self.ffn + biases
 
     @property
+    def shared_width(self) -> int:
+        """Width of the MLP every token runs on an MoE layer besides its routed experts."""
+        return self.shared_experts * (self.shared_ffn or self.ffn) if self.moe else 0
+
+    @property
+    def shared_params(self) -> int:
+        """Shared experts of one MoE layer (+ biases: n_mat − 1 up widths and h per expert)."""
+        if not self.shared_width:
+            return 0
+        n, w = self.mlp_matrices, self.shared_width
+        biases = ((n - 1) * w + self.shared_experts * self.hidden) if self.bias else 0
+        return n * self.hidden * w + biases
+
+    @property
     def layer_params(self) -> int:
         """A dense layer: attention + MLP + two norms (gain and bias each)."""
         return self.attention_params + self.mlp_params + 4 * self.hidden
@@ -131,13 +156,14 @@ class ModelSpec:
     def params(self) -> int:
         """Total parameters (every expert counted)."""
         dense = self.layers * self.layer_params
-        per = (self.experts - 1) * self.mlp_params + self.hidden * self.experts
+        per = ((self.experts - 1) * self.mlp_params + self.hidden * self.experts
+               + self.shared_params)
         extra = self.moe_layers * per
         return dense + extra + self.embedding_params
 
     @property
     def active_params(self) -> int:
-        """Parameters a token passes through (top_k experts of each MoE layer)."""
+        """Parameters a token passes through (top_k routed + the shared experts of an MoE layer)."""
         if not self.moe:
             return self.params
         return self.params - self.moe_layers * (self.experts - self.top_k) * self.mlp_params
@@ -264,6 +290,8 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     top_k = integer(merged.get("top_k", 1), f"{path}top_k", high=experts)
     cap = number(merged.get("capacity_factor", 1.0), f"{path}capacity_factor", low=1.0, high=64)
     every = integer(merged.get("moe_every", 1), f"{path}moe_every", high=layers)
+    shared = integer(merged.get("shared_experts", 0), f"{path}shared_experts", low=0, high=64)
+    shared_ffn = integer(merged.get("shared_ffn", 0), f"{path}shared_ffn", low=0, high=1 << 24)
     flags = {
         k: flag(merged.get(k, getattr(ModelSpec, k)), f"{path}{k}")
         for k in ("bias", "tied_embeddings", "learned_positions", "dropout")
@@ -275,5 +303,6 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     if not isinstance(source, str):
         raise TrainingInputError(f"{path}source", "a string")
     spec = ModelSpec(name, layers, hidden, heads, kv, ffn, activation, seq, vocab, experts,
-                     top_k, cap, every, source=source, head_size=head_size, **flags)
+                     top_k, cap, every, source=source, head_size=head_size,
+                     shared_experts=shared, shared_ffn=shared_ffn, **flags)
     return replace(spec)

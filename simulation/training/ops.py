@@ -149,6 +149,11 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
         gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
         mem("experts activation", act_el * T * kc * f / tp, share)
         gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)
+        fs = float(model.shared_width)
+        if fs:
+            gemm("shared experts up", T, n_up * fs / tp, h, 1.0, elem, g_rate, dtype, share)
+            mem("shared experts activation", act_el * T * fs / tp, share)
+            gemm("shared experts down", T, h, fs / tp, 1.0, elem, g_rate, dtype, share)
     mem("bias-dropout-residual (MLP)", (3 + dropout) * T * h * r)
 
     recipe = CAST_RECIPES[int(one_b.recipe[0])]
