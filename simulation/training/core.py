@@ -307,8 +307,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- CP: K and V all-gathered forward, their gradients reduce-scattered backward
     cp_layer = np.zeros_like(fwd)
     if np.any(b.cp > 1):  # (the search holds cp at 1: no table look-ups then)
-        kv_w = float(model.kv_heads * model.head_dim)
-        kv_bytes = cp * tokens * 2.0 * kv_w / tp * 2.0 * act_scale  # the gathered K and V
+        kv_w = float(model.kv_gather_width)  # K + V per token (MLA: up-projected)
+        kv_bytes = cp * tokens * kv_w / tp * 2.0 * act_scale  # the gathered K and V
         k_cp, n_cp = group_split(b.cp, b.tp, system.scale_up_domain)
         cp_ag = comm.time("allgather", k_cp, n_cp, kv_bytes)
         cp_layer = np.where(b.cp > 1, cp_ag * np.where(rc == 2, 2.0, 1.0)
@@ -511,7 +511,7 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     z = b.zero
 
     dense_layer = model.layer_params if not model.moe else (
-        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params
+        model.attention_params + 4 * h + (1 - moe_share) * model.dense_mlp_params
         + moe_share * model.shared_params)  # shared experts: replicated over EP, as dense
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp

@@ -65,3 +65,53 @@ def test_shared_experts_weights_are_replicated_over_ep() -> None:
     d1 = weights(SHARED, 1) - weights(QWEN, 1)
     d8 = weights(SHARED, 8) - weights(QWEN, 8)
     assert d1 > 0 and d8 == pytest.approx(d1, rel=1e-9)
+
+
+DSV3 = MODELS["deepseek-v3"]
+
+
+def test_deepseek_v3_matches_its_published_parameter_counts() -> None:
+    """DeepSeek-V3 report (arXiv 2412.19437) §4.2: 671 B total, 37 B activated per token
+    (the 14 B multi-token-prediction module excluded). We count 671.03 B and 37.55 B: the
+    active count includes the 0.93 B input embedding, a lookup (36.63 B without it)."""
+    assert DSV3.params / 1e9 == pytest.approx(671.0, rel=0.01)
+    assert DSV3.active_params / 1e9 == pytest.approx(37.0, rel=0.02)
+    no_lookup = DSV3.active_params - DSV3.vocab * DSV3.hidden
+    assert no_lookup / 1e9 == pytest.approx(37.0, rel=0.011)
+    assert DSV3.moe_layers == 58 and DSV3.dense_width == 18432 and DSV3.shared_width == 2048
+
+
+def test_mla_projections_flops_and_kv_cache_follow_the_report() -> None:
+    """MLA (DeepSeek-V3 report §2.1.1, eqs. 1-11): W_DQ h×d_c', W_UQ+W_QR d_c'×a(d_n+d_R),
+    W_DKV+W_KR h×(d_c+d_R), W_UK+W_UV d_c×a(d_n+d_v), W_O a·d_v×h (+ the two latent
+    RMSNorm gains); attention core 2·T·s·a·(d_n + d_R + d_v) forward FLOPs; KV cache
+    (d_c + d_R) = 576 elements per token and layer = 4.5·d_h (DeepSeek-V2 report, Table 1)."""
+    from simulation.training.flops import layer_flops
+
+    h, a, qr, kvr, dn, dr, dv = 7168, 128, 1536, 512, 128, 64, 128
+    weights = h * qr + qr * a * (dn + dr) + h * (kvr + dr) + kvr * a * (dn + dv) + a * dv * h
+    assert DSV3.attention_params == weights + qr + kvr
+    assert DSV3.kv_cache_elements == 576 == 4.5 * 128
+    assert MODELS["llama3-8b"].kv_cache_elements == 2 * 8 * 128
+    T = 4096.0
+    gemm_dense, core = layer_flops(DSV3, T)
+    assert core == 2 * T * 4096 * a * (dn + dr + dv)
+    assert gemm_dense == 2 * T * weights + 2 * T * 3 * h * 18432
+    gemm_moe, _ = layer_flops(DSV3, T, moe=True)
+    assert gemm_moe == 2 * T * weights + 2 * T * 3 * h * 2048 * (8 + 1) + 2 * T * h * 256
+
+
+def test_mla_saved_activations_count_its_tensors() -> None:
+    """Per token, TP t, SP, flash, no recompute: the h-wide boundary tensors ÷t, the
+    up-projected Q, K (a·d_qk each), V and the output (a·d_v each) ÷t, the latents'
+    norm inputs and outputs (2·(d_c' + d_c)) and the rotary key d_R replicated, the MLP
+    tensors of the per-token width, and flash's FP32 log-sum-exp (4·a/t): bytes at 2 each."""
+    from simulation.training.memory import saved_activation_bytes
+
+    one, t = np.array([1.0]), 8.0
+    x = saved_activation_bytes(DSV3, one, tp=t * one, sp=np.array([True]),
+                               recompute=np.array([0]), flash=np.array([True]))
+    h, a, f = 7168, 128, DSV3.mlp_width_per_token()
+    per_token = (8 * h / t + 2 * (2 * a * 192 + 2 * a * 128) / t + 4 * (1536 + 512) + 2 * 64
+                 + 2 * (2 + 1) * f / t + 4 * a / t)
+    assert float(x[0]) == pytest.approx(4096 * per_token, rel=1e-12)
