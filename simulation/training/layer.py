@@ -217,7 +217,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         routed = model.top_k * model.capacity_factor
         # a grouped GEMM over the card's E/ep experts, each fed the tokens the ep ranks
         # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
-        e_f, e_b, e_d, e_w = mlp(T * routed * ep / model.experts, model.experts / ep * one)
+        # (the slowest rank's: its skew beyond the capacity, ModelSpec.rank_load)
+        load = model.top_k * model.rank_load
+        e_f, e_b, e_d, e_w = mlp(T * load * ep / model.experts, model.experts / ep * one)
         router = 2 * T * h * model.experts / flops
         if model.shared_width:  # the shared experts: a dense MLP every token runs
             s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))

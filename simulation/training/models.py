@@ -78,6 +78,10 @@ class ModelSpec:
     ``shared_width`` = shared_experts × ``shared_ffn``."""
     shared_ffn: int = 0
     """FFN width of one shared expert (0: the routed experts' ``ffn``)."""
+    routing_skew: float = 1.0
+    """Max / mean routed tokens over the EP ranks of an MoE layer (1: balanced). Under
+    dropless routing the slowest rank's grouped GEMM and all-to-all carry
+    max(capacity_factor, routing_skew) × its even share (:attr:`rank_load`)."""
     first_dense: int = 0
     """Leading layers whose MLP is dense even in an MoE model (DeepSeek-V3: 3)."""
     dense_ffn: int = 0
@@ -172,6 +176,12 @@ class ModelSpec:
     def moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
         return (self.layers - self.first_dense) // self.moe_every if self.moe else 0
+
+    @property
+    def rank_load(self) -> float:
+        """The slowest EP rank's routed tokens over its even share T·k/E per expert: the
+        capacity padding c, or the measured skew when it exceeds c (dropless)."""
+        return max(self.capacity_factor, self.routing_skew)
 
     @property
     def dense_width(self) -> int:
@@ -398,6 +408,7 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     top_k = integer(merged.get("top_k", 1), f"{path}top_k", high=experts)
     cap = number(merged.get("capacity_factor", 1.0), f"{path}capacity_factor", low=1.0, high=64)
     every = integer(merged.get("moe_every", 1), f"{path}moe_every", high=layers)
+    skew = number(merged.get("routing_skew", 1.0), f"{path}routing_skew", low=1.0, high=4096)
     shared = integer(merged.get("shared_experts", 0), f"{path}shared_experts", low=0, high=64)
     shared_ffn = integer(merged.get("shared_ffn", 0), f"{path}shared_ffn", low=0, high=1 << 24)
     first_dense = integer(merged.get("first_dense", 0), f"{path}first_dense", low=0,
@@ -421,7 +432,8 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
                      top_k, cap, every, source=source, head_size=head_size,
                      shared_experts=shared, shared_ffn=shared_ffn, first_dense=first_dense,
                      **flags)
-    spec = replace(spec, dense_ffn=extra["dense_ffn"], q_lora_rank=extra["q_lora_rank"],
+    spec = replace(spec, routing_skew=skew, dense_ffn=extra["dense_ffn"],
+                   q_lora_rank=extra["q_lora_rank"],
                    kv_lora_rank=extra["kv_lora_rank"], qk_rope_dim=extra["qk_rope_dim"],
                    qk_nope_dim=extra["qk_nope_dim"], v_head_dim=extra["v_head_dim"])
     return spec

@@ -155,7 +155,7 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
             "compute", share)
         mem("router softmax / top-k", 2 * 2 * T * E, share)
         mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
-        tok = T * kc * ep / E
+        tok = T * model.top_k * model.rank_load * ep / E  # the slowest EP rank's
         gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
         mem("experts activation", act_el * T * kc * f / tp, share)
         gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)

@@ -115,3 +115,61 @@ def test_mla_saved_activations_count_its_tensors() -> None:
     per_token = (8 * h / t + 2 * (2 * a * 192 + 2 * a * 128) / t + 4 * (1536 + 512) + 2 * 64
                  + 2 * (2 + 1) * f / t + 4 * a / t)
     assert float(x[0]) == pytest.approx(4096 * per_token, rel=1e-12)
+
+
+def _ep_run(model: object, **extra: object) -> dict[str, object]:
+    system = system_for_accelerator(H100, 8)
+    ex = execution_from_params({"global_batch": 16, "ep": 8, "precision": "bf16", **extra}, 8,
+                               model)  # type: ignore[arg-type]
+    return evaluate(model, system, ex).values  # type: ignore[arg-type,no-any-return]
+
+
+def test_routing_skew_makes_the_slowest_rank_the_steps() -> None:
+    """Dropless routing with a max/mean rank load of 1.5: the slowest EP rank's grouped
+    GEMMs run 1.5× the tokens of the balanced one, and its all-to-all sends 1.5× the
+    bytes (the whole send buffer T·k·1.5·2h, collectives.costs.ring_alltoall); a skew
+    under the capacity factor changes nothing (the padding already carries it)."""
+    from simulation.training.comm import CommModel
+
+    skewed = dataclasses.replace(QWEN, routing_skew=1.5)
+    assert skewed.rank_load == 1.5 and dataclasses.replace(
+        QWEN, capacity_factor=2.0, routing_skew=1.5).rank_load == 2.0
+    one = np.array([1.0])
+    T, rate, hbm, sms = 4096.0 * one, 700e12 * one, 3.0e12, 132
+    args = (T, one, np.array([False]), np.array([True]), 2.0, rate, rate, hbm, sms)
+    base, skew = layer_kernels(QWEN, *args, ep=8.0), layer_kernels(skewed, *args, ep=8.0)
+    E, k, h, f = 128.0, 8.0, 2048.0, 768.0
+
+    def experts(load: float) -> float:
+        tok = T * k * load * 8 / E
+        up = gemm_time(tok, 2 * f * one, h * one, E / 8 * one, 2.0, rate, hbm, sms)
+        dn = gemm_time(tok, h * one, f * one, E / 8 * one, 2.0, rate, hbm, sms)
+        return float(up[0] + dn[0])
+
+    assert float(skew["fwd_gemm"][0] - base["fwd_gemm"][0]) == pytest.approx(
+        experts(1.5) - experts(1.0), rel=1e-9)
+    assert experts(1.5) > experts(1.0)
+    system = system_for_accelerator(H100, 8)
+    t = CommModel(system).time("alltoall", np.array([8]), np.array([1]),
+                               np.array([4096.0 * 8 * 1.5 * 2048 * 2]))
+    r = _ep_run(skewed)
+    ep = r["exposed_comm"]["ep"]  # type: ignore[index]
+    m = r["micro_batches"]
+    assert ep == pytest.approx(4 * float(t[0]) * QWEN.layers * m, rel=1e-9)  # type: ignore[operator]
+
+
+def test_ep_overlap_hides_the_all_to_all_behind_the_other_micro_batch() -> None:
+    """DualPipe / DeepEP overlap (DeepSeek-V3 report §3.2.1): per MoE layer the exposed
+    EP time is max(4·a2a − (forward + backward compute), 0); off with one micro-batch
+    per pipeline (nothing to pair); on 8 NVLink cards the a2a of Qwen3-30B-A3B is shorter
+    than its layer's compute, so none stays exposed and the step gets faster."""
+    off, on = _ep_run(QWEN), _ep_run(QWEN, ep_overlap=True)
+    ep_off, ep_on = off["exposed_comm"]["ep"], on["exposed_comm"]["ep"]  # type: ignore[index]
+    lay = off["layer"]  # type: ignore[index]
+    a2a = ep_off / (off["micro_batches"] * QWEN.layers)  # type: ignore[operator]
+    compute = lay["forward"] + lay["backward"]  # type: ignore[index]
+    assert ep_off > 0 and a2a < compute
+    assert ep_on == pytest.approx(0.0, abs=1e-12)
+    assert on["step_time_s"] < off["step_time_s"]  # type: ignore[operator]
+    single = _ep_run(QWEN, ep_overlap=True, global_batch=8)
+    assert single["exposed_comm"]["ep"] > 0  # type: ignore[index]
