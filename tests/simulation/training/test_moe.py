@@ -173,3 +173,19 @@ def test_ep_overlap_hides_the_all_to_all_behind_the_other_micro_batch() -> None:
     assert on["step_time_s"] < off["step_time_s"]  # type: ignore[operator]
     single = _ep_run(QWEN, ep_overlap=True, global_batch=8)
     assert single["exposed_comm"]["ep"] > 0  # type: ignore[index]
+
+
+def test_expert_all_to_all_is_priced_on_nvlink_inside_the_domain_and_nics_across() -> None:
+    """EP 16 on 16 H100s: inside one 16-card NVLink domain the all-to-all runs on NVLink
+    (900 GB/s bidirectional a card); with 8-card domains part of every rank's buffer
+    crosses its 400G NIC, so the exposed EP time grows — the same layout, only
+    ``nvlink_domain_cards`` changed (``system_for_accelerator``)."""
+    figures16 = {**H100, "nvlink_domain_cards": 16}
+    out = {}
+    for name, figs in (("nvlink", figures16), ("nics", H100)):
+        system = system_for_accelerator(figs, 16)
+        ex = execution_from_params({"global_batch": 32, "ep": 16, "precision": "bf16"}, 16,
+                                   QWEN)
+        out[name] = float(evaluate(QWEN, system, ex).values["exposed_comm"]["ep"])
+    assert system.scale_up_domain == 8
+    assert out["nics"] > 2 * out["nvlink"] > 0
