@@ -11,7 +11,12 @@ share of tokens.
 
 DeepSeekMoE (Dai et al. 2024, DeepSeekMoE, §3.2; DeepSeek-AI 2024, DeepSeek-V3
 Technical Report, §2.1.2) adds ``shared_experts`` that every token runs: a
-dense MLP of width shared_experts × ``shared_ffn`` on each MoE layer.
+dense MLP of width shared_experts × ``shared_ffn`` on each MoE layer; its first
+``first_dense`` layers keep a dense MLP of width ``dense_ffn``. Multi-head latent
+attention (DeepSeek-V3 report, arXiv 2412.19437, §2.1.1) replaces Q, K, V and the
+output by five projections through low-rank latents
+(:meth:`ModelSpec.attention_projections`); ``routing_skew`` (max / mean routed
+tokens over the EP ranks) makes the slowest rank's experts the layer's.
 
 Parameters (weights only, biases and norms included as vectors):
 
