@@ -154,6 +154,8 @@ class Batch:
     balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ep_overlap: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """EP all-to-alls hidden under the paired micro-batch's compute (``Execution.ep_overlap``)."""
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
@@ -171,7 +173,7 @@ class Batch:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
-        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager"):
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager", "ep_overlap"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
 
@@ -298,17 +300,24 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         local_tokens = tokens / np.where(b.sp, tp, 1.0)
         # the whole send buffer of a rank: its tokens × k copies (collectives.costs.ring_alltoall:
         # S is the per-rank buffer, (ep − 1)/ep of it leaves the card)
-        a2a_bytes = local_tokens * model.top_k * model.capacity_factor * h * 2.0
+        # the slowest rank's: routing skew beyond the capacity (ModelSpec.rank_load)
+        a2a_bytes = local_tokens * model.top_k * model.rank_load * h * 2.0
         k_ep, n_ep = group_split(b.ep, b.tp, system.scale_up_domain)
-        ep_layer = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes) * moe_share
+        a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
+        if np.any(b.ep_overlap):
+            # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
+            # forward + backward of the layer; no partner with a single micro-batch
+            hidden = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
+            a2a = np.where(b.ep > 1, hidden, a2a)
+        ep_layer = a2a * moe_share
     else:
         ep_layer = np.zeros_like(fwd)
 
     # ---- CP: K and V all-gathered forward, their gradients reduce-scattered backward
     cp_layer = np.zeros_like(fwd)
     if np.any(b.cp > 1):  # (the search holds cp at 1: no table look-ups then)
-        kv_w = float(model.kv_heads * model.head_dim)
-        kv_bytes = cp * tokens * 2.0 * kv_w / tp * 2.0 * act_scale  # the gathered K and V
+        kv_w = float(model.kv_gather_width)  # K + V per token (MLA: up-projected)
+        kv_bytes = cp * tokens * kv_w / tp * 2.0 * act_scale  # the gathered K and V
         k_cp, n_cp = group_split(b.cp, b.tp, system.scale_up_domain)
         cp_ag = comm.time("allgather", k_cp, n_cp, kv_bytes)
         cp_layer = np.where(b.cp > 1, cp_ag * np.where(rc == 2, 2.0, 1.0)
@@ -511,7 +520,8 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     z = b.zero
 
     dense_layer = model.layer_params if not model.moe else (
-        model.attention_params + 4 * h + (1 - moe_share) * model.mlp_params)
+        model.attention_params + 4 * h + (1 - moe_share) * model.dense_mlp_params
+        + moe_share * model.shared_params)  # shared experts: replicated over EP, as dense
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp
     p_expert = L_stage * expert_layer / (tp * ep)

@@ -90,6 +90,11 @@ class Execution:
     """Norms, rotary and the activation run as fused kernels (Megatron-LM, Transformer
     Engine); False: as eager PyTorch ops, one HBM pass each (:data:`.layer.EAGER_ELEMENTS`,
     torchtitan without ``torch.compile``)."""
+    ep_overlap: bool = False
+    """The expert-parallel dispatch/combine all-to-alls run under the other micro-batch's
+    compute (DeepSeek-V3 report §3.2.1 DualPipe; DeepEP's hook-based overlap): exposed
+    only beyond one MoE layer's forward + backward compute, and only with ≥ 2
+    micro-batches per pipeline to pair."""
     fp8_recipe: str = "delayed"
     """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
     ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
@@ -178,7 +183,7 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch", "fused_elementwise")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)

@@ -3,8 +3,14 @@
 Forward FLOPs of one layer for b sequences of s tokens (t = 1):
 
     QKV + output   2bs·h·(h + 2·kv·h/a) + 2bs·h²
-    attention      4bs²h                 (QKᵀ and A·V, causal mask not discounted)
+    attention      4bs²h                 (QKᵀ and A·V, causal mask not discounted;
+                                          2bs²·a·(d_qk + d_v) in general, MLA's d_qk =
+                                          d_nope + d_rope = 192 and d_v = 128)
+    (MLA: QKV + output is the sum of its five projections,
+     :meth:`~simulation.training.models.ModelSpec.attention_projections`;
+     dense layers of an MoE model run ``dense_width``)
     MLP            2bs·n_mat·h·ffn · top_k·(capacity on hardware)  (+ 2bs·h·E router)
+                   + 2bs·n_mat·h·shared_width (shared experts, every token; MoE layer)
     logits         2bs·h·V               (once, on the last stage)
 
 Backward = 2 × forward (Narayanan et al. 2021, §5.1). Model FLOPs (MFU) count
@@ -36,13 +42,14 @@ def layer_flops(model: ModelSpec, tokens: float, *, moe: bool = False,
     ``moe``: this layer's MLP is a mixture of experts (top_k experts per token;
     with ``hardware`` the padding to the capacity factor is computed too).
     """
-    h, q, kv = model.hidden, model.q_dim, model.kv_heads * model.head_dim
-    proj = 2 * tokens * h * (q + 2 * kv) + 2 * tokens * q * h
-    mlp = 2 * tokens * model.mlp_matrices * h * model.ffn
+    h = model.hidden
+    proj = 2 * tokens * sum(n * k for _, n, k, _ in model.attention_projections())
+    mlp = 2 * tokens * model.mlp_matrices * h * (model.ffn if moe else model.dense_width)
     if moe:
         mlp *= model.top_k * (model.capacity_factor if hardware else 1.0)
         mlp += 2 * tokens * h * model.experts
-    core = 4 * tokens * model.seq_len * q
+        mlp += 2 * tokens * model.mlp_matrices * h * model.shared_width
+    core = 2 * tokens * model.seq_len * model.heads * (model.qk_dim + model.v_dim)
     return proj + mlp, core
 
 

@@ -109,7 +109,10 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     FP8), the attention output of the projection (T·h/t), the activation output of
     the MLP down (T'·f/t, T' = routed tokens). Backward, the output gradients of the
     same four GEMMs: T·(h + 2kv)/t, T·h (÷ t with SP), T'·n_up·f/t, T'·h (÷ t with SP;
-    an expert's T'·h). MoE layers weighted by their share of the layers.
+    an expert's T'·h); shared experts add their down input T·f_s/t forward (their up
+    input is the normed x already cast) and T·n_up·f_s/t + T·h backward. MoE layers
+    weighted by their share of the layers. MLA: each projection's input (the normed x
+    once, the latents c_Q, c_KV unsplit) and output gradient.
 
     >>> from simulation.training.models import MODELS
     >>> one = np.array([1.0])
@@ -117,17 +120,25 @@ def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, 
     >>> int(f[0]) == 8192 * (3 * 4096 + 14336), int(b[0]) == 8192 * (6144 + 2 * 4096 + 2 * 14336)
     (True, True)
     """
-    h, f = float(model.hidden), float(model.ffn)
-    kv, q = float(model.kv_heads * model.head_dim), float(model.q_dim)
+    h = float(model.hidden)
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     r = np.where(sp, 1.0 / tp, 1.0)
     T = tokens
-    routed = 1.0
+    routed, hs = 1.0, 0.0
     if model.moe:
         share = model.moe_layers / model.layers
         routed = 1.0 + share * (model.top_k * model.capacity_factor - 1.0)
-    fwd = T * h * r + T * q / tp + T * h * r * routed + T * routed * f / tp
-    bwd = T * (q + 2 * kv) / tp + T * h * r + T * routed * n_up * f / tp + T * routed * h * r
+        if model.shared_width:  # shared experts: the down input; backward their gradients
+            hs = share * h
+    fw = model.mlp_width_per_token()  # routed + shared + dense widths per token
+    a_in, a_out = T * h * r, T * 0.0  # the normed x (cast once), then the other inputs
+    for _, n_, k_, split in model.attention_projections():
+        if split == "row" or k_ != h:  # not the normed x
+            a_in = a_in + T * k_ / (tp if split == "row" else 1.0)
+        a_out = a_out + (T * h * r if split == "row" else T * n_ / (tp if split == "col"
+                                                                     else 1.0))
+    fwd = a_in + T * h * r * routed + T * fw / tp
+    bwd = a_out + T * n_up * fw / tp + T * (routed * h + hs) * r
     return fwd, bwd
 
 
@@ -178,26 +189,41 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     r = np.where(sp, 1.0 / tp, 1.0)
 
     st = store_overlap
-    qkv_f, qkv_d, qkv_w = _fwd_dgrad_wgrad(T, (q + 2 * kv) / tp, h * one, one, elem, flops,
-                                           hbm, sms, st)
+    # the attention's projections (QKV + output; MLA's five, its down-projections
+    # replicated over TP): column-parallel ones are what the TP backward overlaps
+    qkv_f, qkv_d, qkv_w = (np.zeros_like(T) for _ in range(3))
+    prj_f, prj_b = np.zeros_like(T), np.zeros_like(T)
+    for _, n_, k_, split in model.attention_projections():
+        nn = n_ / tp if split == "col" else n_ * one
+        kk = k_ / tp if split == "row" else k_ * one
+        pf, pd, pw = _fwd_dgrad_wgrad(T, nn, kk, one, elem, flops, hbm, sms, st)
+        if split == "row":
+            prj_f, prj_b = prj_f + pf, prj_b + pd + pw
+        else:
+            qkv_f, qkv_d, qkv_w = qkv_f + pf, qkv_d + pd, qkv_w + pw
     qkv_b = qkv_d + qkv_w
-    prj_f, prj_b = _fwd_bwd(T, h * one, q / tp, one, elem, flops, hbm, sms, st)
 
-    def mlp(tok: F64, experts: float | F64) -> tuple[F64, F64, F64, F64]:
-        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * f / tp, h * one, experts * one, elem,
-                                            flops, hbm, sms, st)
-        dn_f, dn_b = _fwd_bwd(tok, h * one, f / tp, experts * one, elem, flops, hbm, sms, st)
+    def mlp(tok: F64, experts: float | F64, width: float = f) -> tuple[F64, F64, F64, F64]:
+        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * width / tp, h * one, experts * one,
+                                            elem, flops, hbm, sms, st)
+        dn_f, dn_b = _fwd_bwd(tok, h * one, width / tp, experts * one, elem, flops, hbm, sms,
+                              st)
         return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
-    mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0)
+    mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0, float(model.dense_width))
     routed = 1.0
     if model.moe:
         share = model.moe_layers / model.layers
         routed = model.top_k * model.capacity_factor
         # a grouped GEMM over the card's E/ep experts, each fed the tokens the ep ranks
         # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
-        e_f, e_b, e_d, e_w = mlp(T * routed * ep / model.experts, model.experts / ep * one)
+        # (the slowest rank's: its skew beyond the capacity, ModelSpec.rank_load)
+        load = model.top_k * model.rank_load
+        e_f, e_b, e_d, e_w = mlp(T * load * ep / model.experts, model.experts / ep * one)
         router = 2 * T * h * model.experts / flops
+        if model.shared_width:  # the shared experts: a dense MLP every token runs
+            s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))
+            e_f, e_b, e_d, e_w = e_f + s_f, e_b + s_b, e_d + s_d, e_w + s_w
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
         up_d = (1 - share) * up_d + share * e_d
@@ -205,19 +231,22 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         routed = 1 + share * (routed - 1)
 
     # attention core
-    sc_f, sc_b = _fwd_bwd(sq, s * one, d * one, heads, 2.0, flops_core, hbm, sms, st)
-    cx_f, cx_b = _fwd_bwd(sq, d * one, s * one, heads, 2.0, flops_core, hbm, sms, st)
+    dq, dv = float(model.qk_dim), float(model.v_dim)  # d, d (MLA: d_nope + d_rope, d_v)
+    sc_f, sc_b = _fwd_bwd(sq, s * one, dq * one, heads, 2.0, flops_core, hbm, sms, st)
+    cx_f, cx_b = _fwd_bwd(sq, dv * one, s * one, heads, 2.0, flops_core, hbm, sms, st)
     rate = flops_core if flops_flash is None else flops_flash
-    flash_f = 2 * sq * s * d * heads / rate  # the causal half of 4·s²·d per head
+    flash_f = sq * s * (dq + dv) * heads / rate  # the causal half of 2·s²·(d_qk + d_v)
     core_f = np.where(flash, flash_f, sc_f + cx_f)
     core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
 
     # memory-bound kernels (elements, then bytes)
     dropout = 0.5 if model.dropout else 0.0
     norm_el, rope_el, act_el = eager_elements(model, eager)
-    per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r
-    act = act_el * T * routed * f / tp
+    per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r + norm_el * T * model.latent_width
+    act = act_el * T * model.mlp_width_per_token() / tp
     rope = 0.0 if model.learned_positions else rope_el * T * (q + kv) / tp
+    if model.mla:  # rotary on the decoupled parts: a·d_R of the queries, one shared d_R key
+        rope = rope_el * T * (a * model.qk_rope_dim / tp + model.qk_rope_dim)
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed
     # copies gathered (read T·h, write T·k·c·h) and combined back (read T·k·c·h, write

@@ -153,20 +153,23 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
     per token, ÷t with SP). Context parallelism ``cp`` splits the sequence:
     a card holds s/cp queries (and their rows of the scores) of every tensor.
     MoE layers keep top_k × capacity copies of the MLP tensors (the routed
-    tokens). 16-bit elements; the caller doubles them for FP32.
+    tokens), the shared experts' MLP tensors at their width, dense layers at
+    ``dense_width``; MLA keeps its up-projected Q, K, V and output (split by t) and
+    its latents c_Q, c_KV + the rotary key (replicated). 16-bit elements; the caller
+    doubles them for FP32.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
-    kv, f = float(model.kv_heads * model.head_dim), float(model.ffn)
-    q = float(model.q_dim)
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     drop = 1.0 if model.dropout else 0.0
-    routed = 1.0
-    if model.moe:
-        share = model.moe_layers / model.layers
-        routed = 1 + share * (model.top_k * model.capacity_factor - 1)
     tokens = mb * s / cp
     boundary = (8.0 + 2.0 * drop) * h / np.where(sp, tp, 1.0)
-    split = (4.0 * q + 4.0 * kv + routed * (2.0 * n_up * f + 2.0 * f)) / tp
+    # Q, K, V and the attention output (2 bytes each): 4q + 4kv, MLA a·(2·d_qk + 2·d_v)
+    qkvo = 2.0 * (a * model.qk_dim + model.kv_gather_width + a * model.v_dim) \
+        if model.mla else 4.0 * model.q_dim + 4.0 * model.kv_heads * model.head_dim
+    # MLA's latents c_Q, c_KV (norm input and output, 2 bytes each) and the shared rotary
+    # key, replicated over TP
+    latents = 4.0 * model.latent_width + 2.0 * model.qk_rope_dim if model.mla else 0.0
+    split = (qkvo + (2.0 * n_up + 2.0) * model.mlp_width_per_token()) / tp + latents
     core = np.where(flash, 4.0 * a / tp, (2.0 + 3.0 * drop) * a * s / tp)
     per_token = boundary + split + np.where(recompute == 1, 0.0, core)
     full = 2.0 * h / np.where(sp, tp, 1.0)

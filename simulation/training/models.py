@@ -9,10 +9,20 @@ Mixtral): every ``moe_every``-th MLP is ``experts`` copies, each token routed
 to ``top_k`` of them, each expert taking at most capacity_factor × its even
 share of tokens.
 
+DeepSeekMoE (Dai et al. 2024, DeepSeekMoE, §3.2; DeepSeek-AI 2024, DeepSeek-V3
+Technical Report, §2.1.2) adds ``shared_experts`` that every token runs: a
+dense MLP of width shared_experts × ``shared_ffn`` on each MoE layer; its first
+``first_dense`` layers keep a dense MLP of width ``dense_ffn``. Multi-head latent
+attention (DeepSeek-V3 report, arXiv 2412.19437, §2.1.1) replaces Q, K, V and the
+output by five projections through low-rank latents
+(:meth:`ModelSpec.attention_projections`); ``routing_skew`` (max / mean routed
+tokens over the EP ranks) makes the slowest rank's experts the layer's.
+
 Parameters (weights only, biases and norms included as vectors):
 
     per layer   = h·(h + 2·kv·h/a) + h·h          (Q, K, V, output)
                 + n_mat·h·ffn × (experts on an MoE layer) + h·experts (router)
+                + n_mat·h·shared_experts·shared_ffn (MoE layer)
                 + 4h (norm gains/biases) [+ biases 3h+2kv·h/a+ffn+h·… when ``bias``]
     embeddings  = V·h (+ V·h untied output) (+ s·h learned positions)
 
@@ -67,6 +77,31 @@ class ModelSpec:
     head_size: int = 0
     """Size of one attention head when it is not h / a (0): Qwen3 (128 with h = 2,048 and
     32 heads), GPT-OSS (64 with h = 2,880 and 64 heads); the queries are then a·d wide."""
+    shared_experts: int = 0
+    """Experts every token runs besides its top_k routed ones on an MoE layer (DeepSeekMoE:
+    Dai et al. 2024, §3.2; DeepSeek-V3 1, Qwen3 and Mixtral 0): priced as one dense MLP of
+    ``shared_width`` = shared_experts × ``shared_ffn``."""
+    shared_ffn: int = 0
+    """FFN width of one shared expert (0: the routed experts' ``ffn``)."""
+    routing_skew: float = 1.0
+    """Max / mean routed tokens over the EP ranks of an MoE layer (1: balanced). Under
+    dropless routing the slowest rank's grouped GEMM and all-to-all carry
+    max(capacity_factor, routing_skew) × its even share (:attr:`rank_load`)."""
+    first_dense: int = 0
+    """Leading layers whose MLP is dense even in an MoE model (DeepSeek-V3: 3)."""
+    dense_ffn: int = 0
+    """FFN width of the dense MLPs of an MoE model (0: ``ffn``; DeepSeek-V3: 18,432)."""
+    q_lora_rank: int = 0
+    """Multi-head latent attention (MLA): the queries' low-rank latent (0: projected
+    directly from h). MLA is on when ``kv_lora_rank`` > 0."""
+    kv_lora_rank: int = 0
+    """MLA: the compressed key/value latent c_KV, the KV cache per token and layer."""
+    qk_rope_dim: int = 0
+    """MLA: the decoupled rotary part of each query/key head (its key shared by heads)."""
+    qk_nope_dim: int = 0
+    """MLA: the non-rotary part of each query/key head."""
+    v_head_dim: int = 0
+    """MLA: each value head's size (0: ``qk_nope_dim``)."""
 
     @property
     def head_dim(self) -> int:
@@ -79,6 +114,65 @@ class ModelSpec:
         return self.heads * self.head_dim
 
     @property
+    def mla(self) -> bool:
+        """Whether attention is multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Size of one query/key head: nope + rope under MLA, else d."""
+        return self.qk_nope_dim + self.qk_rope_dim if self.mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Size of one value head (the attention output is a·v_dim wide)."""
+        return (self.v_head_dim or self.qk_nope_dim) if self.mla else self.head_dim
+
+    @property
+    def kv_cache_elements(self) -> int:
+        """Elements cached per token and layer at inference: MLA's d_c + d_R (DeepSeek-V2
+        §2.1.2, Table 1: (d_c + d_R)·l, 4.5·d_h·l for V2/V3), else 2·kv_heads·d."""
+        if self.mla:
+            return self.kv_lora_rank + self.qk_rope_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    @property
+    def kv_gather_width(self) -> int:
+        """Per token, the K and V elements attention reads (what CP all-gathers):
+        2·kv_heads·d, or MLA's up-projected a·(d_qk + d_v)."""
+        if self.mla:
+            return self.heads * (self.qk_dim + self.v_dim)
+        return 2 * self.kv_heads * self.head_dim
+
+    def attention_projections(self) -> tuple[tuple[str, int, int, str], ...]:
+        """The attention's weight GEMMs as (name, n, k, split) for T tokens (m = T):
+        ``split`` "col" divides n by TP, "row" divides k, "none" is replicated (MLA's
+        down-projections, as Megatron-Core's ``linear_q_down_proj`` /
+        ``linear_kv_down_proj``). MLA (DeepSeek-V3 report §2.1.1, eqs. 1-11): W_DQ
+        (h → d_c'), W_UQ + W_QR (d_c' → a·(d_n + d_R)), W_DKV + W_KR (h → d_c + d_R),
+        W_UK + W_UV (d_c → a·(d_n + d_v)), W_O (a·d_v → h).
+
+        >>> [p[0] for p in MODELS["llama3-8b"].attention_projections()]
+        ['QKV', 'projection']
+        """
+        h, a = self.hidden, self.heads
+        if not self.mla:
+            kv = self.kv_heads * self.head_dim
+            return (("QKV", self.q_dim + 2 * kv, h, "col"), ("projection", h, self.q_dim, "row"))
+        q_out = a * self.qk_dim
+        q: tuple[tuple[str, int, int, str], ...] = (
+            (("Q down", self.q_lora_rank, h, "none"), ("Q up", q_out, self.q_lora_rank, "col"))
+            if self.q_lora_rank else (("Q", q_out, h, "col"),))
+        return q + (("KV down", self.kv_lora_rank + self.qk_rope_dim, h, "none"),
+                    ("KV up", a * (self.qk_nope_dim + self.v_dim), self.kv_lora_rank, "col"),
+                    ("projection", h, a * self.v_dim, "row"))
+
+    @property
+    def latent_width(self) -> int:
+        """MLA's latents normed per token and layer (RMSNorm of c_Q and c_KV), else 0."""
+        return self.q_lora_rank + self.kv_lora_rank if self.mla else 0
+
+    @property
     def moe(self) -> bool:
         """Whether some MLPs are mixtures of experts."""
         return self.experts > 1
@@ -86,7 +180,27 @@ class ModelSpec:
     @property
     def moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
-        return self.layers // self.moe_every if self.moe else 0
+        return (self.layers - self.first_dense) // self.moe_every if self.moe else 0
+
+    @property
+    def rank_load(self) -> float:
+        """The slowest EP rank's routed tokens over its even share T·k/E per expert: the
+        capacity padding c, or the measured skew when it exceeds c (dropless)."""
+        return max(self.capacity_factor, self.routing_skew)
+
+    @property
+    def dense_width(self) -> int:
+        """FFN width of a dense layer's MLP: ``dense_ffn``, or ``ffn``."""
+        return self.dense_ffn or self.ffn
+
+    def mlp_width_per_token(self, capacity: bool = True) -> float:
+        """MLP width a token runs, averaged over the layers: dense layers their width,
+        MoE layers top_k (× capacity) routed experts + the shared experts."""
+        if not self.moe:
+            return float(self.ffn)
+        share = self.moe_layers / self.layers
+        kc = self.top_k * (self.capacity_factor if capacity else 1.0)
+        return (1 - share) * self.dense_width + share * (kc * self.ffn + self.shared_width)
 
     @property
     def mlp_matrices(self) -> int:
@@ -95,7 +209,10 @@ class ModelSpec:
 
     @property
     def attention_params(self) -> int:
-        """Q, K, V and output projections of one layer (+ biases)."""
+        """Q, K, V and output projections of one layer (+ biases; + MLA's latent norms)."""
+        if self.mla:
+            return sum(n * k for _, n, k, _ in self.attention_projections()) \
+                + self.latent_width
         h, q, kv = self.hidden, self.q_dim, self.kv_heads * self.head_dim
         weights = h * (q + 2 * kv) + q * h
         return weights + ((q + 2 * kv + h) if self.bias else 0)
@@ -108,9 +225,29 @@ class ModelSpec:
         return n * self.hidden * self.ffn + biases
 
     @property
+    def shared_width(self) -> int:
+        """Width of the MLP every token runs on an MoE layer besides its routed experts."""
+        return self.shared_experts * (self.shared_ffn or self.ffn) if self.moe else 0
+
+    @property
+    def shared_params(self) -> int:
+        """Shared experts of one MoE layer (+ biases: n_mat − 1 up widths and h per expert)."""
+        if not self.shared_width:
+            return 0
+        n, w = self.mlp_matrices, self.shared_width
+        biases = ((n - 1) * w + self.shared_experts * self.hidden) if self.bias else 0
+        return n * self.hidden * w + biases
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """One dense layer's MLP (+ biases) at ``dense_width``."""
+        n, w = self.mlp_matrices, self.dense_width
+        return n * self.hidden * w + (((n - 1) * w + self.hidden) if self.bias else 0)
+
+    @property
     def layer_params(self) -> int:
         """A dense layer: attention + MLP + two norms (gain and bias each)."""
-        return self.attention_params + self.mlp_params + 4 * self.hidden
+        return self.attention_params + self.dense_mlp_params + 4 * self.hidden
 
     @property
     def expert_params(self) -> int:
@@ -131,13 +268,14 @@ class ModelSpec:
     def params(self) -> int:
         """Total parameters (every expert counted)."""
         dense = self.layers * self.layer_params
-        per = (self.experts - 1) * self.mlp_params + self.hidden * self.experts
+        per = (self.experts * self.mlp_params - self.dense_mlp_params
+               + self.hidden * self.experts + self.shared_params)
         extra = self.moe_layers * per
         return dense + extra + self.embedding_params
 
     @property
     def active_params(self) -> int:
-        """Parameters a token passes through (top_k experts of each MoE layer)."""
+        """Parameters a token passes through (top_k routed + the shared experts of an MoE layer)."""
         if not self.moe:
             return self.params
         return self.params - self.moe_layers * (self.experts - self.top_k) * self.mlp_params
@@ -207,6 +345,17 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("qwen3-235b-a22b", 94, 4096, 64, 4, 1536, "swiglu", 4096, 151936,
                   experts=128, top_k=8, bias=False, tied_embeddings=False,
                   learned_positions=False, dropout=False, head_size=128, source=_QWEN3),
+        ModelSpec("deepseek-v3", 61, 7168, 128, 128, 2048, "swiglu", 4096, 129280,
+                  experts=256, top_k=8, bias=False, tied_embeddings=False,
+                  learned_positions=False, dropout=False, shared_experts=1, first_dense=3,
+                  dense_ffn=18432, q_lora_rank=1536, kv_lora_rank=512, qk_rope_dim=64,
+                  qk_nope_dim=128, v_head_dim=128, head_size=128,
+                  source="DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.19437), "
+                  "§4.2 Hyper-Parameters (61 layers, h 7,168, 128 heads of d_h 128, MLA d_c "
+                  "512, d_c' 1,536, d_R 64; first 3 layers dense, then 1 shared + 256 routed "
+                  "experts of 2,048, top-8; 671 B total, 37 B active, the 14 B MTP module "
+                  "not modelled) and its config.json (dense FFN 18,432, vocab 129,280); "
+                  "sequence 4,096 as pre-trained"),
         ModelSpec("gpt-oss-120b", 36, 2880, 64, 8, 2880, "swiglu", 4096, 201088, experts=128,
                   top_k=4, bias=True, tied_embeddings=False, learned_positions=False,
                   dropout=False, head_size=64,
@@ -264,6 +413,16 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     top_k = integer(merged.get("top_k", 1), f"{path}top_k", high=experts)
     cap = number(merged.get("capacity_factor", 1.0), f"{path}capacity_factor", low=1.0, high=64)
     every = integer(merged.get("moe_every", 1), f"{path}moe_every", high=layers)
+    skew = number(merged.get("routing_skew", 1.0), f"{path}routing_skew", low=1.0, high=4096)
+    shared = integer(merged.get("shared_experts", 0), f"{path}shared_experts", low=0, high=64)
+    shared_ffn = integer(merged.get("shared_ffn", 0), f"{path}shared_ffn", low=0, high=1 << 24)
+    first_dense = integer(merged.get("first_dense", 0), f"{path}first_dense", low=0,
+                          high=layers - 1)
+    extra = {k: integer(merged.get(k, 0), f"{path}{k}", low=0, high=1 << 16)
+             for k in ("dense_ffn", "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim",
+                       "v_head_dim")}
+    if extra["kv_lora_rank"] and not extra["qk_nope_dim"]:
+        raise TrainingInputError(f"{path}qk_nope_dim", "required with kv_lora_rank (MLA)")
     flags = {
         k: flag(merged.get(k, getattr(ModelSpec, k)), f"{path}{k}")
         for k in ("bias", "tied_embeddings", "learned_positions", "dropout")
@@ -275,5 +434,11 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
     if not isinstance(source, str):
         raise TrainingInputError(f"{path}source", "a string")
     spec = ModelSpec(name, layers, hidden, heads, kv, ffn, activation, seq, vocab, experts,
-                     top_k, cap, every, source=source, head_size=head_size, **flags)
-    return replace(spec)
+                     top_k, cap, every, source=source, head_size=head_size,
+                     shared_experts=shared, shared_ffn=shared_ffn, first_dense=first_dense,
+                     **flags)
+    spec = replace(spec, routing_skew=skew, dense_ffn=extra["dense_ffn"],
+                   q_lora_rank=extra["q_lora_rank"],
+                   kv_lora_rank=extra["kv_lora_rank"], qk_rope_dim=extra["qk_rope_dim"],
+                   qk_nope_dim=extra["qk_nope_dim"], v_head_dim=extra["v_head_dim"])
+    return spec

@@ -114,28 +114,38 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
     dropout = 0.5 if model.dropout else 0.0
     norm_el, rope_el, act_el = (float(x) for x in eager_elements(model, bool(one_b.eager[0])))
     mem("norm (attention)", norm_el * T * h * r)
-    gemm("QKV", T, (q + 2 * kv) / tp, h, 1.0, elem, g_rate, dtype)
-    if not model.learned_positions:
+    dq, dv = float(model.qk_dim), float(model.v_dim)
+    projections = model.attention_projections()
+    for name, n_, k_, split in projections[:-1]:
+        gemm(name, T, n_ / tp if split == "col" else float(n_), float(k_), 1.0, elem, g_rate,
+             dtype)
+    if model.latent_width:
+        mem("norm (MLA latents)", norm_el * T * model.latent_width)
+    if model.mla and not model.learned_positions:
+        mem("rotary embedding", rope_el * T * (a * model.qk_rope_dim / tp + model.qk_rope_dim))
+    elif not model.learned_positions:
         mem("rotary embedding", rope_el * T * (q + kv) / tp)
     if flash:
-        fl = 2 * sq * s * d * heads
-        io = 2.0 * heads * sq * d * 4  # read q, k, v, write o (16-bit)
+        fl = sq * s * (dq + dv) * heads
+        io = 2.0 * heads * sq * 2 * (dq + dv)  # read q, k, v, write o (16-bit)
         add("flash attention", "forward", "attention", "bf16", fl, io, fl / f_rate, "compute")
         add("flash attention (backward)", "backward", "attention", "bf16", 2.5 * fl, 2 * io,
             2.5 * fl / f_rate, "compute")
     else:
-        gemm("attention scores QKᵀ", sq, s, d, heads, 2.0, c_rate, "bf16", kind="attention")
+        gemm("attention scores QKᵀ", sq, s, dq, heads, 2.0, c_rate, "bf16", kind="attention")
         soft = (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s
         mem("softmax + dropout", soft)
-        gemm("attention context PV", sq, d, s, heads, 2.0, c_rate, "bf16", kind="attention")
-    gemm("projection", T, h, q / tp, 1.0, elem, g_rate, dtype)
+        gemm("attention context PV", sq, dv, s, heads, 2.0, c_rate, "bf16", kind="attention")
+    _, n_, k_, _ = projections[-1]
+    gemm("projection", T, float(n_), k_ / tp, 1.0, elem, g_rate, dtype)
     mem("bias-dropout-residual (attention)", (3 + dropout) * T * h * r)
     mem("norm (MLP)", norm_el * T * h * r)
     if share < 1.0:
-        gemm("MLP up" + (" (gate + up)" if n_up == 2 else ""), T, n_up * f / tp, h, 1.0, elem,
-             g_rate, dtype, 1.0 - share)
-        mem("activation", act_el * T * f / tp, 1.0 - share)
-        gemm("MLP down", T, h, f / tp, 1.0, elem, g_rate, dtype, 1.0 - share)
+        fd = float(model.dense_width)
+        gemm("MLP up" + (" (gate + up)" if n_up == 2 else ""), T, n_up * fd / tp, h, 1.0,
+             elem, g_rate, dtype, 1.0 - share)
+        mem("activation", act_el * T * fd / tp, 1.0 - share)
+        gemm("MLP down", T, h, fd / tp, 1.0, elem, g_rate, dtype, 1.0 - share)
     if share > 0.0:
         E = float(model.experts)
         rt = float(g_rate[0])
@@ -145,10 +155,15 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
             "compute", share)
         mem("router softmax / top-k", 2 * 2 * T * E, share)
         mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
-        tok = T * kc * ep / E
+        tok = T * model.top_k * model.rank_load * ep / E  # the slowest EP rank's
         gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
         mem("experts activation", act_el * T * kc * f / tp, share)
         gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)
+        fs = float(model.shared_width)
+        if fs:
+            gemm("shared experts up", T, n_up * fs / tp, h, 1.0, elem, g_rate, dtype, share)
+            mem("shared experts activation", act_el * T * fs / tp, share)
+            gemm("shared experts down", T, h, fs / tp, 1.0, elem, g_rate, dtype, share)
     mem("bias-dropout-residual (MLP)", (3 + dropout) * T * h * r)
 
     recipe = CAST_RECIPES[int(one_b.recipe[0])]

@@ -281,6 +281,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         fused_elementwise=not bool(batch.eager[i]),
+        ep_overlap=bool(batch.ep_overlap[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
     )

@@ -87,6 +87,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         recipe=np.array([CAST_RECIPES.index(recipe_name(e.precision, e.fp8_recipe))
                          for e in executions], dtype=np.int64),
         eager=~col("fused_elementwise", np.bool_),
+        ep_overlap=col("ep_overlap", np.bool_),
     )
 
 

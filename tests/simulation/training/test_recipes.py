@@ -216,6 +216,8 @@ def test_search_tries_each_fp8_recipe_it_is_given() -> None:
     ("qwen3-30b-a3b", {"ep": 8, "precision": "bf16"}),
     ("mixtral-8x7b", {"tp": 2, "ep": 4, "precision": "fp8", "fp8_recipe": "block"}),
     ("llama3-8b", {"fused_elementwise": False, "recompute": "selective"}),
+    ("deepseek-v3", {"ep": 8, "precision": "fp8", "fp8_recipe": "block"}),
+    ("deepseek-v3", {"tp": 4, "ep": 2, "sequence_parallel": True, "flash_attention": False}),
 ])
 def test_layer_ops_sum_to_the_step_models_layer(model_name: str, params: dict[str, Any]) -> None:
     """The per-op list (FLOPs, bytes, time, bound-by) is the step model's layer, op by
