@@ -176,3 +176,34 @@ def test_the_simulator_never_draws_above_its_cap() -> None:
     for _ in range(50):
         values, _ = sim.step(1.0)
         assert (values[METRIC_INDEX["power_w"]] <= sim.caps_w + 1e-3).all()
+
+
+def test_a_pdu_over_its_rating_binds_the_caps(plant_world: dict[str, Any],
+                                              settings: Any) -> None:
+    from django.utils import timezone
+
+    from twin.facility.models import CapEvent, PowerElement
+    from twin.hardware.models import Rack
+
+    settings.FACILITY_LIVE_RECHECK_S = 0.0
+    _budget(plant_world, 20000.0)          # the rack's budget does not bind
+    agent = _agent(plant_world)
+    _policy(plant_world, "apply")
+    _run(plant_world, agent, [300.0])
+    cid = plant_world["cluster"].pk
+    s = state.plant_summary(cid)
+    assert s is not None
+    # the PDU (2N, two units: usable = one unit's rating) is planned for 4 kW of cards
+    # more than its racks' static and network draw; the cards want 5.6 kW
+    lay = state.layout(cid)
+    k = lay.groups["rack"].names.index("r0")
+    net_w = Rack.objects.filter(pk=plant_world["net_rack"].pk).draw_by_rack().rows()[0].w
+    rating_w = 4000.0 + float(lay.groups["rack"].static_w[k]) + net_w
+    PowerElement.objects.filter(pk=plant_world["pdu"].pk).update(
+        rating_kw=rating_w / 1e3, last_updated=timezone.now())
+    _run(plant_world, agent, [700.0] * 10)
+    s = state.plant_summary(cid)
+    assert s is not None
+    (pdu,) = s["pdus"]
+    assert pdu["input_w"] <= rating_w * 1.001 and pdu["input_w"] >= 0.97 * rating_w
+    assert CapEvent.objects.filter(cluster_id=cid, binding__startswith="power").exists()

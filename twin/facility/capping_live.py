@@ -25,9 +25,11 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   caps' summary and the throughput they cost through the training model's DVFS curve
   (:func:`simulation.facility.capping.throughput`). One row per cluster and tick (a
   unique constraint): a retried tick writes nothing twice.
-* **Not held live yet**: the power elements' ratings (PDUs, UPS, feeds) — the engine's
-  ``it_limits`` needs the step's power flow, which ``twin.facility.live`` does not hand
-  out; the contract and the racks bound them in the meantime.
+* **Power elements** (PDUs, busways, UPS, transformers, feeds): each one's usable input
+  (min of planned and available: redundancy and units running) turned into IT watts at
+  the plant's present losses (``it_limits``, handed over by ``twin.facility.live`` in
+  the step's summary); the cards' groups per chain depth are computed once per layout
+  version and kept per process.
 """
 from __future__ import annotations
 
@@ -37,7 +39,14 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from simulation.facility.capping import BINDING, CapController, CapLimits, throughput
+from simulation.facility.capping import (
+    BINDING,
+    CapController,
+    CapLimits,
+    element_groups,
+    throughput,
+)
+from simulation.facility.power_chain import PowerChain
 
 __all__ = ["caps_key", "read_caps", "state_key", "step_caps"]
 
@@ -64,6 +73,32 @@ def read_caps(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
     return dict(d)
 
 
+_groups: dict[int, tuple[str, int, tuple[np.ndarray, ...]]] = {}
+
+
+def _element_groups(cluster_id: int, version: str, chain: PowerChain, rack_at: np.ndarray,
+                    card_rack: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per chain depth, the element above each card (−1: none or not in the plant),
+    kept per cluster, layout version and chain."""
+    hit = _groups.get(cluster_id)
+    if hit is not None and hit[0] == version and hit[1] == id(chain):
+        return hit[2]
+    at = np.asarray(rack_at, dtype=np.int64)[card_rack]
+    groups = tuple(np.where(at >= 0, g, -1)
+                   for g in element_groups(chain, np.maximum(at, 0)))
+    _groups[cluster_id] = (version, id(chain), groups)
+    return groups
+
+
+def _below(chain: PowerChain, rack_w: np.ndarray) -> np.ndarray:
+    """Per power element, the sum of ``rack_w`` (plant rack order) of the racks below it."""
+    out = np.bincount(chain.rack_parent, weights=rack_w, minlength=chain.n).astype(float)
+    for d in range(len(chain.levels) - 1, 0, -1):
+        idx = chain.levels[d]
+        out += np.bincount(chain.parent[idx], weights=out[idx], minlength=chain.n)
+    return out
+
+
 def _policy(cluster_id: int) -> tuple[str, str] | None:
     from twin.facility.models import CappingPolicy
 
@@ -83,10 +118,17 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               card_w: np.ndarray, tdp_w: np.ndarray, idle_w: np.ndarray,
               rack_budget_w: np.ndarray, now: float, *,
               rack_coolant_c: np.ndarray | None = None,
-              site_limit_w: float | None = None) -> dict[str, Any] | None:
+              site_limit_w: float | None = None,
+              power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
+              = None
+              ) -> dict[str, Any] | None:
     """One controller step for ``cluster_id`` (None: capping is off). Arrays are in the
     layout's card order (``card_rack``: layout rack position of each card) and rack
-    order; ``card_w`` NaN where a card did not report. Stores the caps and state,
+    order; ``card_w`` NaN where a card did not report; ``power_limits``: the plant's
+    chain, each element's limit in IT watts, each layout rack's plant index and each
+    plant rack's IT power this step. Every limit is turned into a limit on the cards
+    by taking off what else draws below it (static draw, network racks): what the
+    cards draw now is the rest of the IT power. Stores the caps and state,
     writes an audit row when the binding set changes, returns a summary."""
     pol = _policy(cluster_id)
     if pol is None:
@@ -109,8 +151,21 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     if rack_coolant_c is not None and len(rack_coolant_c):
         c = np.asarray(rack_coolant_c, dtype=float)[card_rack]
         coolant = np.where(np.isfinite(c), c, 0.0)   # no liquid reading: no thermal ceiling
-    limits = CapLimits(card_rack=np.asarray(card_rack, dtype=np.int64),
+    card_rack = np.asarray(card_rack, dtype=np.int64)
+    chain = elem_w = groups = None
+    if power_limits is not None:
+        chain, elem_w, rack_at, plant_w = power_limits
+        groups = _element_groups(cluster_id, version, chain, rack_at, card_rack)
+        cards = np.bincount(card_rack, weights=np.nan_to_num(card_w, nan=0.0),
+                            minlength=len(rack_at))
+        ok = np.asarray(rack_at) >= 0
+        cards_plant = np.zeros(len(plant_w))
+        cards_plant[np.asarray(rack_at)[ok]] = cards[ok]
+        other = _below(chain, np.maximum(np.asarray(plant_w) - cards_plant, 0.0))
+        elem_w = np.where(np.isfinite(elem_w), np.maximum(elem_w - other, 0.0), np.inf)
+    limits = CapLimits(card_rack=card_rack,
                        rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
+                       chain=chain, element_limit_w=elem_w, element_groups=groups,
                        site_limit_w=site_limit_w, coolant_c=coolant)
     decision = ctl.update(measured, limits)
     caps = decision.caps_w

@@ -69,16 +69,19 @@ def step_capping(r: redis.Redis, lay: Layout, card_w: np.ndarray,
     try:
         site = None
         coolant = None
+        limits = None
         if plant is not None:
             coolant = plant.get("rack_supply_c")
+            limits = plant.get("power_limits")
             it, fac, contract = plant.get("it_w"), plant.get("facility_w"), plant.get("contract_w")
             if contract and it and fac:
-                site = float(contract) * float(it) / float(fac)
+                # the contract in IT watts, less what is not the cards (static, network)
+                other = float(it) - float(np.nansum(card_w))
+                site = max(float(contract) * float(it) / float(fac) - other, 0.0)
         return capping_live.step_caps(
             r, conf().prefix, lay.cluster_id, lay.version, racks.of_card, card_w,
             lay.tdp_w, lay.idle_w, np.maximum(racks.budget_w - racks.static_w, 0.0), now,
-            rack_coolant_c=coolant,
-            site_limit_w=site)
+            rack_coolant_c=coolant, site_limit_w=site, power_limits=limits)
     except Exception:  # the tick must not break on capping
         plant_errors += 1
         log.exception("cluster %s: the capping step failed; the tick goes on", lay.cluster_id)
