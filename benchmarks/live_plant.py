@@ -15,7 +15,10 @@ facility), same process, same Redis:
    (``twin.facility.live``'s cache says "no facility": what a cluster without a
    facility costs);
 3. ``--ticks`` forced ticks with the plant (the first compiles it: reported apart);
-4. the plant step alone (``step_live``: Redis state read, engine step, publish).
+4. ``--ticks`` forced ticks with live power capping on (``apply``, uniform: the
+   controller holds racks, power elements, the contract and card thermal limits;
+   ``twin.facility.capping_live``), against the ticks with the plant and capping off;
+5. the plant step alone (``step_live``: Redis state read, engine step, publish).
 
 Prints the median tick with and without, the added milliseconds and the ratio, and the
 compile time. Target: the plant adds <= 50 ms to a tick of a cluster the size of the
@@ -85,6 +88,15 @@ def run(supernodes: int, ticks: int) -> None:
     with_plant = _ticks(cid, ticks)
     summary = state.plant_summary(cid)
     assert summary is not None, "the plant did not step"
+    from twin.facility.models import CappingPolicy
+
+    policy = CappingPolicy.objects.create(cluster_id=cid, mode="apply", policy="uniform")
+    with_caps = _ticks(cid, ticks)
+    policy.delete()
+    from twin.facility.capping_live import read_caps
+
+    caps = read_caps(state.redis_client(), state.conf().prefix, cid)
+    assert caps is not None and len(caps["caps_w"]) == lay.n, "capping did not run"
     r = state.redis_client()
     rk = lay.groups["rack"]
     steps = []
@@ -94,12 +106,14 @@ def run(supernodes: int, ticks: int) -> None:
                        np.asarray(rk.static_w, float) + 8 * 600.0, np.full(racks, 600.0),
                        time.time())
         steps.append(time.perf_counter() - t0)
-    b, w, s = (statistics.median(x) * 1e3 for x in (base, with_plant, steps))
+    b, w, s, c = (statistics.median(x) * 1e3 for x in (base, with_plant, steps, with_caps))
     print(f"  plant compiled (rows -> Plant -> model) once per layout: {compile_s * 1e3:.0f} ms")
     print(f"  tick without the plant (baseline): {b:.1f} ms median of {ticks}")
     print(f"  tick with the plant:               {w:.1f} ms")
     print(f"  added: {w - b:+.1f} ms per tick, ratio {w / b:.3f}; plant step alone "
           f"{s:.1f} ms")
+    print(f"  tick with the plant and capping:   {c:.1f} ms: capping adds {c - w:+.1f} ms, "
+          f"ratio {c / w:.3f} against the plant's tick ({c / b:.3f} against the baseline)")
     print(f"  PUE now {summary['pue']}, {len(summary['cdus'])} CDUs, "
           f"{len(summary['feeds'])} feeds")
 

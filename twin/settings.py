@@ -313,6 +313,7 @@ SPECTACULAR_SETTINGS = {
         "LinkKindEnum": "twin.hardware.choices.LinkKindChoices.choices",
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
         "EndpointKindEnum": "twin.hardware.api.serializers.ENDPOINT_KINDS",
+        "CappingShareEnum": "twin.facility.models.capping.SHARES",
     },
 }
 

@@ -15,15 +15,32 @@ from django.http import HttpRequest
 
 from twin.core.admin.base import TwinModelAdmin, TwinModelForm
 from twin.facility.filtersets import (
+    CapEventFilterSet,
+    CappingPolicyFilterSet,
     CoolingElementFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
     SiteFilterSet,
 )
-from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+from twin.facility.models import (
+    CapEvent,
+    CappingPolicy,
+    CoolingElement,
+    PowerElement,
+    RackFacility,
+    Site,
+)
 
-__all__ = ["CoolingElementAdmin", "PowerElementAdmin", "RackFacilityAdmin", "RatedAdmin",
-           "RatedForm", "SiteAdmin"]
+__all__ = [
+    "CapEventAdmin",
+    "CappingPolicyAdmin",
+    "CoolingElementAdmin",
+    "PowerElementAdmin",
+    "RackFacilityAdmin",
+    "RatedAdmin",
+    "RatedForm",
+    "SiteAdmin",
+]
 
 
 class RatedForm(TwinModelForm):
@@ -92,3 +109,37 @@ class RackFacilityAdmin(RatedAdmin):
                     "air_element")
     list_select_related = ("rack", "power_element", "cooling_element", "air_element")
     raw_id_fields = ("rack", "site", "power_element", "cooling_element", "air_element")
+
+
+@admin.register(CappingPolicy)
+class CappingPolicyAdmin(TwinModelAdmin):
+    """Live power capping per cluster (off, propose, apply)."""
+
+    cluster_field = "cluster"
+    filterset_class = CappingPolicyFilterSet
+    filterset_sidebar = ("mode", "policy")
+    list_display = ("cluster", "mode", "policy", "last_updated")
+    raw_id_fields = ("cluster",)
+
+
+@admin.register(CapEvent)
+class CapEventAdmin(TwinModelAdmin):
+    """Live capping's audit trail, read-only (the live tick writes it)."""
+
+    cluster_field = "cluster"
+    filterset_class = CapEventFilterSet
+    filterset_sidebar = ("mode", "policy")
+    list_display = ("id", "cluster", "mode", "policy", "binding", "cards_capped",
+                    "throughput_lost", "created")
+    readonly_fields = ("cluster", "tick_ts", "mode", "policy", "binding", "summary",
+                       "cards_capped", "capped_w", "throughput_lost", "created",
+                       "last_updated")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False if obj is not None else super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # an audit trail

@@ -10,10 +10,23 @@ from twin.facility.choices import (
     RackClassChoices,
     RedundancyChoices,
 )
-from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+from twin.facility.models import (
+    CapEvent,
+    CappingPolicy,
+    CoolingElement,
+    PowerElement,
+    RackFacility,
+    Site,
+)
 
-__all__ = ["CoolingElementFilterSet", "PowerElementFilterSet", "RackFacilityFilterSet",
-           "SiteFilterSet"]
+__all__ = [
+    "CapEventFilterSet",
+    "CappingPolicyFilterSet",
+    "CoolingElementFilterSet",
+    "PowerElementFilterSet",
+    "RackFacilityFilterSet",
+    "SiteFilterSet",
+]
 
 
 class SiteFilterSet(SearchFilterSet):
@@ -54,3 +67,19 @@ class RackFacilityFilterSet(SearchFilterSet):
     class Meta:
         model = RackFacility
         fields = ["site", "rack", "power_element", "cooling_element", "air_element"]
+
+
+class CappingPolicyFilterSet(SearchFilterSet):
+    search_fields = ("cluster__name",)
+
+    class Meta:
+        model = CappingPolicy
+        fields = ["cluster", "mode", "policy"]
+
+
+class CapEventFilterSet(SearchFilterSet):
+    search_fields = ("binding",)
+
+    class Meta:
+        model = CapEvent
+        fields = ["cluster", "mode", "policy"]

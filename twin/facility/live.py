@@ -47,6 +47,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from simulation.facility.capping import it_limits
 from simulation.facility.model import FacilityModel, compile_model
 from simulation.facility.plant import PlantError
 from simulation.facility.thermal import ThermalState
@@ -246,6 +247,9 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     summary["rack_supply_c"] = np.where(model.net.liquid_rack[np.maximum(live.at, 0)]
                                         & (live.at >= 0), arrays["supply_c"], np.nan)
     summary["rack_flow_ratio"] = arrays["flow_ratio"]
+    # for live capping (``capping_live``): each power element's usable input as IT watts
+    # at this step's losses, and where the layout's racks sit in the chain
+    summary["power_limits"] = (model.chain, it_limits(pw, model.chain, w), live.at, w)
     return summary
 
 

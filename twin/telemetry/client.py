@@ -159,6 +159,10 @@ class AgentClient:
         """Each card's coolant (or inlet-air) temperature in the live plant."""
         return self.request("GET", f"/api/telemetry/clusters/{cluster_id}/coolant/")
 
+    def caps(self, cluster_id: int) -> Answer:
+        """Each card's power cap from live capping (null unless applied)."""
+        return self.request("GET", f"/api/telemetry/clusters/{cluster_id}/caps/")
+
     def post_batch(self, cluster_id: int, doc: dict[str, Any], fmt: str = "msgpack") -> Answer:
         if fmt == "json":
             return self.request("POST", f"/api/telemetry/clusters/{cluster_id}/batches/",

@@ -60,6 +60,8 @@ class Simulator:
         self.util = np.clip(self.util, 0, 100)
         self.inlet_c = np.full(self.n, INLET_C)
         """Coolant (or inlet air) temperature per card (°C): the live plant's, when read."""
+        self.caps_w: np.ndarray | None = None
+        """Power cap per card (W) from live capping (GET …/caps/), None: uncapped."""
         self.temp = INLET_C + self._r_th() * self._power(self.util)
         self.energy_kj = self.rng.uniform(1e5, 1e6, self.n)
         self.replays = np.zeros(self.n)
@@ -111,6 +113,8 @@ class Simulator:
         util = np.where(dead, 0.0, self.util)
         power = self._power(util) * rng.normal(1.0, 0.02, n)
         power = np.where(kind == FAULTS.index("power_excursion"), self.tdp * 1.15, power)
+        if self.caps_w is not None:  # live capping: the card's firmware holds its cap
+            power = np.minimum(power, self.caps_w)
         r_th = self._r_th()
         target_temp = self.inlet_c + r_th * power
         target_temp = np.where(kind == FAULTS.index("overheat"), target_temp + 25.0,

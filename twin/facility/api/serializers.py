@@ -15,9 +15,18 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from twin.core.api.serializers import AllowOverBudgetSerializer, ValidatedModelSerializer
-from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+from twin.facility.models import (
+    CapEvent,
+    CappingPolicy,
+    CoolingElement,
+    PowerElement,
+    RackFacility,
+    Site,
+)
 
 __all__ = [
+    "CapEventSerializer",
+    "CappingPolicySerializer",
     "CoolingElementSerializer",
     "ElementLoadSerializer",
     "PlantSummarySerializer",
@@ -124,3 +133,23 @@ class PlantSummarySerializer(serializers.Serializer):
     over_capacity = serializers.IntegerField(help_text="Elements over their usable rating.")
     power = ElementLoadSerializer(many=True)
     cooling = ElementLoadSerializer(many=True)
+
+
+class CappingPolicySerializer(ValidatedModelSerializer):
+    """A cluster's live capping policy: ``mode`` off/propose/apply, ``policy``
+    uniform/priority/thermal (unknown values: 400 on the field)."""
+
+    class Meta:
+        model = CappingPolicy
+        fields = ["id", "cluster", "mode", "policy", "created", "last_updated"]
+        read_only_fields = ["created", "last_updated"]
+
+
+class CapEventSerializer(serializers.ModelSerializer):
+    """One change of the binding limits (live capping's audit trail)."""
+
+    class Meta:
+        model = CapEvent
+        fields = ["id", "cluster", "tick_ts", "mode", "policy", "binding", "cards_capped",
+                  "capped_w", "throughput_lost", "summary", "created"]
+        read_only_fields = fields

@@ -11,5 +11,7 @@ router.register("facility/sites", views.SiteViewSet, basename="facility-site")
 router.register("facility/power", views.PowerElementViewSet, basename="facility-power")
 router.register("facility/cooling", views.CoolingElementViewSet, basename="facility-cooling")
 router.register("facility/racks", views.RackFacilityViewSet, basename="facility-rack")
+router.register("facility/capping", views.CappingPolicyViewSet, basename="facility-capping")
+router.register("facility/cap-events", views.CapEventViewSet, basename="facility-cap-event")
 
 urlpatterns = [*router.urls]

@@ -10,12 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from twin.core.api.access import ClusterScopedMixin
+from twin.core.api.filters import TwinFilterBackend
+from twin.core.api.pagination import IdCursorPagination
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.facility.api.serializers import (
+    CapEventSerializer,
+    CappingPolicySerializer,
     CoolingElementSerializer,
     PlantSummarySerializer,
     PowerElementSerializer,
@@ -25,15 +31,31 @@ from twin.facility.api.serializers import (
 from twin.facility.capacity import ChainLoads, site_loads
 from twin.facility.choices import PowerKindChoices
 from twin.facility.filtersets import (
+    CapEventFilterSet,
+    CappingPolicyFilterSet,
     CoolingElementFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
     SiteFilterSet,
 )
-from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
+from twin.facility.models import (
+    CapEvent,
+    CappingPolicy,
+    CoolingElement,
+    PowerElement,
+    RackFacility,
+    Site,
+)
 
-__all__ = ["CoolingElementViewSet", "PowerElementViewSet", "RackFacilityViewSet",
-           "SiteViewSet", "plant_summary"]
+__all__ = [
+    "CapEventViewSet",
+    "CappingPolicyViewSet",
+    "CoolingElementViewSet",
+    "PowerElementViewSet",
+    "RackFacilityViewSet",
+    "SiteViewSet",
+    "plant_summary",
+]
 
 
 def _elements(chain: ChainLoads) -> list[dict[str, Any]]:
@@ -99,3 +121,25 @@ class RackFacilityViewSet(TwinModelViewSet):
     serializer_class = RackFacilitySerializer
     filterset_class = RackFacilityFilterSet
     ordering_fields = ["id", "rack", "rack_class"]
+
+
+class CappingPolicyViewSet(TwinModelViewSet):
+    """Live power capping per cluster (``twin.facility.capping_live``): off (the
+    default), propose or apply, and how a cut is shared."""
+
+    queryset = CappingPolicy.objects.all()
+    cluster_field = "cluster"
+    serializer_class = CappingPolicySerializer
+    filterset_class = CappingPolicyFilterSet
+    ordering_fields = ["id", "cluster", "mode"]
+
+
+class CapEventViewSet(ClusterScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """Live capping's audit trail: a row each time the binding set of limits changes."""
+
+    queryset = CapEvent.objects.all()
+    cluster_field = "cluster"
+    serializer_class = CapEventSerializer
+    filterset_class = CapEventFilterSet
+    filter_backends = [TwinFilterBackend]
+    pagination_class = IdCursorPagination

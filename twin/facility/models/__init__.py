@@ -2,10 +2,19 @@
 ``chain`` (what power and cooling elements share: site, key, parent, units,
 redundancy, the rating rule on write), ``power``, ``cooling``, ``racks`` (each
 hardware rack's place in both chains and its class)."""
+from twin.facility.models.capping import CapEvent, CappingPolicy
 from twin.facility.models.chain import RatedWrite
 from twin.facility.models.cooling import CoolingElement
 from twin.facility.models.power import PowerElement
 from twin.facility.models.racks import RackFacility
 from twin.facility.models.sites import Site
 
-__all__ = ["CoolingElement", "PowerElement", "RackFacility", "RatedWrite", "Site"]
+__all__ = [
+    "CapEvent",
+    "CappingPolicy",
+    "CoolingElement",
+    "PowerElement",
+    "RackFacility",
+    "RatedWrite",
+    "Site",
+]

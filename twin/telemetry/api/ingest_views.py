@@ -53,7 +53,7 @@ from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
-           "ingest_remote_write", "layout_view", "coolant_view", "whoami"]
+           "ingest_remote_write", "layout_view", "coolant_view", "caps_view", "whoami"]
 
 logger = logging.getLogger(__name__)
 
@@ -470,6 +470,41 @@ def coolant_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
     per_card = racks["supply_c"][lay.groups["rack"].of_card]
     return JsonResponse({"layout": lay.version, "ts": summary.get("ts"),
                          "inlet_c": [None if v != v else round(float(v), 2) for v in per_card]})
+
+
+@require_GET
+def caps_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Each card's power cap (W) from live capping (``twin.facility.capping_live``), in
+    the layout's card order: ``{"layout", "ts", "mode", "policy", "caps_w"}``. ``caps_w``
+    is null unless the cluster's capping policy is ``apply`` (``propose`` caps are
+    recorded, not binding) and the caps are of the current layout. What an agent obeys.
+
+    For an agent of this cluster (token) or a logged-in user.
+    """
+    if not (request.user.is_authenticated and request.user.is_active):
+        auth = _authorize(request, cluster_id)
+        if isinstance(auth, JsonResponse):
+            return auth
+    else:
+        if not access_for(request.user).can_see(cluster_id):
+            return _error(404, f"no cluster {cluster_id}")
+        gone = _cluster_gone(cluster_id)
+        if gone is not None:
+            return gone
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError:
+        return _missing_cluster(cluster_id)
+    from twin.facility.capping_live import read_caps
+    from twin.telemetry.config import conf, redis_client
+
+    got = read_caps(redis_client(), conf().prefix, cluster_id)
+    if got is None or got.get("v") != lay.version or len(got["caps_w"]) != lay.n:
+        return JsonResponse({"layout": lay.version, "ts": None, "mode": "off",
+                             "policy": None, "caps_w": None})
+    caps = None if got["mode"] != "apply" else [round(float(v), 1) for v in got["caps_w"]]
+    return JsonResponse({"layout": lay.version, "ts": got.get("ts"), "mode": got["mode"],
+                         "policy": got.get("policy"), "caps_w": caps})
 
 
 @require_GET

@@ -31,6 +31,7 @@ urlpatterns = [
     path("clusters/<int:cluster_id>/write/", ingest_views.ingest_remote_write),
     path("clusters/<int:cluster_id>/layout/", ingest_views.layout_view, name="layout"),
     path("clusters/<int:cluster_id>/coolant/", ingest_views.coolant_view, name="coolant"),
+    path("clusters/<int:cluster_id>/caps/", ingest_views.caps_view, name="caps"),
     path("clusters/<int:cluster_id>/rollup/", views.cluster_rollup, name="rollup"),
     path("clusters/<int:cluster_id>/", views.cluster_live, name="cluster"),
     path("cards/<int:card_id>/", views.card_live, name="card"),

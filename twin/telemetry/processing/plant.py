@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import redis
 
-from twin.facility import live
+from twin.facility import capping_live, live
 from twin.telemetry.config import conf
 from twin.telemetry.processing.minutes import POWER
 from twin.telemetry.state import Layout
 
-__all__ = ["plant_errors", "step_plant"]
+__all__ = ["plant_errors", "step_capping", "step_plant"]
 
 log = logging.getLogger(__name__)
 
@@ -54,4 +54,35 @@ def step_plant(r: redis.Redis, lay: Layout, rollups: Mapping[str, Any],
     except Exception:  # the tick must not break on the plant
         plant_errors += 1
         log.exception("cluster %s: the plant step failed; the tick goes on", lay.cluster_id)
+        return None
+
+
+def step_capping(r: redis.Redis, lay: Layout, card_w: np.ndarray,
+                 plant: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """Live power capping (``twin.facility.capping_live``; None: off): the cards'
+    measured power (NaN: not fresh), the racks' budgets, the contract in IT watts
+    (the plant's IT/facility ratio) and the racks' coolant for the thermal ceiling."""
+    global plant_errors
+    racks = lay.groups.get("rack")
+    if racks is None or not lay.n:
+        return None
+    try:
+        site = None
+        coolant = None
+        limits = None
+        if plant is not None:
+            coolant = plant.get("rack_supply_c")
+            limits = plant.get("power_limits")
+            it, fac, contract = plant.get("it_w"), plant.get("facility_w"), plant.get("contract_w")
+            if contract and it and fac:
+                # the contract in IT watts, less what is not the cards (static, network)
+                other = float(it) - float(np.nansum(card_w))
+                site = max(float(contract) * float(it) / float(fac) - other, 0.0)
+        return capping_live.step_caps(
+            r, conf().prefix, lay.cluster_id, lay.version, racks.of_card, card_w,
+            lay.tdp_w, lay.idle_w, np.maximum(racks.budget_w - racks.static_w, 0.0), now,
+            rack_coolant_c=coolant, site_limit_w=site, power_limits=limits)
+    except Exception:  # the tick must not break on capping
+        plant_errors += 1
+        log.exception("cluster %s: the capping step failed; the tick goes on", lay.cluster_id)
         return None

@@ -150,6 +150,7 @@ class Command(BaseCommand):
                 if time.monotonic() - last_coolant >= COOLANT_POLL_S:
                     last_coolant = time.monotonic()
                     self._read_coolant(client, cluster.pk, layout, sim)
+                    self._read_caps(client, cluster.pk, layout, sim)
                 values, _reporting = sim.step(period)
                 ts = time.time()
                 failing = False
@@ -230,6 +231,20 @@ class Command(BaseCommand):
                 or len(inlet) != sim.n:
             return
         sim.inlet_c = np.array([INLET_C if v is None else float(v) for v in inlet])
+
+    def _read_caps(self, client: AgentClient, cluster_id: int, layout: dict[str, Any],
+                   sim: Simulator) -> None:
+        """Obey live power caps (``GET …/caps/``): none served, none held."""
+        try:
+            answer = client.caps(cluster_id)
+        except OSError:
+            return
+        caps = answer.body.get("caps_w") if answer.status == 200 else None
+        if caps is None or answer.body.get("layout") != layout.get("layout") \
+                or len(caps) != sim.n:
+            sim.caps_w = None
+            return
+        sim.caps_w = np.array([float(v) for v in caps])
 
     def _say_once(self, key: str, text: str) -> None:
         """Say ``text`` once per spell of trouble (no line per retry)."""

@@ -1,0 +1,209 @@
+"""Live power capping through the real stack: the policy's API, the tick (real Redis,
+real database), the caps served to an agent token, the agent's cards obeying them,
+and the audit trail."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from django.test import Client
+
+from tests.telemetry.conftest import flush_namespace
+from tests.telemetry.test_state import put
+from twin.facility import capping_live, live
+from twin.telemetry import processing, state
+from twin.telemetry.config import conf, redis_client
+
+
+@pytest.fixture(autouse=True)
+def namespace(settings: Any) -> Iterator[None]:
+    settings.TELEMETRY_AUTO_DRAIN = False
+    flush_namespace()
+    live._cache.clear()
+    yield
+    flush_namespace()
+    live._cache.clear()
+
+
+def _agent(world: dict[str, Any]) -> Client:
+    from twin.telemetry.models import TelemetryAgent
+
+    _, token = TelemetryAgent.issue(world["cluster"], "sim")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def _policy(world: dict[str, Any], mode: str, policy: str = "uniform") -> None:
+    from twin.facility.models import CappingPolicy
+
+    CappingPolicy.objects.update_or_create(cluster=world["cluster"],
+                                           defaults={"mode": mode, "policy": policy})
+
+
+def _run(world: dict[str, Any], agent: Client, demand: list[float]) -> list[float]:
+    """Ticks where each card draws min(its demand, the cap the agent reads): the rack's
+    measured draw (cards + static) after each tick."""
+    cid = world["cluster"].pk
+    ids = [c.pk for c in world["cards"]]
+    lay = state.layout(cid)
+    k = lay.groups["rack"].names.index("r0")
+    static = float(lay.groups["rack"].static_w[k])
+    draws = []
+    for d in demand:
+        caps = agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"]
+        cap = np.array(caps, dtype=float) if caps is not None else np.full(len(ids), np.inf)
+        drawn = np.minimum(d, cap)
+        put(cid, {"power_w": drawn.tolist()}, cards=ids)
+        assert processing.tick(cid, force=True)
+        draws.append(float(drawn.sum()) + static)
+    return draws
+
+
+def _budget(world: dict[str, Any], card_room_w: float) -> float:
+    """Give r0 a budget that leaves its cards ``card_room_w``; returns the budget."""
+    from twin.hardware.models import Rack
+
+    rack = Rack.objects.get(pk=world["rack"].pk)
+    lay = state.layout(world["cluster"].pk)
+    k = lay.groups["rack"].names.index("r0")
+    budget = card_room_w + float(lay.groups["rack"].static_w[k])
+    rack.power_budget_w = budget
+    rack.save()
+    lay = state.layout(world["cluster"].pk)
+    assert float(lay.groups["rack"].budget_w[k]) == pytest.approx(budget)
+    return budget
+
+
+def test_a_load_step_settles_under_the_rack_budget_without_overshoot(
+        plant_world: dict[str, Any]) -> None:
+    from twin.facility.models import CapEvent
+
+    budget = _budget(plant_world, 4000.0)   # 8 cards: 500 W each fit
+    _policy(plant_world, "apply")
+    agent = _agent(plant_world)
+    draws = _run(plant_world, agent, [300.0] * 3 + [700.0] * 12)  # 2.4 → 5.6 kW demand
+    assert max(draws[:3]) < budget        # under budget: nothing binds
+    after = draws[3:]
+    assert max(after) <= budget * 1.02    # < 2 % overshoot of the rack budget
+    settled = next(i for i, w in enumerate(after) if w >= 0.98 * budget)
+    assert settled <= 8                    # within a few ticks
+    assert all(0.98 * budget <= w <= budget * 1.0001 for w in after[settled:])
+    # the audit: a row when the rack's limit started to bind, with the DVFS cost
+    ev = CapEvent.objects.filter(cluster=plant_world["cluster"]).order_by("id")
+    binding = [e for e in ev if "rack" in e.binding]
+    assert binding and binding[0].mode == "apply" and binding[0].cards_capped == 8
+    assert 0.0 < binding[0].throughput_lost < 0.5
+    assert binding[0].summary["by"]["rack"] == 8
+    # idempotent: the same tick writes nothing twice; the binding set did not change
+    # while settled, so no row per tick
+    n = ev.count()
+    assert n <= 3
+    e = binding[0]
+    capping_live._audit(e.cluster_id, e.tick_ts, "apply", "uniform", e.binding, {},
+                        np.zeros(0), 0.0)
+    assert CapEvent.objects.filter(cluster=plant_world["cluster"]).count() == n
+    # the audit trail in the API (a login)
+    from django.contrib.auth.models import User
+
+    user = User.objects.create_superuser("cap-admin", "c@example.com", "pw-cap-123")
+    c = Client()
+    c.force_login(user)
+    listed = c.get(f"/api/facility/cap-events/?cluster={plant_world['cluster'].pk}").json()
+    assert [r["id"] for r in listed["results"]][-1] == ev.first().pk
+
+
+def test_propose_records_caps_but_agents_get_none(plant_world: dict[str, Any]) -> None:
+    from twin.facility.models import CapEvent
+
+    budget = _budget(plant_world, 4000.0)
+    _policy(plant_world, "propose", "thermal")
+    agent = _agent(plant_world)
+    draws = _run(plant_world, agent, [700.0] * 3)
+    assert min(draws) > budget            # nothing served, nothing held
+    cid = plant_world["cluster"].pk
+    body = agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()
+    assert body["mode"] == "propose" and body["caps_w"] is None
+    stored = capping_live.read_caps(redis_client(), conf().prefix, cid)
+    assert stored is not None and float(stored["caps_w"].sum()) <= 4000.0 + 1e-3
+    ev = CapEvent.objects.get(cluster_id=cid)
+    assert ev.mode == "propose" and ev.policy == "thermal" and "rack" in ev.binding
+
+
+def test_a_cluster_with_capping_off_is_unchanged(plant_world: dict[str, Any]) -> None:
+    from twin.facility.models import CapEvent
+
+    budget = _budget(plant_world, 4000.0)
+    agent = _agent(plant_world)
+    _policy(plant_world, "off")
+    draws = _run(plant_world, agent, [700.0] * 2)
+    assert draws[-1] > budget
+    cid = plant_world["cluster"].pk
+    assert agent.get(f"/api/telemetry/clusters/{cid}/caps/").json() == {
+        "layout": state.layout(cid).version, "ts": None, "mode": "off", "policy": None,
+        "caps_w": None}
+    assert not redis_client().exists(capping_live.caps_key(conf().prefix, cid))
+    assert not CapEvent.objects.exists()
+    assert Client().get(f"/api/telemetry/clusters/{cid}/caps/").status_code == 401
+
+
+def test_bad_policy_values_are_a_400_naming_the_field(plant_world: dict[str, Any],
+                                                      staff_client: Any) -> None:
+    from twin.facility.models import CappingPolicy
+
+    cid = plant_world["cluster"].pk
+    bad = staff_client.post("/api/facility/capping/",
+                            {"cluster": cid, "mode": "sometimes", "policy": "fair"},
+                            format="json")
+    assert bad.status_code == 400
+    assert set(bad.json()) >= {"mode", "policy"}
+    assert not CappingPolicy.objects.exists()
+    ok = staff_client.post("/api/facility/capping/",
+                           {"cluster": cid, "mode": "apply", "policy": "priority"},
+                           format="json")
+    assert ok.status_code == 201, ok.content
+    assert CappingPolicy.objects.get(cluster_id=cid).mode == "apply"
+
+
+def test_the_simulator_never_draws_above_its_cap() -> None:
+    from twin.telemetry.simulator import Simulator
+
+    sim = Simulator(np.full(8, 700.0), np.full(8, 70.0), np.full(8, 80.0), np.zeros(8),
+                    fault_rate=0.0)
+    sim.caps_w = np.array([300.0, 400.0, 500.0, 600.0, 700.0, 200.0, 250.0, 350.0])
+    from twin.telemetry.metrics import METRIC_INDEX
+
+    for _ in range(50):
+        values, _ = sim.step(1.0)
+        assert (values[METRIC_INDEX["power_w"]] <= sim.caps_w + 1e-3).all()
+
+
+def test_a_pdu_over_its_rating_binds_the_caps(plant_world: dict[str, Any],
+                                              settings: Any) -> None:
+    from django.utils import timezone
+
+    from twin.facility.models import CapEvent, PowerElement
+    from twin.hardware.models import Rack
+
+    settings.FACILITY_LIVE_RECHECK_S = 0.0
+    _budget(plant_world, 20000.0)          # the rack's budget does not bind
+    agent = _agent(plant_world)
+    _policy(plant_world, "apply")
+    _run(plant_world, agent, [300.0])
+    cid = plant_world["cluster"].pk
+    s = state.plant_summary(cid)
+    assert s is not None
+    # the PDU (2N, two units: usable = one unit's rating) is planned for 4 kW of cards
+    # more than its racks' static and network draw; the cards want 5.6 kW
+    lay = state.layout(cid)
+    k = lay.groups["rack"].names.index("r0")
+    net_w = Rack.objects.filter(pk=plant_world["net_rack"].pk).draw_by_rack().rows()[0].w
+    rating_w = 4000.0 + float(lay.groups["rack"].static_w[k]) + net_w
+    PowerElement.objects.filter(pk=plant_world["pdu"].pk).update(
+        rating_kw=rating_w / 1e3, last_updated=timezone.now())
+    _run(plant_world, agent, [700.0] * 10)
+    s = state.plant_summary(cid)
+    assert s is not None
+    (pdu,) = s["pdus"]
+    assert pdu["input_w"] <= rating_w * 1.001 and pdu["input_w"] >= 0.97 * rating_w
+    assert CapEvent.objects.filter(cluster_id=cid, binding__startswith="power").exists()

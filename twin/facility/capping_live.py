@@ -1,0 +1,202 @@
+"""Live power capping (DVFS): each tick of a cluster whose capping policy is on sets
+per-card power caps that hold every rack's budget, the site contract and every card's
+thermal limit (``simulation.facility.capping``).
+
+The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the plant):
+
+* **Off by default.** A cluster without a :class:`~twin.facility.models.CappingPolicy`
+  row, or with ``mode = off``, costs one indexed query a tick and nothing else: no
+  caps are stored, the agents' endpoint serves none.
+* **Inputs, per tick**: each card's measured power (NaN where it did not report: counted
+  at its idle draw), its rack (layout order), the racks' budgets (the layout's
+  ``budget_w``, 40 kW for the seeds' rack), the site contract turned into IT watts by
+  the plant's present IT/facility ratio, and each card's coolant (its rack's coolant
+  supply from the live plant) for the thermal ceiling (T_limit − T_coolant)/R.
+* **The control law** is :class:`~simulation.facility.capping.CapController`: caps fall
+  at once and rise by 60 % of the gap a tick, so a step settles in a few ticks without
+  overshoot. Its state (caps and last measured power) is one msgpack blob in Redis
+  (:func:`state_key`), so any worker may tick next; a state of another layout restarts
+  it from the cards' maxima (TDP).
+* **Served**: the caps (float32 per card, layout order) and the mode at
+  :func:`caps_key`; ``GET /api/telemetry/clusters/<id>/caps/`` serves them as binding
+  only under ``apply`` (``propose`` computes and records them, agents get none).
+* **Audit** (:class:`~twin.facility.models.CapEvent`): a row when the binding set of
+  limits changes (which kinds bind, the racks over budget, site, infeasible) with the
+  caps' summary and the throughput they cost through the training model's DVFS curve
+  (:func:`simulation.facility.capping.throughput`). One row per cluster and tick (a
+  unique constraint): a retried tick writes nothing twice.
+* **Power elements** (PDUs, busways, UPS, transformers, feeds): each one's usable input
+  (min of planned and available: redundancy and units running) turned into IT watts at
+  the plant's present losses (``it_limits``, handed over by ``twin.facility.live`` in
+  the step's summary); the cards' groups per chain depth are computed once per layout
+  version and kept per process.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from simulation.facility.capping import (
+    BINDING,
+    CapController,
+    CapLimits,
+    element_groups,
+    throughput,
+)
+from simulation.facility.power_chain import PowerChain
+
+__all__ = ["caps_key", "read_caps", "state_key", "step_caps"]
+
+log = logging.getLogger(__name__)
+
+
+def state_key(prefix: str, cluster_id: int) -> str:
+    """The controller's state (``<prefix>:c<id>:facility:capstate``)."""
+    return f"{prefix}:c{cluster_id}:facility:capstate"
+
+
+def caps_key(prefix: str, cluster_id: int) -> str:
+    """The caps of the last tick (msgpack: version, mode, float32 caps per card)."""
+    return f"{prefix}:c{cluster_id}:facility:caps"
+
+
+def read_caps(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
+    """The stored caps: ``{"v", "mode", "policy", "ts", "caps_w": ndarray}`` (None: none)."""
+    raw = r.get(caps_key(prefix, cluster_id))
+    if not raw:
+        return None
+    d = msgpack.unpackb(raw)
+    d["caps_w"] = np.frombuffer(d["caps_w"], dtype="<f4")
+    return dict(d)
+
+
+_groups: dict[int, tuple[str, int, tuple[np.ndarray, ...]]] = {}
+
+
+def _element_groups(cluster_id: int, version: str, chain: PowerChain, rack_at: np.ndarray,
+                    card_rack: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per chain depth, the element above each card (−1: none or not in the plant),
+    kept per cluster, layout version and chain."""
+    hit = _groups.get(cluster_id)
+    if hit is not None and hit[0] == version and hit[1] == id(chain):
+        return hit[2]
+    at = np.asarray(rack_at, dtype=np.int64)[card_rack]
+    groups = tuple(np.where(at >= 0, g, -1)
+                   for g in element_groups(chain, np.maximum(at, 0)))
+    _groups[cluster_id] = (version, id(chain), groups)
+    return groups
+
+
+def _below(chain: PowerChain, rack_w: np.ndarray) -> np.ndarray:
+    """Per power element, the sum of ``rack_w`` (plant rack order) of the racks below it."""
+    out = np.bincount(chain.rack_parent, weights=rack_w, minlength=chain.n).astype(float)
+    for d in range(len(chain.levels) - 1, 0, -1):
+        idx = chain.levels[d]
+        out += np.bincount(chain.parent[idx], weights=out[idx], minlength=chain.n)
+    return out
+
+
+def _policy(cluster_id: int) -> tuple[str, str] | None:
+    from twin.facility.models import CappingPolicy
+
+    row = (CappingPolicy.objects.filter(cluster_id=cluster_id).exclude(mode="off")
+           .values_list("mode", "policy").first())
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def _signature(binding: np.ndarray, racks_limited: np.ndarray, site: bool,
+               infeasible: tuple[str, ...]) -> str:
+    kinds = sorted({BINDING[int(k)] for k in np.unique(binding) if k})
+    racks = ",".join(str(int(x)) for x in racks_limited[:50])
+    return f"{'+'.join(kinds) or 'none'}|racks:{racks}|site:{int(site)}|inf:{','.join(infeasible)}"
+
+
+def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.ndarray,
+              card_w: np.ndarray, tdp_w: np.ndarray, idle_w: np.ndarray,
+              rack_budget_w: np.ndarray, now: float, *,
+              rack_coolant_c: np.ndarray | None = None,
+              site_limit_w: float | None = None,
+              power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
+              = None
+              ) -> dict[str, Any] | None:
+    """One controller step for ``cluster_id`` (None: capping is off). Arrays are in the
+    layout's card order (``card_rack``: layout rack position of each card) and rack
+    order; ``card_w`` NaN where a card did not report; ``power_limits``: the plant's
+    chain, each element's limit in IT watts, each layout rack's plant index and each
+    plant rack's IT power this step. Every limit is turned into a limit on the cards
+    by taking off what else draws below it (static draw, network racks): what the
+    cards draw now is the rest of the IT power. Stores the caps and state,
+    writes an audit row when the binding set changes, returns a summary."""
+    pol = _policy(cluster_id)
+    if pol is None:
+        r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id))
+        return None
+    mode, policy = pol
+    lo = np.asarray(idle_w, dtype=float)
+    hi = np.maximum(np.asarray(tdp_w, dtype=float), lo)
+    measured = np.where(np.isfinite(card_w), np.asarray(card_w, dtype=float), lo)
+    ctl = CapController(min_w=lo, max_w=hi, policy=policy)
+    sig_prev = ""
+    raw = r.get(state_key(prefix, cluster_id))
+    if raw:
+        st = msgpack.unpackb(raw)
+        if st.get("v") == version and len(st["caps"]) == 8 * len(hi):
+            ctl.caps_w = np.frombuffer(st["caps"], dtype="<f8").copy()
+            ctl.last_w = np.frombuffer(st["last"], dtype="<f8").copy()
+            sig_prev = str(st.get("sig", ""))
+    coolant = None
+    if rack_coolant_c is not None and len(rack_coolant_c):
+        c = np.asarray(rack_coolant_c, dtype=float)[card_rack]
+        coolant = np.where(np.isfinite(c), c, 0.0)   # no liquid reading: no thermal ceiling
+    card_rack = np.asarray(card_rack, dtype=np.int64)
+    chain = elem_w = groups = None
+    if power_limits is not None:
+        chain, elem_w, rack_at, plant_w = power_limits
+        groups = _element_groups(cluster_id, version, chain, rack_at, card_rack)
+        cards = np.bincount(card_rack, weights=np.nan_to_num(card_w, nan=0.0),
+                            minlength=len(rack_at))
+        ok = np.asarray(rack_at) >= 0
+        cards_plant = np.zeros(len(plant_w))
+        cards_plant[np.asarray(rack_at)[ok]] = cards[ok]
+        other = _below(chain, np.maximum(np.asarray(plant_w) - cards_plant, 0.0))
+        elem_w = np.where(np.isfinite(elem_w), np.maximum(elem_w - other, 0.0), np.inf)
+    limits = CapLimits(card_rack=card_rack,
+                       rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
+                       chain=chain, element_limit_w=elem_w, element_groups=groups,
+                       site_limit_w=site_limit_w, coolant_c=coolant)
+    decision = ctl.update(measured, limits)
+    caps = decision.caps_w
+    sig = _signature(decision.binding, decision.racks_limited, decision.site_limited,
+                     decision.infeasible)
+    pipe = r.pipeline(transaction=False)
+    pipe.set(state_key(prefix, cluster_id), msgpack.packb(
+        {"v": version, "caps": caps.astype("<f8").tobytes(),
+         "last": measured.astype("<f8").tobytes(), "sig": sig}))
+    pipe.set(caps_key(prefix, cluster_id), msgpack.packb(
+        {"v": version, "mode": mode, "policy": policy, "ts": now,
+         "caps_w": caps.astype("<f4").tobytes()}))
+    pipe.execute()
+    capped = decision.binding > 0
+    kept = throughput(caps, np.where(capped, hi, measured), float(np.median(hi)),
+                      float(np.median(lo)))
+    out: dict[str, Any] = {"mode": mode, "policy": policy, "binding": sig,
+                           "cards_capped": int(capped.sum()),
+                           "throughput_lost": kept.lost_fraction, "changed": sig != sig_prev}
+    if sig != sig_prev and (sig_prev or capped.any()):
+        _audit(cluster_id, now, mode, policy, sig, decision.summary(), caps[capped],
+               kept.lost_fraction)
+    return out
+
+
+def _audit(cluster_id: int, now: float, mode: str, policy: str, sig: str,
+           summary: dict[str, Any], capped: np.ndarray, lost: float) -> None:
+    from twin.facility.models import CapEvent
+
+    CapEvent.objects.get_or_create(
+        cluster_id=cluster_id, tick_ts=now,
+        defaults={"mode": mode, "policy": policy, "binding": sig[:300], "summary": summary,
+                  "cards_capped": int(capped.size), "capped_w": float(capped.sum()),
+                  "throughput_lost": float(lost)})
