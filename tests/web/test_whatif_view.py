@@ -1,7 +1,7 @@
 """The what-if comparison view in the browser: a job runs on the demo cluster, a what-if
 fails its server, and the view draws a Gantt bar per job per case and both cases'
-series overlaid (PUE too when the run has the facility part) — each checked against
-what the API returned for the run.
+series overlaid (PUE too when the run has the facility part), and colours the floor by
+each rack's peak kW difference (and back) — each checked against what the API returned.
 
 The whole product runs (uvicorn with the built frontend, the Celery worker and beat).
 """
@@ -18,6 +18,8 @@ from tests.web.test_dashboard import (  # noqa: F401
     assert_no_problems,
     dashboard,
     fill_field,
+    twin,
+    wait_twin,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -39,7 +41,7 @@ def test_a_what_if_draws_the_gantt_and_the_overlaid_series(
     page = dashboard
     page.get_by_test_id("scenario-kind").select_option("whatif")
     fill_field(page, "events", json.dumps(
-        [{"at_s": 600, "kind": "fail_server", "target": card["server"]}]))
+        [{"at_s": 0, "kind": "fail_server", "target": card["server"]}]))
     fill_field(page, "horizon_h", "6")
     fill_field(page, "failure_rate", "0")
     page.get_by_test_id("scenario-submit").click()
@@ -78,4 +80,18 @@ def test_a_what_if_draws_the_gantt_and_the_overlaid_series(
         expect(pue).to_have_attribute("data-points", str(len(times)))
     else:
         expect(pue).to_have_count(0)
+
+    # the floor by the difference: grey where nothing changed, blue below, red above
+    diff = dict(zip(result["racks"]["ids"], result["racks"]["peak_kw_difference"], strict=True))
+    page.get_by_test_id("whatif-floor").click()
+    expect(page.get_by_test_id("legend")).to_have_attribute("data-metric", "difference")
+    same = [k for k, d in diff.items() if d == 0][:5]
+    wait_twin(page, "arg.every(k => t.colourOf(k) === '#6e7681')", same)
+    moved = max(diff, key=lambda k: abs(diff[k]))
+    assert diff[moved] != 0  # down from the fork: its rack never reaches its baseline peak
+    rgb = twin(page, "t.colourOf(arg)", moved)
+    red, blue = int(rgb[1:3], 16), int(rgb[5:7], 16)
+    assert (blue > red) if diff[moved] < 0 else (red > blue), (rgb, diff[moved])
+    page.get_by_test_id("whatif-floor").click()  # back to the live colours
+    expect(page.get_by_test_id("legend")).not_to_have_attribute("data-metric", "difference")
     assert_no_problems(page)

@@ -60,6 +60,10 @@ describe("ganttLayout", () => {
     expect(open).toMatchObject({ x0: 200, x1: 7200, open: true, cancelled: true });
   });
 
+  it("runs the axis to the horizon when the result carries it", () => {
+    expect(ganttLayout({ ...result, horizon_h: 6 })?.end).toBe(6 * 3600);
+  });
+
   it("keeps the table's order, up to the limit, and answers null without jobs", () => {
     expect(ganttLayout(result, 2)!.rows.map((r) => r.job)).toEqual(["7", "9"]);
     expect(ganttLayout({})).toBeNull();

@@ -41,7 +41,7 @@ export interface GanttRow {
 
 export interface Gantt {
   rows: GanttRow[];
-  /** The time axis, seconds from the fork: 0 → the horizon (or the last completion). */
+  /** The time axis, seconds from the fork: 0 → the horizon (else the last sample or completion). */
   end: number;
 }
 
@@ -65,7 +65,9 @@ export function ganttLayout(result: unknown, limit = 20): Gantt | null {
       if (v !== null) times.push(v);
     }
   }
-  const end = times.length ? Math.max(...times) : 0;
+  // the horizon (the kind's `horizon_h`); else the last sample or completion
+  const horizon = num(result.horizon_h);
+  const end = horizon !== null && horizon > 0 ? horizon * 3600 : times.length ? Math.max(...times) : 0;
   if (!rows.length || end <= 0) return null;
   const out: GanttRow[] = rows.map((r) => {
     const bars: GanttBar[] = [];
