@@ -54,6 +54,12 @@ export const LOAD: ReadonlyArray<readonly [number, RGB]> = [
   [0.7, [94, 201, 98]],
   [1, [253, 231, 37]],
 ];
+/** Blue → grey → red, grey at the middle: a difference centred on 0 (a what-if's racks). */
+export const DIVERGING: ReadonlyArray<readonly [number, RGB]> = [
+  [0, [76, 141, 255]],
+  [0.5, [110, 118, 129]],
+  [1, [218, 54, 51]],
+];
 /** Blue → green → yellow → red: temperatures. */
 export const THERMAL: ReadonlyArray<readonly [number, RGB]> = [
   [0, [59, 130, 246]],

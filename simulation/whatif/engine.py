@@ -595,7 +595,8 @@ class WhatIfResult:
     rows: int
 
     def job_table(self) -> dict[str, Any]:
-        """Per job: completion (s from the fork; None past the horizon) in both cases,
+        """Per job: first start (s from the fork; negative when it ran before the fork,
+        None if it never started) and completion (None past the horizon) in both cases,
         delay, slowdown (perturbed / baseline time from the fork to completion), lost
         card-hours — the ``rows`` most changed jobs."""
         b, p = self.baseline.per_job, self.perturbed.per_job
@@ -617,6 +618,8 @@ class WhatIfResult:
             rows.append({"job": self.job_ids[j] if not isinstance(self.job_ids[j], tuple)
                          else self.job_ids[j][1], "name": self.job_names[j],
                          "cards": float(b["cards"][j]),
+                         "baseline_start_s": opt(b["first_start_s"][j]),
+                         "start_s": opt(p["first_start_s"][j]),
                          "baseline_completion_s": opt(bc), "completion_s": opt(pc),
                          "delay_s": opt(delay[j]),
                          "slowdown": opt(pc / bc) if np.isfinite(pc) and np.isfinite(bc)

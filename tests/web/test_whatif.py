@@ -42,7 +42,8 @@ def test_a_what_if_from_the_panel_compares_with_doing_nothing(
     assert run["kind"] == "whatif" and run["snapshot"]["taken_at"]  # it forked
     applied = run["result"]["perturbed"]["applied"][0]
     assert applied["kind"] == "drain_server" and applied["cards"] > 0
-    table = page.get_by_test_id("scenario-run-detail").locator("table").first
+    # the result table by its id: the comparison view's uPlot legends are tables too
+    table = page.get_by_test_id("scenario-result-table")
     expect(table.locator("thead th")).to_have_text(["quantity", "baseline", "what if",
                                                     "difference"])
     availability = table.locator("tbody tr", has_text="availability")

@@ -58,4 +58,7 @@ export interface PanelHost {
   /** Optional: colour the floor's racks by these shares (rack id → 0..1, a scheduling run's
    *  playback) with `label` as the legend's title; null gives the live colours back. */
   showPlayback?(shares: ReadonlyMap<number, number> | null, label: string): void;
+  /** Optional: colour the floor's racks by a what-if's difference (rack id → kW) on a
+   *  diverging scale −span … +span; null gives the live colours back. */
+  showDifference?(values: ReadonlyMap<number, number> | null, label: string, span: number): void;
 }

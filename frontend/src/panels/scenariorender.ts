@@ -9,12 +9,14 @@ import { h } from "./dom";
 import { formatBytes, formatNumber } from "./format";
 import { renderFacilityWhatIf } from "./facilitywhatif";
 import { renderResilience } from "./resilience";
+import { renderWhatIf } from "./whatif";
 import type { ChartData, Table } from "./scenarioresult";
 
 /** Kinds whose result has a panel of its own (drawn instead of the generic chart). */
 const KIND_PANELS: Record<string, (container: HTMLElement, result: unknown) => { destroy(): void } | null> = {
   resilience: renderResilience,
   facility: renderFacilityWhatIf,
+  whatif: renderWhatIf,
 };
 
 /** The kind's own result panel in `container`, or null when it has none (or nothing to show). */

@@ -29,6 +29,7 @@ import { renderJobTable } from "./schedulingjobs";
 import { chartData, resultTable } from "./scenarioresult";
 import { configurationParams, formValue, TRAINING_KINDS, type Config } from "./training";
 import { renderTrainingResult, type TrainingView } from "./trainingrender";
+import { mountWhatIfFloor } from "./whatiffloor";
 import type { RunState, ScenarioMessage } from "./types";
 
 export interface ScenariosOptions {
@@ -161,6 +162,7 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   let plot: Pick<uPlot, "destroy"> | null = null;
   let training: TrainingView | null = null;
   let playback: Playback | null = null;
+  let whatifFloor: { destroy(): void } | null = null;
   const extraPlots: uPlot[] = [];
   let resetGen = 0;
 
@@ -348,6 +350,8 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
   function clearResult(): void {
     playback?.destroy();
     playback = null;
+    whatifFloor?.destroy();
+    whatifFloor = null;
     plot?.destroy();
     plot = null;
     training?.destroy();
@@ -380,6 +384,9 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
       training = renderTrainingResult(trainingBox, run.kind, run.result, onOpen);
     }
     tableBox.replaceChildren(renderTable(resultTable(run.kind, run.result, run.rows)));
+    if (run.kind === "whatif" && host.showDifference && run.cluster === host.clusterId()) {
+      whatifFloor = mountWhatIfFloor(tableBox, run.result, host.showDifference.bind(host));
+    }
     if (run.kind === "scheduling") {
       renderJobTable(tableBox, run.result);
       // The floor is this cluster's: play the placements back on it (not another cluster's).

@@ -63,6 +63,8 @@ export class Controller implements PanelHost {
   /** A scheduling run's playback frame (rack id → allocated share) and its title; it
    *  overrides the metric's colours on the floor while it is shown. */
   private playback: { shares: ReadonlyMap<number, number>; label: string } | null = null;
+  /** A what-if's peak rack kW difference on the floor (rack id → kW) and its scale. */
+  private difference: { values: ReadonlyMap<number, number>; label: string; span: number } | null = null;
   private selection: Selection | null = null;
   private routeShown: Route | null = null;
   private openToken = 0;
@@ -375,6 +377,11 @@ export class Controller implements PanelHost {
   /** Recolour the view from the live values. */
   private paint(rescale: boolean): void {
     if (!this.view || !this.frames) return;
+    if (this.difference && this.view.kind === "cluster") {
+      const d = this.difference;
+      this.painter.paintDifference(this.view, d.values, d.label, d.span);
+      return;
+    }
     if (this.playback && this.view.kind === "cluster") {
       this.painter.paintShares(this.view, this.playback.shares, this.playback.label);
       return;
@@ -401,6 +408,15 @@ export class Controller implements PanelHost {
     const was = this.playback !== null;
     this.playback = shares ? { shares, label } : null;
     if (this.view?.kind !== "cluster" || (!was && !shares)) return;
+    this.paint(true);
+    this.engine?.invalidate();
+  }
+
+  /** A what-if's rack differences on the floor (null: back to the live metric). */
+  showDifference(values: ReadonlyMap<number, number> | null, label: string, span: number): void {
+    const was = this.difference !== null;
+    this.difference = values ? { values, label, span } : null;
+    if (this.view?.kind !== "cluster" || (!was && !values)) return;
     this.paint(true);
     this.engine?.invalidate();
   }

@@ -5,6 +5,7 @@
  */
 import type { ClusterAllocations } from "../api";
 import {
+  DIVERGING,
   LOAD,
   autoDomain,
   categoriesScale,
@@ -99,6 +100,29 @@ export class Painter {
     this.palette = palette;
     this.renderLegend();
     view.recolour(palette, shareValues(view.keys, shares));
+  }
+
+  /** Colour each instance by a signed difference (a what-if's peak rack kW) on the diverging
+   *  scale −span … +span (0 in grey); instances without a value in the no-data grey. */
+  paintDifference(view: AnyView, values: ReadonlyMap<number, number>, label: string, span: number): void {
+    this.view = view;
+    this.metricKey = "difference";
+    const palette = compile({
+      kind: "sequential",
+      metric: "difference",
+      label,
+      unit: "kW",
+      domain: [-span, span],
+      stops: DIVERGING,
+      ratio: false,
+      auto: false,
+    });
+    this.palette = palette;
+    this.renderLegend();
+    view.recolour(
+      palette,
+      Float64Array.from(view.keys, (k) => values.get(k) ?? Number.NaN),
+    );
   }
 
   /** The colour instance `key` of `view` is painted, "#rrggbb" (the test hook's colourOf). */

@@ -69,6 +69,8 @@ def test_a_failed_cards_job_restarts_and_loses_cards_times_time_since_checkpoint
     assert r["lost_card_h"] == pytest.approx(8 * lost / 3600)
     assert r["restarts"] == 1
     assert r["baseline_completion_s"] == pytest.approx(left)
+    # its first start (the Gantt's bar start): before the fork, in both cases
+    assert r["baseline_start_s"] == r["start_s"] == pytest.approx(-since)
     # it restarts at once on free cards: the remaining work, the rework and the restart
     assert r["completion_s"] == pytest.approx(at + (left - at) + lost + restart)
 
