@@ -154,9 +154,13 @@ def test_live_views_of_another_tenant_are_404(world):
     assert client.get(f"/api/telemetry/cards/{b['card'].pk}/").status_code == 404
     browser = Client()
     browser.force_login(world["watcher"])
-    assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/layout/").status_code == 404
-    browser.force_login(tenant("unrestricted"))  # the same URL exists for a user without grants
-    assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/layout/").status_code == 200
+    for what in ("layout", "coolant", "caps"):  # what agents and the dashboard read live
+        assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/{what}/").status_code \
+            == 404, what
+    browser.force_login(tenant("unrestricted"))  # the same URLs exist for a user without grants
+    for what in ("layout", "coolant", "caps"):
+        assert browser.get(f"/api/telemetry/clusters/{b['cluster'].pk}/{what}/").status_code \
+            == 200, what
 
 
 def test_alerts_and_agents_of_another_tenant_are_left_out(world):

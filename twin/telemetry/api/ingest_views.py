@@ -419,22 +419,27 @@ def ingest_remote_write(request: HttpRequest, cluster_id: int) -> HttpResponse:
     return _finish(auth, None, batch, counts, queued_status=200)
 
 
+def _refuse_reader(request: HttpRequest, cluster_id: int) -> JsonResponse | None:
+    """Why this reader may not read the cluster's live layout, coolant or caps, or None:
+    an agent of another cluster or a bad token (``_authorize``); for a logged-in user,
+    a cluster they may not see answers as an unknown one (404), a deleted one 410."""
+    if not (request.user.is_authenticated and request.user.is_active):
+        auth = _authorize(request, cluster_id)
+        return auth if isinstance(auth, JsonResponse) else None
+    if not access_for(request.user).can_see(cluster_id):  # another tenant's: unknown
+        return _error(404, f"no cluster {cluster_id}")
+    return _cluster_gone(cluster_id)
+
+
 @require_GET
 def layout_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
     """The card order for columnar batches: ``{"layout", "count", "card_ids"}``.
 
     For an agent of this cluster (token) or a logged-in user.
     """
-    if not (request.user.is_authenticated and request.user.is_active):
-        auth = _authorize(request, cluster_id)
-        if isinstance(auth, JsonResponse):
-            return auth
-    else:
-        if not access_for(request.user).can_see(cluster_id):  # another tenant's: unknown
-            return _error(404, f"no cluster {cluster_id}")
-        gone = _cluster_gone(cluster_id)
-        if gone is not None:
-            return gone
+    refused = _refuse_reader(request, cluster_id)
+    if refused is not None:
+        return refused
     try:
         lay = state.layout(cluster_id)
     except KeyError:
@@ -451,14 +456,9 @@ def coolant_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
 
     For an agent of this cluster (token) or a logged-in user.
     """
-    if not (request.user.is_authenticated and request.user.is_active):
-        auth = _authorize(request, cluster_id)
-        if isinstance(auth, JsonResponse):
-            return auth
-    else:
-        gone = _cluster_gone(cluster_id)
-        if gone is not None:
-            return gone
+    refused = _refuse_reader(request, cluster_id)
+    if refused is not None:
+        return refused
     try:
         lay = state.layout(cluster_id)
     except KeyError:
@@ -481,16 +481,9 @@ def caps_view(request: HttpRequest, cluster_id: int) -> HttpResponse:
 
     For an agent of this cluster (token) or a logged-in user.
     """
-    if not (request.user.is_authenticated and request.user.is_active):
-        auth = _authorize(request, cluster_id)
-        if isinstance(auth, JsonResponse):
-            return auth
-    else:
-        if not access_for(request.user).can_see(cluster_id):
-            return _error(404, f"no cluster {cluster_id}")
-        gone = _cluster_gone(cluster_id)
-        if gone is not None:
-            return gone
+    refused = _refuse_reader(request, cluster_id)
+    if refused is not None:
+        return refused
     try:
         lay = state.layout(cluster_id)
     except KeyError:
