@@ -21,8 +21,9 @@ In one run, one core (numpy single-threaded for the vectorised path):
 2. **What-if, 24 h at 1 s on the demo cluster** (item 5: ≤ 10 s). 4,096+ cards in
    107 racks on 4 CDUs; events: a pump trip, a 6-hour hot day (+6 °C), a 10-minute
    CDU trip, a 1-hour 15 % load surge, a lost feed unit, a lost tower cell; capping
-   on. Timed: :func:`simulation.facility.whatif.run` (quiescent stretches skipped
-   exactly). **Baseline, same run**: the same engine computing every step
+   on. Timed: :func:`simulation.facility.whatif.run` (quiescent stretches skipped:
+   exactly when nothing moves, and a relaxing plant once its remaining movement is
+   under ``quiescent_k``, 10⁻⁴ K by default). **Baseline, same run**: the same engine computing every step
    (``skip_quiescent=False``) for ``--baseline-hours``, scaled to 24 h.
 3. **Caps for a million cards**: :func:`simulation.facility.capping.allocate` over
    1,048,576 cards with rack, PDU/UPS/feed and site limits (uniform policy).
