@@ -17,6 +17,8 @@ from tests.web.test_dashboard import (  # noqa: F401
     api_from_page,
     assert_no_problems,
     dashboard,
+    open_view,
+    topmost_card,
     twin,
 )
 
@@ -86,4 +88,17 @@ def test_right_clicking_a_rack_runs_what_if_it_fails(
     assert run["params"]["events"] == [{"at_s": 0, "kind": "fail_rack", "target": rack}]
     applied = run["result"]["perturbed"]["applied"]
     assert [(a["kind"], a["target"]) for a in applied] == [("fail_rack", rack)]
+    assert_no_problems(page)
+
+
+def test_right_clicking_a_card_prefills_its_failure(
+        dashboard: Page, dashboard_data: DashboardData) -> None:  # noqa: F811
+    page, data = dashboard, dashboard_data
+    open_view(page, "supernode", data.supernodes[0], "power_w")
+    card, point = topmost_card(page)
+    page.mouse.click(point["x"], point["y"], button="right")
+    page.get_by_test_id("context-menu").get_by_test_id("context-menu-item").click()
+    expect(page.get_by_test_id("scenario-kind")).to_have_value("whatif")
+    events = page.get_by_test_id("scenario-field-events").input_value()
+    assert json.loads(events) == [{"at_s": 0, "kind": "fail_card", "target": card}]
     assert_no_problems(page)
