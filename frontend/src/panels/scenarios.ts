@@ -44,6 +44,11 @@ export interface ScenariosPanel {
   reset(): Promise<void>;
   /** Show one run (and follow it live if it is not finished). */
   open(runId: number): Promise<void>;
+  /**
+   * The form set to `kind` with these fields' texts (the others at their defaults),
+   * scrolled into view and not run: the 3D view's "What if this fails?".
+   */
+  prefill(kind: string, texts: Readonly<Record<string, string>>): void;
 }
 
 const PERMISSION_NOTE =
@@ -539,7 +544,25 @@ export function mountScenarios(el: HTMLElement, host: PanelHost, opts: Scenarios
     }
   }
 
+  function prefill(name: string, texts: Readonly<Record<string, string>>): void {
+    const kind = kindOf(name);
+    if (!kind) {
+      showErrors({}, [`This server has no scenario kind ${JSON.stringify(name)}.`]);
+      return;
+    }
+    kindSelect.value = kind.name;
+    clearErrors();
+    buildFields(kind);
+    for (const [field, text] of Object.entries(texts)) {
+      const entry = inputs.get(field);
+      if (entry) entry.input.value = text;
+    }
+    form.scrollIntoView?.({ block: "nearest" });
+    kindSelect.focus();
+  }
+
   const panel: ScenariosPanel = {
+    prefill,
     async reset(): Promise<void> {
       const gen = ++resetGen;
       stopFollowing();

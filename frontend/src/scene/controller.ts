@@ -13,6 +13,7 @@ import { ViewFrames, type FrameMessage, type Subscription, type ViewKind } from 
 import type { TwinHook } from "../hook";
 import type { ConnectionState, HelloMessage, LiveClient } from "../live";
 import type { AlertsPanel, JobsPanel, RemediationsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
+import { failureEvent, mountContextMenu, WHATIF_ITEM, type ContextMenu } from "../panels/contextmenu";
 import type { MetricInfo, ObjectKind, PanelHost, Selection } from "../panels/host";
 import { isJobColouring } from "../panels/jobs";
 import type { StatusBar } from "../statusbar";
@@ -30,7 +31,7 @@ export interface Panels {
   side: Pick<SidePanel, "show" | "hide"> | null;
   alerts: Pick<AlertsPanel, "reset" | "push"> | null;
   route: Pick<RoutePanel, "setEnd" | "reset"> | null;
-  scenarios: Pick<ScenariosPanel, "reset"> | null;
+  scenarios: (Pick<ScenariosPanel, "reset"> & Partial<Pick<ScenariosPanel, "prefill">>) | null;
   jobs?: Pick<JobsPanel, "reset"> | null;
   remediations?: Pick<RemediationsPanel, "reset"> | null;
 }
@@ -73,6 +74,7 @@ export class Controller implements PanelHost {
   private readonly menu: MetricMenu;
   private readonly painter: Painter;
   private readonly picker: Picker | null = null;
+  private readonly contextMenu: ContextMenu;
 
   constructor(
     readonly api: Api,
@@ -84,6 +86,7 @@ export class Controller implements PanelHost {
     this.nav = new Navigator(api, this.cache);
     this.menu = new MetricMenu(api, el.metricSelect);
     this.painter = new Painter(el.legend);
+    this.contextMenu = mountContextMenu(el.scene);
     let engine: Engine | null = null;
     try {
       engine = new Engine(el.scene);
@@ -101,6 +104,7 @@ export class Controller implements PanelHost {
         view: () => this.view,
         click: (hit) => void this.select({ kind: hit.kind, id: hit.id }, { fly: false }),
         doubleClick: (hit) => void this.openTarget(this.nav.doubleClickTarget(this.view, hit.kind, hit.id)),
+        contextMenu: (hit, x, y) => this.showContextMenu(hit, x, y),
         reading: (id) => ({
           metric: this.menu.info(this.metricKey),
           value: this.valueOf(id),
@@ -112,6 +116,20 @@ export class Controller implements PanelHost {
     el.viewSelect.addEventListener("change", () => void this.onViewSelect());
     el.drill.addEventListener("click", () => void this.drill());
     el.home.addEventListener("click", () => this.goHome());
+  }
+
+  /** A right-click: "What if this fails?" on an object the what-if engine can fail, else no menu. */
+  private showContextMenu(hit: { kind: ObjectKind; id: number } | null, x: number, y: number): void {
+    const event = hit ? failureEvent(hit.kind, hit.id) : null;
+    const scenarios = this.panels.scenarios;
+    if (!event || !scenarios?.prefill) {
+      this.contextMenu.close();
+      return;
+    }
+    this.el.tooltip.hidden = true;
+    this.contextMenu.show(x, y, [
+      { label: WHATIF_ITEM, run: () => scenarios.prefill?.("whatif", { events: JSON.stringify([event]) }) },
+    ]);
   }
 
   /** Start loading a cluster's floor before the page is up (the URL names it). */

@@ -2,7 +2,7 @@
  * Pointing at the scene: what is under the pointer (a raycast into the shown
  * view), a click to select, a double-click to open, the hover tooltip (at most
  * one raycast per animation frame), and where on screen an instance can be
- * clicked (the test hook's screenOf).
+ * clicked (the test hook's screenOf), and a right-click (the context menu).
  */
 import { Vector3 } from "three";
 
@@ -22,6 +22,8 @@ export interface PickHandlers {
   click(hit: PickResult): void;
   /** A double-click on an object. */
   doubleClick(hit: PickResult): void;
+  /** A right-click at page px (x, y): on an object, or on nothing (hit null). */
+  contextMenu(hit: PickResult | null, x: number, y: number): void;
   /** The reading the tooltip shows for a card or rack: the metric shown, its value and unit. */
   reading(id: number): { metric: MetricLike; value: number | null; unit: string };
 }
@@ -52,6 +54,11 @@ export class Picker {
     canvas.addEventListener("dblclick", (e) => {
       const hit = this.pickAt(e.clientX, e.clientY);
       if (hit) this.on.doubleClick(hit);
+    });
+    // Only over the canvas: the browser's own menu stays everywhere else.
+    canvas.addEventListener("contextmenu", (e) => {
+      e.preventDefault();
+      this.on.contextMenu(this.pickAt(e.clientX, e.clientY), e.clientX, e.clientY);
     });
     canvas.addEventListener("pointermove", (e) => {
       this.hoverAt = { x: e.clientX, y: e.clientY };
