@@ -207,3 +207,38 @@ def test_a_pdu_over_its_rating_binds_the_caps(plant_world: dict[str, Any],
     (pdu,) = s["pdus"]
     assert pdu["input_w"] <= rating_w * 1.001 and pdu["input_w"] >= 0.97 * rating_w
     assert CapEvent.objects.filter(cluster_id=cid, binding__startswith="power").exists()
+
+
+def test_priority_policy_keeps_more_power_on_the_higher_priority_job(
+        plant_world: dict[str, Any]) -> None:
+    from twin.jobs.models import Allocation, Job
+
+    cluster, cards = plant_world["cluster"], plant_world["cards"]
+    low = Job.objects.create(cluster=cluster, name="low", tenant="t", cards=4, priority=0,
+                             state="running")
+    high = Job.objects.create(cluster=cluster, name="high", tenant="t", cards=4,
+                              priority=500, state="running")
+    for i, c in enumerate(cards):
+        Allocation.objects.create(job=high if i % 2 else low, card=c)
+    budget = _budget(plant_world, 4000.0)
+    _policy(plant_world, "apply", "priority")
+    agent = _agent(plant_world)
+    draws = _run(plant_world, agent, [700.0] * 12)
+    assert max(draws[1:]) <= budget * 1.02 and draws[-1] <= budget * 1.0001
+    cid = cluster.pk
+    caps = np.array(agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"])
+    lay = state.layout(cid)
+    at = lay.ordinals([c.pk for c in cards])
+    hi_caps = caps[at[1::2]]
+    lo_caps = caps[at[0::2]]
+    # the higher-priority job's cards keep more power; every card above its idle floor
+    # and the rack's cards within their room
+    assert hi_caps.min() > lo_caps.max() + 50.0
+    assert caps.sum() <= 4000.0 + 1e-2
+    assert (caps >= lay.idle_w - 1e-3).all()
+    # the weights: 1 + priority / 100, a card no running job holds weighs the lowest
+    low.state = "completed"
+    low.save(update_fields=["state"])
+    w = capping_live.priority_weights(cid, lay.card_ids)
+    assert w[at[1::2]].tolist() == [6.0] * 4
+    assert w[at[0::2]].tolist() == [capping_live.IDLE_WEIGHT] * 4 and capping_live.IDLE_WEIGHT < 1.0

@@ -30,6 +30,12 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   the plant's present losses (``it_limits``, handed over by ``twin.facility.live`` in
   the step's summary); the cards' groups per chain depth are computed once per layout
   version and kept per process.
+* **Priority weights** (policy ``priority``): each card weighs ``1 + priority / 100``
+  of the running job that holds it (:func:`priority_weights`; the job priority is 0–1000,
+  so a priority-100 job gives half as much of a cut per flexible watt as a priority-0
+  one, the highest 1/11), the highest priority where jobs share a card; a card no job
+  holds weighs 0.5, below any job, so idle cards give first. One query a tick
+  (allocations of the cluster's running jobs), only under that policy.
 """
 from __future__ import annotations
 
@@ -48,7 +54,10 @@ from simulation.facility.capping import (
 )
 from simulation.facility.power_chain import PowerChain
 
-__all__ = ["caps_key", "read_caps", "state_key", "step_caps"]
+__all__ = ["caps_key", "priority_weights", "read_caps", "state_key", "step_caps"]
+
+#: The weight of a card no running job holds (below any job's, 1 + priority / 100).
+IDLE_WEIGHT = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +116,28 @@ def _policy(cluster_id: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
+    """Per card (``card_ids`` order) the cap-sharing weight of the running job holding
+    it: ``1 + priority / 100`` (the highest where jobs share a card), ``IDLE_WEIGHT``
+    where none does. One bulk query over the cluster's allocations."""
+    from twin.jobs.models import Allocation
+
+    ids = np.asarray(card_ids, dtype=np.int64)
+    w = np.full(len(ids), IDLE_WEIGHT)
+    rows = np.array(list(Allocation.objects.filter(
+        job__cluster_id=cluster_id, job__state="running").values_list("card_id", "job__priority")),
+        dtype=np.int64).reshape(-1, 2)
+    if not len(rows) or not len(ids):
+        return w
+    order = np.argsort(ids)
+    pos = np.searchsorted(ids, rows[:, 0], sorter=order)
+    pos = np.minimum(pos, len(ids) - 1)
+    at = order[pos]
+    found = ids[at] == rows[:, 0]
+    np.maximum.at(w, at[found], 1.0 + rows[found, 1] / 100.0)
+    return w
+
+
 def _signature(binding: np.ndarray, racks_limited: np.ndarray, site: bool,
                infeasible: tuple[str, ...]) -> str:
     kinds = sorted({BINDING[int(k)] for k in np.unique(binding) if k})
@@ -120,7 +151,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               rack_coolant_c: np.ndarray | None = None,
               site_limit_w: float | None = None,
               power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
-              = None
+              = None,
+              card_ids: np.ndarray | None = None
               ) -> dict[str, Any] | None:
     """One controller step for ``cluster_id`` (None: capping is off). Arrays are in the
     layout's card order (``card_rack``: layout rack position of each card) and rack
@@ -128,7 +160,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     chain, each element's limit in IT watts, each layout rack's plant index and each
     plant rack's IT power this step. Every limit is turned into a limit on the cards
     by taking off what else draws below it (static draw, network racks): what the
-    cards draw now is the rest of the IT power. Stores the caps and state,
+    cards draw now is the rest of the IT power. ``card_ids``: the layout's card ids,
+    for the ``priority`` policy's job weights (:func:`priority_weights`). Stores the caps and state,
     writes an audit row when the binding set changes, returns a summary."""
     pol = _policy(cluster_id)
     if pol is None:
@@ -167,7 +200,9 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
                        rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
                        chain=chain, element_limit_w=elem_w, element_groups=groups,
                        site_limit_w=site_limit_w, coolant_c=coolant)
-    decision = ctl.update(measured, limits)
+    weight = (priority_weights(cluster_id, card_ids)
+              if policy == "priority" and card_ids is not None else None)
+    decision = ctl.update(measured, limits, weight)
     caps = decision.caps_w
     sig = _signature(decision.binding, decision.racks_limited, decision.site_limited,
                      decision.infeasible)
