@@ -242,3 +242,42 @@ def test_priority_policy_keeps_more_power_on_the_higher_priority_job(
     w = capping_live.priority_weights(cid, lay.card_ids)
     assert w[at[1::2]].tolist() == [6.0] * 4
     assert w[at[0::2]].tolist() == [capping_live.IDLE_WEIGHT] * 4 and capping_live.IDLE_WEIGHT < 1.0
+
+
+def test_the_caps_are_in_the_cluster_frame_and_metrics(plant_world: dict[str, Any]) -> None:
+    from tests.telemetry.test_monitoring import scrape
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    budget = _budget(plant_world, 4000.0)
+    cid = plant_world["cluster"].pk
+    key = SubscriptionKey("cluster", None, "power_w")
+    agent = _agent(plant_world)
+    _run(plant_world, agent, [700.0])
+    assert "caps" not in frames.build(cid, key).extra     # capping off: no section
+    assert not [k for k in scrape() if k[0].startswith("twin_capping_")
+                and ("cluster", str(cid)) in k[1]]
+    _policy(plant_world, "apply")
+    draws = _run(plant_world, agent, [700.0] * 6)
+    assert draws[-1] <= budget * 1.0001
+    caps = np.array(agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"])
+    built = frames.build(cid, key)
+    sec = built.extra["caps"]
+    names = built.extra["names"]
+    lay = state.layout(cid)
+    assert names == list(lay.groups["rack"].names)   # the frame's rack order
+    r0, net = names.index("r0"), [i for i, n in enumerate(names) if n != "r0"]
+    assert sec["mode"] == "apply" and sec["binding"] == "rack"
+    assert sec["cards_capped"] == 8 and sec["limits_binding"] == 1
+    assert sec["rack_caps_w"][r0] == pytest.approx(caps.sum(), abs=1.0)
+    assert sec["rack_caps_w"][r0] <= 4000.0 + 1.0
+    assert sec["rack_binding"][r0] == 1 and all(sec["rack_binding"][i] == 0 for i in net)
+    assert len(sec["rack_caps_w"]) == len(names)          # per rack, not per card
+    assert 0.0 < sec["throughput_lost"] < 0.5
+    got = scrape()
+    c = (("cluster", str(cid)),)
+    assert got[("twin_capping_cards_capped", c)] == 8
+    assert got[("twin_capping_capped_watts", c)] == pytest.approx(caps.sum(), abs=1.0)
+    assert got[("twin_capping_throughput_lost_ratio", c)] == pytest.approx(
+        sec["throughput_lost"])
+    assert got[("twin_capping_binding_limits", c)] == 1
