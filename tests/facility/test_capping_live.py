@@ -207,3 +207,77 @@ def test_a_pdu_over_its_rating_binds_the_caps(plant_world: dict[str, Any],
     (pdu,) = s["pdus"]
     assert pdu["input_w"] <= rating_w * 1.001 and pdu["input_w"] >= 0.97 * rating_w
     assert CapEvent.objects.filter(cluster_id=cid, binding__startswith="power").exists()
+
+
+def test_priority_policy_keeps_more_power_on_the_higher_priority_job(
+        plant_world: dict[str, Any]) -> None:
+    from twin.jobs.models import Allocation, Job
+
+    cluster, cards = plant_world["cluster"], plant_world["cards"]
+    low = Job.objects.create(cluster=cluster, name="low", tenant="t", cards=4, priority=0,
+                             state="running")
+    high = Job.objects.create(cluster=cluster, name="high", tenant="t", cards=4,
+                              priority=500, state="running")
+    for i, c in enumerate(cards):
+        Allocation.objects.create(job=high if i % 2 else low, card=c)
+    budget = _budget(plant_world, 4000.0)
+    _policy(plant_world, "apply", "priority")
+    agent = _agent(plant_world)
+    draws = _run(plant_world, agent, [700.0] * 12)
+    assert max(draws[1:]) <= budget * 1.02 and draws[-1] <= budget * 1.0001
+    cid = cluster.pk
+    caps = np.array(agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"])
+    lay = state.layout(cid)
+    at = lay.ordinals([c.pk for c in cards])
+    hi_caps = caps[at[1::2]]
+    lo_caps = caps[at[0::2]]
+    # the higher-priority job's cards keep more power; every card above its idle floor
+    # and the rack's cards within their room
+    assert hi_caps.min() > lo_caps.max() + 50.0
+    assert caps.sum() <= 4000.0 + 1e-2
+    assert (caps >= lay.idle_w - 1e-3).all()
+    # the weights: 1 + priority / 100, a card no running job holds weighs the lowest
+    low.state = "completed"
+    low.save(update_fields=["state"])
+    w = capping_live.priority_weights(cid, lay.card_ids)
+    assert w[at[1::2]].tolist() == [6.0] * 4
+    assert w[at[0::2]].tolist() == [capping_live.IDLE_WEIGHT] * 4 and capping_live.IDLE_WEIGHT < 1.0
+
+
+def test_the_caps_are_in_the_cluster_frame_and_metrics(plant_world: dict[str, Any]) -> None:
+    from tests.telemetry.test_monitoring import scrape
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    budget = _budget(plant_world, 4000.0)
+    cid = plant_world["cluster"].pk
+    key = SubscriptionKey("cluster", None, "power_w")
+    agent = _agent(plant_world)
+    _run(plant_world, agent, [700.0])
+    assert "caps" not in frames.build(cid, key).extra     # capping off: no section
+    assert not [k for k in scrape() if k[0].startswith("twin_capping_")
+                and ("cluster", str(cid)) in k[1]]
+    _policy(plant_world, "apply")
+    draws = _run(plant_world, agent, [700.0] * 6)
+    assert draws[-1] <= budget * 1.0001
+    caps = np.array(agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"])
+    built = frames.build(cid, key)
+    sec = built.extra["caps"]
+    names = built.extra["names"]
+    lay = state.layout(cid)
+    assert names == list(lay.groups["rack"].names)   # the frame's rack order
+    r0, net = names.index("r0"), [i for i, n in enumerate(names) if n != "r0"]
+    assert sec["mode"] == "apply" and sec["binding"] == "rack"
+    assert sec["cards_capped"] == 8 and sec["limits_binding"] == 1
+    assert sec["rack_caps_w"][r0] == pytest.approx(caps.sum(), abs=1.0)
+    assert sec["rack_caps_w"][r0] <= 4000.0 + 1.0
+    assert sec["rack_binding"][r0] == 1 and all(sec["rack_binding"][i] == 0 for i in net)
+    assert len(sec["rack_caps_w"]) == len(names)          # per rack, not per card
+    assert 0.0 < sec["throughput_lost"] < 0.5
+    got = scrape()
+    c = (("cluster", str(cid)),)
+    assert got[("twin_capping_cards_capped", c)] == 8
+    assert got[("twin_capping_capped_watts", c)] == pytest.approx(caps.sum(), abs=1.0)
+    assert got[("twin_capping_throughput_lost_ratio", c)] == pytest.approx(
+        sec["throughput_lost"])
+    assert got[("twin_capping_binding_limits", c)] == 1

@@ -30,6 +30,17 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   the plant's present losses (``it_limits``, handed over by ``twin.facility.live`` in
   the step's summary); the cards' groups per chain depth are computed once per layout
   version and kept per process.
+* **Priority weights** (policy ``priority``): each card weighs ``1 + priority / 100``
+  of the running job that holds it (:func:`priority_weights`; the job priority is 0–1000,
+  so a priority-100 job gives half as much of a cut per flexible watt as a priority-0
+  one, the highest 1/11), the highest priority where jobs share a card; a card no job
+  holds weighs 0.5, below any job, so idle cards give first. One query a tick
+  (allocations of the cluster's running jobs), only under that policy.
+* **Seen** (:func:`summary_key`, a small blob next to the caps): per layout rack the sum
+  of its cards' caps and whether a limit binds one of its cards, and the cluster's
+  mode, binding kinds, cards capped, capped watts, throughput lost and the number of
+  binding limits (racks, power elements, site); the live frame
+  (:func:`frame_section`) and ``/metrics`` read it, never the per-card caps.
 """
 from __future__ import annotations
 
@@ -48,7 +59,11 @@ from simulation.facility.capping import (
 )
 from simulation.facility.power_chain import PowerChain
 
-__all__ = ["caps_key", "read_caps", "state_key", "step_caps"]
+__all__ = ["caps_key", "frame_section", "priority_weights", "read_caps", "read_summary",
+           "state_key", "step_caps", "summary_key"]
+
+#: The weight of a card no running job holds (below any job's, 1 + priority / 100).
+IDLE_WEIGHT = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +76,40 @@ def state_key(prefix: str, cluster_id: int) -> str:
 def caps_key(prefix: str, cluster_id: int) -> str:
     """The caps of the last tick (msgpack: version, mode, float32 caps per card)."""
     return f"{prefix}:c{cluster_id}:facility:caps"
+
+
+def summary_key(prefix: str, cluster_id: int) -> str:
+    """The caps' compact summary of the last tick (msgpack; see :func:`read_summary`)."""
+    return f"{prefix}:c{cluster_id}:facility:capsum"
+
+
+def read_summary(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
+    """``{"v", "mode", "policy", "ts", "binding", "cards_capped", "capped_w",
+    "throughput_lost", "limits_binding", "rack_caps_w": ndarray, "rack_binding":
+    ndarray of bool}`` (layout rack order; None: capping off)."""
+    raw = r.get(summary_key(prefix, cluster_id))
+    if not raw:
+        return None
+    d = dict(msgpack.unpackb(raw))
+    d["rack_caps_w"] = np.frombuffer(d["rack_caps_w"], dtype="<f4")
+    d["rack_binding"] = np.frombuffer(d["rack_binding"], dtype=np.uint8).astype(bool)
+    return d
+
+
+def frame_section(r: Any, prefix: str, cluster_id: int, version: str,
+                  n_racks: int) -> dict[str, Any] | None:
+    """The caps in a cluster frame, compact (per rack, not per card): mode, policy,
+    binding kinds, cards capped, capped watts, throughput lost, binding limits, per rack
+    (layout rack order) the sum of caps and 0/1 whether a limit binds there. None when
+    capping is off or the summary is of another layout."""
+    s = read_summary(r, prefix, cluster_id)
+    if s is None or s.get("v") != version or len(s["rack_caps_w"]) != n_racks:
+        return None
+    out = {k: s.get(k) for k in ("ts", "mode", "policy", "binding", "cards_capped",
+                                 "capped_w", "throughput_lost", "limits_binding")}
+    out["rack_caps_w"] = [round(float(v), 0) for v in s["rack_caps_w"]]
+    out["rack_binding"] = s["rack_binding"].astype(int).tolist()
+    return out
 
 
 def read_caps(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
@@ -107,6 +156,28 @@ def _policy(cluster_id: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
+    """Per card (``card_ids`` order) the cap-sharing weight of the running job holding
+    it: ``1 + priority / 100`` (the highest where jobs share a card), ``IDLE_WEIGHT``
+    where none does. One bulk query over the cluster's allocations."""
+    from twin.jobs.models import Allocation
+
+    ids = np.asarray(card_ids, dtype=np.int64)
+    w = np.full(len(ids), IDLE_WEIGHT)
+    rows = np.array(list(Allocation.objects.filter(
+        job__cluster_id=cluster_id, job__state="running").values_list("card_id", "job__priority")),
+        dtype=np.int64).reshape(-1, 2)
+    if not len(rows) or not len(ids):
+        return w
+    order = np.argsort(ids)
+    pos = np.searchsorted(ids, rows[:, 0], sorter=order)
+    pos = np.minimum(pos, len(ids) - 1)
+    at = order[pos]
+    found = ids[at] == rows[:, 0]
+    np.maximum.at(w, at[found], 1.0 + rows[found, 1] / 100.0)
+    return w
+
+
 def _signature(binding: np.ndarray, racks_limited: np.ndarray, site: bool,
                infeasible: tuple[str, ...]) -> str:
     kinds = sorted({BINDING[int(k)] for k in np.unique(binding) if k})
@@ -120,7 +191,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               rack_coolant_c: np.ndarray | None = None,
               site_limit_w: float | None = None,
               power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
-              = None
+              = None,
+              card_ids: np.ndarray | None = None
               ) -> dict[str, Any] | None:
     """One controller step for ``cluster_id`` (None: capping is off). Arrays are in the
     layout's card order (``card_rack``: layout rack position of each card) and rack
@@ -128,11 +200,13 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     chain, each element's limit in IT watts, each layout rack's plant index and each
     plant rack's IT power this step. Every limit is turned into a limit on the cards
     by taking off what else draws below it (static draw, network racks): what the
-    cards draw now is the rest of the IT power. Stores the caps and state,
+    cards draw now is the rest of the IT power. ``card_ids``: the layout's card ids,
+    for the ``priority`` policy's job weights (:func:`priority_weights`). Stores the caps and state,
     writes an audit row when the binding set changes, returns a summary."""
     pol = _policy(cluster_id)
     if pol is None:
-        r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id))
+        r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id),
+                 summary_key(prefix, cluster_id))
         return None
     mode, policy = pol
     lo = np.asarray(idle_w, dtype=float)
@@ -167,7 +241,9 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
                        rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
                        chain=chain, element_limit_w=elem_w, element_groups=groups,
                        site_limit_w=site_limit_w, coolant_c=coolant)
-    decision = ctl.update(measured, limits)
+    weight = (priority_weights(cluster_id, card_ids)
+              if policy == "priority" and card_ids is not None else None)
+    decision = ctl.update(measured, limits, weight)
     caps = decision.caps_w
     sig = _signature(decision.binding, decision.racks_limited, decision.site_limited,
                      decision.infeasible)
@@ -178,10 +254,22 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     pipe.set(caps_key(prefix, cluster_id), msgpack.packb(
         {"v": version, "mode": mode, "policy": policy, "ts": now,
          "caps_w": caps.astype("<f4").tobytes()}))
-    pipe.execute()
     capped = decision.binding > 0
     kept = throughput(caps, np.where(capped, hi, measured), float(np.median(hi)),
                       float(np.median(lo)))
+    n_racks = len(rack_budget_w)
+    rack_caps = np.bincount(card_rack, weights=caps, minlength=n_racks)[:n_racks]
+    rack_bind = np.bincount(card_rack, weights=capped, minlength=n_racks)[:n_racks] > 0
+    kinds = sorted({BINDING[int(k)] for k in np.unique(decision.binding) if k})
+    pipe.set(summary_key(prefix, cluster_id), msgpack.packb(
+        {"v": version, "mode": mode, "policy": policy, "ts": now,
+         "binding": "+".join(kinds) or "none", "cards_capped": int(capped.sum()),
+         "capped_w": float(caps[capped].sum()), "throughput_lost": kept.lost_fraction,
+         "limits_binding": int(len(decision.racks_limited) + len(decision.elements_limited)
+                               + int(decision.site_limited)),
+         "rack_caps_w": rack_caps.astype("<f4").tobytes(),
+         "rack_binding": rack_bind.astype(np.uint8).tobytes()}))
+    pipe.execute()
     out: dict[str, Any] = {"mode": mode, "policy": policy, "binding": sig,
                            "cards_capped": int(capped.sum()),
                            "throughput_lost": kept.lost_fraction, "changed": sig != sig_prev}

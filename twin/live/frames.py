@@ -177,6 +177,9 @@ def _build_cluster(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> 
     plant = _facility_section(cluster_id, lay)
     if plant is not None:
         extra["facility"] = plant
+    caps = _caps_section(cluster_id, lay)
+    if caps is not None:
+        extra["caps"] = caps
     return Built(key, int(roll["seq"]), head["ts"], lay.version, head, extra)
 
 
@@ -199,6 +202,20 @@ def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | No
         out["rack_supply_c"] = encode_values(racks["supply_c"], 1)
         out["rack_card_c"] = encode_values(racks["card_c"], 1)
     return out
+
+
+def _caps_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | None:
+    """Live power capping at the last tick, compact (``twin.facility.capping_live``):
+    the cluster's mode and binding summary, per rack its caps' sum and whether a limit
+    binds there. None when capping is off."""
+    from twin.facility.capping_live import frame_section
+    from twin.telemetry.config import conf
+
+    racks = lay.groups.get("rack")
+    if racks is None:
+        return None
+    return frame_section(state.redis_client(), conf().prefix, cluster_id, lay.version,
+                         len(racks.names))
 
 
 def _unit(metric: str) -> str:

@@ -38,6 +38,10 @@ twin_facility_cdu_load_ratio{cluster,cdu}   gauge  CDU heat / planned capacity
 twin_facility_cdu_temperature_celsius{cluster,cdu,side}  gauge  supply / return
 twin_facility_cdu_flow_kg_per_second{cluster,cdu}  gauge  technology-loop flow
 twin_facility_feed_headroom_watts{cluster,feed}  gauge  planned rating − input
+twin_capping_cards_capped{cluster}         gauge  cards a limit caps (live capping on)
+twin_capping_capped_watts{cluster}         gauge  sum of those cards' caps
+twin_capping_throughput_lost_ratio{cluster}  gauge  throughput the caps cost (DVFS)
+twin_capping_binding_limits{cluster}       gauge  limits binding: racks, power elements, site
 =========================================== ====== ==========================================
 """
 from __future__ import annotations
@@ -56,7 +60,9 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
+from twin.facility.capping_live import read_summary
 from twin.telemetry import keys, state
+from twin.telemetry.config import conf
 from twin.telemetry.processing.stream import GROUP
 from twin.telemetry.processing.tickparts import stream_age_s
 
@@ -180,6 +186,7 @@ def _clusters(r: object, now: float) -> list[Metric]:
     for cid in ids:
         c = str(cid)
         plant.add(c, state.plant_summary(cid))
+        plant.add_caps(c, read_summary(r, conf().prefix, cid))
         stats = r.hgetall(keys.tick_stats(cid))  # type: ignore[attr-defined]
         if stats:
             tick.add_metric([c], count_value=int(stats.get(b"count", 0)),
@@ -232,6 +239,23 @@ class _PlantFamilies:
                                       "A feed's planned rating minus its input.",
                                       labels=["cluster", "feed"])
 
+        self.caps = [GaugeMetricFamily(f"twin_capping_{name}", doc, labels=["cluster"])
+                     for name, doc in (
+                         ("cards_capped", "Cards a limit caps (live power capping on)."),
+                         ("capped_watts", "The sum of the capped cards' caps."),
+                         ("throughput_lost_ratio", "The throughput the caps cost (DVFS)."),
+                         ("binding_limits", "Limits binding: racks, power elements, site."))]
+
+    def add_caps(self, c: str, s: dict[str, object] | None) -> None:
+        """Live capping's gauges (``twin.facility.capping_live.read_summary``)."""
+        if not s:
+            return
+        for fam, k in zip(self.caps, ("cards_capped", "capped_w", "throughput_lost",
+                                      "limits_binding"), strict=True):
+            v = s.get(k)
+            if isinstance(v, int | float):
+                fam.add_metric([c], float(v))
+
     def add(self, c: str, s: dict[str, object] | None) -> None:
         if not s:
             return
@@ -255,4 +279,5 @@ class _PlantFamilies:
                 self.feed.add_metric([c, str(feed["key"])], float(feed["headroom_w"]))
 
     def families(self) -> list[Metric]:
-        return [self.pue, self.power, self.cdu_load, self.cdu_temp, self.cdu_flow, self.feed]
+        return [self.pue, self.power, self.cdu_load, self.cdu_temp, self.cdu_flow, self.feed,
+                *self.caps]

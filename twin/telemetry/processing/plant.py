@@ -81,7 +81,8 @@ def step_capping(r: redis.Redis, lay: Layout, card_w: np.ndarray,
         return capping_live.step_caps(
             r, conf().prefix, lay.cluster_id, lay.version, racks.of_card, card_w,
             lay.tdp_w, lay.idle_w, np.maximum(racks.budget_w - racks.static_w, 0.0), now,
-            rack_coolant_c=coolant, site_limit_w=site, power_limits=limits)
+            rack_coolant_c=coolant, site_limit_w=site, power_limits=limits,
+            card_ids=lay.card_ids)
     except Exception:  # the tick must not break on capping
         plant_errors += 1
         log.exception("cluster %s: the capping step failed; the tick goes on", lay.cluster_id)
