@@ -38,7 +38,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import secrets
 import statistics
 import sys
 import time
@@ -171,22 +170,16 @@ def main() -> int:
     parser.add_argument("--naive-cards", type=int, default=4096,
                         help="cards the naive fork reads (0: all), scaled linearly")
     args = parser.parse_args()
-    os.environ["TWIN_TELEMETRY_PREFIX"] = f"twfork{secrets.token_hex(4)}"
-    if not os.environ.get("DATABASE_URL"):
-        var = Path(os.environ.get("TWIN_VAR_DIR", ROOT / "var"))
-        var.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("TWIN_SQLITE_PATH", str(var / "fork-bench.sqlite3"))
-    import django
+    from benchmarks.seedcluster import isolate, setup
 
-    django.setup()
+    isolate("fork")
+    setup()
     from django.conf import settings
-    from django.core.management import call_command
 
     from twin.hardware.models import Cluster
     from twin.scenarios.snapshot import freeze
     from twin.telemetry import state
 
-    call_command("migrate", verbosity=0)
     cluster_id = ensure_cluster(args.cards)
     cover(cluster_id)
     db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]

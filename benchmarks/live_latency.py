@@ -463,26 +463,18 @@ def analyse(sends: list[dict[str, Any]], records: list[list[Any]], clients: int,
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    run_id = secrets.token_hex(4)
-    # Private namespaces, inherited by every child process.
-    os.environ["TWIN_TELEMETRY_PREFIX"] = f"twbench{run_id}"
-    os.environ["TWIN_CHANNEL_PREFIX"] = f"twinbench{run_id}"
-    os.environ["TWIN_CELERY_QUEUE"] = f"twin-bench-{run_id}"
-    if not os.environ.get("DATABASE_URL"):
-        var = Path(os.environ.get("TWIN_VAR_DIR", ROOT / "var"))
-        var.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("TWIN_SQLITE_PATH", str(var / "live-bench.sqlite3"))
-    setup_django()
+    from benchmarks.seedcluster import isolate, setup
+
+    run_id = isolate("live", services=True)
+    setup()
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from django.db import connection
 
     from twin.celery import app
     from twin.telemetry import state
     from twin.telemetry.models import TelemetryAgent
 
-    call_command("migrate", verbosity=0)
     cluster_id, supernodes, racks = ensure_cluster(args.cards)
     password = secrets.token_urlsafe(16)
     user, _ = User.objects.get_or_create(username=BENCH_USER)

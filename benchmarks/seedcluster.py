@@ -12,9 +12,31 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ensure_cluster", "setup", "start_services"]
+__all__ = ["ensure_cluster", "isolate", "setup", "start_services"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def isolate(bench: str, *, services: bool = False) -> str:
+    """Private namespaces for one run of benchmark ``bench``; returns the run's id.
+
+    Set in the environment, so every child process inherits them: a telemetry key
+    prefix of its own (a demo or another run on the same Redis is untouched), with
+    ``services`` also a channel prefix and a Celery queue, and without DATABASE_URL
+    the benchmark's own SQLite file under var/ (kept: a rerun reuses its cluster).
+    """
+    import secrets
+
+    run_id = secrets.token_hex(4)
+    os.environ["TWIN_TELEMETRY_PREFIX"] = f"tw{bench}{run_id}"
+    if services:
+        os.environ["TWIN_CHANNEL_PREFIX"] = f"twin{bench}{run_id}"
+        os.environ["TWIN_CELERY_QUEUE"] = f"twin-{bench}-{run_id}"
+    if not os.environ.get("DATABASE_URL"):
+        var = Path(os.environ.get("TWIN_VAR_DIR", ROOT / "var"))
+        var.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("TWIN_SQLITE_PATH", str(var / f"{bench}-bench.sqlite3"))
+    return run_id
 
 
 def setup() -> None:

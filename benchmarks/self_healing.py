@@ -50,7 +50,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -213,19 +212,11 @@ def forget_namespace(prefix: str) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    run_id = secrets.token_hex(4)
-    os.environ["TWIN_TELEMETRY_PREFIX"] = f"twheal{run_id}"
-    os.environ["TWIN_CHANNEL_PREFIX"] = f"twinheal{run_id}"
-    os.environ["TWIN_CELERY_QUEUE"] = f"twin-heal-{run_id}"
-    if not os.environ.get("DATABASE_URL"):
-        var = Path(os.environ.get("TWIN_VAR_DIR", ROOT / "var"))
-        var.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("TWIN_SQLITE_PATH", str(var / "heal-bench.sqlite3"))
-    import django
+    from benchmarks.seedcluster import isolate, setup
 
-    django.setup()
+    run_id = isolate("heal", services=True)
+    setup()
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection
 
     from twin.celery import app
@@ -235,7 +226,6 @@ def orchestrate(args: argparse.Namespace) -> int:
     from twin.telemetry.client import AgentClient
     from twin.telemetry.models import TelemetryAgent
 
-    call_command("migrate", verbosity=0)
     cluster_id = ensure_cluster(args.cards)
     cover_with_jobs(cluster_id)
     _, token = TelemetryAgent.issue(Cluster.objects.get(pk=cluster_id), f"heal-bench-{run_id}")

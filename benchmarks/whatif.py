@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -65,16 +64,11 @@ def main() -> int:
     parser.add_argument("--skip-reference", action="store_true",
                         help="leave out phase 5 (the dispatch without reuse: slow)")
     args = parser.parse_args()
-    os.environ["TWIN_TELEMETRY_PREFIX"] = f"twwhatif{secrets.token_hex(4)}"
-    if not os.environ.get("DATABASE_URL"):
-        var = Path(os.environ.get("TWIN_VAR_DIR", ROOT / "var"))
-        var.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("TWIN_SQLITE_PATH", str(var / "whatif-bench.sqlite3"))
-    import django
+    from benchmarks.seedcluster import isolate, setup
 
-    django.setup()
+    isolate("whatif")
+    setup()
     from django.conf import settings
-    from django.core.management import call_command
     from fork import cover, ensure_cluster, feed
 
     from simulation.scheduling.engine import _Run
@@ -85,7 +79,6 @@ def main() -> int:
     from twin.scenarios.snapshot import freeze
     from twin.telemetry import state
 
-    call_command("migrate", verbosity=0)
     cluster_id = ensure_cluster(args.cards)
     cover(cluster_id)
     db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
