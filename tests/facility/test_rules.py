@@ -216,3 +216,44 @@ def test_a_refused_create_writes_nothing(admin_client_api: APIClient,
         "power_element": full.pk, "cooling_element": w["crah"].pk}))
     assert "pdu-full" in errors["power_element"][0]
     assert RackFacility.objects.count() == before
+
+
+def test_a_hardware_write_keeps_the_pdu_above_the_rack(admin_client_api: APIClient,
+                                                       plant_world: dict[str, Any]) -> None:
+    """A card swapped for a hungrier one fits rack r0's 40 kW budget but not the 9 kW PDU
+    feeding r0 and net0 (8,985 W today): refused naming the PDU, nothing written;
+    allowed over budget it saves; the same swap on a roomy PDU passes."""
+    from twin.hardware.models import AcceleratorType, Card
+
+    pdu, card = plant_world["pdu"], plant_world["cards"][0]
+    PowerElement.objects.filter(pk=pdu.pk).update(rating_kw=9.0)
+    b200 = AcceleratorType.objects.get(slug="b200-sxm-180gb")
+    url = reverse("api:card-detail", args=[card.pk])
+    refused = admin_client_api.patch(url, {"accelerator": b200.pk}, format="json")
+    assert refused.status_code == 400, refused.content
+    message = refused.json()["server"][0]
+    assert "pdu-r0" in message and "9.0 kW" in message and "allow over budget" in message
+    assert Card.objects.get(pk=card.pk).accelerator.slug == "h100-sxm5-80gb"
+
+    allowed = admin_client_api.patch(url, {"accelerator": b200.pk, "allow_over_budget": True},
+                                     format="json")
+    assert allowed.status_code == 200, allowed.content
+    PowerElement.objects.filter(pk=pdu.pk).update(rating_kw=100.0)
+    other = plant_world["cards"][1]
+    ok = admin_client_api.patch(reverse("api:card-detail", args=[other.pk]),
+                                {"accelerator": b200.pk}, format="json")
+    assert ok.status_code == 200, ok.content
+
+
+def test_a_hardware_write_keeps_the_cdu_above_the_rack(admin_client_api: APIClient,
+                                                       plant_world: dict[str, Any]) -> None:
+    """The cooling chain too: r0's liquid share (0.8 of its draw) must fit its CDU."""
+    from twin.hardware.models import AcceleratorType
+
+    CoolingElement.objects.filter(pk=plant_world["cdu"].pk).update(capacity_kw=6.2)
+    b200 = AcceleratorType.objects.get(slug="b200-sxm-180gb")
+    refused = admin_client_api.patch(
+        reverse("api:card-detail", args=[plant_world["cards"][0].pk]),
+        {"accelerator": b200.pk}, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "cdu-0" in refused.json()["server"][0]

@@ -17,6 +17,15 @@ def _build_facility(sender: Any, cluster: Any = None, progress: Any = None,
     build_facility(cluster, progress=progress)
 
 
+def _check_rack_draw(sender: Any, rack: Any = None, added_w: int = 0,
+                     **kwargs: Any) -> list[str]:
+    """A hardware write adds draw to a rack (``twin.hardware.signals.rack_draw_rising``):
+    the rack's PDU, CDU, feed and the rest above it must still carry it."""
+    from twin.facility.capacity import check_rack_draw
+
+    return [o.message() for o in check_rack_draw(rack.pk, added_w)]
+
+
 class FacilityConfig(AppConfig):
     name = "twin.facility"
     label = "facility"
@@ -32,8 +41,9 @@ class FacilityConfig(AppConfig):
         from twin.core.deletion import register_contents
         from twin.facility.models import Site
         from twin.hardware.models import Cluster
-        from twin.hardware.signals import cluster_built
+        from twin.hardware.signals import cluster_built, rack_draw_rising
 
         cluster_built.connect(_build_facility, dispatch_uid="twin.facility.build")
+        rack_draw_rising.connect(_check_rack_draw, dispatch_uid="twin.facility.rack_draw")
         register_contents(Cluster, "facility_sites",
                           lambda cluster: Site.objects.filter(cluster=cluster))

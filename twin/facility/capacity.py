@@ -36,7 +36,7 @@ from twin.facility.constants import COOLING_PARENTS, POWER_PARENTS
 from twin.facility.models.chain import usable_units
 
 __all__ = ["CHILLER_DESIGN_COP", "ChainLoads", "Draws", "Overload", "RackLinks", "SiteLoads",
-           "check_write", "positions", "site_loads"]
+           "check_rack_draw", "check_write", "positions", "site_loads"]
 
 #: A chiller's design COP (heat moved per kW of compressor work): its condenser rejects
 #: ``heat × (1 + 1/COP)``. A water-cooled centrifugal chiller meets ASHRAE 90.1's
@@ -314,6 +314,30 @@ def check_write(obj: Any) -> list[Overload]:
         draw = _draws(site_id, obj.rack_id)
     before = site_loads(site_id, draw=draw)
     after = site_loads(site_id, draw=draw, **kwargs)
+    return _new_overloads(before, after, model, obj.pk or NEW)
+
+
+def check_rack_draw(rack_id: int, added_w: float) -> list[Overload]:
+    """The elements a hardware write adding ``added_w`` W to rack ``rack_id`` would take
+    further over their usable rating (the rack's own budget is hardware's rule); []
+    if none or the rack has no place in a plant. Reads the site's draw once."""
+    site_id = apps.get_model("facility", "RackFacility").objects.filter(
+        rack_id=rack_id).values_list("site_id", flat=True).first()
+    if not site_id:
+        return []
+    draw = _draws(site_id, None)
+    before = site_loads(site_id, draw=draw)
+    kw = draw.kw.copy()
+    kw[draw.rack_ids == rack_id] += added_w / 1000.0
+    after = site_loads(site_id, draw=Draws(draw.rack_ids, kw))
+    return _new_overloads(before, after, "rack", None)
+
+
+def _new_overloads(before: SiteLoads, after: SiteLoads, model: str,
+                   written: int | None) -> list[Overload]:
+    """The elements over their usable rating in ``after`` and further over than in
+    ``before``; the written element itself (``model``, id ``written``) first, then the
+    nearest."""
     over: list[Overload] = []
     for chain in ("power", "cooling"):
         now, then = getattr(after, chain), getattr(before, chain)
@@ -324,7 +348,7 @@ def check_write(obj: Any) -> list[Overload]:
             was = float(then.load_kw[j] - then.usable_kw[j]) if j is not None else -np.inf
             if excess[i] <= was + 1e-6:
                 continue
-            is_self = model.startswith(chain) and pk == (obj.pk or NEW)
+            is_self = model.startswith(chain) and pk == written
             over.append(Overload(chain, pk, now.keys[i], now.kinds[i], float(now.load_kw[i]),
                                  float(now.usable_kw[i]),
                                  float(then.load_kw[j]) if j is not None else 0.0, is_self))

@@ -5,9 +5,18 @@
 row is written: a receiver that raises fails the whole build (nothing is kept).
 ``progress(fraction, message)`` reports within the build's last steps. The facility
 app sizes the cluster's plant on it (``twin.facility.apps``).
+
+``rack_draw_rising(sender=Rack, rack=…, added_w=…)`` is sent by the budget rule
+(``Rack.check_added_draw``) when a write would add ``added_w`` W to a rack that stays
+within its own budget: the elements above the rack (a PDU, a CDU, the feed) must keep
+their ratings too. A receiver returns a list of refusal messages ([] when the write
+fits); the write is refused with the first, on the same field and under the same
+``allow over budget`` override as the rack's own budget. The facility app checks its
+power and cooling chains on it.
 """
 from django.dispatch import Signal
 
-__all__ = ["cluster_built"]
+__all__ = ["cluster_built", "rack_draw_rising"]
 
 cluster_built = Signal()
+rack_draw_rising = Signal()

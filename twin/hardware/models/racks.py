@@ -465,6 +465,8 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
         rest = self.draw_w(excluding=excluding)
         draw, budget = rest + added_w, self.power_budget_w
         if budget is None or draw <= budget:
+            if not allow:
+                self._check_elements_above(rest, draw, excluding, field)
             return None
         now = self.draw_w() if excluding else rest
         if draw <= now:
@@ -478,6 +480,24 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
         )).format(rack=self.name, draw=draw, budget=budget, over=draw - budget,
                   headroom=max(budget - rest, 0), added=added_w, what=what, advice=advice)
         raise ValidationError({field: text} if field else text, code="over_budget")
+
+    def _check_elements_above(self, rest: int, draw: int, excluding: Parts,
+                              field: str | None) -> None:
+        """The rule for what feeds and cools this rack (a PDU, a CDU, the feed: apps
+        above hardware answer ``rack_draw_rising``): refuse a write that adds draw the
+        rack's budget allows but an element above it cannot carry. ``allow over
+        budget`` covers these ratings too (the caller skips this)."""
+        from twin.hardware.signals import rack_draw_rising
+
+        if not self.pk or not rack_draw_rising.receivers:
+            return
+        now = self.draw_w() if excluding else rest
+        if draw <= now:
+            return
+        for _, messages in rack_draw_rising.send(sender=Rack, rack=self, added_w=draw - now):
+            if messages:
+                raise ValidationError({field: messages[0]} if field else messages[0],
+                                      code="over_budget")
 
     def lock_for_budget(self) -> None:
         if self.pk:
