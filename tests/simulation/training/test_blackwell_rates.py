@@ -1,11 +1,12 @@
-"""The attention kernel's forward and backward rates (Blackwell's shared-memory bound)."""
+"""Blackwell's costs: the attention backward's shared-memory bound, NVFP4's amax pass."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from simulation.training import MODELS, evaluate, execution_from_params, system_for_accelerator
-from simulation.training.layer import layer_kernels
+from simulation.training.layer import cast_elements, layer_kernels
+from simulation.training.recipes import CAST_BYTES, CAST_KERNELS
 from simulation.training.system import (
     FLASH_BWD_TFLOPS_PER_SM,
     FLASH_EFFICIENCY,
@@ -65,3 +66,23 @@ def test_b200_step_prices_the_backward_op_at_its_rate() -> None:
         fwd["flops"] / (2250e12 * FLASH_EFFICIENCY["b200-sxm-180gb"]))
     per_step = res["micro_batches"] * model.layers
     assert res["ops"]["attention"] == pytest.approx(per_step * (fwd["time_s"] + bwd["time_s"]))
+
+
+def test_nvfp4_casts_pay_an_amax_pass_like_current_scaling() -> None:
+    """NVFP4's per-tensor FP32 scale is 6·448 / amax of the tensor itself (two-level
+    scaling, arXiv 2509.25149), so every cast reads the 16-bit tensor twice (amax, then
+    cast) and writes two 4-bit copies + E4M3 scales per 16 elements: 5.125 B, 2 kernels.
+    On a GB200 the FP4 casts of a step are the closed form (elements × 5.125 / HBM)."""
+    assert CAST_BYTES["nvfp4"] == 2 + 2 + 0.5 + 0.5 + 2 / 16
+    assert CAST_KERNELS["nvfp4"] == CAST_KERNELS["current"] == 2.0
+    model = MODELS["llama3-8b"]
+    system = system_for_accelerator(ACCELERATORS["gb200-186gb"], 8)
+    ex = execution_from_params({"global_batch": 16, "micro_batch": 1, "precision": "fp4"}, 8,
+                               model)
+    res = evaluate(model, system, ex).values
+    one = np.array([1.0])
+    f, b = cast_elements(model, 8192 * one, one, np.array([False]))
+    hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+    card = model.params - model.vocab * model.hidden  # the weights, cast once a step
+    expect = (2 * model.layers * float(f[0] + b[0]) + card) * 5.125 / hbm
+    assert res["ops"]["casts"] == pytest.approx(expect, rel=1e-9)
