@@ -20,7 +20,10 @@ accumulation, flash attention. Recomputation is not listed: it is chosen by
 
 The Llama 3 405B rows of :mod:`.fidelity` (Dubey et al. 2024, Table 4: H100,
 BF16) are the second, independent source on Hopper; :func:`validation_table`
-includes them (MFU there, converted to the same relative error).
+includes them (MFU there, converted to the same relative error). The third is
+PyTorch's torchtitan (its eager FSDP2 rows, :data:`TORCHTITAN`), the fourth
+MosaicML's llm-foundry benchmark tables (MPT on H100, :data:`LLM_FOUNDRY`, shapes in
+:data:`VALIDATION_MODELS`).
 
 Accelerator figures are the catalogue's (:data:`ACCELERATORS`, each with its
 datasheet), typed here so the check does not depend on the fixture file.
@@ -285,8 +288,9 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
           ("mpt-3b", "FP8-DS", 480, 10, 30586, False, "H100 80GB FP8"))),
 )
 """Dense pre-training rows of the Megatron-Bridge tables (module docstring): every
-Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
-26.02 rows with a layout or precision the 25.11 table does not have. Llama 3.1 405B
+Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table (with the FP8-MX
+figures it gives in parentheses), and the 26.02 rows with a layout or precision the
+25.11 table does not have; then torchtitan's and llm-foundry's rows. Llama 3.1 405B
 is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
 and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
 tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
