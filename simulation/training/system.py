@@ -143,12 +143,12 @@ Why per SM: the backward runs five GEMMs per tile (it recomputes S and P, then d
 dS, dK, dQ), whose operands cycle through shared memory, so it moves far more shared-
 memory bytes per FLOP than the forward. From Hopper to Blackwell the tensor cores
 doubled (BF16 1 → 2.25 PFLOP/s) while "both the SFU count and shared memory bandwidth
-remain[ed] unchanged" (128 B per clock per SM), which makes the Blackwell backward
-bound by "the shared-memory traffic during the BWD computation" (Zadouri, Dao et al.
-2026, FlashAttention-4, arXiv 2603.05451, §"feeds and speeds", and the authors' Together
-AI blog post). A kernel bound by shared memory runs at its bytes per FLOP × SMEM
-bandwidth, which scales with the SM count (and the clock), not with the tensor cores:
-so the Hopper measurement per SM, × the card's SMs. Cards in
+remain[ed] unchanged", which makes the Blackwell backward bound by "the shared-memory
+traffic during the BWD computation" (the FlashAttention-4 authors' Together AI blog
+post, "FlashAttention-4", 2026; Zadouri, Dao et al., arXiv 2603.05451). A kernel bound
+by shared memory runs at SMEM bandwidth ÷ its bytes per FLOP, which scales with the SM
+count (and the clock), not with the tensor cores: so the Hopper measurement per SM,
+× the card's SMs. Cards in
 :data:`FLASH_BWD_SMEM_BOUND` only; Hopper itself keeps its measured kernel rate
 (:data:`FLASH_EFFICIENCY`)."""
 
