@@ -192,7 +192,8 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     each precision's dense peak × the fraction its GEMMs reach
     (``SystemSpec.efficiency``), FLOP/s; ``peak_gemm`` the projection/MLP GEMMs' rate
     at the run's precision and clock; ``peak_core`` and ``peak_flash`` the attention
-    core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction);
+    core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction;
+    ``peak_flash_bwd`` its backward's, ``SystemSpec.flash_bwd_efficiency``);
     ``hbm`` achievable B/s; ``act_scale`` 2 for FP32 activations; ``tokens`` per
     micro-batch and card (b·s/cp); ``elem`` bytes per GEMM operand; ``low`` 1 where
     the GEMM inputs are cast (FP8 / FP4).
@@ -203,12 +204,14 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     peaks = raw * np.array([system.efficiency(p) for p in PRECISIONS])
     low = b.precision >= PRECISIONS.index("fp8")
     flash_eff = system.flash_efficiency or system.efficiency("bf16")
+    flash_bwd = system.flash_bwd_efficiency or flash_eff
     return {
         "clock": clock,
         "peaks": peaks,
         "peak_gemm": peaks[b.precision] * clock,
         "peak_core": np.where(low, peaks[1], peaks[b.precision]) * clock,
         "peak_flash": np.where(low, raw[1], raw[b.precision]) * flash_eff * clock,
+        "peak_flash_bwd": np.where(low, raw[1], raw[b.precision]) * flash_bwd * clock,
         "hbm": np.array([system.hbm_tbps * 1e12 * system.memory_efficiency]),
         "act_scale": np.where(b.precision == 0, 2.0, 1.0),
         "tokens": b.mb.astype(np.float64) * model.seq_len / b.cp.astype(np.float64),
@@ -240,6 +243,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- one layer, one micro-batch, per card: kernels by shape (:mod:`.layer`)
     k = layer_kernels(model, tokens, tp, b.sp, b.flash, elem, peak_gemm, peak_core, hbm,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
+                      flops_flash_bwd=rates["peak_flash_bwd"],
                       store_overlap=system.gemm_store_overlap, ep=ep,
                       eager=b.eager if np.any(b.eager) else False)
     t_gemm = k["fwd_gemm"]

@@ -159,7 +159,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   elem: float | F64, flops: F64, flops_core: F64, hbm: float, sms: int,
                   act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
                   flops_flash: F64 | None = None, store_overlap: bool = True,
-                  ep: F64 | float = 1.0, eager: B8 | bool = False) -> dict[str, F64]:
+                  ep: F64 | float = 1.0, eager: B8 | bool = False,
+                  flops_flash_bwd: F64 | None = None) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -170,9 +171,12 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     each card's queries meet all s keys, and the load-balanced causal split
     gives every card 1/cp of the attention FLOPs); ``flops_flash`` the
     flash-attention kernel's FLOP/s (``SystemSpec.flash_efficiency``;
-    default ``flops_core``); ``store_overlap`` whether a GEMM's C store hides
-    behind its MMAs (:func:`~simulation.training.gemm.gemm_time`). Keys: fwd_gemm,
-    fwd_core, fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
+    default ``flops_core``), ``flops_flash_bwd`` its backward's (default
+    ``flops_flash``: Blackwell's is shared-memory bound,
+    :func:`~simulation.training.system.flash_bwd_efficiency`); ``store_overlap``
+    whether a GEMM's C store hides behind its MMAs
+    (:func:`~simulation.training.gemm.gemm_time`). Keys: fwd_gemm, fwd_core,
+    fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
     attention core, what selective recomputation repeats), and col_dgrad /
     col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
     the ones Megatron-LM overlaps its backward TP collectives with.
@@ -237,7 +241,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     rate = flops_core if flops_flash is None else flops_flash
     flash_f = sq * s * (dq + dv) * heads / rate  # the causal half of 2·s²·(d_qk + d_v)
     core_f = np.where(flash, flash_f, sc_f + cx_f)
-    core_b = np.where(flash, 2.5 * flash_f, sc_b + cx_b)
+    rate_b = rate if flops_flash_bwd is None else flops_flash_bwd
+    core_b = np.where(flash, 2.5 * flash_f * rate / rate_b, sc_b + cx_b)
 
     # memory-bound kernels (elements, then bytes)
     dropout = 0.5 if model.dropout else 0.0

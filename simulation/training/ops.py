@@ -67,6 +67,7 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
     g_rate = rates["peak_gemm"]
     c_rate = rates["peak_core"]
     f_rate = float(rates["peak_flash"][0])
+    fb_rate = float(rates["peak_flash_bwd"][0])
     sms, st = system.sm_count, system.gemm_store_overlap
     dtype = ("fp8" if elem == 1.0 else "fp4" if elem == 0.5 else
              "fp32" if elem == 4.0 else "bf16")
@@ -130,7 +131,7 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
         io = 2.0 * heads * sq * 2 * (dq + dv)  # read q, k, v, write o (16-bit)
         add("flash attention", "forward", "attention", "bf16", fl, io, fl / f_rate, "compute")
         add("flash attention (backward)", "backward", "attention", "bf16", 2.5 * fl, 2 * io,
-            2.5 * fl / f_rate, "compute")
+            2.5 * fl / fb_rate, "compute")
     else:
         gemm("attention scores QKᵀ", sq, s, dq, heads, 2.0, c_rate, "bf16", kind="attention")
         soft = (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s

@@ -36,19 +36,25 @@ recipe         passes                                                       B/el
                scales): one pass, 1 B scale per 32 elements, rowwise and
                columnwise copies; the scales are applied by Blackwell's
                tensor cores (block-scaled MMA), so only Blackwell offers it
-``nvfp4``      NVFP4 (16-element blocks, E4M3 scales + a per-tensor FP32     3.125
-               scale, NVIDIA 2025 §3): read 2, write 0.5 + 0.5 + scales
+``nvfp4``      NVFP4 (16-element blocks, E4M3 scales + a per-tensor FP32     5.125
+               scale; NVIDIA 2025, arXiv 2509.25149): the
+               per-tensor scale is 6·448 / amax of *this* tensor, so as
+               for ``current`` an amax pass runs first (read 2; the amax
+               of the Hadamard-transformed copy is taken in the same
+               read), then the cast: read 2, write 0.5 + 0.5 + scales
                1/16 + 1/16; the random Hadamard transform of the
-               weight-gradient inputs is fused in the same pass
+               weight-gradient inputs (16×16) is fused in the cast
 =============  ==========================================================  =====
 
+NVFP4's 2-D (16×16) weight scaling changes where a weight's scales sit, not
+the bytes; its stochastic rounding of the gradients is done in the cast kernel.
 Weights are cast once per step (TE caches the FP8 weight over the micro-batches
 of gradient accumulation, ``is_first_microbatch``) at the same bytes per element.
 Each cast is one more kernel on the stream (``current``: two), priced with the
 kernel gap of :mod:`.core`.
 
 >>> cast_bytes("delayed"), cast_bytes("current"), cast_bytes("nvfp4")
-(4.0, 6.0, 3.125)
+(4.0, 6.0, 5.125)
 >>> gemm_dtype("fp8", "output"), gemm_dtype("fp8", "mlp"), gemm_dtype("bf16", "mlp")
 ('bf16', 'fp8', 'bf16')
 """
@@ -69,12 +75,12 @@ CAST_BYTES: dict[str, float] = {
     "current": 2.0 + 2.0 + 1.0 + 1.0,
     "block": 2.0 + 1.0 + 1.0 + 2 * 4.0 / 128,
     "mx": 2.0 + 1.0 + 1.0 + 2 * 1.0 / 32,
-    "nvfp4": 2.0 + 0.5 + 0.5 + 2 * 1.0 / 16,
+    "nvfp4": 2.0 + 2.0 + 0.5 + 0.5 + 2 * 1.0 / 16,
 }
 """HBM bytes per element of one cast GEMM input (module docstring table)."""
 CAST_KERNELS: dict[str, float] = {"delayed": 1.0, "current": 2.0, "block": 1.0, "mx": 1.0,
-                                  "nvfp4": 1.0}
-"""Kernels launched per cast tensor (``current``: amax, then cast)."""
+                                  "nvfp4": 2.0}
+"""Kernels launched per cast tensor (``current``, ``nvfp4``: amax, then cast)."""
 
 _SIXTEEN_BIT_OPS = ("attention", "output", "router")
 

@@ -42,6 +42,8 @@ from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
 
 __all__ = [
+    "FLASH_BWD_SMEM_BOUND",
+    "FLASH_BWD_TFLOPS_PER_SM",
     "FLASH_EFFICIENCY",
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
@@ -51,6 +53,7 @@ __all__ = [
     "SM_COUNT",
     "SystemSpec",
     "default_clock_power",
+    "flash_bwd_efficiency",
     "system_for_accelerator",
 ]
 
@@ -129,6 +132,48 @@ of the theoretical maximum" of Dao 2023 (FlashAttention-2, abstract). The
 attention kernel keeps softmax, masking and rescaling in the same loop as its
 two small-k GEMMs, so it runs well below a large GEMM — on Hopper FA-2 does not
 use the wgmma/TMA path at all. Other cards: ``matmul_efficiency``."""
+
+FLASH_BWD_TFLOPS_PER_SM = 518.0 / 132
+"""The attention backward's rate per SM where it is bound by shared-memory traffic:
+cuDNN's fused-attention backward on an H100 SXM5 (132 SMs), head dim 128, 8k tokens,
+518 TFLOP/s (Shah et al. 2024, FlashAttention-3, Fig. "Attention backward speed, head
+dim 128 (H100 80GB SXM5)", the cuDNN bars; FA-3 561, FA-2 318).
+
+Why per SM: the backward runs five GEMMs per tile (it recomputes S and P, then dV, dP,
+dS, dK, dQ), whose operands cycle through shared memory, so it moves far more shared-
+memory bytes per FLOP than the forward. From Hopper to Blackwell the tensor cores
+doubled (BF16 1 → 2.25 PFLOP/s) while "both the SFU count and shared memory bandwidth
+remain[ed] unchanged", which makes the Blackwell backward bound by "the shared-memory
+traffic during the BWD computation" (the FlashAttention-4 authors' Together AI blog
+post, "FlashAttention-4", 2026; Zadouri, Dao et al., arXiv 2603.05451). A kernel bound
+by shared memory runs at SMEM bandwidth ÷ its bytes per FLOP, which scales with the SM
+count (and the clock), not with the tensor cores: so the Hopper measurement per SM,
+× the card's SMs. Cards in
+:data:`FLASH_BWD_SMEM_BOUND` only; Hopper itself keeps its measured kernel rate
+(:data:`FLASH_EFFICIENCY`)."""
+
+FLASH_BWD_SMEM_BOUND = ("b200-sxm-180gb", "gb200-186gb", "gb300-288gb")
+"""Cards whose attention backward is priced as shared-memory bound
+(:data:`FLASH_BWD_TFLOPS_PER_SM`): Blackwell (5th-generation tensor cores, 2.25× Hopper's
+MMA rate per SM-clock over the same shared memory)."""
+
+
+def flash_bwd_efficiency(slug: str, sms: int, bf16_tflops: float) -> float:
+    """Fraction of the BF16 peak the attention backward reaches (0: the forward's).
+
+    Shared-memory bound cards (:data:`FLASH_BWD_SMEM_BOUND`): 518/132 TFLOP/s per SM
+    × SMs, over the BF16 peak. A B200 (148 SMs, 2,250 TFLOP/s) and an H100-class
+    card with as many SMs reach the same backward rate:
+
+    >>> round(flash_bwd_efficiency("b200-sxm-180gb", 148, 2250) * 2250, 1)
+    580.8
+    >>> flash_bwd_efficiency("h100-sxm5-80gb", 132, 989.5)
+    0.0
+    """
+    if slug not in FLASH_BWD_SMEM_BOUND or sms <= 0 or bf16_tflops <= 0:
+        return 0.0
+    return min(FLASH_BWD_TFLOPS_PER_SM * sms / bf16_tflops, 1.0)
+
 
 GEMM_STORE_OVERLAP: dict[str, bool] = {
     "h100-sxm5-80gb": True,
@@ -221,6 +266,9 @@ class SystemSpec:
     memory_efficiency: float = 0.90
     flash_efficiency: float = 0.0
     """Fraction of the BF16 peak a flash-attention kernel reaches (0: matmul_efficiency)."""
+    flash_bwd_efficiency: float = 0.0
+    """Fraction of the BF16 peak the flash-attention backward reaches (0: the forward's
+    ``flash_efficiency``; Blackwell: shared-memory bound, :func:`flash_bwd_efficiency`)."""
     gemm_store_overlap: bool = False
     """GEMM kernels hide their C store behind the next tile (Hopper); False: the
     store follows the main loop (:data:`GEMM_STORE_OVERLAP`)."""
@@ -316,7 +364,7 @@ class SystemSpec:
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
                 kw[f.name] = number(v, where, open_low=True, high=1.0)
-            elif f.name == "flash_efficiency":
+            elif f.name in ("flash_efficiency", "flash_bwd_efficiency"):
                 kw[f.name] = number(v, where, low=0.0, high=1.0)
             elif f.name == "pue":
                 kw[f.name] = number(v, where, low=1.0, high=5.0)
@@ -400,6 +448,8 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "precision_efficiency": dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {})),
         "sm_count": SM_COUNT.get(slug, 0),
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
+        "flash_bwd_efficiency": flash_bwd_efficiency(slug, SM_COUNT.get(slug, 0),
+                                                     peaks["bf16"]),
         "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
         "block_scaled_mma": BLOCK_SCALED_MMA.get(slug, "fp4" in peaks),
         "scale_up_domain": int(figures.get("nvlink_domain_cards") or 8),

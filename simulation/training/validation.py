@@ -20,7 +20,10 @@ accumulation, flash attention. Recomputation is not listed: it is chosen by
 
 The Llama 3 405B rows of :mod:`.fidelity` (Dubey et al. 2024, Table 4: H100,
 BF16) are the second, independent source on Hopper; :func:`validation_table`
-includes them (MFU there, converted to the same relative error).
+includes them (MFU there, converted to the same relative error). The third is
+PyTorch's torchtitan (its eager FSDP2 rows, :data:`TORCHTITAN`), the fourth
+MosaicML's llm-foundry benchmark tables (MPT on H100, :data:`LLM_FOUNDRY`, shapes in
+:data:`VALIDATION_MODELS`).
 
 Accelerator figures are the catalogue's (:data:`ACCELERATORS`, each with its
 datasheet), typed here so the check does not depend on the fixture file.
@@ -34,12 +37,12 @@ from typing import Any
 from .execution import execution_from_params
 from .fidelity import ACCELERATORS as A100_ERA
 from .fidelity import PUBLISHED_RUNS, PublishedRun, engineer_choice
-from .models import MODELS
+from .models import MODELS, ModelSpec
 from .step import evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "ModernRun",
-           "validation_table"]
+__all__ = ["ACCELERATORS", "LLM_FOUNDRY", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS",
+           "ModernRun", "VALIDATION_MODELS", "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -83,6 +86,45 @@ prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
 :mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:
 ``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`); PyTorch SDPA's
 FlashAttention-2 kernel."""
+LLM_FOUNDRY_SOURCE = (
+    "MosaicML llm-foundry, scripts/train/benchmarking/README.md (commit 061f2c7c), "
+    "{release}: MPT, Composer FSDP FULL_SHARD, {system}")
+LLM_FOUNDRY: tuple[tuple[str, Any], ...] = (("fp32_grads", True), ("recompute", "none"))
+"""What llm-foundry's benchmark table states or its scripts set: FSDP ``FULL_SHARD``
+(ZeRO-3, prefetching), ``MP Mode`` DEFAULT (Composer's FSDP mixed precision: BF16
+compute, gradients reduced in FP32), activation checkpointing as the table's column
+(``recompute`` full when True), flash attention (``attn_impl: triton``), fused
+``low_precision_layernorm`` and one-kernel GeLU (``submit_benchmarks.py``); ``amp_fp8``
+runs the linears in Transformer Engine with its default delayed scaling."""
+
+
+def _mpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:
+    """An MPT model of llm-foundry's benchmark yamls (``scripts/train/yamls/pretrain``):
+    GeLU MLP of 4·d_model, no biases, tied embeddings, learned positions (MPT's default
+    ``learned_pos_emb``: no rotary pass), no dropout, vocabulary 50,368, sequence 2,048."""
+    return ModelSpec(name, layers, hidden, heads, heads, 4 * hidden, "gelu", 2048, 50368,
+                     bias=False, tied_embeddings=True, learned_positions=True,
+                     dropout=False, source=LLM_FOUNDRY_SOURCE.format(release="",
+                                                                      system="MPT yamls"))
+
+
+VALIDATION_MODELS: dict[str, ModelSpec] = {
+    "mpt-760m": _mpt("mpt-760m", 24, 1536, 12),
+    "mpt-1b": _mpt("mpt-1b", 24, 2048, 16),
+    "mpt-3b": _mpt("mpt-3b", 32, 2560, 20),
+    "mpt-7b": _mpt("mpt-7b", 32, 4096, 32),
+    "mpt-13b": _mpt("mpt-13b", 40, 5120, 40),
+    "mpt-30b": _mpt("mpt-30b", 48, 7168, 56),
+}
+"""Shapes only the validation uses (not in the catalogue): MPT's d_model / n_heads /
+n_layers; their parameter counts match the table's ``NumParams`` column within 0.1 %
+(``tests/simulation/training/test_recipes.py``)."""
+
+
+def _model(name: str) -> ModelSpec:
+    return MODELS[name] if name in MODELS else VALIDATION_MODELS[name]
+
+
 GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
 """Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
 usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""
@@ -129,8 +171,8 @@ class ModernRun:
     def layout(self) -> dict[str, Any]:
         """The execution parameters (the published ones + :data:`MEGATRON_CORE`)."""
         prec, recipe = {"FP8-CS": ("fp8", "current"), "FP8-MX": ("fp8", "mx"),
-                        "NVFP4": ("fp4", "delayed"), "BF16": ("bf16", "delayed")}[
-            self.precision]
+                        "FP8-DS": ("fp8", "delayed"), "NVFP4": ("fp4", "delayed"),
+                        "BF16": ("bf16", "delayed")}[self.precision]
         out: dict[str, Any] = {
             **MEGATRON_CORE, "tp": self.tp, "pp": self.pp, "cp": self.cp, "vpp": self.vp,
             "global_batch": self.gbs, "micro_batch": self.mbs, "precision": prec, "ep": self.ep,
@@ -138,7 +180,7 @@ class ModernRun:
             "overlap_tp": False,
             # Llama 3.1 405B: the embedding and the loss take a layer's slot each
             # (Megatron-Bridge's account_for_{embedding,loss}_in_pipeline_split)
-            "pp_balance": self.pp > 1 and MODELS[self.model].layers % (self.pp * self.vp) != 0}
+            "pp_balance": self.pp > 1 and _model(self.model).layers % (self.pp * self.vp) != 0}
         if self.fsdp:
             out["zero"] = 3
         out.update(dict(self.settings))
@@ -181,6 +223,26 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               system="GB300"),
     ModernRun("llama3-70b", "gb300-288gb", 64, "NVFP4", 256, 1, 1, 4, 1, 5,
               tokens_per_gpu=6798, release="26.02", system="GB300"),
+    # the rest of the 25.11 Llama rows (the FP8-MX figures in parentheses, GB300 70B, 405B)
+    ModernRun("llama3-8b", "gb200-186gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=29789,
+              system="GB200"),
+    ModernRun("llama3-8b", "gb300-288gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=36108,
+              system="GB300"),
+    ModernRun("llama3-70b", "gb300-288gb", 64, "FP8-CS", 256, 2, fsdp=True,
+              tokens_per_gpu=4520, system="GB300"),
+    ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 2, 8, 2, 4,
+              tokens_per_gpu=999, system="GB300"),
+    # and the 26.02 rows whose layout or precision the 25.11 table does not have
+    ModernRun("llama3-70b", "gb300-288gb", 64, "FP8-MX", 256, 1, 1, 4, 1, 5,
+              tokens_per_gpu=4596, release="26.02", system="GB300"),
+    ModernRun("llama3-405b", "gb200-186gb", 256, "FP8-MX", 1536, 1, 4, 16, 1, 8,
+              tokens_per_gpu=786, release="26.02", system="GB200"),
+    ModernRun("llama3-405b", "gb300-288gb", 256, "NVFP4", 1536, 1, 4, 8, 1, 4,
+              tokens_per_gpu=1333, release="26.02", system="GB300"),
+    ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-MX", 1536, 1, 2, 8, 2, 4,
+              tokens_per_gpu=931, release="26.02", system="GB300"),
+    ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 4, 8, 1, 4,
+              tokens_per_gpu=988, release="26.02", system="GB300"),
     # mixture of experts (the tables: token distribution force-balanced, dropless)
     _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
@@ -213,10 +275,22 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("llama3-8b", "h100-sxm5-80gb", 128, "BF16", 256, 2, fsdp=True,
               tokens_per_gpu=5605, release="Table 3", system="Grand Teton H100",
               settings=TORCHTITAN, figures=GRAND_TETON, source=TORCHTITAN_SOURCE),
+    # MosaicML llm-foundry: every H100 row at the yamls' 2,048 tokens on one 8-GPU node
+    *(ModernRun(m, "h100-sxm5-80gb", 8, prec, gbs, mb, fsdp=True, tokens_per_gpu=tok,
+                release=table, system="H100", source=LLM_FOUNDRY_SOURCE,
+                settings=LLM_FOUNDRY + ((("recompute", "full"),) if ckpt else ()))
+      for m, prec, gbs, mb, tok, ckpt, table in (
+          ("mpt-30b", "BF16", 504, 3, 2002, True, "H100 80GB BF16"),
+          ("mpt-13b", "BF16", 16, 2, 4792, False, "H100 80GB BF16"),
+          ("mpt-7b", "BF16", 48, 6, 10643, False, "H100 80GB BF16"),
+          ("mpt-1b", "BF16", 112, 14, 45455, False, "H100 80GB BF16"),
+          ("mpt-760m", "BF16", 384, 24, 63147, False, "H100 80GB BF16"),
+          ("mpt-3b", "FP8-DS", 480, 10, 30586, False, "H100 80GB FP8"))),
 )
 """Dense pre-training rows of the Megatron-Bridge tables (module docstring): every
-Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
-26.02 rows with a layout or precision the 25.11 table does not have. Llama 3.1 405B
+Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table (with the FP8-MX
+figures it gives in parentheses), and the 26.02 rows with a layout or precision the
+25.11 table does not have; then torchtitan's and llm-foundry's rows. Llama 3.1 405B
 is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
 and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
 tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
@@ -225,7 +299,7 @@ models.ModelSpec` cannot express."""
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:
-    model = MODELS[run.model]
+    model = _model(run.model)
     if run.seq:
         model = replace(model, seq_len=run.seq)
     base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
@@ -237,6 +311,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
     value = float(res.values["tokens_per_s"]) / run.gpus
     return {"run": run.name, "accelerator": run.accelerator, "precision": run.precision,
             "moe": model.moe, "eager": run.source == TORCHTITAN_SOURCE,
+            "pytorch_fsdp": run.source in (TORCHTITAN_SOURCE, LLM_FOUNDRY_SOURCE),
             "published": run.tokens_per_gpu, "model": value,
             "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
             "source": base.source, "fits": bool(res.values["fits"]),
@@ -275,7 +350,7 @@ def validation_table() -> list[dict[str, Any]]:
         ex, res = engineer_choice(run)
         value = float(res.values["mfu"])
         out.append({"run": run.run, "accelerator": run.accelerator, "precision": "BF16",
-                    "moe": False, "eager": False,
+                    "moe": False, "eager": False, "pytorch_fsdp": False,
                     "published": run.published, "model": value,
                     "error": value / run.published - 1, "metric": "mfu",
                     "source": run.source, "fits": bool(res.values["fits"]),

@@ -18,7 +18,12 @@ from simulation.training import (
 from simulation.training.layer import cast_elements
 from simulation.training.recipes import CAST_BYTES
 from simulation.training.step import OP_CLASSES
-from simulation.training.validation import ACCELERATORS, MODERN_RUNS, validation_table
+from simulation.training.validation import (
+    ACCELERATORS,
+    MODERN_RUNS,
+    VALIDATION_MODELS,
+    validation_table,
+)
 
 H100 = ACCELERATORS["h100-sxm5-80gb"]
 GB200 = ACCELERATORS["gb200-186gb"]
@@ -108,41 +113,62 @@ TABLE = validation_table()
 
 
 def test_validation_table_sources_and_reached_error() -> None:
-    """At least 15 published Hopper/Blackwell runs, dense and MoE, BF16, FP8 and FP4;
-    the errors reached (docs/training.md, "Validation on Hopper and Blackwell"): far
-    from the issue's 5 % goal except dense on Hopper. The bounds are the figures
-    reached, so they cannot drift."""
+    """At least 15 published Hopper/Blackwell runs, dense and MoE, BF16, FP8 and FP4, from
+    four independent sources; the errors reached (docs/training.md, "Validation on Hopper
+    and Blackwell"): far from the issue's 5 % goal except dense on Hopper with Megatron /
+    Llama 3's stacks. The bounds are the figures reached, so they cannot drift."""
     assert len(TABLE) >= 15
     assert {r["accelerator"] for r in TABLE} >= {"h100-sxm5-80gb", "b200-sxm-180gb",
                                                  "gb200-186gb", "gb300-288gb"}
     assert {r["precision"] for r in TABLE} >= {"BF16", "FP8-CS", "FP8-MX", "NVFP4"}
     assert any(r["moe"] for r in TABLE) and not all(r["moe"] for r in TABLE)
-    assert len({r["source"].split(",")[0] for r in TABLE}) >= 3  # NVIDIA, Meta, PyTorch
+    # NVIDIA (Megatron-Bridge), Meta (Llama 3), PyTorch (torchtitan), MosaicML (llm-foundry)
+    assert len({r["source"].split(",")[0] for r in TABLE}) >= 4
     dense = [r for r in TABLE if not r["moe"]]
     hopper = [abs(r["error"]) for r in dense
-              if r["accelerator"] == "h100-sxm5-80gb" and not r["eager"]]
+              if r["accelerator"] == "h100-sxm5-80gb" and not r["pytorch_fsdp"]]
+    assert len(hopper) == 8
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
-    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.263
-    assert statistics.mean(abs(r["error"]) for r in TABLE if r["moe"]) <= 1.09
+    blackwell = [abs(r["error"]) for r in dense if r["accelerator"] != "h100-sxm5-80gb"]
+    assert len(blackwell) == 21
+    assert statistics.mean(blackwell) <= 0.172 and max(blackwell) <= 0.40
+    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.222
+    assert statistics.mean(abs(r["error"]) for r in TABLE if r["moe"]) <= 0.906
 
 
 @pytest.mark.parametrize("row", range(len(MODERN_RUNS)),
                          ids=[r.name for r in MODERN_RUNS])
 def test_validation_row(row: int) -> None:
-    """Each row fits HBM in its published layout and is optimistic (the model misses
-    costs, it does not invent them): dense on Hopper by at most 15 %, dense on
-    Blackwell by at most the 73 % reached (NVFP4 70B on GB200), MoE by at most the
-    343 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200), torchtitan's eager
-    (unfused) FSDP rows by at most the 34 % reached."""
+    """Each row fits HBM in its published layout and is within the error reached: dense on
+    Hopper (Megatron) optimistic by at most 15 %, dense on Blackwell between −10 % (the 70B
+    FSDP rows, whose recipes offload activations to the CPU where the model recomputes, and
+    GB300 8B) and +40 % (NVFP4 70B on GB200), MoE at most +285 % (Qwen3 30B-A3B at
+    micro-batch 1 on a B200), torchtitan's eager FSDP rows at most +34 %, llm-foundry's
+    MPT rows at most +67 % (MPT 760M)."""
     r = TABLE[row]
     assert r["fits"]
+    low = 0.0
     if r["moe"]:
-        bound = 3.43
+        bound = 2.85
     elif r["eager"]:
         bound = 0.34
+    elif r["pytorch_fsdp"]:
+        bound = 0.67
+    elif r["accelerator"] == "h100-sxm5-80gb":
+        bound = 0.15
     else:
-        bound = 0.15 if r["accelerator"] == "h100-sxm5-80gb" else 0.73
-    assert 0.0 < r["error"] <= bound
+        low, bound = -0.10, 0.40
+    assert low < r["error"] <= bound
+
+
+def test_mpt_shapes_match_llm_foundrys_parameter_counts() -> None:
+    """The MPT shapes of the llm-foundry rows against the table's ``NumParams`` column
+    (sequence 2,048): within 0.05 % (norm vectors counted differently)."""
+    published = {"mpt-760m": 760470528, "mpt-1b": 1315950592, "mpt-3b": 2651837440,
+                 "mpt-7b": 6658859008, "mpt-13b": 12853954560, "mpt-30b": 29975214080}
+    for name, count in published.items():
+        assert VALIDATION_MODELS[name].params == pytest.approx(count, rel=5e-4)
+    assert not set(VALIDATION_MODELS) & set(MODELS)  # not offered in the catalogue
 
 
 def test_moe_catalogue_matches_published_parameter_counts() -> None:
