@@ -282,6 +282,8 @@ def execution_at(batch: Batch, i: int) -> Execution:
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         fused_elementwise=not bool(batch.eager[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
+        moe_dispatcher="alltoall" if batch.moe_sync[i] else "device",
+        etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
     )

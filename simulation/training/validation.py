@@ -83,6 +83,22 @@ prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
 :mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:
 ``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`); PyTorch SDPA's
 FlashAttention-2 kernel."""
+DEEPSEEK_SOURCE = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.19437): "
+                   "180K H800 GPU hours per trillion tokens on 2,048 H800 (Table 1, §3), "
+                   "PP 16, EP 64 over 8 nodes, ZeRO-1, DualPipe, FP8 1×128 / 128×128 "
+                   "(§3.2-3.3), batch 15,360 × 4,096 tokens (§4.2)")
+DEEPSEEK_TRAINING: tuple[tuple[str, Any], ...] = (
+    ("fp8_recipe", "block"), ("ep_overlap", True))
+"""What DeepSeek-V3's report states beyond the layout: FP8 with 1×128 activation and
+128×128 weight tiles (§3.3.1, :mod:`.recipes` ``block``); DualPipe overlaps the
+dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
+``ep_overlap``). The micro-batch is not stated: 1 sequence (the model's assumption).
+Not priced: the multi-token-prediction module (D = 1, §2.2), in the measured hours;
+DualPipe's smaller bubble; node-limited routing (≤ 4 nodes per token)."""
+H800: tuple[tuple[str, Any], ...] = (("scaleup_gbps", 400.0),)
+"""H800 SXM: the H100 SXM die, clocks and HBM with NVLink cut to 400 GB/s (NVIDIA H800
+product brief); the report's 160 GB/s NVLink / 50 GB/s IB (§3.2.2) are achieved
+per-direction figures."""
 GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
 """Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
 usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""
@@ -121,6 +137,7 @@ class ModernRun:
         """A readable row name."""
         lay = f"TP{self.tp} PP{self.pp}" + (f" CP{self.cp}" if self.cp > 1 else "") + (
             f" VP{self.vp}" if self.vp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "") + (
+            f" ETP{dict(self.settings)['etp']}" if "etp" in dict(self.settings) else "") + (
             " FSDP" if self.fsdp else "") + (f", seq {self.seq}" if self.seq else "")
         return (f"{self.model} on {self.gpus} {self.system.removeprefix('DGX-')}, "
                 f"{self.precision}, {lay}, GBS {self.gbs}"
@@ -129,6 +146,7 @@ class ModernRun:
     def layout(self) -> dict[str, Any]:
         """The execution parameters (the published ones + :data:`MEGATRON_CORE`)."""
         prec, recipe = {"FP8-CS": ("fp8", "current"), "FP8-MX": ("fp8", "mx"),
+                        "FP8-block": ("fp8", "block"),
                         "NVFP4": ("fp4", "delayed"), "BF16": ("bf16", "delayed")}[
             self.precision]
         out: dict[str, Any] = {
@@ -205,6 +223,25 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=18347, system="GB300"),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
               tokens_per_gpu=6131, system="GB300"),
+    # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1)
+    _h("qwen3-235b-a22b", 256, 2048, 1, 1575, tp=2, pp=8, vp=4, ep=32,
+       settings=(("etp", 1),)),
+    _h("qwen3-235b-a22b", 256, 8192, 1, 1633, "26.02", tp=2, pp=8, vp=4, ep=32,
+       settings=(("etp", 1),)),
+    # DeepSeek-V3 without its multi-token-prediction module (the 25.11 "w/o MTP" rows;
+    # multi-head latent attention, 1 shared + 256 routed experts)
+    ModernRun("deepseek-v3", "gb300-288gb", 256, "BF16", 4096, 1, pp=2, vp=4, ep=32,
+              tokens_per_gpu=3848, system="GB300"),
+    ModernRun("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 1, pp=2, vp=4, ep=32,
+              tokens_per_gpu=4357, system="GB300"),
+    ModernRun("deepseek-v3", "gb200-186gb", 256, "BF16", 4096, 1, pp=4, vp=4, ep=64,
+              tokens_per_gpu=3139, system="GB200"),
+    ModernRun("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, pp=8, vp=4, ep=32,
+              tokens_per_gpu=4018, system="GB200"),
+    # DeepSeek-V3's own pre-training: 10^12 tokens / (180,000 GPU-hours × 3,600 s)
+    ModernRun("deepseek-v3", "h100-sxm5-80gb", 2048, "FP8-block", 15360, 1, pp=16, ep=64,
+              tokens_per_gpu=1e12 / (180e3 * 3600), release="report", system="H800",
+              settings=DEEPSEEK_TRAINING, figures=H800, source=DEEPSEEK_SOURCE),
     # torchtitan (PyTorch), eager FSDP2 rows: the compiled rows fuse ops the model prices
     # one by one, so they are not compared
     ModernRun("llama3-8b", "h100-sxm5-80gb", 8, "BF16", 16, 2, fsdp=True,
