@@ -584,8 +584,10 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     edpz = np.maximum(tp * cp * dp / np.maximum(ep * etp, 1.0), 1.0)
 
     def sharded(stage: int, bytes_: F64) -> F64:
-        return bytes_ * (np.where(z >= stage, p_mem_dense / dpz, p_mem_dense)
-                         + np.where(z >= stage, p_mem_expert / edpz, p_mem_expert))
+        dense: F64 = np.where(z >= stage, p_mem_dense / dpz, p_mem_dense)
+        expert: F64 = np.where(z >= stage, p_mem_expert / edpz, p_mem_expert)
+        out: F64 = bytes_ * (dense + expert)
+        return out
 
     weights = sharded(3, wgo[:, 0])
     grads = sharded(2, np.where(b.fp32_grads, 4.0, wgo[:, 1]))

@@ -69,8 +69,15 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ATTENTION_KERNELS_FWD", "HOST_OP_S", "MOE_DISPATCHERS", "MOE_KERNELS_BWD",
-           "MOE_KERNELS_FWD", "host_bound_excess", "moe_layer_kernels"]
+__all__ = [
+    "ATTENTION_KERNELS_FWD",
+    "HOST_OP_S",
+    "MOE_DISPATCHERS",
+    "MOE_KERNELS_BWD",
+    "MOE_KERNELS_FWD",
+    "host_bound_excess",
+    "moe_layer_kernels",
+]
 
 F64 = npt.NDArray[np.float64]
 
@@ -85,8 +92,11 @@ MOE_KERNELS_BWD = 31.0
 _EXPERT_FWD, _EXPERT_BWD, _EXPERT_CASTS = 2.0, 4.0, 2.0
 
 
-def moe_layer_kernels(experts_per_card: F64 | float, low: F64 | bool,
-                      cast_kernels: F64 | float = 0.0) -> tuple[F64, F64]:
+def moe_layer_kernels(
+    experts_per_card: F64 | float,
+    low: npt.NDArray[np.bool_] | bool,
+    cast_kernels: F64 | float = 0.0,
+) -> tuple[F64, F64]:
     """Kernels the host launches for one MoE layer and micro-batch: (forward, backward).
 
     ``experts_per_card`` = E/ep; ``low``: FP8/FP4 GEMM inputs (one cast per expert GEMM
@@ -101,15 +111,14 @@ def moe_layer_kernels(experts_per_card: F64 | float, low: F64 | bool,
     e = np.asarray(experts_per_card, dtype=np.float64)
     casts = np.where(low, _EXPERT_CASTS, 0.0)
     fwd = ATTENTION_KERNELS_FWD + MOE_KERNELS_FWD + e * (_EXPERT_FWD + casts) + cast_kernels
-    bwd = 2 * ATTENTION_KERNELS_FWD + MOE_KERNELS_BWD + e * (_EXPERT_BWD + casts) \
-        + cast_kernels
+    bwd = 2 * ATTENTION_KERNELS_FWD + MOE_KERNELS_BWD + e * (_EXPERT_BWD + casts) + cast_kernels
     return fwd, bwd
 
 
 def host_bound_excess(kernels: F64, gpu_s: F64, host_op_s: float = HOST_OP_S) -> F64:
     """Seconds a synchronised segment adds beyond its GPU time: max(n·c − GPU, 0).
 
-    >>> float(host_bound_excess(np.array(100.0), np.array(5e-4)))
+    >>> round(float(host_bound_excess(np.array(100.0), np.array(5e-4))), 12)
     0.0003
     >>> float(host_bound_excess(np.array(100.0), np.array(1e-3)))
     0.0

@@ -180,12 +180,13 @@ def execution_from_params(
         )
     ep = integer(data.get("ep", 1), f"{path}ep", high=4096)
     etp_raw = data.get("etp")
-    etp = 0 if etp_raw is None or (type(etp_raw) is int and etp_raw == 0) else integer(etp_raw, f"{path}etp", high=4096)
-    if etp and etp != tp:
-        if (tp * cp * dp) % (ep * etp):
-            raise TrainingInputError(
-                f"{path}etp", f"ep × etp ({ep * etp}) must divide tp × cp × dp ({tp * cp * dp})")
-    elif dp % ep:
+    etp = 0  # 0 or absent: the experts split like the rest (etp = tp)
+    if etp_raw is not None and not (type(etp_raw) is int and etp_raw == 0):
+        etp = integer(etp_raw, f"{path}etp", high=4096)
+    if etp and etp != tp and (tp * cp * dp) % (ep * etp):
+        raise TrainingInputError(
+            f"{path}etp", f"ep × etp ({ep * etp}) must divide tp × cp × dp ({tp * cp * dp})")
+    if (not etp or etp == tp) and dp % ep:
         raise TrainingInputError(f"{path}ep", f"ep ({ep}) must divide dp ({dp})" + (
             " (expert TP = tp; etp 1 lets EP span the TP ranks)" if tp > 1 else ""))
     if etp == tp:

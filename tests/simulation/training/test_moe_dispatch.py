@@ -1,4 +1,5 @@
 """MoE host-side dispatch (:mod:`simulation.training.dispatch`) and expert tensor parallelism."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,8 +43,7 @@ def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> No
     one-kernel casts) and c = 8 µs; the GPU time is the layer's kernels, exposed TP and
     half its exposed all-to-all. With ``moe_dispatcher = device`` (no synchronisation)
     the layer is the GPU's. Closed form on the per-layer forward and backward."""
-    lay = {"global_batch": 64, "micro_batch": 1, "ep": 8, "precision": "fp8",
-           "fp8_recipe": "mx"}
+    lay = {"global_batch": 64, "micro_batch": 1, "ep": 8, "precision": "fp8", "fp8_recipe": "mx"}
     dev = _run(B200, 8, moe_dispatcher="device", **lay)
     syn = _run(B200, 8, **lay)
     per = dev["micro_batches"] * QWEN.layers
@@ -53,14 +53,14 @@ def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> No
     want_b = max(n_b * HOST_OP_S - (dev["layer"]["backward"] + half_a2a), 0.0)
     assert want_f > 0.0
     assert syn["layer"]["forward"] - dev["layer"]["forward"] == pytest.approx(want_f, rel=1e-9)
-    assert syn["layer"]["backward"] - dev["layer"]["backward"] == pytest.approx(want_b,
-                                                                               abs=1e-12)
+    assert syn["layer"]["backward"] - dev["layer"]["backward"] == pytest.approx(want_b, abs=1e-12)
     assert syn["step_time_s"] > dev["step_time_s"]
     # the wait is a launch-bound row of the layer's ops and of the op classes
     host = [o for o in syn["layer_ops"] if o["op"].startswith("host-bound MoE dispatch")]
     assert sum(o["time_s"] for o in host) == pytest.approx(want_f + want_b, rel=1e-9)
     assert syn["ops"]["kernel_gaps"] - dev["ops"]["kernel_gaps"] == pytest.approx(
-        per * (want_f + want_b), rel=1e-9)
+        per * (want_f + want_b), rel=1e-9
+    )
 
 
 def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> None:
@@ -68,10 +68,13 @@ def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> No
     time, so the synchronisation costs nothing; a dense model has no dispatcher."""
     lay = {"global_batch": 32, "micro_batch": 4, "ep": 8, "precision": "bf16"}
     assert _run(H100, 8, **lay)["step_time_s"] == pytest.approx(
-        _run(H100, 8, moe_dispatcher="device", **lay)["step_time_s"], rel=1e-12)
+        _run(H100, 8, moe_dispatcher="device", **lay)["step_time_s"], rel=1e-12
+    )
     llama = MODELS["llama3-8b"]
-    assert _run(H100, 8, llama, global_batch=8)["step_time_s"] == _run(
-        H100, 8, llama, global_batch=8, moe_dispatcher="device")["step_time_s"]
+    assert (
+        _run(H100, 8, llama, global_batch=8)["step_time_s"]
+        == _run(H100, 8, llama, global_batch=8, moe_dispatcher="device")["step_time_s"]
+    )
     with pytest.raises(TrainingInputError) as exc:
         execution_from_params({"global_batch": 8, "moe_dispatcher": "deepep"}, 8, QWEN)
     assert exc.value.field == "moe_dispatcher" and "alltoall, device" in str(exc.value)
@@ -80,8 +83,7 @@ def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> No
 def test_expert_tp_defaults_to_tp_and_is_checked_on_its_field() -> None:
     """etp = tp is Megatron-Core's default (the same step); EP × ETP must divide the
     tp·cp·dp ranks of a stage, so EP 8 over TP 2 × DP 4 needs etp 1."""
-    lay = {"global_batch": 16, "tp": 2, "sequence_parallel": True, "ep": 4,
-           "precision": "bf16"}
+    lay = {"global_batch": 16, "tp": 2, "sequence_parallel": True, "ep": 4, "precision": "bf16"}
     assert _run(H100, 8, etp=2, **lay)["step_time_s"] == _run(H100, 8, **lay)["step_time_s"]
     with pytest.raises(TrainingInputError) as exc:
         execution_from_params({**lay, "ep": 8}, 8, QWEN)
@@ -101,19 +103,27 @@ def test_expert_tp_splits_the_experts_and_their_collective() -> None:
     experts, L·(E/ep)·3·h·f weights (twice the etp-2 share at the same ep), and an MoE
     layer's MLP has no tensor-parallel collective — only the attention's reduce-scatter
     + all-gather of T·h values stay, forward and backward."""
-    lay = {"global_batch": 16, "tp": 2, "sequence_parallel": True, "ep": 4,
-           "precision": "bf16", "zero": 0}
+    lay = {
+        "global_batch": 16,
+        "tp": 2,
+        "sequence_parallel": True,
+        "ep": 4,
+        "precision": "bf16",
+        "zero": 0,
+    }
     one, two = _run(H100, 8, etp=1, **lay), _run(H100, 8, **lay)
     gib = float(1 << 30)
     expert_w = QWEN.layers * QWEN.experts * QWEN.mlp_params * 2.0 / gib  # bf16 weights
     assert one["memory"]["weights"] - two["memory"]["weights"] == pytest.approx(
-        expert_w * (1 / 4 - 1 / 8), rel=1e-6)
+        expert_w * (1 / 4 - 1 / 8), rel=1e-6
+    )
     system = system_for_accelerator(H100, 8)
     comm = CommModel(system)
     msg = np.array([QWEN.seq_len * QWEN.hidden * 2.0])
     g, n1 = np.array([2]), np.array([1])
-    per_coll = float((comm.time("reduce_scatter", g, n1, msg)
-                      + comm.time("allgather", g, n1, msg))[0])
+    per_coll = float(
+        (comm.time("reduce_scatter", g, n1, msg) + comm.time("allgather", g, n1, msg))[0]
+    )
     per = one["micro_batches"] * QWEN.layers
     assert one["exposed_comm"]["tp"] == pytest.approx(per * 2 * per_coll, rel=1e-9)
     assert two["exposed_comm"]["tp"] > one["exposed_comm"]["tp"]
