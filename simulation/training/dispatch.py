@@ -55,8 +55,8 @@ code (``moe_layer.py``, ``router.py``, ``token_dispatcher.py``, ``moe_utils.py``
   output-gradient cast per GEMM backward (2 + 2).
 
 Qwen3-30B-A3B on EP 8 (16 local experts) under MXFP8: 8 + 30 + 16·4 = 102 kernels
-forward, 16 + 31 + 16·6 = 143 backward: 245 × 8 µs ≈ 2.0 ms of host time per layer
-and micro-batch.
+forward, 16 + 31 + 16·6 = 143 backward, + the two attention GEMMs' casts each way
+(MXFP8: one kernel a cast): 249 × 8 µs ≈ 2.0 ms of host time per layer and micro-batch.
 
 ``Execution.moe_dispatcher``: ``alltoall`` (the default, Megatron-Bridge's
 ``moe_token_dispatcher_type`` in its Qwen3 and GPT-OSS performance recipes) prices

@@ -255,10 +255,10 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
 Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table, and the
 26.02 rows with a layout or precision the 25.11 table does not have. Llama 3.1 405B
 is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
-and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
-tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
-DeepSeek-V3 needs multi-head latent attention, which :class:`~simulation.training.
-models.ModelSpec` cannot express."""
+and GPT-OSS 120B; the H100 Qwen3 235B rows (EP 32 over TP 2 × DP 16) with expert TP 1
+(``Execution.etp``); DeepSeek-V3's 25.11 rows "w/o MTP" (the multi-token-prediction
+module is not modelled; the B200 row has it); and DeepSeek-V3's own pre-training
+(:data:`DEEPSEEK_SOURCE`)."""
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:

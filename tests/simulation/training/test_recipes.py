@@ -117,7 +117,7 @@ def test_validation_table_sources_and_reached_error() -> None:
                                                  "gb200-186gb", "gb300-288gb"}
     assert {r["precision"] for r in TABLE} >= {"BF16", "FP8-CS", "FP8-MX", "NVFP4"}
     assert any(r["moe"] for r in TABLE) and not all(r["moe"] for r in TABLE)
-    assert len({r["source"].split(",")[0] for r in TABLE}) >= 3  # NVIDIA, Meta, PyTorch
+    assert len({r["source"].split(",")[0] for r in TABLE}) >= 4  # NVIDIA, Meta, PyTorch, DeepSeek
     dense = [r for r in TABLE if not r["moe"]]
     hopper = [abs(r["error"]) for r in dense
               if r["accelerator"] == "h100-sxm5-80gb" and not r["eager"]]
