@@ -127,3 +127,40 @@ def test_expert_tp_splits_the_experts_and_their_collective() -> None:
     per = one["micro_batches"] * QWEN.layers
     assert one["exposed_comm"]["tp"] == pytest.approx(per * 2 * per_coll, rel=1e-9)
     assert two["exposed_comm"]["tp"] > one["exposed_comm"]["tp"]
+
+
+def test_search_tries_expert_tp_where_asked() -> None:
+    """``limits.etp`` [0, 1] on 8 H100s, TP 2: every MoE layout is tried with the experts
+    split like the rest (0 = tp) and whole on their cards (etp 1), where EP may then span
+    the TP ranks (EP 8 over TP 2 × DP 4, which etp = tp refuses); each best row re-prices
+    to the same step through ``evaluate``; a bad value is refused on ``limits.etp[i]``."""
+    from simulation.training.search import enumerate_configs, search
+
+    system = system_for_accelerator(H100, 8)
+    limits = {
+        "tp": [2],
+        "pp": [1],
+        "micro_batch": [1],
+        "vpp": [1],
+        "recompute": ["full"],
+        "zero": [1],
+        "precision": ["bf16"],
+        "sequence_parallel": [True],
+        "overlap": [True],
+    }
+    plain, _, n_plain = enumerate_configs(QWEN, system, 8, 16, limits)
+    both, rejected, n_both = enumerate_configs(QWEN, system, 8, 16, {**limits, "etp": [0, 1]})
+    assert n_both == 2 * n_plain
+    assert set(plain.etp.tolist()) == {2} and set(both.etp.tolist()) == {1, 2}
+    wide = both.take(np.flatnonzero((both.etp == 1) & (both.ep == 8)))
+    assert len(wide) == 1 and int(wide.dp[0]) == 4
+    res = search(QWEN, system, 8, 16, limits={**limits, "etp": [0, 1]})
+    for row in res.to_dict()["best"]:
+        ex = execution_from_params(row["execution"], 8, QWEN)
+        assert evaluate(QWEN, system, ex).values["step_time_s"] == pytest.approx(
+            row["step_time_s"], rel=1e-9
+        )
+    assert {row["execution"]["etp"] for row in res.to_dict()["best"]} >= {0, 1}
+    with pytest.raises(TrainingInputError) as exc:
+        search(QWEN, system, 8, 16, limits={**limits, "etp": [0, -1]})
+    assert exc.value.field == "limits.etp[1]"

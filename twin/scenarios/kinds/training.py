@@ -73,7 +73,7 @@ LIMITS: dict[str, tuple[str, Any]] = {
     # key of the search's limits → (what it is, the values allowed)
     "tp": ("list", (1, None)), "pp": ("list", (1, None)), "micro_batch": ("list", (1, None)),
     "vpp": ("list", (1, None)), "ep": ("list", (1, None)), "cp": ("list", (1, None)),
-    "zero": ("list", (0, 3)),
+    "zero": ("list", (0, 3)), "etp": ("list", (0, None)),
     "recompute": ("list", RECOMPUTE), "precision": ("list", PRECISIONS),
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
