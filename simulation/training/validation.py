@@ -95,6 +95,12 @@ dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
 ``ep_overlap``). The micro-batch is not stated: 1 sequence (the model's assumption).
 Not priced: the multi-token-prediction module (D = 1, §2.2), in the measured hours;
 DualPipe's smaller bubble; node-limited routing (≤ 4 nodes per token)."""
+QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
+"""Megatron-Bridge ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``,
+``QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2`` (GBS 8192): expert TP 1, the
+``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
+other micro-batch's compute: ``ep_overlap``). The earlier preset file
+(``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
 H800: tuple[tuple[str, Any], ...] = (("scaleup_gbps", 400.0),)
 """H800 SXM: the H100 SXM die, clocks and HBM with NVLink cut to 400 GB/s (NVIDIA H800
 product brief); the report's 160 GB/s NVLink / 50 GB/s IB (§3.2.2) are achieved
@@ -223,11 +229,13 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=18347, system="GB300"),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
               tokens_per_gpu=6131, system="GB300"),
-    # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1)
+    # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1, the
+    # recipes' expert_tensor_parallel_size); the GBS-8192 ("V2") H100 recipe also sets
+    # moe_a2a_overlap (:data:`QWEN3_H100_V2`), the GBS-2048 preset of before did not
     _h("qwen3-235b-a22b", 256, 2048, 1, 1575, tp=2, pp=8, vp=4, ep=32,
        settings=(("etp", 1),)),
     _h("qwen3-235b-a22b", 256, 8192, 1, 1633, "26.02", tp=2, pp=8, vp=4, ep=32,
-       settings=(("etp", 1),)),
+       settings=QWEN3_H100_V2),
     # DeepSeek-V3 without its multi-token-prediction module (the 25.11 "w/o MTP" rows;
     # multi-head latent attention, 1 shared + 256 routed experts)
     ModernRun("deepseek-v3", "gb300-288gb", 256, "BF16", 4096, 1, pp=2, vp=4, ep=32,

@@ -124,7 +124,7 @@ def test_validation_table_sources_and_reached_error() -> None:
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
     assert statistics.mean(abs(r["error"]) for r in dense) <= 0.263
     moe = [abs(r["error"]) for r in TABLE if r["moe"]]
-    assert len(moe) >= 19 and statistics.mean(moe) <= 0.779 and max(moe) <= 3.29
+    assert len(moe) >= 19 and statistics.mean(moe) <= 0.80 and max(moe) <= 3.29
     assert any(r["source"].startswith("DeepSeek-AI") for r in TABLE)
 
 
@@ -134,13 +134,14 @@ def test_validation_row(row: int) -> None:
     """Each row fits HBM in its published layout and is optimistic (the model misses
     costs, it does not invent them): dense on Hopper by at most 15 %, dense on
     Blackwell by at most the 73 % reached (NVFP4 70B on GB200), MoE by at most the
-    329 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200; the two H100 Qwen3 235B
-    rows with expert TP 1 are within 3 % either way), torchtitan's eager
+    329 % reached (Qwen3 30B-A3B at micro-batch 1 on a B200; the 25.11 H100 Qwen3 235B
+    row with expert TP 1 is within 3 % either way), torchtitan's eager
     (unfused) FSDP rows by at most the 34 % reached."""
     r = TABLE[row]
     assert r["fits"]
-    if r["moe"] and "ETP1" in r["run"]:
-        # expert TP rows (EP 32 over TP 2 × DP 16): within 3 % either way
+    if r["moe"] and "ETP1" in r["run"] and "26.02" not in r["run"]:
+        # expert TP (EP 32 over TP 2 × DP 16) without the all-to-all overlap: within 3 %
+        # either way (the 26.02 recipe overlaps it: optimistic like the other MoE rows)
         assert abs(r["error"]) <= 0.03
         return
     if r["moe"]:
