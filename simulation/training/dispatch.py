@@ -58,10 +58,13 @@ Qwen3-30B-A3B on EP 8 (16 local experts) under MXFP8: 8 + 30 + 16·4 = 102 kerne
 forward, 16 + 31 + 16·6 = 143 backward, + the two attention GEMMs' casts each way
 (MXFP8: one kernel a cast): 249 × 8 µs ≈ 2.0 ms of host time per layer and micro-batch.
 
-``Execution.moe_dispatcher``: ``alltoall`` (the default, Megatron-Bridge's
-``moe_token_dispatcher_type`` in its Qwen3 and GPT-OSS performance recipes) prices
-this; ``device`` is a dispatch whose sizes stay on the GPU (a CUDA-graphed MoE layer,
-device-initiated grouped GEMMs), where the host runs ahead as in a dense layer.
+``Execution.moe_dispatcher``: ``alltoall`` (the default: the
+``moe_token_dispatcher_type`` Megatron-Bridge's H100, B200 and B300 Qwen3 235B
+performance presets set; its GB200 / GB300 and Qwen3 30B presets use the HybridEP flex
+dispatcher with the router and the dispatch preprocessing CUDA-graphed, whose host
+synchronisation we did not check) prices this; ``device`` is a dispatch whose sizes
+stay on the GPU (a CUDA-graphed MoE layer, device-initiated grouped GEMMs), where the
+host runs ahead as in a dense layer.
 """
 
 from __future__ import annotations
