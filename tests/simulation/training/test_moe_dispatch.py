@@ -164,3 +164,23 @@ def test_search_tries_expert_tp_where_asked() -> None:
     with pytest.raises(TrainingInputError) as exc:
         search(QWEN, system, 8, 16, limits={**limits, "etp": [0, -1]})
     assert exc.value.field == "limits.etp[1]"
+
+
+def test_deepseek_v3_report_row_is_derived_from_its_gpu_hours() -> None:
+    """DeepSeek-V3's own run (report Table 1 / §3): 180K H800 GPU-hours per trillion
+    tokens is 10^12 / (180,000 × 3,600 s) = 1,543 tokens/s/GPU, on 2,048 H800s (the H100
+    SXM with NVLink at 400 GB/s) with PP 16, EP 64, ZeRO-1, FP8 1×128 / 128×128 tiles and
+    DualPipe's all-to-all overlap; batch 15,360 sequences of 4,096 tokens."""
+    from simulation.training.validation import MODERN_RUNS
+
+    (run,) = [r for r in MODERN_RUNS if r.source.startswith("DeepSeek-AI")]
+    assert run.tokens_per_gpu == pytest.approx(1543.2, abs=0.05)
+    assert (run.model, run.gpus, run.pp, run.ep, run.gbs) == ("deepseek-v3", 2048, 16, 64, 15360)
+    lay = run.layout()
+    assert (lay["precision"], lay["fp8_recipe"], lay["ep_overlap"], lay["zero"]) == (
+        "fp8",
+        "block",
+        True,
+        1,
+    )
+    assert dict(run.figures) == {"scaleup_gbps": 400.0} and run.accelerator == "h100-sxm5-80gb"
