@@ -81,6 +81,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .comm import CommModel, group_split
+from .dispatch import host_bound_excess, moe_layer_kernels
 from .energy import card_power, clock_for_cap
 from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
@@ -158,6 +159,11 @@ class Batch:
     """EP all-to-alls hidden under the paired micro-batch's compute (``Execution.ep_overlap``)."""
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
+    moe_sync: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
+    """MoE dispatch synchronises the host (``Execution.moe_dispatcher`` ``alltoall``,
+    the default where not given; :mod:`.dispatch`)."""
+    etp: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
@@ -176,6 +182,10 @@ class Batch:
         for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager", "ep_overlap"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
+        if self.moe_sync.size != self.tp.size:
+            self.moe_sync = np.ones(self.tp.size, dtype=np.bool_)
+        if self.etp.size != self.tp.size:
+            self.etp = self.tp.copy()
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -245,7 +255,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                       system.sm_count, 2.0 * act_scale, cp=cp, flops_flash=peak_flash,
                       flops_flash_bwd=rates["peak_flash_bwd"],
                       store_overlap=system.gemm_store_overlap, ep=ep,
-                      eager=b.eager if np.any(b.eager) else False)
+                      eager=b.eager if np.any(b.eager) else False,
+                      etp=b.etp.astype(np.float64) if model.moe else None)
     t_gemm = k["fwd_gemm"]
     # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
     c_f, c_b = cast_elements(model, tokens, tp, b.sp)
@@ -297,6 +308,17 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     ex_b = np.where(b.overlap_tp, np.maximum(tp_b - k["bwd_gemm"], 0.0),
                     np.where(b.overlap_tp_bwd, async_b, tp_b))
     ex_rc = np.where(b.overlap_tp, np.maximum(tp_rc - t_gemm, 0.0), tp_rc)
+    if model.moe:
+        # an MoE layer's MLP collective is the dispatcher's, over the expert-TP group:
+        # the routed tokens all-gathered over etp after the all-to-all and reduce-scattered
+        # before the combine (Megatron-Core, ``output_splits_tp``): T·k·(etp/tp)·h values,
+        # in place of the dense MLP's pair over tp (etp 1: none)
+        moe_msg = act_msg * model.top_k * model.rank_load * b.etp / b.tp
+        moe_coll = (comm.time("reduce_scatter", b.etp, one, moe_msg)
+                    + comm.time("allgather", b.etp, one, moe_msg))
+        d_moe = moe_share * (moe_coll - per_coll)
+        ex_f = ex_f + np.where(b.overlap_tp, 0.0, d_moe)
+        ex_b = ex_b + np.where(b.overlap_tp, 0.0, d_moe)
     tp_layer = ex_f + ex_b + ex_rc
 
     # ---- EP all-to-all per MoE layer
@@ -306,7 +328,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         # S is the per-rank buffer, (ep − 1)/ep of it leaves the card)
         # the slowest rank's: routing skew beyond the capacity (ModelSpec.rank_load)
         a2a_bytes = local_tokens * model.top_k * model.rank_load * h * 2.0
-        k_ep, n_ep = group_split(b.ep, b.tp, system.scale_up_domain)
+        k_ep, n_ep = group_split(b.ep, b.etp, system.scale_up_domain)  # EP strides etp
         a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
         if np.any(b.ep_overlap):
             # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
@@ -316,6 +338,22 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         ep_layer = a2a * moe_share
     else:
         ep_layer = np.zeros_like(fwd)
+
+    # ---- host-bound MoE dispatch (:mod:`.dispatch`): after the dispatcher's device→host
+    # synchronisation each segment takes max(GPU time, kernels × host cost per op); the
+    # GPU time of a layer's forward (backward) segment: its kernels, exposed TP and half
+    # the layer's exposed all-to-all
+    host_f = np.zeros_like(fwd)
+    host_b = np.zeros_like(fwd)
+    if model.moe and np.any(b.moe_sync):
+        n_f, n_b = moe_layer_kernels(model.experts / ep, low, 2.0 * _CAST_K[b.recipe])
+        seg_a2a = 0.5 * ep_layer / moe_share
+        host_f = np.where(b.moe_sync, moe_share * host_bound_excess(
+            n_f, fwd + ex_f + seg_a2a), 0.0)
+        host_b = np.where(b.moe_sync, moe_share * host_bound_excess(
+            n_b, bwd + ex_b + seg_a2a), 0.0)
+        fwd = fwd + host_f
+        bwd = bwd + host_b
 
     # ---- CP: K and V all-gathered forward, their gradients reduce-scattered backward
     cp_layer = np.zeros_like(fwd)
@@ -374,8 +412,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     grad_bytes = p_dense * gw / b.compression
     egrad_bytes = p_expert * gw / b.compression
     k_dp, n_dp = group_split(b.dp * b.cp, b.tp, system.scale_up_domain)
-    edp = np.maximum(b.dp * b.cp // np.maximum(b.ep, 1), 1)
-    k_edp, n_edp = group_split(edp, b.tp * b.ep, system.scale_up_domain)
+    # expert data parallelism: the tp·cp·dp ranks of a stage over ep × etp
+    edp = np.maximum(b.tp * b.dp * b.cp // np.maximum(b.ep * b.etp, 1), 1)
+    k_edp, n_edp = group_split(edp, b.etp * b.ep, system.scale_up_domain)
     z = b.zero
     grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
                       comm.time("allreduce", k_dp, n_dp, grad_bytes))
@@ -497,7 +536,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "op_memory_bound": per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem)
         + m * accum,
         "op_casts": per_step * (cast_f + cast_bw + rc_cast) + op_cast_w,
-        "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc),
+        "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc + host_f + host_b),
+        "layer_host_f": host_f,
+        "layer_host_b": host_b,
         "op_output_layer": m * w_logit * (logit_f + logit_b),
         "op_optimizer": optim - op_cast_w,
     }
@@ -528,7 +569,8 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
         + moe_share * model.shared_params)  # shared experts: replicated over EP, as dense
     expert_layer = moe_share * model.experts * model.mlp_params if model.moe else 0.0
     p_dense = (L_stage * dense_layer + V * h) / tp
-    p_expert = L_stage * expert_layer / (tp * ep)
+    etp = b.etp.astype(np.float64)  # each expert split over etp cards (tp by default)
+    p_expert = L_stage * expert_layer / (etp * ep)
     p_mem_dense, p_mem_expert = p_dense, p_expert  # the first stage (the activation peak)
     if np.any(b.balance):
         # Llama 3's balanced stages: the first holds S − 1 layers + the embedding,
@@ -537,18 +579,23 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
         p_mem_dense = np.where(b.balance, ((S - 1) * dense_layer + V * h) / tp, p_dense)
         p_dense = np.where(b.balance, np.maximum(S * dense_layer, (S - 1) * dense_layer
                                                  + V * h) / tp, p_dense)
-        p_mem_expert = np.where(b.balance, (S - 1) * expert_layer / (tp * ep), p_expert)
-        p_expert = np.where(b.balance, S * expert_layer / (tp * ep), p_expert)
-    p_mem = p_mem_dense + p_mem_expert
-
+        p_mem_expert = np.where(b.balance, (S - 1) * expert_layer / (etp * ep), p_expert)
+        p_expert = np.where(b.balance, S * expert_layer / (etp * ep), p_expert)
     wgo = np.array([STATE_BYTES[p] for p in PRECISIONS])[b.precision]
     dpz = np.maximum(dp * cp, 1.0)  # ZeRO / distributed optimizer shard over dp × cp
-    shard_w = np.where(z >= 3, 1 / dpz, 1.0)
-    shard_g = np.where(z >= 2, 1 / dpz, 1.0)
-    shard_o = np.where(z >= 1, 1 / dpz, 1.0)
-    weights = p_mem * wgo[:, 0] * shard_w
-    grads = p_mem * np.where(b.fp32_grads, 4.0, wgo[:, 1]) * shard_g
-    optimizer = p_mem * wgo[:, 2] * shard_o
+    # the experts' states shard over the expert-DP group, tp·cp·dp / (ep·etp) ranks
+    # (Megatron-Core's distributed optimizer: expert parameters in their own buffers)
+    edpz = np.maximum(tp * cp * dp / np.maximum(ep * etp, 1.0), 1.0)
+
+    def sharded(stage: int, bytes_: F64) -> F64:
+        dense: F64 = np.where(z >= stage, p_mem_dense / dpz, p_mem_dense)
+        expert: F64 = np.where(z >= stage, p_mem_expert / edpz, p_mem_expert)
+        out: F64 = bytes_ * (dense + expert)
+        return out
+
+    weights = sharded(3, wgo[:, 0])
+    grads = sharded(2, np.where(b.fp32_grads, 4.0, wgo[:, 1]))
+    optimizer = sharded(1, wgo[:, 2])
     per_layer = act_scale * saved_activation_bytes(
         model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp)
     v = b.vpp.astype(np.float64)

@@ -99,6 +99,22 @@ class Execution:
     """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
     ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
     read when ``precision`` is ``fp8`` (``fp4`` is NVFP4)."""
+    moe_dispatcher: str = "alltoall"
+    """How an MoE layer's tokens reach their experts (:mod:`.dispatch`): ``alltoall``,
+    Megatron-Core's all-to-all dispatcher, synchronises the host on the tokens per
+    expert once per MoE layer, so the kernels after it are launch-bound where the
+    host is slower than the GPU; ``device``: the sizes stay on the GPU (CUDA-graphed
+    MoE, device-initiated grouped GEMMs), no synchronisation."""
+    etp: int = 0
+    """Expert tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``): each
+    expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'
+    ep × etp cards come from the tp × cp × dp ranks of a pipeline stage, so with
+    etp < tp expert parallelism can span tensor-parallel ranks (EP 32 over TP 2 × DP 16)."""
+
+    @property
+    def expert_tp(self) -> int:
+        """etp, or tp when 0 (Megatron-Core's default)."""
+        return self.etp or self.tp
 
     @property
     def cards(self) -> int:
@@ -163,8 +179,18 @@ def execution_from_params(
             f"must be a multiple of dp × micro_batch = {dp * mb} (got {gb})",
         )
     ep = integer(data.get("ep", 1), f"{path}ep", high=4096)
-    if dp % ep:
-        raise TrainingInputError(f"{path}ep", f"ep ({ep}) must divide dp ({dp})")
+    etp_raw = data.get("etp")
+    etp = 0  # 0 or absent: the experts split like the rest (etp = tp)
+    if etp_raw is not None and not (type(etp_raw) is int and etp_raw == 0):
+        etp = integer(etp_raw, f"{path}etp", high=4096)
+    if etp and etp != tp and (tp * cp * dp) % (ep * etp):
+        raise TrainingInputError(
+            f"{path}etp", f"ep × etp ({ep * etp}) must divide tp × cp × dp ({tp * cp * dp})")
+    if (not etp or etp == tp) and dp % ep:
+        raise TrainingInputError(f"{path}ep", f"ep ({ep}) must divide dp ({dp})" + (
+            " (expert TP = tp; etp 1 lets EP span the TP ranks)" if tp > 1 else ""))
+    if etp == tp:
+        etp = 0
     vpp = integer(data.get("vpp", 1), f"{path}vpp", high=1024)
     if vpp > 1 and pp == 1:
         raise TrainingInputError(f"{path}vpp", "virtual stages need pp > 1")
@@ -192,9 +218,13 @@ def execution_from_params(
     from .recipes import FP8_RECIPES
 
     fp8_recipe = choice(data.get("fp8_recipe", "delayed"), f"{path}fp8_recipe", FP8_RECIPES)
+    from .dispatch import MOE_DISPATCHERS
+
+    dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
+                        MOE_DISPATCHERS)
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
-                   fp8_recipe=fp8_recipe, **flags)
+                   fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:
@@ -217,6 +247,8 @@ def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
             " (+ embedding and output slots)" if slots > model.layers else "")
     if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
         return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
+    if ex.etp and (not model.moe or model.ffn % ex.etp):
+        return "etp", f"etp ({ex.etp}) must divide the experts' FFN width ({model.ffn})"
     if ex.vpp > 1 and ex.micro_batches % ex.pp:
         return "vpp", "interleaving needs micro-batches a multiple of pp (Megatron-LM)"
     return None

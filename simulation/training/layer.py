@@ -160,7 +160,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   act_bytes: float | F64 = 2.0, cp: F64 | float = 1.0,
                   flops_flash: F64 | None = None, store_overlap: bool = True,
                   ep: F64 | float = 1.0, eager: B8 | bool = False,
-                  flops_flash_bwd: F64 | None = None) -> dict[str, F64]:
+                  flops_flash_bwd: F64 | None = None,
+                  etp: F64 | float | None = None) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -175,8 +176,12 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     ``flops_flash``: Blackwell's is shared-memory bound,
     :func:`~simulation.training.system.flash_bwd_efficiency`); ``store_overlap``
     whether a GEMM's C store hides behind its MMAs
-    (:func:`~simulation.training.gemm.gemm_time`). Keys: fwd_gemm, fwd_core,
-    fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
+    (:func:`~simulation.training.gemm.gemm_time`); ``etp`` the expert
+    tensor-parallel degree (default ``tp``): each expert's GEMMs are f/etp wide and, the
+    ep·etp cards of an expert group gathering the tokens of their tp-sharded sequences,
+    fed T·k·ep·(etp/tp)/E tokens (Megatron-Core's all-to-all dispatcher: all-to-all over
+    EP, then all-gather over ETP). Keys: fwd_gemm,
+    fwd_core, fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
     attention core, what selective recomputation repeats), and col_dgrad /
     col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
     the ones Megatron-LM overlaps its backward TP collectives with.
@@ -207,10 +212,12 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
             qkv_f, qkv_d, qkv_w = qkv_f + pf, qkv_d + pd, qkv_w + pw
     qkv_b = qkv_d + qkv_w
 
-    def mlp(tok: F64, experts: float | F64, width: float = f) -> tuple[F64, F64, F64, F64]:
-        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * width / tp, h * one, experts * one,
+    def mlp(tok: F64, experts: float | F64, width: float = f,
+            split: F64 | None = None) -> tuple[F64, F64, F64, F64]:
+        t_ = tp if split is None else split
+        up_f, up_d, up_w = _fwd_dgrad_wgrad(tok, n_up * width / t_, h * one, experts * one,
                                             elem, flops, hbm, sms, st)
-        dn_f, dn_b = _fwd_bwd(tok, h * one, width / tp, experts * one, elem, flops, hbm, sms,
+        dn_f, dn_b = _fwd_bwd(tok, h * one, width / t_, experts * one, elem, flops, hbm, sms,
                               st)
         return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
@@ -223,7 +230,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         # route to it: T·k·c·ep/E (balanced routing), its tiles quantized per expert
         # (the slowest rank's: its skew beyond the capacity, ModelSpec.rank_load)
         load = model.top_k * model.rank_load
-        e_f, e_b, e_d, e_w = mlp(T * load * ep / model.experts, model.experts / ep * one)
+        et = tp if etp is None else etp * one
+        e_f, e_b, e_d, e_w = mlp(T * load * ep * (et / tp) / model.experts,
+                                 model.experts / ep * one, split=et)
         router = 2 * T * h * model.experts / flops
         if model.shared_width:  # the shared experts: a dense MLP every token runs
             s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))

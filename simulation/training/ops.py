@@ -49,8 +49,13 @@ __all__ = ["layer_ops"]
 F64 = npt.NDArray[np.float64]
 
 
-def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> list[dict[str, Any]]:
+def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
+              host: tuple[float, float] = (0.0, 0.0)) -> list[dict[str, Any]]:
     """The ops of one layer for configuration ``i`` of ``b`` (module docstring).
+
+    ``host``: the seconds the layer's forward and backward wait for the host beyond
+    their GPU time (:mod:`.dispatch`, ``layer_host_f`` / ``layer_host_b`` of the step
+    model), listed as launch-bound rows.
 
     Each row: ``op``, ``phase`` (``forward`` / ``backward``), ``kind`` (``gemm``,
     ``attention``, ``memory``, ``cast``, ``launch``), ``dtype``, ``flops``, ``bytes``,
@@ -156,10 +161,11 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
             "compute", share)
         mem("router softmax / top-k", 2 * 2 * T * E, share)
         mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
-        tok = T * model.top_k * model.rank_load * ep / E  # the slowest EP rank's
-        gemm("experts up (grouped)", tok, n_up * f / tp, h, E / ep, elem, g_rate, dtype, share)
+        et = float(one_b.etp[0])  # expert TP (Megatron-Core's default: tp)
+        tok = T * model.top_k * model.rank_load * ep * (et / tp) / E  # the slowest EP rank's
+        gemm("experts up (grouped)", tok, n_up * f / et, h, E / ep, elem, g_rate, dtype, share)
         mem("experts activation", act_el * T * kc * f / tp, share)
-        gemm("experts down (grouped)", tok, h, f / tp, E / ep, elem, g_rate, dtype, share)
+        gemm("experts down (grouped)", tok, h, f / et, E / ep, elem, g_rate, dtype, share)
         fs = float(model.shared_width)
         if fs:
             gemm("shared experts up", T, n_up * fs / tp, h, 1.0, elem, g_rate, dtype, share)
@@ -182,4 +188,8 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0) -> lis
         * KERNEL_GAP_S
     add("kernel launch gaps", "forward", "launch", "-", 0.0, 0.0, gaps_f, "launch")
     add("kernel launch gaps (backward)", "backward", "launch", "-", 0.0, 0.0, gaps_b, "launch")
+    for phase, t in zip(("forward", "backward"), host, strict=True):
+        if t > 0.0:
+            add("host-bound MoE dispatch" + (" (backward)" if phase == "backward" else ""),
+                phase, "launch", "-", 0.0, 0.0, t, "launch")
     return rows

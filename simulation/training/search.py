@@ -47,13 +47,17 @@ __all__ = [
 OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cost_per_step"}
 """Objective name → the result key it ranks by (iterate it for the names)."""
 SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
-                 "sequence_parallel", "overlap", "max_cards", "compression", "cp", "fp8_recipe")
+                 "sequence_parallel", "overlap", "max_cards", "compression", "cp", "fp8_recipe",
+                 "etp")
 """The keys ``search(limits=...)`` accepts: lists of values to try for each
 dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
 ``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
 ``fp8_recipe`` (:mod:`.recipes`) defaults to ["delayed"]: each FP8 configuration is
 tried with every recipe listed (``mx`` only on cards with block-scaled tensor cores;
-FP4 is NVFP4). Any other key is refused (``limits.<key>``)."""
+FP4 is NVFP4). ``etp`` (expert tensor-parallel sizes, ``Execution.etp``) defaults to
+[0] (= tp): with e.g. [0, 1] every MoE configuration is also tried with each expert
+whole on its card, EP then spanning the TP ranks (ep × etp dividing tp × cp × dp).
+Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
 
@@ -125,6 +129,8 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
         "sp": [bool(x) for x in _limit_list(limits, "sequence_parallel", [False, True])],
         "overlap": [bool(x) for x in _limit_list(limits, "overlap", [False, True])],
         "fp8_recipe": _limit_list(limits, "fp8_recipe", ["delayed"]),
+        "etp": [integer(e, f"limits.etp[{i}]", low=0, high=4096)
+                for i, e in enumerate(_limit_list(limits, "etp", [0]))],
     }
     for i, r in enumerate(dims["fp8_recipe"]):
         if r not in FP8_RECIPES:
@@ -175,7 +181,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
     exactly (:func:`merge_search`)."""
     dims = _dimensions(model, system, cards, limits)
     tps, pps, cps = dims["tp"], dims["pp"], dims["cp"]
-    mbs, vpps, eps = dims["mb"], dims["vpp"], dims["ep"]
+    mbs, vpps, eps, etps = dims["mb"], dims["vpp"], dims["ep"], dims["etp"]
     rcs, zeros, precs, sps, ovs = (dims["recompute"], dims["zero"], dims["precision"],
                                    dims["sp"], dims["overlap"])
     max_cards = integer(limits.get("max_cards", cards), "limits.max_cards", high=system.cards)
@@ -196,7 +202,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
              for r in (dims["fp8_recipe"] if p == "fp8" else ["delayed"])]
     for p_at, (prec, recipe) in enumerate(pairs):
         if system.peak(prec) <= 0 or (recipe == "mx" and not system.block_scaled_mma):
-            n = len(mine) * len(mbs) * len(vpps) * len(eps) * inner
+            n = len(mine) * len(mbs) * len(vpps) * len(eps) * len(etps) * inner
             reject(f"precision: {system.accelerator} has no {prec} peak"
                    if system.peak(prec) <= 0 else
                    f"fp8_recipe: {system.accelerator} has no block-scaled tensor cores (mx)", n)
@@ -209,7 +215,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
             tcp = tp * pp * cp
             dps = sorted({d for d in _divisors(global_batch) if tcp * d <= max_cards}
                          | ({max_cards // tcp} if max_cards >= tcp else set()))
-            n_here = max(len(dps), 1) * len(mbs) * len(vpps) * len(eps) * inner
+            n_here = max(len(dps), 1) * len(mbs) * len(vpps) * len(eps) * len(etps) * inner
             total += n_here
             if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
                 reject("tp does not divide heads", n_here)
@@ -221,7 +227,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
                 reject("cards: tp × pp exceeds the cards" if cp == 1
                        else "cards: tp × cp × pp exceeds the cards", n_here)
                 continue
-            for dp, mb, vpp, ep in itertools.product(dps, mbs, vpps, eps):
+            for dp, mb, vpp, ep, etp in itertools.product(dps, mbs, vpps, eps, etps):
                 if pp * vpp > model.layers:
                     reject("pp × vpp exceeds layers", inner)
                 elif vpp > 1 and pp == 1:
@@ -230,13 +236,17 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
                     reject("batch: global batch not a multiple of dp × micro-batch", inner)
                 elif vpp > 1 and (global_batch // (dp * mb)) % pp:
                     reject("vpp: micro-batches not a multiple of pp", inner)
-                elif dp % ep:
+                elif etp and (etp == tp or not model.moe):
+                    reject("etp: the same as etp 0 (= tp), or no experts (duplicate)", inner)
+                elif etp and ((tp * cp * dp) % (ep * etp) or model.ffn % etp):
+                    reject("etp: ep × etp does not divide tp × cp × dp, or etp the FFN", inner)
+                elif not etp and dp % ep:
                     reject("ep does not divide dp", inner)
                 else:
                     rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp,
-                                 CAST_RECIPES.index(recipe)))
+                                 CAST_RECIPES.index(recipe), etp or tp))
                     groups.append(at)
-    base = np.array(rows, dtype=np.int64).reshape(-1, 9)
+    base = np.array(rows, dtype=np.int64).reshape(-1, 10)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
     nb, nc = base.shape[0], combos.shape[0]
@@ -258,7 +268,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
         precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
-        cp=b[:, 7], recipe=b[:, 8],
+        cp=b[:, 7], recipe=b[:, 8], etp=b[:, 9],
     )
     return batch, rejected, total, group
 
@@ -282,6 +292,8 @@ def execution_at(batch: Batch, i: int) -> Execution:
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         fused_elementwise=not bool(batch.eager[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
+        moe_dispatcher="alltoall" if batch.moe_sync[i] else "device",
+        etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
     )

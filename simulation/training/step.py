@@ -88,6 +88,8 @@ def batch_of(executions: list[Execution]) -> Batch:
                          for e in executions], dtype=np.int64),
         eager=~col("fused_elementwise", np.bool_),
         ep_overlap=col("ep_overlap", np.bool_),
+        moe_sync=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
+        etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
     )
 
 
@@ -162,7 +164,8 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
     values = result_from_arrays(out, 0, execution, system, tokens,
                                 execution.global_batch * model.seq_len)
     values["dvfs"] = stage_clock_plan(model, system, execution, out)
-    values["layer_ops"] = layer_ops(model, system, batch)
+    values["layer_ops"] = layer_ops(model, system, batch, host=(
+        float(out["layer_host_f"][0]), float(out["layer_host_b"][0])))
     values["precisions"] = precision_comparison(model, system, execution, comm)
     notes = []
     if not values["fits"]:

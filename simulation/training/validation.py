@@ -125,6 +125,30 @@ def _model(name: str) -> ModelSpec:
     return MODELS[name] if name in MODELS else VALIDATION_MODELS[name]
 
 
+DEEPSEEK_SOURCE = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.19437): "
+                   "180K H800 GPU hours per trillion tokens on 2,048 H800 (Table 1, §3), "
+                   "PP 16, EP 64 over 8 nodes, ZeRO-1, DualPipe, FP8 1×128 / 128×128 "
+                   "(§3.2-3.3), batch 15,360 × 4,096 tokens (§4.2)")
+DEEPSEEK_TRAINING: tuple[tuple[str, Any], ...] = (
+    ("fp8_recipe", "block"), ("ep_overlap", True))
+"""What DeepSeek-V3's report states beyond the layout: FP8 with 1×128 activation and
+128×128 weight tiles (§3.3.1, :mod:`.recipes` ``block``); DualPipe overlaps the
+dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
+``ep_overlap``). The micro-batch is not stated: 1 sequence (the model's assumption).
+Not priced: the multi-token-prediction module (D = 1, §2.2), in the measured hours;
+DualPipe's smaller bubble; node-limited routing (≤ 4 nodes per token)."""
+QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
+"""Megatron-Bridge ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``,
+``QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2`` (GBS 8192): expert TP 1, the
+``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
+other micro-batch's compute: ``ep_overlap``). The earlier preset file
+(``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
+H800: tuple[tuple[str, Any], ...] = (("scaleup_gbps", 400.0),)
+"""H800 SXM: the H100 SXM die, clocks and HBM with NVLink cut to 400 GB/s (NVIDIA H800
+product brief); the report's 160 GB/s NVLink / 50 GB/s IB (§3.2.2) are achieved
+per-direction figures."""
+
+
 GRAND_TETON: tuple[tuple[str, Any], ...] = (("hbm_gib", 95.0), ("hbm_tbps", 2.4))
 """Meta's Grand Teton H100: "96GB HBM2e with 2.4 TB/sec peak memory bandwidth" (95 GiB
 usable, torchtitan's page); the SXM compute figures (the page uses them for MFU)."""
@@ -163,6 +187,7 @@ class ModernRun:
         """A readable row name."""
         lay = f"TP{self.tp} PP{self.pp}" + (f" CP{self.cp}" if self.cp > 1 else "") + (
             f" VP{self.vp}" if self.vp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "") + (
+            f" ETP{dict(self.settings)['etp']}" if "etp" in dict(self.settings) else "") + (
             " FSDP" if self.fsdp else "") + (f", seq {self.seq}" if self.seq else "")
         return (f"{self.model} on {self.gpus} {self.system.removeprefix('DGX-')}, "
                 f"{self.precision}, {lay}, GBS {self.gbs}"
@@ -171,8 +196,9 @@ class ModernRun:
     def layout(self) -> dict[str, Any]:
         """The execution parameters (the published ones + :data:`MEGATRON_CORE`)."""
         prec, recipe = {"FP8-CS": ("fp8", "current"), "FP8-MX": ("fp8", "mx"),
-                        "FP8-DS": ("fp8", "delayed"), "NVFP4": ("fp4", "delayed"),
-                        "BF16": ("bf16", "delayed")}[self.precision]
+                        "FP8-DS": ("fp8", "delayed"), "FP8-block": ("fp8", "block"),
+                        "NVFP4": ("fp4", "delayed"), "BF16": ("bf16", "delayed")}[
+            self.precision]
         out: dict[str, Any] = {
             **MEGATRON_CORE, "tp": self.tp, "pp": self.pp, "cp": self.cp, "vpp": self.vp,
             "global_batch": self.gbs, "micro_batch": self.mbs, "precision": prec, "ep": self.ep,
@@ -267,6 +293,27 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=18347, system="GB300"),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
               tokens_per_gpu=6131, system="GB300"),
+    # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1, the
+    # recipes' expert_tensor_parallel_size); the GBS-8192 ("V2") H100 recipe also sets
+    # moe_a2a_overlap (:data:`QWEN3_H100_V2`), the GBS-2048 preset of before did not
+    _h("qwen3-235b-a22b", 256, 2048, 1, 1575, tp=2, pp=8, vp=4, ep=32,
+       settings=(("etp", 1),)),
+    _h("qwen3-235b-a22b", 256, 8192, 1, 1633, "26.02", tp=2, pp=8, vp=4, ep=32,
+       settings=QWEN3_H100_V2),
+    # DeepSeek-V3 without its multi-token-prediction module (the 25.11 "w/o MTP" rows;
+    # multi-head latent attention, 1 shared + 256 routed experts)
+    ModernRun("deepseek-v3", "gb300-288gb", 256, "BF16", 4096, 1, pp=2, vp=4, ep=32,
+              tokens_per_gpu=3848, system="GB300"),
+    ModernRun("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 1, pp=2, vp=4, ep=32,
+              tokens_per_gpu=4357, system="GB300"),
+    ModernRun("deepseek-v3", "gb200-186gb", 256, "BF16", 4096, 1, pp=4, vp=4, ep=64,
+              tokens_per_gpu=3139, system="GB200"),
+    ModernRun("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, pp=8, vp=4, ep=32,
+              tokens_per_gpu=4018, system="GB200"),
+    # DeepSeek-V3's own pre-training: 10^12 tokens / (180,000 GPU-hours × 3,600 s)
+    ModernRun("deepseek-v3", "h100-sxm5-80gb", 2048, "FP8-block", 15360, 1, pp=16, ep=64,
+              tokens_per_gpu=1e12 / (180e3 * 3600), release="report", system="H800",
+              settings=DEEPSEEK_TRAINING, figures=H800, source=DEEPSEEK_SOURCE),
     # torchtitan (PyTorch), eager FSDP2 rows: the compiled rows fuse ops the model prices
     # one by one, so they are not compared
     ModernRun("llama3-8b", "h100-sxm5-80gb", 8, "BF16", 16, 2, fsdp=True,
@@ -292,10 +339,10 @@ Llama 3 row of DGX-H100, DGX-B200, GB200 and GB300 in the 25.11 table (with the 
 figures it gives in parentheses), and the 26.02 rows with a layout or precision the
 25.11 table does not have; then torchtitan's and llm-foundry's rows. Llama 3.1 405B
 is priced as ``llama3-405b`` (same shape). MoE rows: Qwen3 30B-A3B, Qwen3 235B-A22B
-and GPT-OSS 120B wherever EP divides the data-parallel ranks (the model has no expert
-tensor parallelism: the H100 Qwen3 235B row, EP 32 over TP 2 × DP 16, is left out);
-DeepSeek-V3 needs multi-head latent attention, which :class:`~simulation.training.
-models.ModelSpec` cannot express."""
+and GPT-OSS 120B; the H100 Qwen3 235B rows (EP 32 over TP 2 × DP 16) with expert TP 1
+(``Execution.etp``); DeepSeek-V3's 25.11 rows "w/o MTP" (the multi-token-prediction
+module is not modelled; the B200 row has it); and DeepSeek-V3's own pre-training
+(:data:`DEEPSEEK_SOURCE`)."""
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:

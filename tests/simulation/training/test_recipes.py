@@ -110,6 +110,8 @@ def test_system_reads_the_nvlink_domain_and_the_fp4_peak() -> None:
 
 
 TABLE = validation_table()
+#: The figures reached (the test holds them: a change that makes them worse fails).
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.172, 0.222, 0.651, 2.74
 
 
 def test_validation_table_sources_and_reached_error() -> None:
@@ -122,8 +124,9 @@ def test_validation_table_sources_and_reached_error() -> None:
                                                  "gb200-186gb", "gb300-288gb"}
     assert {r["precision"] for r in TABLE} >= {"BF16", "FP8-CS", "FP8-MX", "NVFP4"}
     assert any(r["moe"] for r in TABLE) and not all(r["moe"] for r in TABLE)
-    # NVIDIA (Megatron-Bridge), Meta (Llama 3), PyTorch (torchtitan), MosaicML (llm-foundry)
-    assert len({r["source"].split(",")[0] for r in TABLE}) >= 4
+    # NVIDIA (Megatron-Bridge), Meta (Llama 3), PyTorch (torchtitan), MosaicML (llm-foundry),
+    # DeepSeek-AI (DeepSeek-V3)
+    assert len({r["source"].split(",")[0] for r in TABLE}) >= 5
     dense = [r for r in TABLE if not r["moe"]]
     hopper = [abs(r["error"]) for r in dense
               if r["accelerator"] == "h100-sxm5-80gb" and not r["pytorch_fsdp"]]
@@ -131,9 +134,11 @@ def test_validation_table_sources_and_reached_error() -> None:
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
     blackwell = [abs(r["error"]) for r in dense if r["accelerator"] != "h100-sxm5-80gb"]
     assert len(blackwell) == 21
-    assert statistics.mean(blackwell) <= 0.172 and max(blackwell) <= 0.40
-    assert statistics.mean(abs(r["error"]) for r in dense) <= 0.222
-    assert statistics.mean(abs(r["error"]) for r in TABLE if r["moe"]) <= 0.906
+    assert statistics.mean(blackwell) <= BW_MEAN and max(blackwell) <= 0.40
+    assert statistics.mean(abs(r["error"]) for r in dense) <= DENSE_MEAN
+    moe = [abs(r["error"]) for r in TABLE if r["moe"]]
+    assert len(moe) >= 19 and statistics.mean(moe) <= MOE_MEAN and max(moe) <= MOE_MAX
+    assert any(r["source"].startswith("DeepSeek-AI") for r in TABLE)
 
 
 @pytest.mark.parametrize("row", range(len(MODERN_RUNS)),
@@ -142,14 +147,20 @@ def test_validation_row(row: int) -> None:
     """Each row fits HBM in its published layout and is within the error reached: dense on
     Hopper (Megatron) optimistic by at most 15 %, dense on Blackwell between −10 % (the 70B
     FSDP rows, whose recipes offload activations to the CPU where the model recomputes, and
-    GB300 8B) and +40 % (NVFP4 70B on GB200), MoE at most +285 % (Qwen3 30B-A3B at
-    micro-batch 1 on a B200), torchtitan's eager FSDP rows at most +34 %, llm-foundry's
-    MPT rows at most +67 % (MPT 760M)."""
+    GB300 8B) and +40 % (NVFP4 70B on GB200), MoE at most the MOE_MAX reached (Qwen3 30B-A3B
+    at micro-batch 1 on a B200; the 25.11 H100 Qwen3 235B row with expert TP 1 is within 3 %
+    either way), torchtitan's eager FSDP rows at most +34 %, llm-foundry's MPT rows at most
+    +67 % (MPT 760M)."""
     r = TABLE[row]
     assert r["fits"]
     low = 0.0
+    if r["moe"] and "ETP1" in r["run"] and "26.02" not in r["run"]:
+        # expert TP (EP 32 over TP 2 × DP 16) without the all-to-all overlap: within 3 %
+        # either way (the 26.02 recipe overlaps it: optimistic like the other MoE rows)
+        assert abs(r["error"]) <= 0.03
+        return
     if r["moe"]:
-        bound = 2.85
+        bound = MOE_MAX
     elif r["eager"]:
         bound = 0.34
     elif r["pytorch_fsdp"]:

@@ -38,6 +38,7 @@ from simulation.training import (
     search,
     system_for_accelerator,
 )
+from simulation.training.dispatch import MOE_DISPATCHERS
 from simulation.training.execution import RECOMPUTE, SCHEDULES
 from simulation.training.recipes import FP8_RECIPES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
@@ -72,7 +73,7 @@ LIMITS: dict[str, tuple[str, Any]] = {
     # key of the search's limits → (what it is, the values allowed)
     "tp": ("list", (1, None)), "pp": ("list", (1, None)), "micro_batch": ("list", (1, None)),
     "vpp": ("list", (1, None)), "ep": ("list", (1, None)), "cp": ("list", (1, None)),
-    "zero": ("list", (0, 3)),
+    "zero": ("list", (0, 3)), "etp": ("list", (0, None)),
     "recompute": ("list", RECOMPUTE), "precision": ("list", PRECISIONS),
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
@@ -132,13 +133,20 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                           "fused kernels (off: eager PyTorch, one memory pass per op)."),
     "fp8_recipe": ("FP8 scaling recipe", "delayed or current per-tensor scaling, block "
                    "(DeepSeek-V3's 1×128 / 128×128) or mx (MXFP8, Blackwell); fp4 is NVFP4."),
+    "moe_dispatcher": ("MoE token dispatcher", "alltoall: Megatron-Core's, which waits on the "
+                       "host for the tokens per expert once per MoE layer (its kernels then "
+                       "launch-bound where the host is slower); device: sizes stay on the GPU "
+                       "(CUDA-graphed MoE)."),
+    "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
+            "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
-                                        "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES}
+                                        "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES,
+                                        "moe_dispatcher": MOE_DISPATCHERS}
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
-    "compression": (1, 10_000), "clock": (0.1, 1),
+    "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
 }
 
 

@@ -1,0 +1,129 @@
+"""Host-side dispatch of an MoE layer: when the CPU cannot run ahead of the GPU.
+
+A GPU is fed by one host thread that launches kernels asynchronously: as long as
+that thread is ahead, each kernel starts as soon as the previous one ends and the
+host's per-op cost is hidden (only the ~1 µs back-to-back gap stays,
+:data:`.core.KERNEL_GAP_S`). Megatron-Core's all-to-all token dispatcher
+(``MoEAlltoAllTokenDispatcher``, ``megatron/core/transformer/moe/token_dispatcher.py``)
+breaks that: the all-to-all's ``input_splits`` / ``output_splits`` and the grouped
+GEMM's tokens per expert are needed on the host, so ``preprocess`` copies them
+device → host and the dispatcher synchronises the stream (``cuda_sync_point``
+``before_ep_alltoall`` with EP, ``before_finish`` without; dropless routing). After
+that point the host is exactly where the GPU is, so until the next synchronisation
+(the next MoE layer's) every kernel waits for its own launch: that stretch of the
+step takes
+
+    max(GPU time, n_kernels × host cost per op)
+
+(the forward segment: from one layer's dispatch to the next's, i.e. one layer's
+forward kernels). The backward has no synchronisation (the splits are saved on the
+host), but every 1F1B step interleaves forwards, so the host starts each backward
+with no lead; it is priced the same way per layer (homogeneous layers: the running
+max over a stage equals the per-layer max).
+
+**Host cost per op** :data:`HOST_OP_S` = 8 µs: an eager PyTorch CUDA op issued back to
+back (Python, the ATen dispatcher, the CUDA launch), measured at 8 µs per ``add`` on an
+A100 (flagos-ai/Torch-FL pull request 27, "cuda_sub" column: N ops issued, one sync at
+the end, so the host cost alone); consistent with 6.8 µs per autograd-recorded op in
+pytorch/pytorch issue 41383 and with the 6.7 µs a launch adds when the host waits for
+the GPU before each kernel (NVIDIA Technical Blog, A. Gray 2019, "Getting Started with
+CUDA Graphs": 2.9 µs kernels take 9.6 µs each when every launch follows a
+synchronisation). A lower bound for Megatron's Python-level ops (module hooks,
+autograd functions), an upper one for the kernels Transformer Engine launches from
+C++ (grouped GEMMs, casts); one figure for both.
+
+**Kernels per MoE layer** (:func:`moe_layer_kernels`), counted from Megatron-Core's
+code (``moe_layer.py``, ``router.py``, ``token_dispatcher.py``, ``moe_utils.py``,
+``experts.py`` ``TEGroupedMLP``) with the permute fusion on:
+
+* the layer outside the MLP (:data:`ATTENTION_KERNELS_FWD` = 8: norm, QKV GEMM, flash
+  attention, projection GEMM, TP collective, bias-dropout-add, pre-MLP norm, the MLP's
+  bias-dropout-add; backward twice, as :data:`.core.KERNELS_FWD`);
+* router and dispatch outside the experts (:data:`MOE_KERNELS_FWD` = 30): gating GEMM,
+  the benchmark's forced-balance logits, top-k + softmax, the auxiliary-loss scores,
+  its ``routing_map.sum``, the switch load-balancing loss (4 element-wise ops) and
+  its tracker add (10); ``preprocess``: the tokens per expert, the per-rank input
+  splits, their all-gather over TP × EP, the local slice, the per-rank and per-TP sums
+  and the local-expert sum, three device-to-host copies (11); permute 1 (tokens and
+  probs, 2); the two dispatch all-to-alls (tokens, probs: 2); sort by local expert
+  (1); the weighted activation (1); unsort, combine all-to-all, unpermute (3);
+  backward :data:`MOE_KERNELS_BWD` = 31: the differentiable ones twice (router 8 →
+  16 minus the no-grad counts, permutes, all-to-alls, sorts, activation);
+* the experts (``TEGroupedMLP``: Transformer Engine's ``GroupedLinear`` issues one GEMM
+  per local expert): per local expert E/ep 2 GEMMs forward and 4 backward (data and
+  weight gradients), and under FP8 / FP4 one input cast per GEMM forward and one
+  output-gradient cast per GEMM backward (2 + 2).
+
+Qwen3-30B-A3B on EP 8 (16 local experts) under MXFP8: 8 + 30 + 16·4 = 102 kernels
+forward, 16 + 31 + 16·6 = 143 backward, + the two attention GEMMs' casts each way
+(MXFP8: one kernel a cast): 249 × 8 µs ≈ 2.0 ms of host time per layer and micro-batch.
+
+``Execution.moe_dispatcher``: ``alltoall`` (the default: the
+``moe_token_dispatcher_type`` Megatron-Bridge's H100, B200 and B300 Qwen3 235B
+performance presets set; its GB200 / GB300 and Qwen3 30B presets use the HybridEP flex
+dispatcher with the router and the dispatch preprocessing CUDA-graphed, whose host
+synchronisation we did not check) prices this; ``device`` is a dispatch whose sizes
+stay on the GPU (a CUDA-graphed MoE layer, device-initiated grouped GEMMs), where the
+host runs ahead as in a dense layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "ATTENTION_KERNELS_FWD",
+    "HOST_OP_S",
+    "MOE_DISPATCHERS",
+    "MOE_KERNELS_BWD",
+    "MOE_KERNELS_FWD",
+    "host_bound_excess",
+    "moe_layer_kernels",
+]
+
+F64 = npt.NDArray[np.float64]
+
+HOST_OP_S = 8e-6
+"""Host cost of one eager op issued back to back (module docstring)."""
+MOE_DISPATCHERS = ("alltoall", "device")
+"""``Execution.moe_dispatcher``: host-synchronised (Megatron-Core's all-to-all
+dispatcher) or device-side sizes (no synchronisation)."""
+ATTENTION_KERNELS_FWD = 8.0
+MOE_KERNELS_FWD = 30.0
+MOE_KERNELS_BWD = 31.0
+_EXPERT_FWD, _EXPERT_BWD, _EXPERT_CASTS = 2.0, 4.0, 2.0
+
+
+def moe_layer_kernels(
+    experts_per_card: F64 | float,
+    low: npt.NDArray[np.bool_] | bool,
+    cast_kernels: F64 | float = 0.0,
+) -> tuple[F64, F64]:
+    """Kernels the host launches for one MoE layer and micro-batch: (forward, backward).
+
+    ``experts_per_card`` = E/ep; ``low``: FP8/FP4 GEMM inputs (one cast per expert GEMM
+    and direction); ``cast_kernels``: the attention GEMMs' cast kernels per direction.
+
+    >>> f, b = moe_layer_kernels(16.0, True)
+    >>> float(f), float(b)
+    (102.0, 143.0)
+    >>> [float(x) for x in moe_layer_kernels(2.0, False)]
+    [42.0, 55.0]
+    """
+    e = np.asarray(experts_per_card, dtype=np.float64)
+    casts = np.where(low, _EXPERT_CASTS, 0.0)
+    fwd = ATTENTION_KERNELS_FWD + MOE_KERNELS_FWD + e * (_EXPERT_FWD + casts) + cast_kernels
+    bwd = 2 * ATTENTION_KERNELS_FWD + MOE_KERNELS_BWD + e * (_EXPERT_BWD + casts) + cast_kernels
+    return fwd, bwd
+
+
+def host_bound_excess(kernels: F64, gpu_s: F64, host_op_s: float = HOST_OP_S) -> F64:
+    """Seconds a synchronised segment adds beyond its GPU time: max(n·c − GPU, 0).
+
+    >>> round(float(host_bound_excess(np.array(100.0), np.array(5e-4))), 12)
+    0.0003
+    >>> float(host_bound_excess(np.array(100.0), np.array(1e-3)))
+    0.0
+    """
+    return np.maximum(kernels * host_op_s - gpu_s, 0.0)

@@ -1,0 +1,186 @@
+"""MoE host-side dispatch (:mod:`simulation.training.dispatch`) and expert tensor parallelism."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simulation.training import MODELS, evaluate, execution_from_params, system_for_accelerator
+from simulation.training.comm import CommModel
+from simulation.training.dispatch import HOST_OP_S, moe_layer_kernels
+from simulation.training.errors import TrainingInputError
+from simulation.training.validation import ACCELERATORS
+
+H100 = ACCELERATORS["h100-sxm5-80gb"]
+B200 = ACCELERATORS["b200-sxm-180gb"]
+QWEN = MODELS["qwen3-30b-a3b"]
+
+
+def _run(figures: dict[str, Any], cards: int, model: Any = QWEN, **params: Any) -> Any:
+    system = system_for_accelerator(figures, cards)
+    ex = execution_from_params(params, cards, model)
+    return evaluate(model, system, ex).values
+
+
+def test_moe_layer_kernels_count_megatron_cores_ops() -> None:
+    """The host launches the layer's 8 attention-side kernels, 30 router/dispatch ones and
+    2 GEMMs per local expert forward (+ one cast each under FP8); backward 16 + 31 + 4
+    GEMMs per local expert (+ 2 casts): Transformer Engine's grouped linear launches one
+    GEMM per expert, so the count grows with E/ep."""
+    f, b = moe_layer_kernels(np.array([16.0, 2.0]), np.array([True, False]))
+    assert f.tolist() == [8 + 30 + 16 * 4, 8 + 30 + 2 * 2]
+    assert b.tolist() == [16 + 31 + 16 * 6, 16 + 31 + 2 * 4]
+    f2, _ = moe_layer_kernels(16.0, True, 2.0)  # two attention casts per direction
+    assert float(f2) == float(f[0]) + 2
+
+
+def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> None:
+    """Qwen3-30B-A3B on 8 B200s, MXFP8, one sequence per micro-batch (a published
+    Megatron-Bridge layout): after the all-to-all dispatcher's synchronisation the
+    forward takes max(GPU time, n·c) with n = 104 kernels (16 local experts, MXFP8's
+    one-kernel casts) and c = 8 µs; the GPU time is the layer's kernels, exposed TP and
+    half its exposed all-to-all. With ``moe_dispatcher = device`` (no synchronisation)
+    the layer is the GPU's. Closed form on the per-layer forward and backward."""
+    lay = {"global_batch": 64, "micro_batch": 1, "ep": 8, "precision": "fp8", "fp8_recipe": "mx"}
+    dev = _run(B200, 8, moe_dispatcher="device", **lay)
+    syn = _run(B200, 8, **lay)
+    per = dev["micro_batches"] * QWEN.layers
+    half_a2a = 0.5 * dev["exposed_comm"]["ep"] / per
+    n_f, n_b = (float(x) for x in moe_layer_kernels(16.0, True, 2.0))
+    want_f = max(n_f * HOST_OP_S - (dev["layer"]["forward"] + half_a2a), 0.0)
+    want_b = max(n_b * HOST_OP_S - (dev["layer"]["backward"] + half_a2a), 0.0)
+    assert want_f > 0.0
+    assert syn["layer"]["forward"] - dev["layer"]["forward"] == pytest.approx(want_f, rel=1e-9)
+    assert syn["layer"]["backward"] - dev["layer"]["backward"] == pytest.approx(want_b, abs=1e-12)
+    assert syn["step_time_s"] > dev["step_time_s"]
+    # the wait is a launch-bound row of the layer's ops and of the op classes
+    host = [o for o in syn["layer_ops"] if o["op"].startswith("host-bound MoE dispatch")]
+    assert sum(o["time_s"] for o in host) == pytest.approx(want_f + want_b, rel=1e-9)
+    assert syn["ops"]["kernel_gaps"] - dev["ops"]["kernel_gaps"] == pytest.approx(
+        per * (want_f + want_b), rel=1e-9
+    )
+
+
+def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> None:
+    """Four sequences per micro-batch on H100s: the layer's GPU time exceeds its host
+    time, so the synchronisation costs nothing; a dense model has no dispatcher."""
+    lay = {"global_batch": 32, "micro_batch": 4, "ep": 8, "precision": "bf16"}
+    assert _run(H100, 8, **lay)["step_time_s"] == pytest.approx(
+        _run(H100, 8, moe_dispatcher="device", **lay)["step_time_s"], rel=1e-12
+    )
+    llama = MODELS["llama3-8b"]
+    assert (
+        _run(H100, 8, llama, global_batch=8)["step_time_s"]
+        == _run(H100, 8, llama, global_batch=8, moe_dispatcher="device")["step_time_s"]
+    )
+    with pytest.raises(TrainingInputError) as exc:
+        execution_from_params({"global_batch": 8, "moe_dispatcher": "deepep"}, 8, QWEN)
+    assert exc.value.field == "moe_dispatcher" and "alltoall, device" in str(exc.value)
+
+
+def test_expert_tp_defaults_to_tp_and_is_checked_on_its_field() -> None:
+    """etp = tp is Megatron-Core's default (the same step); EP × ETP must divide the
+    tp·cp·dp ranks of a stage, so EP 8 over TP 2 × DP 4 needs etp 1."""
+    lay = {"global_batch": 16, "tp": 2, "sequence_parallel": True, "ep": 4, "precision": "bf16"}
+    assert _run(H100, 8, etp=2, **lay)["step_time_s"] == _run(H100, 8, **lay)["step_time_s"]
+    with pytest.raises(TrainingInputError) as exc:
+        execution_from_params({**lay, "ep": 8}, 8, QWEN)
+    assert exc.value.field == "ep"
+    ex = execution_from_params({**lay, "ep": 8, "etp": 1}, 8, QWEN)
+    assert (ex.ep, ex.expert_tp, ex.tp, ex.dp) == (8, 1, 2, 4)
+    with pytest.raises(TrainingInputError) as exc:  # etp 2 = tp: EP stays within DP
+        execution_from_params({**lay, "ep": 8, "etp": 2}, 8, QWEN)
+    assert exc.value.field == "ep" and "etp 1" in str(exc.value)
+    with pytest.raises(TrainingInputError) as exc:  # TP 4 × DP 2: EP 8 × ETP 2 = 16 > 8
+        execution_from_params({**lay, "tp": 4, "ep": 8, "etp": 2}, 8, QWEN)
+    assert exc.value.field == "etp"
+
+
+def test_expert_tp_splits_the_experts_and_their_collective() -> None:
+    """Qwen3-30B-A3B on 8 H100s, TP 2 with SP: with etp 1 each card holds E/ep whole
+    experts, L·(E/ep)·3·h·f weights (twice the etp-2 share at the same ep), and an MoE
+    layer's MLP has no tensor-parallel collective — only the attention's reduce-scatter
+    + all-gather of T·h values stay, forward and backward."""
+    lay = {
+        "global_batch": 16,
+        "tp": 2,
+        "sequence_parallel": True,
+        "ep": 4,
+        "precision": "bf16",
+        "zero": 0,
+    }
+    one, two = _run(H100, 8, etp=1, **lay), _run(H100, 8, **lay)
+    gib = float(1 << 30)
+    expert_w = QWEN.layers * QWEN.experts * QWEN.mlp_params * 2.0 / gib  # bf16 weights
+    assert one["memory"]["weights"] - two["memory"]["weights"] == pytest.approx(
+        expert_w * (1 / 4 - 1 / 8), rel=1e-6
+    )
+    system = system_for_accelerator(H100, 8)
+    comm = CommModel(system)
+    msg = np.array([QWEN.seq_len * QWEN.hidden * 2.0])
+    g, n1 = np.array([2]), np.array([1])
+    per_coll = float(
+        (comm.time("reduce_scatter", g, n1, msg) + comm.time("allgather", g, n1, msg))[0]
+    )
+    per = one["micro_batches"] * QWEN.layers
+    assert one["exposed_comm"]["tp"] == pytest.approx(per * 2 * per_coll, rel=1e-9)
+    assert two["exposed_comm"]["tp"] > one["exposed_comm"]["tp"]
+
+
+def test_search_tries_expert_tp_where_asked() -> None:
+    """``limits.etp`` [0, 1] on 8 H100s, TP 2: every MoE layout is tried with the experts
+    split like the rest (0 = tp) and whole on their cards (etp 1), where EP may then span
+    the TP ranks (EP 8 over TP 2 × DP 4, which etp = tp refuses); each best row re-prices
+    to the same step through ``evaluate``; a bad value is refused on ``limits.etp[i]``."""
+    from simulation.training.search import enumerate_configs, search
+
+    system = system_for_accelerator(H100, 8)
+    limits = {
+        "tp": [2],
+        "pp": [1],
+        "micro_batch": [1],
+        "vpp": [1],
+        "recompute": ["full"],
+        "zero": [1],
+        "precision": ["bf16"],
+        "sequence_parallel": [True],
+        "overlap": [True],
+    }
+    plain, _, n_plain = enumerate_configs(QWEN, system, 8, 16, limits)
+    both, rejected, n_both = enumerate_configs(QWEN, system, 8, 16, {**limits, "etp": [0, 1]})
+    assert n_both == 2 * n_plain
+    assert set(plain.etp.tolist()) == {2} and set(both.etp.tolist()) == {1, 2}
+    wide = both.take(np.flatnonzero((both.etp == 1) & (both.ep == 8)))
+    assert len(wide) == 1 and int(wide.dp[0]) == 4
+    res = search(QWEN, system, 8, 16, limits={**limits, "etp": [0, 1]})
+    for row in res.to_dict()["best"]:
+        ex = execution_from_params(row["execution"], 8, QWEN)
+        assert evaluate(QWEN, system, ex).values["step_time_s"] == pytest.approx(
+            row["step_time_s"], rel=1e-9
+        )
+    assert {row["execution"]["etp"] for row in res.to_dict()["best"]} >= {0, 1}
+    with pytest.raises(TrainingInputError) as exc:
+        search(QWEN, system, 8, 16, limits={**limits, "etp": [0, -1]})
+    assert exc.value.field == "limits.etp[1]"
+
+
+def test_deepseek_v3_report_row_is_derived_from_its_gpu_hours() -> None:
+    """DeepSeek-V3's own run (report Table 1 / §3): 180K H800 GPU-hours per trillion
+    tokens is 10^12 / (180,000 × 3,600 s) = 1,543 tokens/s/GPU, on 2,048 H800s (the H100
+    SXM with NVLink at 400 GB/s) with PP 16, EP 64, ZeRO-1, FP8 1×128 / 128×128 tiles and
+    DualPipe's all-to-all overlap; batch 15,360 sequences of 4,096 tokens."""
+    from simulation.training.validation import MODERN_RUNS
+
+    (run,) = [r for r in MODERN_RUNS if r.source.startswith("DeepSeek-AI")]
+    assert run.tokens_per_gpu == pytest.approx(1543.2, abs=0.05)
+    assert (run.model, run.gpus, run.pp, run.ep, run.gbs) == ("deepseek-v3", 2048, 16, 64, 15360)
+    lay = run.layout()
+    assert (lay["precision"], lay["fp8_recipe"], lay["ep_overlap"], lay["zero"]) == (
+        "fp8",
+        "block",
+        True,
+        1,
+    )
+    assert dict(run.figures) == {"scaleup_gbps": 400.0} and run.accelerator == "h100-sxm5-80gb"
