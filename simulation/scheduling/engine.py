@@ -80,11 +80,12 @@ from .cluster import Nodes
 from .errors import SchedulingInputError
 from .fragmentation import TaskTypes
 from .initial import pin_initial
+from .openb import allocation_at_load, tuned_order, typical_pods
 from .policies import POLICIES, JobRequest, place_job
 from .state import ClusterState, Placement
 from .workload import Workload
 
-__all__ = ["BACKFILL_WINDOW", "MODES", "SimResult", "place", "simulate"]
+__all__ = ["BACKFILL_WINDOW", "MODES", "SimResult", "place", "simulate", "workload_types"]
 
 MODES = ("arrival-only", "full")
 BACKFILL_WINDOW = 200
@@ -129,6 +130,21 @@ class SimResult:
     #: with ``keep_placements``: seq -> (job index, arrival s, start s, end s or NaN)
     job_log: dict[int, tuple[int, float, float, float]] = field(default_factory=dict,
                                                                 repr=False)
+    #: per arrival: arrived GPU demand and allocated thousandths (cumulative)
+    arrived_milli: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    allocated_milli: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    total_gpus: int = 0
+
+    def allocation_at(self, load_pct: int) -> float:
+        """GPU allocation ratio (%) at ``load_pct`` % arrived GPU load, measured as the FGD
+        artifact does (:func:`.openb.allocation_at_load`: the mean over the arrivals whose
+        arrived load rounds to it); NaN if no arrival is within ±1 %."""
+        if not self.total_gpus or not len(self.arrived_milli):
+            return float("nan")
+        return allocation_at_load(self.arrived_milli, self.allocated_milli, self.total_gpus,
+                                  load_pct)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (placements omitted: they can be large)."""
@@ -200,6 +216,10 @@ class _Run:
         self.ar_multi = 0
         self.curve_x: list[float] = []
         self.curve_y: list[float] = []
+        # per arrival, integers: arrived GPU demand and allocated thousandths (the
+        # artifact's measurement, :meth:`SimResult.allocation_at`)
+        self.arrived_hist: list[int] = []
+        self.used_hist: list[int] = []
         self.tl: dict[str, list[float]] = {k: [] for k in (
             "t", "allocation_rate", "fragmentation", "running", "queued")}
         self.alloc_at_end = 0.0
@@ -501,6 +521,8 @@ class _Run:
         tm = self.st.total_milli
         self.curve_x.append(self.arrived_milli / tm if tm else 0.0)
         self.curve_y.append(self.st.allocation_rate)
+        self.arrived_hist.append(self.arrived_milli)
+        self.used_hist.append(self.st.allocated_milli)
         self.record()
 
 
@@ -538,8 +560,9 @@ def simulate(
     allreduce: AllReducePrice | None = None,
     progress: Callable[[float], None] | None = None,
     target_load: float | None = 1.3,
-    max_types: int = 16,
+    max_types: int | None = None,
     keep_placements: bool = False,
+    shuffle: bool = False,
     used: Mapping[tuple[int, int], float] | None = None,
     tenants: Mapping[int, int] | None = None,
     initial: Sequence[Mapping[str, Any]] | None = None,
@@ -571,15 +594,13 @@ def simulate(
     rng = np.random.default_rng(seed)
     order = _arrival_order(workload, nodes, target_load if mode == "arrival-only" else None,
                            rng)
-    types = TaskTypes.from_workload(workload.num_gpu, workload.gpu_milli, workload.cpu_milli,
-                                    workload.memory_mib, max_types)
+    if shuffle and mode == "arrival-only":
+        order = tuned_order(workload, int(nodes.total_gpus), target_load, seed) \
+            if target_load is not None else rng.permutation(len(workload)).astype(np.int64)
+    types, specs = workload_types(workload, max_types)
     run = _Run(nodes, workload, policy, mode, seed, types, allreduce, progress, len(order),
                keep_placements)
-    # task types' GPU-model constraints: the most common spec of each type's tasks
-    specs = []
-    for t in range(len(types)):
-        sel = np.flatnonzero(run.type_of == t)
-        specs.append(_mode_of([workload.gpu_model[i] for i in sel[:1000]]))
+    # task types' GPU-model constraints (each typical pod's own)
     if any(specs):
         run.st.set_type_models(specs)
     _take_used(run.st, used, tenants)
@@ -628,7 +649,30 @@ def simulate(
         allreduce=ar,
         placements=run.placements,
         job_log=run.job_log,
+        arrived_milli=np.asarray(run.arrived_hist, np.int64),
+        allocated_milli=np.asarray(run.used_hist, np.int64),
+        total_gpus=st.total_milli // 1000,
     )
+
+
+def workload_types(work: Workload, max_types: int | None = None
+                   ) -> tuple[TaskTypes, list[str]]:
+    """FGD's target workload and each type's GPU-model spec, as the artifact builds it.
+
+    :func:`.openb.typical_pods` (``frag.go`` ``GetTypicalPods``): pods grouped by (CPU,
+    GPU share, cards, GPU model), CPU-only pods included, the most popular kept until
+    they cover 95 % of the pods; memory is not part of a type (the artifact's
+    fragmentation does not look at it). ``max_types`` keeps only the most popular
+    (popularities renormalised); ``None``: all of them.
+    """
+    if len(work) == 0:
+        return TaskTypes.from_arrays([1], [1000], [0], [0], [1.0]), [""]
+    tp = typical_pods(work)
+    keep = len(tp) if max_types is None else max(1, min(len(tp), max_types))
+    milli = np.where(tp.num_gpu[:keep] > 0, tp.gpu_milli[:keep], 0)
+    types = TaskTypes.from_arrays(tp.num_gpu[:keep], milli, tp.cpu_milli[:keep],
+                                  np.zeros(keep, np.int64), tp.p[:keep])
+    return types, list(tp.gpu_model[:keep])
 
 
 def _take_used(st: ClusterState, used: Mapping[tuple[int, int], float] | None,

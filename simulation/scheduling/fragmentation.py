@@ -9,7 +9,10 @@ whose cards have unallocated shares ``R_g`` (thousandths, 0..1000):
 
 * if task ``m`` cannot run on ``n`` at all (not enough CPU or memory, wrong GPU
   model, or no card set that holds ``D_m``) every unallocated share is a
-  fragment for it: ``F_n(m) = Σ_g R_g``;
+  fragment for it: ``F_n(m) = Σ_g R_g``; so is it for a CPU-only task, which uses
+  no card (the artifact, hkust-adsl/kubernetes-scheduler-simulator ``pkg/utils/
+  frag.go`` ``NodeGpuShareFragAmount``: a typical pod without GPU counts the node's
+  whole unallocated share; :data:`CPU_ONLY_NEED` makes the fit test fail for it);
 * otherwise a card's share is a fragment when it is too small for the task:
   ``F_n(m) = Σ_g R_g · [R_g < min(D_m, 1)]`` (a partly used card cannot serve a
   whole-card task; a card with less left than a shared task's fraction cannot
@@ -44,12 +47,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TaskTypes", "fragmentation_from_aggregates", "node_aggregates",
+__all__ = ["CPU_ONLY_NEED", "TaskTypes", "fragmentation_from_aggregates", "node_aggregates",
            "node_fragmentation"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 BoolA = npt.NDArray[np.bool_]
+
+
+CPU_ONLY_NEED = 1 << 30
+"""``need`` of a CPU-only task type: more cards than any node has, so it never "fits" and
+every unallocated share counts as its fragment (the artifact's ``frag.go``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,7 +66,7 @@ class TaskTypes:
 
     ``theta``: ``min(D_m, 1)`` in thousandths (0 for CPU-only tasks); ``need``:
     cards that must have ``R_g ≥ θ`` (``num_gpu`` for whole cards, 1 for a shared
-    task, 0 for CPU-only); ``p``: popularity (sums to 1).
+    task, :data:`CPU_ONLY_NEED` for CPU-only); ``p``: popularity (sums to 1).
     """
 
     num_gpu: I64
@@ -85,7 +93,7 @@ class TaskTypes:
         total = float(w.sum())
         p = w / total if total > 0 else w
         theta = np.where(k == 0, 0, np.where(k == 1, np.minimum(m, 1000), 1000))
-        need = np.where(k == 0, 0, np.where((k == 1) & (m < 1000), 1, k))
+        need = np.where(k == 0, CPU_ONLY_NEED, np.where((k == 1) & (m < 1000), 1, k))
         return cls(k, m, np.asarray(cpu_milli, np.int64), np.asarray(memory_mib, np.int64),
                    p, theta.astype(np.int64), need.astype(np.int64))
 

@@ -96,6 +96,14 @@ import numpy.typing as npt
 
 from .cluster import Nodes
 from .errors import SchedulingInputError
+from .scores import (
+    best_fit_score,
+    clustering_score,
+    dot_product_score,
+    gpu_tag,
+    packing_score,
+    sigmoid_score,
+)
 from .workload import Workload
 
 __all__ = ["OPENB_POLICIES", "OpenbResult", "TypicalPods", "allocation_at_load", "replay",
@@ -291,11 +299,6 @@ def _accessible(node_model: str, spec: str) -> bool:
     return not wanted or (bool(node_model) and node_model in wanted)
 
 
-def _sigmoid_score(delta: F64) -> I64:
-    out: I64 = (1.0 / (1.0 + np.exp(-delta / 1000.0)) * 100.0).astype(np.int64)
-    return out
-
-
 def _fgd(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> tuple[int, list[int]]:
     total = cl.left[idx].sum(axis=1)
     f_old = cl.frag_terms(idx, cl.ge[idx], cl.small[idx], total, cl.cpu[idx])
@@ -314,7 +317,7 @@ def _fgd(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> tuple[int, l
         small = cl.small[idx][ci] - np.where(r < th, r, 0) + np.where(rd < th, rd, 0)
         sub = idx[ci]
         f_new = cl.frag_terms(sub, ge, small, total[ci] - milli, cl.cpu[sub] - cpu)
-        score = _sigmoid_score((f_old[ci] - f_new) @ p)
+        score = sigmoid_score((f_old[ci] - f_new) @ p)
         # per node: best score, first card on ties; then across nodes
         best = score.max()
         nodes_best = sub[score == best]
@@ -324,7 +327,7 @@ def _fgd(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> tuple[int, l
     k = num if milli > 0 else 0
     ge = cl.ge[idx] - np.where(cl.t_gpu, k, 0)[None, :]
     f_new = cl.frag_terms(idx, ge, cl.small[idx], total - 1000 * k, cl.cpu[idx] - cpu)
-    score = _sigmoid_score((f_old - f_new) @ p)
+    score = sigmoid_score((f_old - f_new) @ p)
     node = cl.pick(idx, score)
     return node, _whole_cards(cl, node, k)
 
@@ -341,52 +344,22 @@ def _tightest(cl: _Cluster, node: int, milli: int) -> int:
 
 
 def _best_fit(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> int:
-    s = (cl.cpu[idx] - cpu) / _MAX_SPEC_CPU * 0.5
-    s = s + (cl.left[idx].sum(axis=1) - milli * num) / _MAX_SPEC_GPU * 0.5
-    raw = ((1.0 - s) * 100.0).astype(np.int64)
-    lo, hi = int(raw.min()), int(raw.max())
-    norm = np.zeros_like(raw) if hi == lo else (raw - lo) * 100 // (hi - lo)
-    return cl.pick(idx, norm)
+    return cl.pick(idx, best_fit_score(cl.cpu[idx], cl.left[idx].sum(axis=1), cpu,
+                                       milli * num, _MAX_SPEC_CPU, _MAX_SPEC_GPU))
 
 
 def _dot_product(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> int:
-    dot = (cl.cpu[idx] / _MAX_SPEC_CPU) * (cpu / _MAX_SPEC_CPU)
-    dot = dot + (cl.left[idx].sum(axis=1) / _MAX_SPEC_GPU) * (milli * num / _MAX_SPEC_GPU)
-    score = (100.0 * (1.0 - dot / 2.0)).astype(np.int64)
-    return cl.pick(idx, score)
-
-
-def _tag(num: int, milli: int) -> int:
-    """``pod.go`` ``GetGpuAffinityFromPodAnnotation``: 0 = share, k = k whole cards."""
-    return 0 if milli < 1000 else num
+    return cl.pick(idx, dot_product_score(cl.cpu[idx], cl.left[idx].sum(axis=1), cpu,
+                                          milli * num, _MAX_SPEC_CPU, _MAX_SPEC_GPU))
 
 
 def _clustering(cl: _Cluster, idx: I64, num: int, milli: int) -> int:
-    if milli <= 0:
-        return cl.pick(idx, np.zeros(idx.size, np.int64))
-    tags = cl.tags[idx]
-    same = tags[:, _tag(num, milli)] > 0
-    kinds = (tags > 0).sum(axis=1)
-    base = 25 * (_MAX_SPEC_GPU - cl.left[idx].sum(axis=1)) // _MAX_SPEC_GPU
-    score = base + np.where(same, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
-    return cl.pick(idx, score.astype(np.int64))
+    return cl.pick(idx, clustering_score(cl.tags[idx], cl.left[idx].sum(axis=1), num, milli,
+                                         _MAX_SPEC_GPU))
 
 
 def _packing(cl: _Cluster, idx: I64, num: int, milli: int) -> int:
-    if milli <= 0:
-        return cl.pick(idx, np.zeros(idx.size, np.int64))
-    left = cl.left[idx]
-    full = (left == 1000).sum(axis=1)
-    idle = full == cl.ncards[idx]
-    # the `num` tightest cards that hold the share (ascending, stable): any untouched?
-    holds = np.where(left >= milli, left, 10**9)
-    srt = np.sort(holds, axis=1)[:, :num]
-    use_full = (srt == 1000).sum(axis=1)
-    shared = np.where(srt < 10**9, srt * 100 // 1000, 0).sum(axis=1)
-    score = np.where(use_full > 0, np.maximum(50 - use_full, 33),
-                     np.maximum(100 - shared // 10, 50))
-    score = np.where(idle, np.maximum(33 - full, full), score).astype(np.int64)
-    return cl.pick(idx, score)
+    return cl.pick(idx, packing_score(cl.left[idx], cl.ncards[idx], num, milli))
 
 
 def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, seed: int = 42,
@@ -404,7 +377,7 @@ def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, see
     types = typical_pods(work)
     seq = tuned_order(work, total_gpus, ratio, seed) if order is None else order
     cl = _Cluster(nodes, types)
-    rng = np.random.default_rng(seed + 1_000_003)
+    rng = np.random.default_rng(seed + 1)  # the general engine's pick_rng: the same draws
     cpu_req = work.cpu_milli
     cpu_score = _nonzero_cpu(work.cpu_milli)
     arrived = np.zeros(seq.size, np.int64)
@@ -450,7 +423,7 @@ def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, see
                 cl.left[node, card] -= milli
             acc_used += milli * len(cards)
             if milli > 0:
-                cl.tags[node, _tag(num, milli)] += 1
+                cl.tags[node, gpu_tag(num, milli)] += 1
             where[step] = node
             cl.refresh(np.array([node]))
         arrived[step] = acc_arr

@@ -53,6 +53,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import SchedulingInputError
+from .scores import (
+    best_fit_score,
+    clustering_score,
+    dot_product_score,
+    nonzero_cpu,
+    packing_score,
+    sigmoid_score,
+)
 from .state import ClusterState, Placement
 
 __all__ = ["POLICIES", "STATE_POLICIES", "JobRequest", "place_job"]
@@ -161,40 +169,44 @@ def _lowest_node(st: ClusterState, states: I64, score: F64 | None = None,
     return int(st.table.minnode[states].min())
 
 
-def _fits_after(st: ClusterState, job: JobRequest, idx: I64) -> BoolA:
-    """states × types: CPU, memory and GPU model still allow the type after ``job``."""
+def _fits_with(st: ClusterState, idx: I64, cpu: IntA, mem: IntA) -> BoolA:
+    """states × types: with ``cpu``/``mem`` left (per state), CPU, memory and the GPU
+    model allow the type (the cards are :func:`_frag_terms`' test)."""
     tab, t = st.table, st.types
-    ok: BoolA = ((tab.cpu[idx] - job.cpu_milli)[:, None] >= t.cpu_milli) & (
-        (tab.mem[idx] - job.memory_mib)[:, None] >= t.memory_mib)
+    ok: BoolA = (cpu[:, None] >= t.cpu_milli) & (mem[:, None] >= t.memory_mib)
     ok &= tab.shape_type_ok[tab.shape[idx]]
     return ok
 
 
-def _frag_after(st: ClusterState, cg: IntA, c2: IntA, sr: I64, fits: BoolA) -> F64:
-    """``F(M)`` from the aggregates (:func:`fragmentation_from_aggregates`, the other fits
-    given)."""
+def _frag_terms(st: ClusterState, cg: IntA, c2: IntA, sr: IntA, fits: BoolA) -> I64:
+    """``F_n(m)`` per candidate and type from the aggregates (:mod:`.fragmentation`)."""
     fits = fits & (cg >= st.types.need)
-    result: F64 = np.where(fits, c2, sr[:, None]) @ st.types.p
+    result: I64 = np.where(fits, c2, sr[:, None]).astype(np.int64)
     return result
 
 
-def _fgd_whole(st: ClusterState, job: JobRequest, idx: I64) -> F64:
-    """ΔF of putting ``job`` (whole cards or CPU only) on a node in each state of ``idx``.
+def _fgd_whole(st: ClusterState, job: JobRequest, idx: I64, cpu: int) -> I64:
+    """FGD's score of putting ``job`` (whole cards or CPU only) on each state of ``idx``.
 
     Whole cards: k untouched cards go to 0 — ``count_ge`` drops by k for every type
     with θ > 0, ``case2`` is unchanged (a card at 0 is no fragment), Σ R drops by 1000k.
+    ``cpu``: the request as the score sees it (:func:`.scores.nonzero_cpu`).
     """
     tab = st.table
     k = job.num_gpu
+    cpu_now, mem_now = tab.cpu[idx], tab.mem[idx]
+    old = _frag_terms(st, tab.count_ge[idx], tab.case2[idx], tab.sum_r[idx],
+                      _fits_with(st, idx, cpu_now, mem_now))
     cg = tab.count_ge[idx] - np.where(st.types.theta > 0, k, 0)
-    new = _frag_after(st, cg, tab.case2[idx], tab.sum_r[idx] - 1000 * k,
-                      _fits_after(st, job, idx))
-    delta: F64 = new - tab.frag[idx]
-    return delta
+    new = _frag_terms(st, cg, tab.case2[idx], tab.sum_r[idx] - 1000 * k,
+                      _fits_with(st, idx, cpu_now - cpu, mem_now - job.memory_mib))
+    return sigmoid_score((old - new) @ st.types.p)
 
 
-def _fgd_shared(st: ClusterState, job: JobRequest, idx: I64) -> tuple[int, int] | None:
-    """(node, card) of least ΔF for a shared task; candidates = each state's distinct shares.
+def _fgd_shared(st: ClusterState, job: JobRequest, idx: I64, cpu: int) -> tuple[int, int]:
+    """(node, card) of FGD's best score for a shared task; candidates = each state's
+    distinct shares that hold it (the artifact tries every card; cards of one share score
+    alike). Ties: the lowest node, then its lowest card among the best shares.
 
     Card with share r → r − d: ``count_ge`` changes by [r−d ≥ θ] − [r ≥ θ], ``case2`` by
     (r−d)[r−d < θ] − r[r < θ], Σ R by −d.
@@ -204,60 +216,58 @@ def _fgd_shared(st: ClusterState, job: JobRequest, idx: I64) -> tuple[int, int] 
     srt = tab.rows[idx]  # sorted ascending
     distinct = np.ones(srt.shape, bool)
     distinct[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    cand = distinct & (srt >= d)
-    ci, cj = np.nonzero(cand)
-    if ci.size == 0:
-        return None
+    ci, cj = np.nonzero(distinct & (srt >= d))
     r = srt[ci, cj].astype(np.int64)[:, None]
     th = st.types.theta[None, :]
     rd = r - d
     state = idx[ci]
+    cpu_now, mem_now = tab.cpu[state], tab.mem[state]
+    old = _frag_terms(st, tab.count_ge[state], tab.case2[state], tab.sum_r[state],
+                      _fits_with(st, state, cpu_now, mem_now))
     ge_r, ge_rd = r >= th, rd >= th
     cg = tab.count_ge[state] + ge_rd - ge_r
     c2 = tab.case2[state] + np.where(ge_rd, 0, rd) - np.where(ge_r, 0, r)
-    fits = _fits_after(st, job, idx)[ci]
-    delta = _frag_after(st, cg, c2, tab.sum_r[state] - d, fits) - tab.frag[state]
-    ties = np.flatnonzero(delta <= delta.min() + 1e-9)
-    node_of = tab.minnode[state[ties]]
-    best = int(ties[np.argmin(node_of)])
-    n = int(tab.minnode[state[best]])
-    card = int(np.flatnonzero(st.free[n] == int(r[best, 0]))[0])
+    new = _frag_terms(st, cg, c2, tab.sum_r[state] - d,
+                      _fits_with(st, state, cpu_now - cpu, mem_now - job.memory_mib))
+    score = sigmoid_score((old - new) @ st.types.p)
+    top = score == score.max()
+    n = int(tab.minnode[state[top]].min())
+    row = st.free[n].astype(np.int64)
+    shares = r[top & (tab.minnode[state] == n), 0]
+    card = int(np.flatnonzero(np.isin(row, shares))[0])
     return n, card
 
 
 def _state_node(st: ClusterState, job: JobRequest, policy: str) -> int | tuple[int, int] | None:
-    """A state-based policy's node (or (node, card) for FGD's shared tasks)."""
+    """A state-based policy's node (or (node, card) for FGD's shared tasks).
+
+    Best-fit, dot-product, GPU packing and FGD are the artifact's score plugins
+    (:mod:`.scores`, highest wins); a state's score is its nodes' score, so the best
+    state's lowest node is the artifact's choice with ties to the lowest node.
+    """
     idx = _feasible_states(st, job)
     if idx.size == 0:
         return None
     tab = st.table
     if policy in ("fifo-first-fit", "easy-backfill"):
         return _lowest_node(st, idx)
+    cpu = nonzero_cpu(job.cpu_milli)
+    gpu = job.demand_milli if job.num_gpu else 0
+    score: I64
     if policy == "best-fit":
-        if len(st.shape_inv) == 1:  # one node shape: the request terms are one constant
-            return _lowest_node(st, idx, tab.base[idx])
-        inv = st.shape_inv[tab.shape[idx]]
-        score = (tab.base[idx] - job.cpu_milli * inv[:, 0] - job.memory_mib * inv[:, 1]
-                 - job.demand_milli * inv[:, 2])
-        return _lowest_node(st, idx, score)
-    inv = st.shape_inv[tab.shape[idx]]
-    if policy == "dot-product":
-        score = (job.cpu_milli * tab.cpu[idx] * inv[:, 0] ** 2
-                 + job.memory_mib * tab.mem[idx] * inv[:, 1] ** 2
-                 + job.demand_milli * tab.sum_r[idx] * inv[:, 2] ** 2)
-        return _lowest_node(st, idx, score)
-    if policy == "gpu-packing":
-        used = tab.sum_r[idx] < st.table.shape_gpus[tab.shape[idx]] * 1000
-        cat = np.where(used, 1.0, 2.0)
-        if job.shared:
-            rows = tab.rows[idx]
-            part = ((rows > 0) & (rows < 1000) & (rows >= job.gpu_milli)).any(axis=1)
-            cat = np.where(part, 0.0, cat)
-        return _lowest_node(st, idx, cat)
-    # fgd
-    if job.shared:
-        return _fgd_shared(st, job, idx)
-    return _lowest_node(st, idx, _fgd_whole(st, job, idx), 1e-9)
+        score = best_fit_score(tab.cpu[idx], tab.sum_r[idx], cpu, gpu, st.max_cpu, st.max_gpu)
+    elif policy == "dot-product":
+        score = dot_product_score(tab.cpu[idx], tab.sum_r[idx], cpu, gpu, st.max_cpu,
+                                  st.max_gpu)
+    elif policy == "gpu-packing":
+        milli = job.gpu_milli if job.num_gpu else 0
+        score = packing_score(tab.rows[idx], tab.shape_gpus[tab.shape[idx]], job.num_gpu,
+                              milli)
+    elif job.shared:  # fgd
+        return _fgd_shared(st, job, idx, cpu)
+    else:
+        score = _fgd_whole(st, job, idx, cpu)
+    return _lowest_node(st, idx, -score.astype(np.float64))
 
 
 def _shared_card(st: ClusterState, n: int, d: int, how: str, rng: np.random.Generator) -> int:
@@ -291,9 +301,11 @@ def _single_node(
             node = int(rng.choice(cand)) if cand.size else None
             card_rule = "random"
         elif policy == "gpu-clustering":
-            same = st.type_count[:, job.type_id]
-            others = st.tenants - same
-            node = _argmin(-same * 1e6 + others, ok)
+            cand = np.flatnonzero(ok)
+            milli = job.gpu_milli if job.num_gpu else 0
+            score = clustering_score(st.tag_count[cand], st.sum_r[cand], job.num_gpu, milli,
+                                     st.max_gpu)
+            node = int(cand[np.argmax(score)]) if cand.size else None
         elif policy == "topology-aware":
             sn_share = (st.sn_free / st.sn_cap)[st.sn]
             node = _argmin(st.sum_r * 0.002 + sn_share, ok)

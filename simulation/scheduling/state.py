@@ -74,6 +74,12 @@ class ClusterState:
         self.all_types_ok = True
         # tasks of each type per node (GPU clustering); the last column: other types
         self.type_count = np.zeros((n, len(types) + 1), np.int32)
+        # GPU tasks per node and tag (the FGD artifact's gpu-clustering: column 0 = shares
+        # a card, k = k whole cards, the last column = wider than a node)
+        self.tag_count = np.zeros((n, nodes.max_gpus + 2), np.int32)
+        # the artifact's MaxSpecCpu / MaxSpecGpu: the largest node (.scores)
+        self.max_cpu = float(max(int(nodes.cpu_milli.max(initial=0)), 1))
+        self.max_gpu = float(max(nodes.max_gpus, 1) * 1000)
         self._mask_cache: dict[str, BoolA] = {}
         self._shape_mask_cache: dict[str, BoolA] = {}
         # node shapes: what a node is before anything runs on it
@@ -181,16 +187,22 @@ class ClusterState:
         self.changed(freed=sign < 0)
         per_node: dict[int, int] = {}
         gpus_total = 0
+        shares = False
         for node, card, milli in placement:
             if card >= 0:
+                shares = shares or milli < 1000
                 self.free[node, card] -= sign * milli
                 self.allocated_milli += sign * milli
                 gpus_total += 1
                 per_node[node] = per_node.get(node, 0) + 1
             else:
                 per_node.setdefault(node, 0)
+        tag = -1 if not gpus_total else 0 if shares else min(gpus_total,
+                                                              self.tag_count.shape[1] - 1)
         for node, gpus_here in per_node.items():
             share = gpus_here / gpus_total if gpus_total else 1.0 / len(per_node)
+            if tag >= 0:
+                self.tag_count[node, tag] += sign
             self.cpu_free[node] -= sign * int(round(cpu * share))
             self.mem_free[node] -= sign * int(round(mem * share))
             self.tenants[node] += sign

@@ -25,6 +25,7 @@ from simulation.scheduling import (
     synthetic_workload,
 )
 from simulation.scheduling.cluster import openb_like_nodes
+from simulation.scheduling.scores import best_fit_score, nonzero_cpu, sigmoid_score
 from simulation.scheduling.state import ClusterState
 
 FIX = Path(__file__).parent / "fixtures"
@@ -246,28 +247,30 @@ def test_state_table_stays_equal_to_a_rebuild_and_choices_equal_per_node_scoring
             cand = np.flatnonzero(ok)
             if policy == "fifo-first-fit":
                 want = cand[0]
-            elif policy == "best-fit":
-                score = ((st.cpu_free - req.cpu_milli) / nodes.cpu_milli
-                         + (st.mem_free - req.memory_mib) / nodes.memory_mib
-                         + (st.sum_r - req.demand_milli) / (1000 * st.capacity_gpus))[cand]
-                want = cand[np.flatnonzero(np.isclose(score, score.min(), rtol=0, atol=1e-12))[0]]
-            else:
-                want = None  # FGD's own check: ΔF of its choice is the least over nodes
+            elif policy == "best-fit":  # the artifact's score, per node (highest wins)
+                score = best_fit_score(st.cpu_free[cand], st.sum_r[cand],
+                                       nonzero_cpu(req.cpu_milli), req.demand_milli,
+                                       st.max_cpu, st.max_gpu)
+                want = cand[int(np.argmax(score))]
+            else:  # FGD per node from the direct F_n(M): every card that holds a share
                 before = st.frag.copy()
-                deltas = []
+                best = []
                 for n in cand:
-                    free = st.free[n:n + 1].astype(np.int64).copy()
-                    if req.shared:
-                        c = int(np.argmin(np.where(free[0] >= req.gpu_milli, free[0], 10**9)))
-                        free[0, c] -= req.gpu_milli
-                    else:
-                        free[0, np.flatnonzero(free[0] == 1000)[:req.num_gpu]] = 0
-                    f = node_fragmentation(free, st.cpu_free[n:n + 1] - req.cpu_milli,
-                                           st.mem_free[n:n + 1] - req.memory_mib, types)[0]
-                    deltas.append(f - before[n])
-                assert got is not None
-                chosen = deltas[int(np.flatnonzero(cand == got[0][0])[0])]
-                assert chosen <= min(deltas) + 1e-6
+                    tries = []
+                    cards = (np.flatnonzero(st.free[n] >= req.gpu_milli) if req.shared
+                             else [None])
+                    for c in cards:
+                        free = st.free[n:n + 1].astype(np.int64).copy()
+                        if c is not None:
+                            free[0, c] -= req.gpu_milli
+                        else:
+                            free[0, np.flatnonzero(free[0] == 1000)[:req.num_gpu]] = 0
+                        f = node_fragmentation(
+                            free, st.cpu_free[n:n + 1] - nonzero_cpu(req.cpu_milli),
+                            st.mem_free[n:n + 1] - req.memory_mib, types)[0]
+                        tries.append(float(before[n] - f))
+                    best.append(int(sigmoid_score(np.array([max(tries)]))[0]))
+                want = cand[int(np.argmax(best))]
             if want is not None:
                 assert got is not None and got[0][0] == want, policy
         pl = place_job(st, req, "best-fit", rng)
