@@ -578,6 +578,12 @@ def simulate(
     allocations stay for the whole run and count in the allocation rate.
     ``keep_placements``: also return each started task's placement and its
     ``job_log`` entry (job index, arrival, start, end).
+    ``shuffle`` (arrival-only): the FGD artifact's arrival process instead of the trace's
+    order — the list shuffled, then resampled up to ``target_load`` (or thinned down to
+    it) as :func:`.openb.tuned_order` does with ``seed``; with it and
+    :meth:`SimResult.allocation_at` the run is the artifact's openb experiment (docs/
+    simulation.md). ``max_types``: cap on FGD's typical pods (:func:`workload_types`;
+    ``None``: all that cover 95 % of the pods).
     ``initial``: allocations in place before the first arrival, each
     ``{"placement": [[node, card, share 0..1], ...], "cpu_milli": 0, "memory_mib": 0,
     "remaining_s": None}`` (``None``: held for the whole run; ``arrival-only`` holds

@@ -66,6 +66,10 @@ over the cluster's cards and the arrived GPU request over the cluster's cards; t
 ratio at an arrived load of ``L`` % is the mean over the pods whose arrived load
 rounds to ``L`` (within ±1 if none does).
 
+The scores live in :mod:`.scores`, shared with the general engine's policies
+(:mod:`.policies`), which place every pod on the same node as this replay when run with
+``simulate(..., shuffle=True)`` (tests/simulation/scheduling/test_engine_openb.py).
+
 Not the artifact's code: this is our own vectorised implementation (numpy over all
 nodes at once, per-type aggregates updated for the one node that changed). The
 artifact's random numbers (Go ``math/rand`` seeded 42…51) are not reproduced; our

@@ -12,25 +12,14 @@ on a vector up to ~50× shorter on a large, mostly idle cluster:
 
 ``fifo-first-fit``
     the first feasible node in node order (Slurm/Kubernetes default order).
-``best-fit``
-    least resources left after placement, Σ over CPU, memory and GPU of
-    (free − request)/capacity (Kubernetes ``MostAllocated`` scoring; the FGD
-    paper's Best-fit baseline, ATC'23 §6.1).
-``dot-product``
-    smallest dot product of the node's free resources and the task's request,
-    both normalised by the node's capacity (the FGD paper's DotProd baseline,
-    after Tetris, Grandl et al., SIGCOMM'14).
-``gpu-packing``
-    a shared task goes to an already shared card if one fits, else to a node
-    already in use, idle nodes last (the FGD paper's GPU Packing baseline).
-``gpu-clustering``
-    nodes already running tasks of the same GPU demand first, then nodes with
-    the fewest other tasks (the FGD paper's GPU Clustering baseline).
+``best-fit``, ``dot-product``, ``gpu-packing``, ``gpu-clustering``, ``fgd``
+    the FGD artifact's score plugins (Weng et al., ATC'23, §6.1 baselines and FGD,
+    Alg. 1; hkust-adsl/kubernetes-scheduler-simulator ``pkg/simulator/plugin``),
+    one implementation in :mod:`.scores` shared with :mod:`.openb`: integer 0–100
+    scores, the highest wins, ties to the lowest node index. FGD's fragmentation
+    is :mod:`.fragmentation`'s, a shared task tries every distinct share.
 ``random``
     uniform over the feasible nodes (seeded).
-``fgd``
-    the node and card where the cluster's fragmentation ``Σ F_n(M)`` grows
-    least (Weng et al., ATC'23, Alg. 1); see :mod:`.fragmentation`.
 ``topology-aware``
     single-node tasks best-fit on cards, ties to the fullest supernode; a
     multi-node task goes onto whole free servers (every rail, the same local
@@ -95,11 +84,11 @@ class JobRequest:
 
 POLICIES: dict[str, str] = {
     "fifo-first-fit": "First feasible node in node order.",
-    "best-fit": "Least CPU+memory+GPU left after placement (Kubernetes MostAllocated).",
+    "best-fit": "Least CPU+GPU left after placement (the FGD artifact's best-fit score).",
     "random": "Uniformly random feasible node (seeded).",
     "dot-product": "Smallest dot product of free resources and request (FGD paper baseline).",
-    "gpu-packing": "Shared cards first, then used nodes, idle nodes last.",
-    "gpu-clustering": "Nodes running the same task type first.",
+    "gpu-packing": "Partly used cards first, then used nodes, idle nodes last (artifact).",
+    "gpu-clustering": "Nodes holding only GPU tasks of the same tag first (artifact).",
     "fgd": "Least growth of fragmentation (Weng et al., ATC'23).",
     "topology-aware": "Same server, then one supernode, compact and rail-aligned.",
     "easy-backfill": "First-fit placement with EASY backfilling of the queue.",
