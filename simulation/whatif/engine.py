@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from simulation.resilience import calibrate
 from simulation.scheduling import Workload
-from simulation.scheduling.engine import _Run
+from simulation.scheduling.engine import _Run, workload_types
 from simulation.scheduling.fragmentation import TaskTypes
 from simulation.scheduling.state import Placement
 from simulation.snapshot import LiveSnapshot
@@ -447,12 +447,14 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     unavailable = snapshot.down_cards("failed", "maintenance")
     nodes = layout.nodes(unavailable)
     work, info, pins = _inputs(snapshot, layout, spec, spec.events)
-    types = TaskTypes.from_workload(work.num_gpu, work.gpu_milli, work.cpu_milli,
-                                    work.memory_mib, 16)
+    # FGD's target workload as the scheduling engine builds it (the artifact's typical pods)
+    types, specs = workload_types(work)
     grid = layout.card_grid()
     info.update(grid=grid, card_place=layout.card_place(), healthy=nodes.healthy(),
                 node_of={s: i for i, s in enumerate(layout.server_ids)})
     case = _Case(nodes, work, spec, layout, types, info)
+    if any(specs):
+        case.st.set_type_models(specs)
     # the snapshot's running jobs, where they are, for their remaining time
     for pin in pins:
         j = int(pin["row"])
