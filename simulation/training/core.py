@@ -70,7 +70,8 @@ hundreds of thousands. Formulas (each in its module's docstring):
   3.8 µs each launched asynchronously back to back), × the kernels a layer
   launches (:data:`KERNELS_FWD`; backward twice as many, + one
   ``main_grad`` add per parameter tensor when the accumulation is unfused);
-* energy: :mod:`.energy`.
+* energy: :mod:`.energy` — each class of op (compute-bound, memory-bound, exposed
+  communication, idle) at its own power.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ import numpy.typing as npt
 
 from .comm import CommModel, group_split
 from .dispatch import host_bound_excess, moe_layer_kernels
-from .energy import card_power, clock_for_cap
+from .energy import clock_for_cap, hbm_power_w, op_mix_power
 from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
@@ -483,10 +484,22 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     mfu = model_flops / (step * cards * dense_peak)
     hfu = hw_per_seq * b.gb / (step * cards * dense_peak)
 
-    # ---- energy
+    # ---- energy by op mix (:mod:`.energy`): compute-bound, memory-bound, exposed
+    # communication; the bubble, kernel gaps and host-bound waits draw idle power
     busy = m * (stage_f + stage_b + stage_rc) + comp + optim
     util = np.clip(busy / step, 0.0, 1.0)
-    p_card_w = card_power(util, clock, system.tdp_w, system.idle_w, system.clock_power)
+    op_gemm = per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm)
+    op_attn = per_step * (k["fwd_core"] + k["bwd_core"] + rc_core)
+    op_mem = per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem) + m * accum
+    op_casts = per_step * (cast_f + cast_bw + rc_cast) + op_cast_w
+    op_logit = m * w_logit * (logit_f + logit_b)
+    t_compute = op_gemm + op_attn + op_logit
+    t_memory = op_mem + op_casts + (optim - op_cast_w) + comp
+    t_comm = m * stage_comm + pp_p2p + dp_exposed
+    p_card_w = op_mix_power(t_compute, t_memory, t_comm, step, clock, system.tdp_w,
+                            system.idle_w, system.clock_power,
+                            hbm_power_w(hbm, system.tdp_w, system.idle_w),
+                            system.memory_sm_activity, system.comm_activity)
     servers = np.ceil(cards / system.cards_per_server)
     facility_w = (cards * (p_card_w + system.network_w_per_card)
                   + servers * system.server_static_w) * system.pue
@@ -531,15 +544,17 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
-        "op_gemm": per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm),
-        "op_attention": per_step * (k["fwd_core"] + k["bwd_core"] + rc_core),
-        "op_memory_bound": per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem)
-        + m * accum,
-        "op_casts": per_step * (cast_f + cast_bw + rc_cast) + op_cast_w,
+        "op_gemm": op_gemm,
+        "op_attention": op_attn,
+        "op_memory_bound": op_mem,
+        "op_casts": op_casts,
         "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc + host_f + host_b),
         "layer_host_f": host_f,
         "layer_host_b": host_b,
-        "op_output_layer": m * w_logit * (logit_f + logit_b),
+        "op_output_layer": op_logit,
+        "energy_compute_s": t_compute,
+        "energy_memory_s": t_memory,
+        "energy_comm_s": t_comm,
         "op_optimizer": optim - op_cast_w,
     }
 

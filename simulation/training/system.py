@@ -284,6 +284,13 @@ class SystemSpec:
     (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)."""
     block_scaled_mma: bool = False
     """Tensor cores that apply block scales (MXFP8 / NVFP4; :data:`BLOCK_SCALED_MMA`)."""
+    memory_sm_activity: float = 0.25
+    """Share of the card's dynamic power range (tdp − idle) the SMs, L2 and crossbar
+    draw at full clock while a memory-bound op streams HBM; the HBM's own power is
+    priced from its bytes (:mod:`.energy`). **Assumption** (no per-class figure found)."""
+    comm_activity: float = 0.2
+    """Share of the dynamic range drawn during exposed communication (links, copy
+    engines, polling SMs). **Assumption** (:mod:`.energy`)."""
     comm_sms: int = 20
     """SMs a scale-out collective's kernels hold while it overlaps compute: the
     overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
@@ -364,7 +371,8 @@ class SystemSpec:
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
                 kw[f.name] = number(v, where, open_low=True, high=1.0)
-            elif f.name in ("flash_efficiency", "flash_bwd_efficiency"):
+            elif f.name in ("flash_efficiency", "flash_bwd_efficiency", "memory_sm_activity",
+                            "comm_activity"):
                 kw[f.name] = number(v, where, low=0.0, high=1.0)
             elif f.name == "pue":
                 kw[f.name] = number(v, where, low=1.0, high=5.0)
