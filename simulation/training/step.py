@@ -21,7 +21,7 @@ from .models import ModelSpec
 from .ops import layer_ops
 from .pipeline import articles_utilisation
 from .recipes import recipe_name
-from .system import PRECISIONS, SystemSpec
+from .system import PRECISIONS, SystemSpec, with_scale_up_domain
 
 __all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "StepResult", "batch_of", "evaluate",
            "precision_comparison"]
@@ -90,6 +90,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         ep_overlap=col("ep_overlap", np.bool_),
         moe_sync=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
         etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
+        domain=col("nvlink_domain", np.int64),
     )
 
 
@@ -162,7 +163,9 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
             and not system.block_scaled_mma):
         raise TrainingInputError("fp8_recipe", f"{system.accelerator} has no block-scaled "
                                  "tensor cores for MXFP8 (choose from delayed, current, block)")
-    comm = comm or CommModel(system)
+    system = with_scale_up_domain(system, execution.nvlink_domain, "nvlink_domain")
+    if comm is None or comm.system.scale_up_domain < system.scale_up_domain:
+        comm = CommModel(system)  # its scale-up mesh must hold the run's domain
     batch = batch_of([execution])
     out = step_arrays(model, system, batch, comm, MEMORY_RESERVE_GIB)
     tokens = float(train_tokens) if train_tokens else 20.0 * model.params

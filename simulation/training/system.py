@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ._check import check_keys, choice, integer, number
@@ -55,6 +55,7 @@ __all__ = [
     "default_clock_power",
     "flash_bwd_efficiency",
     "system_for_accelerator",
+    "with_scale_up_domain",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
@@ -392,6 +393,36 @@ class SystemSpec:
                     f"{path}scale_up_domain", "a multiple or divisor of cards_per_server"
                 )
         return spec
+
+
+def with_scale_up_domain(system: SystemSpec, domain: int, where: str) -> SystemSpec:
+    """``system`` with ``domain`` cards per scale-up (NVLink) domain, 0 = unchanged.
+
+    The same cards and links, grouped differently: e.g. a GB200 NVL72 rack run as one
+    72-card domain or as 8-card islands. Refused (on ``where``) when the fabric is a
+    torus (its domain is its shape) or the domain is neither a multiple nor a divisor
+    of ``cards_per_server`` (a server is never split between domains).
+
+    >>> s = SystemSpec("x", {"bf16": 1.0}, 80, 2.0, 700, 70, 576)
+    >>> with_scale_up_domain(s, 72, "nvlink_domain").scale_up_domain
+    72
+    >>> try:
+    ...     with_scale_up_domain(s, 12, "nvlink_domain")
+    ... except TrainingInputError as err:
+    ...     print(err.field, err.reason[:50])
+    nvlink_domain 12 is neither a multiple nor a divisor of the 8 ca
+    """
+    if not domain or domain == system.scale_up_domain:
+        return system
+    if system.scale_up_topology == "torus":
+        raise TrainingInputError(where, f"the scale-up fabric is a torus of "
+                                 f"{system.scale_up_domain} cards: only {system.scale_up_domain}")
+    per = system.cards_per_server
+    if domain < 1 or (domain % per and per % domain):
+        raise TrainingInputError(where, f"{domain} is neither a multiple nor a divisor of the "
+                                 f"{per} cards per server (allowed: a divisor of {per} or a "
+                                 f"multiple of it)")
+    return replace(system, scale_up_domain=int(domain))
 
 
 def _curve(value: Any, where: str) -> tuple[tuple[float, float], ...]:
