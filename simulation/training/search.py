@@ -3,8 +3,9 @@
 Every combination of tp (powers of two up to the scale-up domain), pp
 (divisors of the layers and powers of two), dp (divisors of the global batch,
 and the most the cards allow), ep (divisors of the experts), virtual stages,
-micro-batch, recomputation, ZeRO stage, precision, sequence parallelism and
-overlap is enumerated as numpy index arrays; structural rejections are counted
+micro-batch, recomputation, ZeRO stage, precision (× FP8 recipe), expert TP,
+the NVLink-domain size, sequence parallelism and overlap is enumerated as numpy
+index arrays; structural rejections are counted
 by reason without pricing; the rest is priced by the vectorised model in
 chunks (:func:`simulation.training.core.step_arrays`), configurations that do
 not fit HBM are counted as ``memory``, and the fitting ones ranked by time,
