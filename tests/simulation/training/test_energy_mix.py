@@ -110,3 +110,22 @@ def test_activity_shares_are_validated() -> None:
         assert err.value.field == f"system.{key}"
     spec = SystemSpec.from_dict({**base, "memory_sm_activity": 0.0, "comm_activity": 0.0})
     assert spec.memory_sm_activity == 0.0
+
+
+def test_under_a_cap_time_and_energy_follow_the_op_mix() -> None:
+    """A cap lowers the clock to g(f) = (C − idle)/(tdp − idle): the compute seconds grow
+    as 1/f, the memory-bound and communication seconds stay, the card stays under C."""
+    system = system_for_accelerator(H100, 8)
+    m = MODELS["llama3-8b"]
+    ex = Execution(tp=8, global_batch=8)
+    free = evaluate(m, system, ex).to_dict()
+    capped = evaluate(m, system, dataclasses.replace(ex, power_cap_w=450.0)).to_dict()
+    f = capped["power"]["clock"]
+    g = float(dynamic_fraction(np.array([f]), system.clock_power)[0])
+    assert g == pytest.approx((450.0 - system.idle_w) / (system.tdp_w - system.idle_w), rel=1e-9)
+    a, b = free["power"]["by_class_s"], capped["power"]["by_class_s"]
+    assert b["memory_bound"] == pytest.approx(a["memory_bound"], rel=1e-12)
+    assert b["comm"] == pytest.approx(a["comm"], rel=1e-12)
+    assert capped["ops"]["attention"] == pytest.approx(free["ops"]["attention"] / f, rel=1e-9)
+    assert capped["step_time_s"] > free["step_time_s"]
+    assert capped["power"]["card_w"] < 450.0

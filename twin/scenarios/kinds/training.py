@@ -330,6 +330,11 @@ def step_rows(step: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("energy per step", f"{fmt(step.get('energy_j_per_step'))} J"
                             f" ({fmt(step.get('energy_j_per_token'))} J/token)"),
     ]
+    power = step.get("power") or {}
+    classes = power.get("by_class_s") or {}
+    if classes:  # the card's power from its op mix (simulation.training.energy)
+        out.append(("card power by op mix", f"{fmt(power.get('card_w'))} W: " + ", ".join(
+            f"{name.replace('_', '-')} {fmt(seconds)} s" for name, seconds in classes.items())))
     for part, seconds in (step.get("breakdown") or {}).items():
         if seconds:
             out.append((f"  {part}", f"{fmt(seconds)} s"))
@@ -497,10 +502,11 @@ class TrainingSearchKind(ScenarioKind):
             out.append((f"  rejected: {reason}", fmt(count)))
         for i, entry in enumerate(result.get("best") or [], 1):
             ex = entry.get("execution") or {}
+            domain = f" NVLink {ex['nvlink_domain']}" if ex.get("nvlink_domain") else ""
             out.append((f"#{i}", (f"TP {ex.get('tp')} PP {ex.get('pp')} DP {ex.get('dp')} "
                                   f"mb {ex.get('micro_batch')} {ex.get('precision')} "
-                                  f"recompute {ex.get('recompute')} ZeRO {ex.get('zero')}: "
-                                  f"{fmt(entry.get('step_time_s'))} s, MFU "
+                                  f"recompute {ex.get('recompute')} ZeRO {ex.get('zero')}"
+                                  f"{domain}: {fmt(entry.get('step_time_s'))} s, MFU "
                                   f"{fmt(100 * (entry.get('mfu') or 0))} %, "
                                   f"{fmt(entry.get('energy_j_per_step'))} J")))
         return out
