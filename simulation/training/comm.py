@@ -169,9 +169,10 @@ class CommModel:
         return res
 
 
-def group_split(size: I64, stride: I64, domain: int) -> tuple[I64, I64]:
+def group_split(size: I64, stride: I64, domain: int | I64) -> tuple[I64, I64]:
     """(k, n): members per scale-up domain and domains crossed, for a group of
-    ``size`` ranks ``stride`` cards apart (ranks fill domains in order).
+    ``size`` ranks ``stride`` cards apart (ranks fill domains in order); ``domain``
+    a scalar or one per configuration.
 
     >>> group_split(np.array([16, 4, 64]), np.array([8, 2, 1]), 8)
     (array([1, 4, 8]), array([16,  1,  8]))

@@ -70,7 +70,8 @@ hundreds of thousands. Formulas (each in its module's docstring):
   3.8 µs each launched asynchronously back to back), × the kernels a layer
   launches (:data:`KERNELS_FWD`; backward twice as many, + one
   ``main_grad`` add per parameter tensor when the accumulation is unfused);
-* energy: :mod:`.energy`.
+* energy: :mod:`.energy` — each class of op (compute-bound, memory-bound, exposed
+  communication, idle) at its own power.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ import numpy.typing as npt
 
 from .comm import CommModel, group_split
 from .dispatch import host_bound_excess, moe_layer_kernels
-from .energy import card_power, clock_for_cap
+from .energy import clock_for_cap, hbm_power_w, op_mix_power
 from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
@@ -164,6 +165,8 @@ class Batch:
     the default where not given; :mod:`.dispatch`)."""
     etp: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
+    domain: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Cards per NVLink domain (``Execution.nvlink_domain``); 0 = the system's."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
@@ -186,6 +189,8 @@ class Batch:
             self.moe_sync = np.ones(self.tp.size, dtype=np.bool_)
         if self.etp.size != self.tp.size:
             self.etp = self.tp.copy()
+        if self.domain.size != self.tp.size:
+            self.domain = np.zeros(self.tp.size, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -240,6 +245,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     L_stage = np.ceil(L / pp)
     moe_share = model.moe_layers / L
     cards = tp * cp * pp * dp
+    # cards per NVLink domain, per configuration (the search varies it; :mod:`.comm`)
+    dom = np.where(b.domain > 0, b.domain, system.scale_up_domain)
 
     # ---- clocks, peaks, bytes per element (:func:`kernel_rates`)
     rates = kernel_rates(model, system, b)
@@ -288,9 +295,11 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # ---- TP / SP collectives per layer (16-bit b·s·h)
     act_msg = tokens * h * 2.0 * act_scale
     one = np.ones_like(b.tp)
-    ar = comm.time("allreduce", b.tp, one, act_msg)
-    t_ag = comm.time("allgather", b.tp, one, act_msg)
-    rsag = comm.time("reduce_scatter", b.tp, one, act_msg) + t_ag
+    # a TP group wider than its NVLink domain spans k cards in each of n domains
+    k_tp, n_tp = group_split(b.tp, one, dom)
+    ar = comm.time("allreduce", k_tp, n_tp, act_msg)
+    t_ag = comm.time("allgather", k_tp, n_tp, act_msg)
+    rsag = comm.time("reduce_scatter", k_tp, n_tp, act_msg) + t_ag
     per_coll = np.where(b.sp, rsag, ar)
     n_coll_f = 2.0
     tp_f = n_coll_f * per_coll
@@ -314,8 +323,9 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         # before the combine (Megatron-Core, ``output_splits_tp``): T·k·(etp/tp)·h values,
         # in place of the dense MLP's pair over tp (etp 1: none)
         moe_msg = act_msg * model.top_k * model.rank_load * b.etp / b.tp
-        moe_coll = (comm.time("reduce_scatter", b.etp, one, moe_msg)
-                    + comm.time("allgather", b.etp, one, moe_msg))
+        k_et, n_et = group_split(b.etp, one, dom)
+        moe_coll = (comm.time("reduce_scatter", k_et, n_et, moe_msg)
+                    + comm.time("allgather", k_et, n_et, moe_msg))
         d_moe = moe_share * (moe_coll - per_coll)
         ex_f = ex_f + np.where(b.overlap_tp, 0.0, d_moe)
         ex_b = ex_b + np.where(b.overlap_tp, 0.0, d_moe)
@@ -328,7 +338,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         # S is the per-rank buffer, (ep − 1)/ep of it leaves the card)
         # the slowest rank's: routing skew beyond the capacity (ModelSpec.rank_load)
         a2a_bytes = local_tokens * model.top_k * model.rank_load * h * 2.0
-        k_ep, n_ep = group_split(b.ep, b.etp, system.scale_up_domain)  # EP strides etp
+        k_ep, n_ep = group_split(b.ep, b.etp, dom)  # EP strides etp
         a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
         if np.any(b.ep_overlap):
             # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
@@ -360,7 +370,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     if np.any(b.cp > 1):  # (the search holds cp at 1: no table look-ups then)
         kv_w = float(model.kv_gather_width)  # K + V per token (MLA: up-projected)
         kv_bytes = cp * tokens * kv_w / tp * 2.0 * act_scale  # the gathered K and V
-        k_cp, n_cp = group_split(b.cp, b.tp, system.scale_up_domain)
+        k_cp, n_cp = group_split(b.cp, b.tp, dom)
         cp_ag = comm.time("allgather", k_cp, n_cp, kv_bytes)
         cp_layer = np.where(b.cp > 1, cp_ag * np.where(rc == 2, 2.0, 1.0)
                             + comm.time("reduce_scatter", k_cp, n_cp, kv_bytes), 0.0)
@@ -401,7 +411,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                                  + accum)
 
     # ---- PP sends
-    across = (b.tp * b.dp) >= system.scale_up_domain
+    across = (b.tp * b.dp) >= dom
     p2p = comm.p2p(across, act_msg / tp)
     pp_on = pp > 1
     pp_p2p = np.where(pp_on, 2 * (pp * b.vpp - 1) * p2p
@@ -411,10 +421,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     gw = np.where(b.fp32_grads, 4.0, wb)  # Megatron reduces its FP32 main_grad
     grad_bytes = p_dense * gw / b.compression
     egrad_bytes = p_expert * gw / b.compression
-    k_dp, n_dp = group_split(b.dp * b.cp, b.tp, system.scale_up_domain)
+    k_dp, n_dp = group_split(b.dp * b.cp, b.tp, dom)
     # expert data parallelism: the tp·cp·dp ranks of a stage over ep × etp
     edp = np.maximum(b.tp * b.dp * b.cp // np.maximum(b.ep * b.etp, 1), 1)
-    k_edp, n_edp = group_split(edp, b.etp * b.ep, system.scale_up_domain)
+    k_edp, n_edp = group_split(edp, b.etp * b.ep, dom)
     z = b.zero
     grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
                       comm.time("allreduce", k_dp, n_dp, grad_bytes))
@@ -483,10 +493,22 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     mfu = model_flops / (step * cards * dense_peak)
     hfu = hw_per_seq * b.gb / (step * cards * dense_peak)
 
-    # ---- energy
+    # ---- energy by op mix (:mod:`.energy`): compute-bound, memory-bound, exposed
+    # communication; the bubble, kernel gaps and host-bound waits draw idle power
     busy = m * (stage_f + stage_b + stage_rc) + comp + optim
     util = np.clip(busy / step, 0.0, 1.0)
-    p_card_w = card_power(util, clock, system.tdp_w, system.idle_w, system.clock_power)
+    op_gemm = per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm)
+    op_attn = per_step * (k["fwd_core"] + k["bwd_core"] + rc_core)
+    op_mem = per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem) + m * accum
+    op_casts = per_step * (cast_f + cast_bw + rc_cast) + op_cast_w
+    op_logit = m * w_logit * (logit_f + logit_b)
+    t_compute = op_gemm + op_attn + op_logit
+    t_memory = op_mem + op_casts + (optim - op_cast_w) + comp
+    t_comm = m * stage_comm + pp_p2p + dp_exposed
+    p_card_w = op_mix_power(t_compute, t_memory, t_comm, step, clock, system.tdp_w,
+                            system.idle_w, system.clock_power,
+                            hbm_power_w(hbm, system.tdp_w, system.idle_w),
+                            system.memory_sm_activity, system.comm_activity)
     servers = np.ceil(cards / system.cards_per_server)
     facility_w = (cards * (p_card_w + system.network_w_per_card)
                   + servers * system.server_static_w) * system.pue
@@ -531,15 +553,17 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         "stage_compute_s": m * L_stage * (fwd_comp + bwd_comp + rc_comp),
         "stage_logit_s": m * (logit_f + logit_b),
         "stage_fixed_s": m * L_stage * (fwd_fixed + bwd_fixed + rc_fixed),
-        "op_gemm": per_step * (k["fwd_gemm"] + k["bwd_gemm"] + rc_gemm),
-        "op_attention": per_step * (k["fwd_core"] + k["bwd_core"] + rc_core),
-        "op_memory_bound": per_step * (k["fwd_mem"] + k["core_mem"] + k["bwd_mem"] + rc_mem)
-        + m * accum,
-        "op_casts": per_step * (cast_f + cast_bw + rc_cast) + op_cast_w,
+        "op_gemm": op_gemm,
+        "op_attention": op_attn,
+        "op_memory_bound": op_mem,
+        "op_casts": op_casts,
         "op_kernel_gaps": per_step * (gap_f + gap_b + gap_rc + host_f + host_b),
         "layer_host_f": host_f,
         "layer_host_b": host_b,
-        "op_output_layer": m * w_logit * (logit_f + logit_b),
+        "op_output_layer": op_logit,
+        "energy_compute_s": t_compute,
+        "energy_memory_s": t_memory,
+        "energy_comm_s": t_comm,
         "op_optimizer": optim - op_cast_w,
     }
 

@@ -21,9 +21,12 @@ from ._check import check_keys, choice, flag, integer, number
 from .errors import TrainingInputError
 from .models import ModelSpec
 
-__all__ = ["RECOMPUTE", "SCHEDULES", "Execution", "execution_from_params"]
+__all__ = ["MAX_SCALE_UP_DOMAIN", "RECOMPUTE", "SCHEDULES", "Execution", "execution_from_params"]
 
 RECOMPUTE = ("none", "selective", "full")
+MAX_SCALE_UP_DOMAIN = 65536
+"""The largest NVLink domain a run may ask for (the catalogue's bound on
+``nvlink_domain_cards``)."""
 SCHEDULES = ("1f1b", "gpipe")
 
 
@@ -110,6 +113,12 @@ class Execution:
     expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'
     ep × etp cards come from the tp × cp × dp ranks of a pipeline stage, so with
     etp < tp expert parallelism can span tensor-parallel ranks (EP 32 over TP 2 × DP 16)."""
+    nvlink_domain: int = 0
+    """Cards per NVLink (scale-up) domain for this run; 0 = the system's
+    (``SystemSpec.scale_up_domain``). E.g. a GB200 rack as one NVL72 domain or as
+    NVL8 islands: which TP / EP / DP groups stay inside NVLink follows
+    (:mod:`.comm`, ``group_split``); checked against the system by
+    :func:`simulation.training.system.with_scale_up_domain`."""
 
     @property
     def expert_tp(self) -> int:
@@ -222,9 +231,13 @@ def execution_from_params(
 
     dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
                         MOE_DISPATCHERS)
+    domain = data.get("nvlink_domain")
+    nvlink_domain = 0 if domain is None or (type(domain) is int and domain == 0) else integer(
+        domain, f"{path}nvlink_domain", high=MAX_SCALE_UP_DOMAIN)
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
-                   fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp, **flags)
+                   fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
+                   nvlink_domain=nvlink_domain, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

@@ -3,8 +3,9 @@
 Every combination of tp (powers of two up to the scale-up domain), pp
 (divisors of the layers and powers of two), dp (divisors of the global batch,
 and the most the cards allow), ep (divisors of the experts), virtual stages,
-micro-batch, recomputation, ZeRO stage, precision, sequence parallelism and
-overlap is enumerated as numpy index arrays; structural rejections are counted
+micro-batch, recomputation, ZeRO stage, precision (× FP8 recipe), expert TP,
+the NVLink-domain size, sequence parallelism and overlap is enumerated as numpy
+index arrays; structural rejections are counted
 by reason without pricing; the rest is priced by the vectorised model in
 chunks (:func:`simulation.training.core.step_arrays`), configurations that do
 not fit HBM are counted as ``memory``, and the fitting ones ranked by time,
@@ -26,11 +27,11 @@ from ._check import check_keys, integer, number
 from .comm import CommModel
 from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .errors import TrainingInputError
-from .execution import Execution
+from .execution import MAX_SCALE_UP_DOMAIN, Execution
 from .models import ModelSpec
 from .recipes import FP8_RECIPES, recipe_name
 from .step import MEMORY_RESERVE_GIB, evaluate
-from .system import PRECISIONS, SystemSpec
+from .system import PRECISIONS, SystemSpec, with_scale_up_domain
 
 __all__ = [
     "OBJECTIVES",
@@ -48,7 +49,7 @@ OBJECTIVES = {"time": "step_time_s", "energy": "energy_j_per_step", "cost": "cos
 """Objective name → the result key it ranks by (iterate it for the names)."""
 SEARCH_LIMITS = ("tp", "pp", "micro_batch", "vpp", "ep", "recompute", "zero", "precision",
                  "sequence_parallel", "overlap", "max_cards", "compression", "cp", "fp8_recipe",
-                 "etp")
+                 "etp", "nvlink_domain")
 """The keys ``search(limits=...)`` accepts: lists of values to try for each
 dimension, except ``max_cards`` (an integer) and ``compression`` (a ratio ≥ 1).
 ``cp`` (context-parallel sizes) defaults to [1]: long-sequence searches opt in.
@@ -57,6 +58,11 @@ tried with every recipe listed (``mx`` only on cards with block-scaled tensor co
 FP4 is NVFP4). ``etp`` (expert tensor-parallel sizes, ``Execution.etp``) defaults to
 [0] (= tp): with e.g. [0, 1] every MoE configuration is also tried with each expert
 whole on its card, EP then spanning the TP ranks (ep × etp dividing tp × cp × dp).
+``nvlink_domain`` (cards per NVLink domain, :func:`.system.with_scale_up_domain`)
+defaults to [the system's]: e.g. [8, 72] on a GB200 rack prices every configuration
+both as NVL8 islands and as one NVL72 domain — which TP / EP / DP groups stay inside
+NVLink follows (a TP group wider than its domain crosses the network); tp then
+defaults to the powers of two up to the largest domain.
 Any other key is refused (``limits.<key>``)."""
 CHUNK = 131_072
 I64 = npt.NDArray[np.int64]
@@ -112,8 +118,14 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
                 limits: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The values tried per dimension (the limits, else the defaults), checked."""
     check_keys(limits, set(SEARCH_LIMITS), "limits.")
-    domain = system.scale_up_domain
+    domains = [integer(d, f"limits.nvlink_domain[{i}]", high=MAX_SCALE_UP_DOMAIN)
+               for i, d in enumerate(_limit_list(limits, "nvlink_domain",
+                                                 [system.scale_up_domain]))]
+    for i, d in enumerate(domains):
+        with_scale_up_domain(system, d, f"limits.nvlink_domain[{i}]")
+    domain = max(domains)
     dims: dict[str, list[Any]] = {
+        "nvlink_domain": sorted(set(domains), key=domains.index),
         "tp": [int(t) for t in _limit_list(limits, "tp", _pow2(min(domain, 64, cards)))],
         "pp": [int(p) for p in _limit_list(
             limits, "pp", sorted(set(_divisors(model.layers)) | set(_pow2(model.layers))))],
@@ -198,9 +210,11 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
     groups: list[int] = []
     total = 0
     # (precision, cast recipe) pairs: FP8 once per recipe asked for (:mod:`.recipes`)
-    pairs = [(p, recipe_name(p, r)) for p in precs
-             for r in (dims["fp8_recipe"] if p == "fp8" else ["delayed"])]
-    for p_at, (prec, recipe) in enumerate(pairs):
+    # × each NVLink domain size asked for (0: the system's own, stored as such)
+    pairs = [(p, recipe_name(p, r), 0 if d == system.scale_up_domain else d) for p in precs
+             for r in (dims["fp8_recipe"] if p == "fp8" else ["delayed"])
+             for d in dims["nvlink_domain"]]
+    for p_at, (prec, recipe, dom) in enumerate(pairs):
         if system.peak(prec) <= 0 or (recipe == "mx" and not system.block_scaled_mma):
             n = len(mine) * len(mbs) * len(vpps) * len(eps) * len(etps) * inner
             reject(f"precision: {system.accelerator} has no {prec} peak"
@@ -244,9 +258,9 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
                     reject("ep does not divide dp", inner)
                 else:
                     rows.append((tp, pp, dp, ep, vpp, mb, PRECISIONS.index(prec), cp,
-                                 CAST_RECIPES.index(recipe), etp or tp))
+                                 CAST_RECIPES.index(recipe), etp or tp, dom))
                     groups.append(at)
-    base = np.array(rows, dtype=np.int64).reshape(-1, 10)
+    base = np.array(rows, dtype=np.int64).reshape(-1, 11)
     combos = np.array(list(itertools.product(
         [RECOMPUTE_CODES.index(r) for r in rcs], zeros, sps, ovs)), dtype=np.int64)
     nb, nc = base.shape[0], combos.shape[0]
@@ -268,7 +282,7 @@ def _enumerate(model: ModelSpec, system: SystemSpec, cards: int, global_batch: i
         precision=b[:, 6], sp=sp, compression=np.full(n, ratio),
         overlap_dp=ov, overlap_tp=ov, overlap_pp=ov, flash=np.ones(n, dtype=bool),
         gpipe=np.zeros(n, dtype=bool), clock=np.ones(n), cap_w=np.full(n, np.inf),
-        cp=b[:, 7], recipe=b[:, 8], etp=b[:, 9],
+        cp=b[:, 7], recipe=b[:, 8], etp=b[:, 9], domain=b[:, 10],
     )
     return batch, rejected, total, group
 
@@ -296,6 +310,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
+        nvlink_domain=int(batch.domain[i]),
     )
 
 
@@ -377,7 +392,11 @@ def search_part(model: ModelSpec, system: SystemSpec, cards: int, global_batch: 
     t0 = time.perf_counter()
     batch, rejected, total, group = _enumerate(model, system, cards, global_batch,
                                                limits or {}, blocks)
-    comm = CommModel(system)
+    # one collective table for every domain: a switch's k-rank level does not depend
+    # on the mesh's size, so the largest domain's mesh prices the smaller ones too
+    widest = int(batch.domain.max()) if len(batch) else 0
+    comm = CommModel(with_scale_up_domain(system, max(widest, system.scale_up_domain),
+                                          "limits.nvlink_domain"))
     key = OBJECTIVES[objective]
     n = len(batch)
     keep_cols = ("step_time_s", "energy_j_per_step", "cost_per_step", "cards", "mem_total")
@@ -447,12 +466,16 @@ def merge_search(parts: list[PartialSearch], model: ModelSpec, system: SystemSpe
     else:
         take = order[np.argsort(score[order], kind="stable")[:top]]
         front_idx = order[pareto_front(time_s[order], energy[order], cards[order])]
-        comm = CommModel(system)
+        comms: dict[int, CommModel] = {}  # one per NVLink domain size
         tokens = 20.0 * model.params
         for target, idxs in ((best, take), (front, front_idx[:50])):
             for i in idxs:
                 ex = Execution(**executions[int(i)])
-                res = evaluate(model, system, ex, train_tokens=tokens, comm=comm).to_dict()
+                if ex.nvlink_domain not in comms:
+                    comms[ex.nvlink_domain] = CommModel(with_scale_up_domain(
+                        system, ex.nvlink_domain, "limits.nvlink_domain"))
+                res = evaluate(model, system, ex, train_tokens=tokens,
+                               comm=comms[ex.nvlink_domain]).to_dict()
                 target.append({"execution": ex.to_dict(), **res})
     return SearchResult(
         configs_enumerated=sum(p.enumerated for p in parts), configs_evaluated=evaluated,

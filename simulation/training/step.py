@@ -14,14 +14,14 @@ import numpy as np
 
 from .comm import CommModel
 from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
-from .energy import card_power, plan_stage_clocks
+from .energy import hbm_power_w, op_mix_power, plan_stage_clocks
 from .errors import TrainingInputError
 from .execution import Execution, shape_problem
 from .models import ModelSpec
 from .ops import layer_ops
 from .pipeline import articles_utilisation
 from .recipes import recipe_name
-from .system import PRECISIONS, SystemSpec
+from .system import PRECISIONS, SystemSpec, with_scale_up_domain
 
 __all__ = ["BREAKDOWN", "MEMORY_RESERVE_GIB", "OP_CLASSES", "StepResult", "batch_of", "evaluate",
            "precision_comparison"]
@@ -90,6 +90,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         ep_overlap=col("ep_overlap", np.bool_),
         moe_sync=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
         etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
+        domain=col("nvlink_domain", np.int64),
     )
 
 
@@ -118,7 +119,12 @@ def result_from_arrays(out: dict[str, Any], i: int, ex: Execution, system: Syste
         "energy_j_per_token": v("energy_j_per_token"),
         "cost_per_step": v("cost_per_step"),
         "power": {"card_w": v("card_power_w"), "facility_w": v("facility_power_w"),
-                  "utilisation": v("utilisation"), "clock": v("clock")},
+                  "utilisation": v("utilisation"), "clock": v("clock"),
+                  "by_class_s": {"compute": v("energy_compute_s"),
+                                 "memory_bound": v("energy_memory_s"),
+                                 "comm": v("energy_comm_s"),
+                                 "idle": max(step - v("energy_compute_s") - v("energy_memory_s")
+                                             - v("energy_comm_s"), 0.0)}},
         "breakdown": {k: v(k) for k in BREAKDOWN},
         "ops": {k: v(f"op_{k}") for k in OP_CLASSES},
         "exposed_comm": {"tp": v("tp_comm"), "cp": v("cp_comm"), "ep": v("ep_exposed"),
@@ -157,7 +163,9 @@ def evaluate(model: ModelSpec, system: SystemSpec, execution: Execution, *,
             and not system.block_scaled_mma):
         raise TrainingInputError("fp8_recipe", f"{system.accelerator} has no block-scaled "
                                  "tensor cores for MXFP8 (choose from delayed, current, block)")
-    comm = comm or CommModel(system)
+    system = with_scale_up_domain(system, execution.nvlink_domain, "nvlink_domain")
+    if comm is None or comm.system.scale_up_domain < system.scale_up_domain:
+        comm = CommModel(system)  # its scale-up mesh must hold the run's domain
     batch = batch_of([execution])
     out = step_arrays(model, system, batch, comm, MEMORY_RESERVE_GIB)
     tokens = float(train_tokens) if train_tokens else 20.0 * model.params
@@ -218,12 +226,16 @@ def stage_clock_plan(model: ModelSpec, system: SystemSpec, ex: Execution,
     base_clock = float(out["clock"][0])
     idle, tdp, curve = system.idle_w, system.tdp_w, system.clock_power
     min_clock = curve[0][0]
+    hbm_w = hbm_power_w(system.hbm_tbps * 1e12 * system.memory_efficiency, tdp, idle)
+    comm_s = np.full(p, float(out["energy_comm_s"][0]))
 
     def energy(clocks: np.ndarray, stretch: float) -> float:
-        busy = comp / clocks + fixed
-        t = step + stretch
-        util = np.clip(busy / t, 0, 1)
-        return float(np.sum(card_power(util, clocks, tdp, idle, curve) * t))
+        # each stage's op mix (:mod:`.energy`): compute at its clock, memory-bound ops
+        # at HBM power + their SM share, the step's exposed communication
+        t = np.full(p, step + stretch)
+        watts = op_mix_power(comp / clocks, fixed, comm_s, t, clocks, tdp, idle, curve,
+                             hbm_w, system.memory_sm_activity, system.comm_activity)
+        return float(np.sum(watts * t))
 
     base = energy(np.full(p, base_clock), 0.0)
     res: dict[str, Any] = {"stages": p}

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ._check import check_keys, choice, integer, number
@@ -55,6 +55,7 @@ __all__ = [
     "default_clock_power",
     "flash_bwd_efficiency",
     "system_for_accelerator",
+    "with_scale_up_domain",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
@@ -284,6 +285,13 @@ class SystemSpec:
     (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)."""
     block_scaled_mma: bool = False
     """Tensor cores that apply block scales (MXFP8 / NVFP4; :data:`BLOCK_SCALED_MMA`)."""
+    memory_sm_activity: float = 0.25
+    """Share of the card's dynamic power range (tdp − idle) the SMs, L2 and crossbar
+    draw at full clock while a memory-bound op streams HBM; the HBM's own power is
+    priced from its bytes (:mod:`.energy`). **Assumption** (no per-class figure found)."""
+    comm_activity: float = 0.2
+    """Share of the dynamic range drawn during exposed communication (links, copy
+    engines, polling SMs). **Assumption** (:mod:`.energy`)."""
     comm_sms: int = 20
     """SMs a scale-out collective's kernels hold while it overlaps compute: the
     overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
@@ -364,7 +372,8 @@ class SystemSpec:
                 kw[f.name] = _curve(v, where)
             elif f.name in ("matmul_efficiency", "memory_efficiency"):
                 kw[f.name] = number(v, where, open_low=True, high=1.0)
-            elif f.name in ("flash_efficiency", "flash_bwd_efficiency"):
+            elif f.name in ("flash_efficiency", "flash_bwd_efficiency", "memory_sm_activity",
+                            "comm_activity"):
                 kw[f.name] = number(v, where, low=0.0, high=1.0)
             elif f.name == "pue":
                 kw[f.name] = number(v, where, low=1.0, high=5.0)
@@ -384,6 +393,36 @@ class SystemSpec:
                     f"{path}scale_up_domain", "a multiple or divisor of cards_per_server"
                 )
         return spec
+
+
+def with_scale_up_domain(system: SystemSpec, domain: int, where: str) -> SystemSpec:
+    """``system`` with ``domain`` cards per scale-up (NVLink) domain, 0 = unchanged.
+
+    The same cards and links, grouped differently: e.g. a GB200 NVL72 rack run as one
+    72-card domain or as 8-card islands. Refused (on ``where``) when the fabric is a
+    torus (its domain is its shape) or the domain is neither a multiple nor a divisor
+    of ``cards_per_server`` (a server is never split between domains).
+
+    >>> s = SystemSpec("x", {"bf16": 1.0}, 80, 2.0, 700, 70, 576)
+    >>> with_scale_up_domain(s, 72, "nvlink_domain").scale_up_domain
+    72
+    >>> try:
+    ...     with_scale_up_domain(s, 12, "nvlink_domain")
+    ... except TrainingInputError as err:
+    ...     print(err.field, err.reason[:50])
+    nvlink_domain 12 is neither a multiple nor a divisor of the 8 ca
+    """
+    if not domain or domain == system.scale_up_domain:
+        return system
+    if system.scale_up_topology == "torus":
+        raise TrainingInputError(where, f"the scale-up fabric is a torus of "
+                                 f"{system.scale_up_domain} cards: only {system.scale_up_domain}")
+    per = system.cards_per_server
+    if domain < 1 or (domain % per and per % domain):
+        raise TrainingInputError(where, f"{domain} is neither a multiple nor a divisor of the "
+                                 f"{per} cards per server (allowed: a divisor of {per} or a "
+                                 f"multiple of it)")
+    return replace(system, scale_up_domain=int(domain))
 
 
 def _curve(value: Any, where: str) -> tuple[tuple[float, float], ...]:

@@ -75,6 +75,15 @@ BAD = [
     ("training_search", {**A100, "limits": {"precision": ["fp8"]}}, False,
      "params.limits.precision", "offers none of fp8"),
     ("training_search", {**A100, "top": 1000}, False, "params.top", "≤ 100, got 1000"),
+    ("training", {**A100, "nvlink_domain": 12}, False, "params.nvlink_domain",
+     "12 is neither a multiple nor a divisor of the 8 cards per server (allowed: a divisor "
+     "of 8 or a multiple of it)"),
+    ("training", {**A100, "nvlink_domain": -8}, False, "params.nvlink_domain",
+     "≥ 0 and ≤ 65536, got -8"),
+    ("training_search", {**A100, "limits": {"nvlink_domain": [8, 12]}}, False,
+     "params.limits.nvlink_domain[1]", "neither a multiple nor a divisor of the 8 cards"),
+    ("training_search", {**A100, "limits": {"nvlink_domain": [0]}}, False,
+     "params.limits.nvlink_domain[0]", "an integer ≥ 1 and ≤ 65536, got 0"),
 ]
 
 
@@ -142,6 +151,18 @@ def test_seed_torus_is_one_512_card_scale_up_domain(seed_cluster, admin_user):
     assert (system["scale_out_gbps"], system["scale_out_technology"]) == \
         (pytest.approx(100), "roce")
     assert system["pue"] == pytest.approx(1.05)
+
+
+def test_seed_torus_keeps_its_domain_in_a_search(admin_client_api, seed_cluster, published,
+                                                 django_capture_on_commit_callbacks):
+    """A torus's domain is its shape: another NVLink domain size is refused on the field."""
+    body = {"kind": "training_search", "cluster": seed_cluster.pk,
+            "params": {"model": "llama3-8b", "cards": 512, "global_batch": 512,
+                       "limits": {"nvlink_domain": [512, 8]}}}
+    response, callbacks = post(admin_client_api, body, django_capture_on_commit_callbacks)
+    assert response.status_code == 400, response.content
+    assert "torus of 512 cards: only 512" in response.json()["params.limits.nvlink_domain[1]"][0]
+    assert callbacks == []
 
 
 def test_cluster_by_name_in_params_is_the_runs_cluster(tiny_cluster, admin_user):

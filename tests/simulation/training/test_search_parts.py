@@ -114,3 +114,15 @@ def test_context_parallel_blocks_split_and_merge_exactly() -> None:
     assert any(b["execution"].get("cp", 1) > 1 for b in whole["pareto"] + whole["best"]) \
         or whole["rejected"]
     assert _without_timings(split) == _without_timings(whole)
+
+
+def test_nvlink_domain_sizes_split_and_merge_exactly() -> None:
+    """``limits.nvlink_domain`` multiplies the space like the precision does; parts
+    that price different domain sizes (on their own widest mesh) merge to the whole."""
+    model, system = MODELS["llama3-8b"], system_for_accelerator(H100, 64)
+    limits = {"nvlink_domain": [4, 8, 16], "tp": [1, 2, 4, 8, 16], "pp": [1, 2, 4],
+              "micro_batch": [1, 2]}
+    whole = search(model, system, 64, 128, limits=limits, top=30).to_dict()
+    split = _split(model, system, 64, 128, parts=4, limits=limits, top=30).to_dict()
+    assert {b["execution"]["nvlink_domain"] for b in whole["best"] + whole["pareto"]} >= {0, 16}
+    assert _without_timings(split) == _without_timings(whole)

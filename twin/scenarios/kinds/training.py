@@ -39,7 +39,7 @@ from simulation.training import (
     system_for_accelerator,
 )
 from simulation.training.dispatch import MOE_DISPATCHERS
-from simulation.training.execution import RECOMPUTE, SCHEDULES
+from simulation.training.execution import MAX_SCALE_UP_DOMAIN, RECOMPUTE, SCHEDULES
 from simulation.training.recipes import FP8_RECIPES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
 from simulation.training.search import (
@@ -51,7 +51,7 @@ from simulation.training.search import (
     search_blocks,
     search_part,
 )
-from simulation.training.system import PRECISIONS
+from simulation.training.system import PRECISIONS, with_scale_up_domain
 from twin.scenarios.hardware import ClusterHardware, accelerator_figures, cluster_hardware
 from twin.scenarios.inputs import ConversionError
 from twin.scenarios.kinds.base import (
@@ -77,7 +77,7 @@ LIMITS: dict[str, tuple[str, Any]] = {
     "recompute": ("list", RECOMPUTE), "precision": ("list", PRECISIONS),
     "sequence_parallel": ("list", (False, True)), "overlap": ("list", (False, True)),
     "max_cards": ("integer", (1, None)), "compression": ("number", (1.0, 1e4)),
-    "fp8_recipe": ("list", FP8_RECIPES),
+    "fp8_recipe": ("list", FP8_RECIPES), "nvlink_domain": ("list", (1, MAX_SCALE_UP_DOMAIN)),
 }
 """The values each of the search's ``limits`` (``SEARCH_LIMITS``) takes: lists of
 the values to try per dimension, the most cards, a compression ratio."""
@@ -139,6 +139,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "(CUDA-graphed MoE)."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
+    "nvlink_domain": ("NVLink domain (cards)", "Cards per scale-up domain for this run (empty "
+                      "or 0: the system's), e.g. 8 or 72 on a GB200 rack: a multiple or divisor "
+                      "of the cards per server; groups wider than it cross the network."),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                                         "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES,
@@ -147,6 +150,7 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
     "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
+    "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN),
 }
 
 
@@ -326,6 +330,11 @@ def step_rows(step: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("energy per step", f"{fmt(step.get('energy_j_per_step'))} J"
                             f" ({fmt(step.get('energy_j_per_token'))} J/token)"),
     ]
+    power = step.get("power") or {}
+    classes = power.get("by_class_s") or {}
+    if classes:  # the card's power from its op mix (simulation.training.energy)
+        out.append(("card power by op mix", f"{fmt(power.get('card_w'))} W: " + ", ".join(
+            f"{name.replace('_', '-')} {fmt(seconds)} s" for name, seconds in classes.items())))
     for part, seconds in (step.get("breakdown") or {}).items():
         if seconds:
             out.append((f"  {part}", f"{fmt(seconds)} s"))
@@ -493,10 +502,11 @@ class TrainingSearchKind(ScenarioKind):
             out.append((f"  rejected: {reason}", fmt(count)))
         for i, entry in enumerate(result.get("best") or [], 1):
             ex = entry.get("execution") or {}
+            domain = f" NVLink {ex['nvlink_domain']}" if ex.get("nvlink_domain") else ""
             out.append((f"#{i}", (f"TP {ex.get('tp')} PP {ex.get('pp')} DP {ex.get('dp')} "
                                   f"mb {ex.get('micro_batch')} {ex.get('precision')} "
-                                  f"recompute {ex.get('recompute')} ZeRO {ex.get('zero')}: "
-                                  f"{fmt(entry.get('step_time_s'))} s, MFU "
+                                  f"recompute {ex.get('recompute')} ZeRO {ex.get('zero')}"
+                                  f"{domain}: {fmt(entry.get('step_time_s'))} s, MFU "
                                   f"{fmt(100 * (entry.get('mfu') or 0))} %, "
                                   f"{fmt(entry.get('energy_j_per_step'))} J")))
         return out
@@ -571,6 +581,11 @@ def _check_limits(limits: Mapping[str, Any], system: SystemSpec) -> None:
         raise ScenarioInputError.one("params.limits.precision", (
             f"{system.accelerator} offers none of {', '.join(limits['precision'])} "
             f"(it has peaks for {', '.join(p for p in PRECISIONS if system.peak(p) > 0)})"))
+    for i, domain in enumerate(limits.get("nvlink_domain", ())):
+        try:  # a torus keeps its shape; a server is never split between domains
+            with_scale_up_domain(system, domain, f"params.limits.nvlink_domain[{i}]")
+        except TrainingInputError as exc:
+            raise _wrap(exc) from exc
     if limits.get("max_cards", 0) > system.cards:
         raise ScenarioInputError.one("params.limits.max_cards",
                                      f"at most the run's {system.cards:,} cards")
