@@ -59,8 +59,8 @@ from simulation.facility.capping import (
 )
 from simulation.facility.power_chain import PowerChain
 
-__all__ = ["caps_key", "frame_section", "priority_weights", "read_caps", "read_summary",
-           "state_key", "step_caps", "summary_key"]
+__all__ = ["capping_on", "caps_key", "clear_caps", "frame_section", "priority_weights",
+           "read_caps", "read_summary", "state_key", "step_caps", "summary_key"]
 
 #: The weight of a card no running job holds (below any job's, 1 + priority / 100).
 IDLE_WEIGHT = 0.5
@@ -156,6 +156,19 @@ def _policy(cluster_id: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def capping_on(cluster_id: int) -> bool:
+    """Whether ``cluster_id``'s capping policy is on (``propose`` or ``apply``): a
+    sharded round asks once at its start, so its shards hand the merge their cards'
+    power only when the merge will cap (one indexed query)."""
+    return _policy(cluster_id) is not None
+
+
+def clear_caps(r: Any, prefix: str, cluster_id: int) -> None:
+    """Forget the cluster's caps, controller state and summary (capping turned off)."""
+    r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id),
+             summary_key(prefix, cluster_id))
+
+
 def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
     """Per card (``card_ids`` order) the cap-sharing weight of the running job holding
     it: ``1 + priority / 100`` (the highest where jobs share a card), ``IDLE_WEIGHT``
@@ -205,8 +218,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     writes an audit row when the binding set changes, returns a summary."""
     pol = _policy(cluster_id)
     if pol is None:
-        r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id),
-                 summary_key(prefix, cluster_id))
+        clear_caps(r, prefix, cluster_id)
         return None
     mode, policy = pol
     lo = np.asarray(idle_w, dtype=float)
@@ -272,6 +284,9 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     pipe.execute()
     out: dict[str, Any] = {"mode": mode, "policy": policy, "binding": sig,
                            "cards_capped": int(capped.sum()),
+                           "limits_binding": int(len(decision.racks_limited)
+                                                 + len(decision.elements_limited)
+                                                 + int(decision.site_limited)),
                            "throughput_lost": kept.lost_fraction, "changed": sig != sig_prev}
     if sig != sig_prev and (sig_prev or capped.any()):
         _audit(cluster_id, now, mode, policy, sig, decision.summary(), caps[capped],
