@@ -11,7 +11,9 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   at its idle draw), its rack (layout order), the racks' budgets (the layout's
   ``budget_w``, 40 kW for the seeds' rack), the site contract turned into IT watts by
   the plant's present IT/facility ratio, and each card's coolant (its rack's coolant
-  supply from the live plant) for the thermal ceiling (T_limit − T_coolant)/R.
+  supply from the live plant) for the thermal ceiling (T_limit − T_coolant)/R; on an
+  air rack the coolant is the air reaching its cards (the CRAH supply air + half the
+  rack's own air rise P/(ṁ c_p), ``simulation.facility.air``) and R junction-to-air.
 * **The control law** is :class:`~simulation.facility.capping.CapController`: caps fall
   at once and rise by 60 % of the gap a tick, so a step settles in a few ticks without
   overshoot. Its state (caps and last measured power) is one msgpack blob in Redis
@@ -191,6 +193,31 @@ def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
     return w
 
 
+def _ceilings(card_rack: np.ndarray, rack_coolant_c: np.ndarray | None,
+              rack_air_c: np.ndarray | None, thermal: tuple[float, float, float] | None
+              ) -> tuple[np.ndarray | None, float | np.ndarray, float]:
+    """Per card, what its thermal ceiling (T_limit − T)/R is taken from: its liquid
+    rack's coolant supply with R junction-to-coolant, or its air rack's air at the
+    cards (``simulation.facility.air``: the CRAH supply air + half the rack's own air
+    rise) with R junction-to-air; a card with neither reading gets T = 0 °C, i.e. no
+    ceiling below its TDP. ``thermal``: the engine's (R liquid, R air, T_limit)."""
+    r_liq, r_air, limit_c = thermal if thermal is not None else (0.04, 0.065, 85.0)
+    liquid = air = None
+    if rack_coolant_c is not None and len(rack_coolant_c):
+        liquid = np.asarray(rack_coolant_c, dtype=float)[card_rack]
+    if rack_air_c is not None and len(rack_air_c):
+        air = np.asarray(rack_air_c, dtype=float)[card_rack]
+    if liquid is None and air is None:
+        return None, r_liq, limit_c
+    n = len(card_rack)
+    liquid = liquid if liquid is not None else np.full(n, np.nan)
+    on_air = ~np.isfinite(liquid) & (np.isfinite(air) if air is not None
+                                     else np.zeros(n, bool))
+    coolant = np.where(np.isfinite(liquid), liquid,
+                       np.where(on_air, air if air is not None else 0.0, 0.0))
+    return coolant, np.where(on_air, r_air, r_liq), limit_c
+
+
 def _signature(binding: np.ndarray, racks_limited: np.ndarray, site: bool,
                infeasible: tuple[str, ...]) -> str:
     kinds = sorted({BINDING[int(k)] for k in np.unique(binding) if k})
@@ -202,6 +229,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               card_w: np.ndarray, tdp_w: np.ndarray, idle_w: np.ndarray,
               rack_budget_w: np.ndarray, now: float, *,
               rack_coolant_c: np.ndarray | None = None,
+              rack_air_c: np.ndarray | None = None,
+              thermal: tuple[float, float, float] | None = None,
               site_limit_w: float | None = None,
               power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
               = None,
@@ -233,10 +262,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
             ctl.caps_w = np.frombuffer(st["caps"], dtype="<f8").copy()
             ctl.last_w = np.frombuffer(st["last"], dtype="<f8").copy()
             sig_prev = str(st.get("sig", ""))
-    coolant = None
-    if rack_coolant_c is not None and len(rack_coolant_c):
-        c = np.asarray(rack_coolant_c, dtype=float)[card_rack]
-        coolant = np.where(np.isfinite(c), c, 0.0)   # no liquid reading: no thermal ceiling
+    coolant, r_k_w, limit_c = _ceilings(card_rack, rack_coolant_c, rack_air_c, thermal)
     card_rack = np.asarray(card_rack, dtype=np.int64)
     chain = elem_w = groups = None
     if power_limits is not None:
@@ -252,7 +278,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     limits = CapLimits(card_rack=card_rack,
                        rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
                        chain=chain, element_limit_w=elem_w, element_groups=groups,
-                       site_limit_w=site_limit_w, coolant_c=coolant)
+                       site_limit_w=site_limit_w, coolant_c=coolant, r_k_w=r_k_w,
+                       limit_c=limit_c)
     weight = (priority_weights(cluster_id, card_ids)
               if policy == "priority" and card_ids is not None else None)
     decision = ctl.update(measured, limits, weight)

@@ -62,17 +62,20 @@ def step_capping(r: redis.Redis, lay: Layout, card_w: np.ndarray,
                  plant: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
     """Live power capping (``twin.facility.capping_live``; None: off): the cards'
     measured power (NaN: not fresh), the racks' budgets, the contract in IT watts
-    (the plant's IT/facility ratio) and the racks' coolant for the thermal ceiling."""
+    (the plant's IT/facility ratio) and the racks' coolant (liquid racks) or the air
+    at their cards (air racks) for the thermal ceiling."""
     global plant_errors
     racks = lay.groups.get("rack")
     if racks is None or not lay.n:
         return None
     try:
         site = None
-        coolant = None
+        coolant = air = thermal = None
         limits = None
         if plant is not None:
             coolant = plant.get("rack_supply_c")
+            air = plant.get("rack_air_c")
+            thermal = plant.get("thermal")
             limits = plant.get("power_limits")
             it, fac, contract = plant.get("it_w"), plant.get("facility_w"), plant.get("contract_w")
             if contract and it and fac:
@@ -82,7 +85,8 @@ def step_capping(r: redis.Redis, lay: Layout, card_w: np.ndarray,
         return capping_live.step_caps(
             r, conf().prefix, lay.cluster_id, lay.version, racks.of_card, card_w,
             lay.tdp_w, lay.idle_w, np.maximum(racks.budget_w - racks.static_w, 0.0), now,
-            rack_coolant_c=coolant, site_limit_w=site, power_limits=limits,
+            rack_coolant_c=coolant, rack_air_c=air, thermal=thermal, site_limit_w=site,
+            power_limits=limits,
             card_ids=lay.card_ids)
     except Exception:  # the tick must not break on capping
         plant_errors += 1
