@@ -51,7 +51,10 @@ def _run(cid: int, shard_cards: int, settings: Any, ticks: int = 8) -> dict[str,
     # every CDU's load is over a 1 % threshold (planning one small would also starve
     # its exchanger, and the thermal ceiling would bind every card)
     settings.TELEMETRY_THRESHOLDS = {"cdu_load": {"threshold": 0.01, "clear": 0.005,
-                                                  "min_s": 0.0, "clear_s": 0.0}}
+                                                  "min_s": 0.0, "clear_s": 0.0},
+                                     # and every liquid rack's coolant supply over 20 °C
+                                     "coolant_supply": {"threshold": 20.0, "clear": 19.0,
+                                                        "min_s": 0.0, "clear_s": 0.0}}
     lay = state.layout(cid)
     racks = lay.groups["rack"]
     card_room = 0.6 * 700.0 * int(racks.cards[0])  # rack 0's cards may draw 420 W each
@@ -90,7 +93,8 @@ def test_a_rack_over_budget_is_capped_and_the_plant_rules_fire(
     """Sharded (two rounds' shards of one supernode each) as in a whole tick: the
     over-budget rack's cards are capped to its budget within a few ticks and stay
     there, the other racks (within budget) are not, the audit row says a rack bound,
-    and every CDU has its ``cdu_load`` alert open."""
+    every CDU has its ``cdu_load`` alert open and every rack its ``coolant_supply``
+    one (thresholds lowered under the load), each opened once."""
     got = _run(two_supernodes["cluster_id"], shard_cards, settings)
     assert got["sharded"] is (shard_cards > 0)
     room = got["card_room"]
@@ -104,6 +108,15 @@ def test_a_rack_over_budget_is_capped_and_the_plant_rules_fire(
     assert rack_rows and rack_rows[0].cards_capped == int(rack0.sum())
     cdu_alerts = {s for rule, s in got["alerts"] if rule == "cdu_load"}
     assert len(cdu_alerts) == got["cdus"] > 0
+    # the rack-level plant rule on the racks of both shards (supernodes), once each
+    lay = state.layout(two_supernodes["cluster_id"])
+    racks = lay.groups["rack"]
+    coolant = {s for rule, s in got["alerts"] if rule == "coolant_supply"}
+    assert coolant == {f"rack:{int(i)}" for i in racks.ids}
+    from twin.telemetry.models import Alert
+
+    assert Alert.objects.filter(cluster_id=two_supernodes["cluster_id"],
+                                rule="coolant_supply").count() == len(racks.ids)
 
 
 def test_sharded_and_whole_ticks_agree_on_caps_and_alerts(
