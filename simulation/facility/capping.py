@@ -104,7 +104,10 @@ class CapLimits:
     element_limit_w: F64 | None = None
     site_limit_w: float | None = None
     coolant_c: F64 | None = None
-    r_k_w: float = 0.04
+    r_k_w: float | F64 = 0.04
+    """Junction to coolant, K/W: one for every card, or per card (an air rack's cards
+    take junction to the air at the card, ``coolant_c`` then being that air:
+    :mod:`simulation.facility.air`)."""
     limit_c: float = 85.0
     element_groups: tuple[I64, ...] | None = None
     """:func:`element_groups` of ``chain`` and ``card_rack``, if already computed (a

@@ -63,7 +63,9 @@ Carnot COP between the supply and the dry bulb + 10 K (0.40 reproduces the ASHRA
 point: 6.7 °C leaving water, 35 °C ambient).
 
 **Card temperature** = mean coolant temperature of its rack + P_card · R (junction
-to coolant; junction to inlet air for air racks), R per rack class
+to coolant; for air racks junction to the air at the cards: the inlet air + half the
+rack's own air rise P_rack / (ṁ_air c_p), its airflow sized for its budget at the
+design rise, :mod:`simulation.facility.air`), R per rack class
 (:class:`ThermalParams`; docs/facility.md gives the figures and their basis).
 
 Pump and fan work is not added to the coolant (it is < 1 % of the heat); power-chain
@@ -93,6 +95,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simulation.facility.air import card_air_c, design_airflow_kg_s
 from simulation.facility.fluids import PG25, WATER, Fluid
 from simulation.facility.plant import Plant
 from simulation.facility.validate import HEAT_REJECTION_KINDS, usable_units
@@ -129,12 +132,14 @@ _BUFFER = 64
 class ThermalParams:
     """Coefficients the plant data does not carry (docs/facility.md cites each).
 
-    ``r_liquid_k_w`` / ``r_air_k_w``: card junction to coolant / to inlet air (K/W);
+    ``r_liquid_k_w`` / ``r_air_k_w``: card junction to coolant / to the air at the
+    card (K/W);
     ``rack_coolant_l_per_kw``: coolant in a rack's manifolds and cold plates per kW of
     budget; ``cold_plate_j_k_per_kw``: copper of its cold plates; ``card_limit_c``:
     the card's slowdown temperature; ``cards_per_rack``: to get a card's power from the
     rack's when it is not given; ``air_supply_c`` / ``air_rise_c``: CRAH supply air and
-    its design rise; ``chiller_carnot_fraction`` and ``condenser_approach_c``: the
+    its design rise (also the rise an air rack's fans are sized for at its budget);
+    ``chiller_carnot_fraction`` and ``condenser_approach_c``: the
     chiller's COP; ``film_exponent``: h ∝ ṁ^n; ``crah_water_rise_c``: the chilled-water
     rise across a CRAH coil whose design flow is not given (0): its flow is then its
     capacity / (c_p × this), the classic 10 °F design ΔT (ASHRAE Handbook — HVAC
@@ -215,6 +220,10 @@ class CoolingNetwork:
     root_tank_j_k: F64
     root_parent: I64
     n_cooling: int = 0
+    rack_air_kg_s: F64 | None = None
+    """Each rack's airflow, sized for its budget at ``params.air_rise_c``
+    (:func:`simulation.facility.air.design_airflow_kg_s`); None: no rise through the
+    rack (air racks' cards then see the CRAH's supply air)."""
 
     @property
     def n_racks(self) -> int:
@@ -260,6 +269,9 @@ class ThermalState:
     rack_sup_c: F64 = field(default_factory=lambda: np.zeros(0))
     rack_flow_kg_s: F64 = field(default_factory=lambda: np.zeros(0))
     card_c: F64 = field(default_factory=lambda: np.zeros(0))
+    rack_air_c: F64 = field(default_factory=lambda: np.zeros(0))
+    """Air reaching an air rack's cards (°C, :func:`simulation.facility.air.card_air_c`;
+    NaN for liquid racks)."""
     cdu_flow_kg_s: F64 = field(default_factory=lambda: np.zeros(0))
     cdu_heat_w: F64 = field(default_factory=lambda: np.zeros(0))
     crah_heat_w: F64 = field(default_factory=lambda: np.zeros(0))
@@ -444,7 +456,8 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
         root_tank_j_k=fws.heat_capacity_j_k(1.0) * root_vol,
         root_parent=np.array([pos_root[parent[i]] if parent[i] >= 0 else -1 for i in roots],
                              dtype=np.int64),
-        n_cooling=len(els))
+        n_cooling=len(els),
+        rack_air_kg_s=design_airflow_kg_s(budget, p.air_rise_c))
 
 
 def initial_state(net: CoolingNetwork) -> ThermalState:
@@ -651,19 +664,23 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
     sup = np.where(has_g, np.where(is_ch, ch_sup, hx_sup), state.root_sup_c)
     q_rej = np.where(has_g, h.g_root * (root_ret - sup), 0.0) + np.where(is_ch, 0.0, extra)
     fans_w += float(np.dot(h.root_fan_w, fan ** 3))
-    # cards: mean coolant + P R (liquid), inlet air + P R (air racks)
+    # cards: mean coolant + P R (liquid), the air at the cards + P R (air racks): the
+    # inlet air + the share of the rack's own air rise upstream of them (``air``)
     cw = card_w if card_w is not None else rack_w / p.cards_per_rack
     if n_crah:
         crah_over = np.where(crah_in > 0, 1.0 - crah_q / np.where(crah_in > 0, crah_in, 1), 0.0)
         air_in = p.air_supply_c + p.air_rise_c * crah_over[np.maximum(net.rack_crah, 0)]
     else:
         air_in = np.full(rack_w.shape, p.air_supply_c)
+    at_cards = (air_in if net.rack_air_kg_s is None
+                else card_air_c(air_in, rack_w, net.rack_air_kg_s))
     card = np.where(liq, 0.5 * (rack_in + rack_ret) + cw * p.r_liquid_k_w,
-                    air_in + cw * p.r_air_k_w)
+                    at_cards + cw * p.r_air_k_w)
     return ThermalState(
         t_s=state.t_s + dt, rack_ret_c=rack_ret, cdu_ret_c=cdu_ret, cdu_sup_c=cdu_sup,
         buf=buf, pos=pos, root_ret_c=root_ret, root_sup_c=sup, rack_sup_c=rack_in,
-        rack_flow_kg_s=h.rack_flow, card_c=card, cdu_flow_kg_s=h.cdu_flow, cdu_heat_w=q_hx,
+        rack_flow_kg_s=h.rack_flow, card_c=card,
+        rack_air_c=np.where(liq, np.nan, at_cards), cdu_flow_kg_s=h.cdu_flow, cdu_heat_w=q_hx,
         crah_heat_w=crah_q, root_heat_w=q_rej, liquid_in_w=float(q_liq[liq].sum()),
         air_in_w=float(q_air.sum() + q_liq[~liq].sum()), unremoved_air_w=unremoved,
         rejected_w=float(q_rej[~on_tower].sum()), pumps_w=h.pumps_w, fans_w=fans_w,

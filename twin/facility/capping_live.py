@@ -11,7 +11,9 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   at its idle draw), its rack (layout order), the racks' budgets (the layout's
   ``budget_w``, 40 kW for the seeds' rack), the site contract turned into IT watts by
   the plant's present IT/facility ratio, and each card's coolant (its rack's coolant
-  supply from the live plant) for the thermal ceiling (T_limit − T_coolant)/R.
+  supply from the live plant) for the thermal ceiling (T_limit − T_coolant)/R; on an
+  air rack the coolant is the air reaching its cards (the CRAH supply air + half the
+  rack's own air rise P/(ṁ c_p), ``simulation.facility.air``) and R junction-to-air.
 * **The control law** is :class:`~simulation.facility.capping.CapController`: caps fall
   at once and rise by 60 % of the gap a tick, so a step settles in a few ticks without
   overshoot. Its state (caps and last measured power) is one msgpack blob in Redis
@@ -59,8 +61,8 @@ from simulation.facility.capping import (
 )
 from simulation.facility.power_chain import PowerChain
 
-__all__ = ["caps_key", "frame_section", "priority_weights", "read_caps", "read_summary",
-           "state_key", "step_caps", "summary_key"]
+__all__ = ["capping_on", "caps_key", "clear_caps", "frame_section", "priority_weights",
+           "read_caps", "read_summary", "state_key", "step_caps", "summary_key"]
 
 #: The weight of a card no running job holds (below any job's, 1 + priority / 100).
 IDLE_WEIGHT = 0.5
@@ -156,6 +158,19 @@ def _policy(cluster_id: int) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def capping_on(cluster_id: int) -> bool:
+    """Whether ``cluster_id``'s capping policy is on (``propose`` or ``apply``): a
+    sharded round asks once at its start, so its shards hand the merge their cards'
+    power only when the merge will cap (one indexed query)."""
+    return _policy(cluster_id) is not None
+
+
+def clear_caps(r: Any, prefix: str, cluster_id: int) -> None:
+    """Forget the cluster's caps, controller state and summary (capping turned off)."""
+    r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id),
+             summary_key(prefix, cluster_id))
+
+
 def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
     """Per card (``card_ids`` order) the cap-sharing weight of the running job holding
     it: ``1 + priority / 100`` (the highest where jobs share a card), ``IDLE_WEIGHT``
@@ -178,6 +193,31 @@ def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
     return w
 
 
+def _ceilings(card_rack: np.ndarray, rack_coolant_c: np.ndarray | None,
+              rack_air_c: np.ndarray | None, thermal: tuple[float, float, float] | None
+              ) -> tuple[np.ndarray | None, float | np.ndarray, float]:
+    """Per card, what its thermal ceiling (T_limit − T)/R is taken from: its liquid
+    rack's coolant supply with R junction-to-coolant, or its air rack's air at the
+    cards (``simulation.facility.air``: the CRAH supply air + half the rack's own air
+    rise) with R junction-to-air; a card with neither reading gets T = 0 °C, i.e. no
+    ceiling below its TDP. ``thermal``: the engine's (R liquid, R air, T_limit)."""
+    r_liq, r_air, limit_c = thermal if thermal is not None else (0.04, 0.065, 85.0)
+    liquid = air = None
+    if rack_coolant_c is not None and len(rack_coolant_c):
+        liquid = np.asarray(rack_coolant_c, dtype=float)[card_rack]
+    if rack_air_c is not None and len(rack_air_c):
+        air = np.asarray(rack_air_c, dtype=float)[card_rack]
+    if liquid is None and air is None:
+        return None, r_liq, limit_c
+    n = len(card_rack)
+    liquid = liquid if liquid is not None else np.full(n, np.nan)
+    on_air = ~np.isfinite(liquid) & (np.isfinite(air) if air is not None
+                                     else np.zeros(n, bool))
+    coolant = np.where(np.isfinite(liquid), liquid,
+                       np.where(on_air, air if air is not None else 0.0, 0.0))
+    return coolant, np.where(on_air, r_air, r_liq), limit_c
+
+
 def _signature(binding: np.ndarray, racks_limited: np.ndarray, site: bool,
                infeasible: tuple[str, ...]) -> str:
     kinds = sorted({BINDING[int(k)] for k in np.unique(binding) if k})
@@ -189,6 +229,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               card_w: np.ndarray, tdp_w: np.ndarray, idle_w: np.ndarray,
               rack_budget_w: np.ndarray, now: float, *,
               rack_coolant_c: np.ndarray | None = None,
+              rack_air_c: np.ndarray | None = None,
+              thermal: tuple[float, float, float] | None = None,
               site_limit_w: float | None = None,
               power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
               = None,
@@ -205,8 +247,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     writes an audit row when the binding set changes, returns a summary."""
     pol = _policy(cluster_id)
     if pol is None:
-        r.delete(caps_key(prefix, cluster_id), state_key(prefix, cluster_id),
-                 summary_key(prefix, cluster_id))
+        clear_caps(r, prefix, cluster_id)
         return None
     mode, policy = pol
     lo = np.asarray(idle_w, dtype=float)
@@ -221,10 +262,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
             ctl.caps_w = np.frombuffer(st["caps"], dtype="<f8").copy()
             ctl.last_w = np.frombuffer(st["last"], dtype="<f8").copy()
             sig_prev = str(st.get("sig", ""))
-    coolant = None
-    if rack_coolant_c is not None and len(rack_coolant_c):
-        c = np.asarray(rack_coolant_c, dtype=float)[card_rack]
-        coolant = np.where(np.isfinite(c), c, 0.0)   # no liquid reading: no thermal ceiling
+    coolant, r_k_w, limit_c = _ceilings(card_rack, rack_coolant_c, rack_air_c, thermal)
     card_rack = np.asarray(card_rack, dtype=np.int64)
     chain = elem_w = groups = None
     if power_limits is not None:
@@ -240,7 +278,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     limits = CapLimits(card_rack=card_rack,
                        rack_limit_w=np.where(np.isfinite(rack_budget_w), rack_budget_w, np.inf),
                        chain=chain, element_limit_w=elem_w, element_groups=groups,
-                       site_limit_w=site_limit_w, coolant_c=coolant)
+                       site_limit_w=site_limit_w, coolant_c=coolant, r_k_w=r_k_w,
+                       limit_c=limit_c)
     weight = (priority_weights(cluster_id, card_ids)
               if policy == "priority" and card_ids is not None else None)
     decision = ctl.update(measured, limits, weight)
@@ -272,6 +311,9 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     pipe.execute()
     out: dict[str, Any] = {"mode": mode, "policy": policy, "binding": sig,
                            "cards_capped": int(capped.sum()),
+                           "limits_binding": int(len(decision.racks_limited)
+                                                 + len(decision.elements_limited)
+                                                 + int(decision.site_limited)),
                            "throughput_lost": kept.lost_fraction, "changed": sig != sig_prev}
     if sig != sig_prev and (sig_prev or capped.any()):
         _audit(cluster_id, now, mode, policy, sig, decision.summary(), caps[capped],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import django_filters as df
 
-from twin.core.filtersets import IdFilter, SearchFilterSet
+from twin.core.filtersets import IdFilter, SearchFilterSet, TwinFilterSet, UtcDateTimeFilter
 from twin.facility.choices import (
     CoolingKindChoices,
     PowerKindChoices,
@@ -14,6 +14,7 @@ from twin.facility.models import (
     CapEvent,
     CappingPolicy,
     CoolingElement,
+    PlantMinute,
     PowerElement,
     RackFacility,
     Site,
@@ -23,6 +24,7 @@ __all__ = [
     "CapEventFilterSet",
     "CappingPolicyFilterSet",
     "CoolingElementFilterSet",
+    "PlantMinuteFilterSet",
     "PowerElementFilterSet",
     "RackFacilityFilterSet",
     "SiteFilterSet",
@@ -83,3 +85,16 @@ class CapEventFilterSet(SearchFilterSet):
     class Meta:
         model = CapEvent
         fields = ["cluster", "mode", "policy"]
+
+
+class PlantMinuteFilterSet(TwinFilterSet):
+    """``?cluster=&since=&until=``: one cluster's plant minutes (``cluster`` required,
+    so a page never mixes clusters), ``since`` inclusive, ``until`` exclusive."""
+
+    cluster = IdFilter(field_name="cluster", required=True)
+    since = UtcDateTimeFilter(field_name="minute", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="minute", lookup_expr="lt")
+
+    class Meta:
+        model = PlantMinute
+        fields = ["cluster"]

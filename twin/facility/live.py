@@ -28,11 +28,13 @@ arrays, and this module imports nothing of telemetry):
 * **What it publishes** (:func:`summary_key`, JSON; :func:`racks_key`, float32 arrays
   per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
   per CDU heat, capacity, load fraction, supply/return and flow, per power element
-  input, planned rating and headroom, and per rack coolant supply/return, flow and
-  card temperature. The websocket frame, ``/metrics`` and the simulated agent read
-  these (through ``twin.telemetry.state``); the tick's alert rules get the returned
-  summary, with ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow /
-  design flow) per layout rack added.
+  input, planned rating and headroom, and per rack coolant supply/return, flow,
+  card temperature and (``air_c``, air racks) the air reaching the cards. The
+  websocket frame, ``/metrics`` and the simulated agent read these (through
+  ``twin.telemetry.state``); the tick's alert rules get the returned summary, with
+  ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow / design flow)
+  per layout rack added, and live capping ``rack_air_c`` (air racks only) and
+  ``thermal`` (R liquid, R air, the card limit) for its thermal ceilings.
 """
 from __future__ import annotations
 
@@ -231,7 +233,7 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     arrays: dict[str, np.ndarray] = {}
     for name, values in (("supply_c", s.rack_sup_c), ("return_c", s.rack_ret_c),
                          ("flow_kg_s", s.rack_flow_kg_s), ("card_c", s.card_c),
-                         ("flow_ratio", ratio)):
+                         ("flow_ratio", ratio), ("air_c", s.rack_air_c)):
         out = np.full(m, np.nan, dtype="<f4")
         ok = live.at >= 0
         out[ok] = values[live.at[ok]]
@@ -246,6 +248,11 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     # racks' flow and racks outside the plant
     summary["rack_supply_c"] = np.where(model.net.liquid_rack[np.maximum(live.at, 0)]
                                         & (live.at >= 0), arrays["supply_c"], np.nan)
+    # for capping's air ceiling: the air reaching an air rack's cards (NaN elsewhere),
+    # and the engine's junction resistances and card limit
+    summary["rack_air_c"] = arrays["air_c"]
+    summary["thermal"] = (model.net.params.r_liquid_k_w, model.net.params.r_air_k_w,
+                          model.net.params.card_limit_c)
     summary["rack_flow_ratio"] = arrays["flow_ratio"]
     # for live capping (``capping_live``): each power element's usable input as IT watts
     # at this step's losses, and where the layout's racks sit in the chain

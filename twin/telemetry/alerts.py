@@ -65,7 +65,7 @@ from twin.telemetry.choices import AlertRuleChoices as R
 from twin.telemetry.choices import SeverityChoices as S
 from twin.telemetry.metrics import METRIC_INDEX
 
-__all__ = ["RULES", "EvalInput", "Rule", "Transition", "evaluate", "rules"]
+__all__ = ["PLANT_RULES", "RULES", "EvalInput", "Rule", "Transition", "evaluate", "rules"]
 
 MAX_OPEN_PER_TICK = 1000
 
@@ -171,6 +171,10 @@ class EvalInput:
 _PLANT_INPUT = {R.COOLANT_SUPPLY: "rack_supply_c", R.COOLANT_FLOW: "rack_flow_ratio",
                 R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load"}
 
+PLANT_RULES = frozenset(_PLANT_INPUT)
+"""The rules that read the live plant (``processing.plant.step_plant``), not the cards:
+a sharded round runs them once in its merge, after the plant stepped on every rack."""
+
 
 def _m(inp: EvalInput, key: str) -> np.ndarray:
     return inp.values[METRIC_INDEX[key]].astype(np.float64)
@@ -263,9 +267,12 @@ def evaluate(
     load_open: Callable[[], list[tuple[str, str, int]]],
     position_of: Callable[[str, str], int | None],
     levels: frozenset[str] | None = None,
+    rule_keys: frozenset[str] | None = None,
 ) -> tuple[bytes, list[Transition], dict[int, list[tuple[str, str]]]]:
     """Advance every rule one tick (only the rules of ``levels``, when given: a tick
-    shard runs the card and rack rules of its cards, the merge the cluster rules).
+    shard runs the card and rack rules of its cards, the merge the cluster rules; and
+    only those named in ``rule_keys``, when given: a shard leaves the plant's rules,
+    :data:`PLANT_RULES`, to the merge, which runs only those on the whole cluster).
 
     Returns the new damping state, the transitions (alerts opened/closed, with
     their database rows written) and, per card ordinal, the open card alerts
@@ -282,7 +289,7 @@ def evaluate(
         st = {}
         for rule_key, subject, alert_id in load_open():
             rule = next((r for r in RULES if r.key == rule_key), None)
-            if rule is None or (levels is not None and rule.level not in levels):
+            if rule is None or not _runs(rule, levels, rule_keys):
                 continue
             pos = position_of(rule.level, subject)
             if pos is not None:
@@ -291,7 +298,7 @@ def evaluate(
     to_open: list[tuple[Rule, int, float, float]] = []
     to_close: list[tuple[Rule, int, float, int]] = []
     for rule in rules():
-        if levels is not None and rule.level not in levels:
+        if not _runs(rule, levels, rule_keys):
             continue
         value, firing, clearing = _signal(rule, inp)
         rs = st.setdefault(rule.key, {})
@@ -353,6 +360,12 @@ def evaluate(
                 card_alerts.setdefault(o, []).append((rule.key, rule.severity))
     packed = msgpack.packb({k: {int(o): v for o, v in d.items()} for k, d in st.items() if d})
     return packed, transitions, card_alerts
+
+
+def _runs(rule: Rule, levels: frozenset[str] | None, rule_keys: frozenset[str] | None
+          ) -> bool:
+    return (levels is None or rule.level in levels) and (rule_keys is None
+                                                         or rule.key in rule_keys)
 
 
 def _finite(value: float) -> float | None:

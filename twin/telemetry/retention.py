@@ -11,8 +11,9 @@ __all__ = ["cleanup"]
 
 
 def cleanup() -> dict[str, int]:
-    """Delete 1-minute history past ``TELEMETRY_RETENTION_DAYS`` and closed alerts
-    past ``TELEMETRY_ALERT_RETENTION_DAYS``."""
+    """Delete 1-minute history (the telemetry's and the plant's, ``PlantMinute``) past
+    ``TELEMETRY_RETENTION_DAYS`` and closed alerts past ``TELEMETRY_ALERT_RETENTION_DAYS``."""
+    from twin.facility.models import PlantMinute
     from twin.telemetry.models import Alert, TelemetryMinute
 
     now = timezone.now()
@@ -20,5 +21,6 @@ def cleanup() -> dict[str, int]:
     keep_alerts = dt.timedelta(days=float(getattr(settings, "TELEMETRY_ALERT_RETENTION_DAYS",
                                                   90)))
     minutes, _ = TelemetryMinute.objects.filter(minute__lt=now - keep).delete()
+    plant, _ = PlantMinute.objects.filter(minute__lt=now - keep).delete()
     alerts, _ = Alert.objects.filter(Q(ended__lt=now - keep_alerts)).delete()
-    return {"minutes": minutes, "alerts": alerts}
+    return {"minutes": minutes, "plant_minutes": plant, "alerts": alerts}

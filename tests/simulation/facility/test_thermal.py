@@ -221,7 +221,13 @@ def test_every_kind_in_one_plant_balances() -> None:
     assert t.chillers_w > 0 and t.fans_w > 0 and t.pumps_w == pytest.approx(5000.0)
     # the technology loop's racks are the CDU's; the air racks sit on the CRAH's 25 °C
     assert t.cdu_heat_w[0] == pytest.approx(0.9 * 65e3 + 0.8 * 38e3, rel=1e-3)
-    assert t.card_c[3] == pytest.approx(25.0 + 15e3 / 40 * 0.065)
+    # an air rack's cards: the CRAH's supply air + half the rack's own rise
+    # P / (m c_p), its fans sized for its 20 kW budget at the 12 K design rise
+    rise = 15e3 / (20e3 / (1007.0 * 12.0) * 1007.0)
+    assert rise == pytest.approx(9.0)
+    assert t.rack_air_c[3] == pytest.approx(25.0 + 0.5 * rise)
+    assert t.card_c[3] == pytest.approx(25.0 + 0.5 * rise + 15e3 / 40 * 0.065)
+    assert np.isnan(t.rack_air_c[:3]).all()  # liquid racks: no air figure
     # lose a CRAH unit of two in N+1: nothing changes; both: the air racks' inlet rises
     one = model.settle(rack_w, Conditions(22.0, 30.0, cooling_failed=(0,) * 5 + (1,)))
     both = model.settle(rack_w, Conditions(22.0, 30.0, cooling_failed=(0,) * 5 + (2,)))

@@ -19,6 +19,7 @@ from twin.facility.models import (
     CapEvent,
     CappingPolicy,
     CoolingElement,
+    PlantMinute,
     PowerElement,
     RackFacility,
     Site,
@@ -29,6 +30,7 @@ __all__ = [
     "CappingPolicySerializer",
     "CoolingElementSerializer",
     "ElementLoadSerializer",
+    "PlantMinuteSerializer",
     "PlantSummarySerializer",
     "PowerElementSerializer",
     "RackFacilitySerializer",
@@ -152,4 +154,32 @@ class CapEventSerializer(serializers.ModelSerializer):
         model = CapEvent
         fields = ["id", "cluster", "tick_ts", "mode", "policy", "binding", "cards_capped",
                   "capped_w", "throughput_lost", "summary", "created"]
+        read_only_fields = fields
+
+
+class _CduMinute(serializers.Serializer):
+    key = serializers.CharField()
+    load_fraction = serializers.FloatField(allow_null=True, help_text="Mean heat / planned "
+                                           "capacity over the minute.")
+    load_fraction_max = serializers.FloatField(allow_null=True)
+    supply_c = serializers.FloatField(allow_null=True, help_text="Mean TCS supply (°C).")
+    supply_c_max = serializers.FloatField(allow_null=True)
+
+
+class _FeedMinute(serializers.Serializer):
+    key = serializers.CharField()
+    headroom_w = serializers.FloatField(allow_null=True, help_text="Least headroom (W).")
+    load_fraction_max = serializers.FloatField(allow_null=True)
+
+
+class PlantMinuteSerializer(serializers.ModelSerializer):
+    """One minute of a cluster's live plant (``twin.facility.history``)."""
+
+    cdus = _CduMinute(many=True, read_only=True)
+    feeds = _FeedMinute(many=True, read_only=True)
+
+    class Meta:
+        model = PlantMinute
+        fields = ["id", "cluster", "minute", "samples", "pue", "it_w", "facility_w",
+                  "feed_headroom_w", "cdus", "feeds", "caps_binding", "cards_capped"]
         read_only_fields = fields

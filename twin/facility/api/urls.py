@@ -13,5 +13,6 @@ router.register("facility/cooling", views.CoolingElementViewSet, basename="facil
 router.register("facility/racks", views.RackFacilityViewSet, basename="facility-rack")
 router.register("facility/capping", views.CappingPolicyViewSet, basename="facility-capping")
 router.register("facility/cap-events", views.CapEventViewSet, basename="facility-cap-event")
+router.register("facility/history", views.PlantHistoryViewSet, basename="facility-history")
 
 urlpatterns = [*router.urls]

@@ -10,19 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import viewsets
+from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from twin.core.api.access import ClusterScopedMixin
 from twin.core.api.filters import TwinFilterBackend
-from twin.core.api.pagination import IdCursorPagination
+from twin.core.api.pagination import HistoryPagination, IdCursorPagination
 from twin.core.api.viewsets import TwinModelViewSet
 from twin.facility.api.serializers import (
     CapEventSerializer,
     CappingPolicySerializer,
     CoolingElementSerializer,
+    PlantMinuteSerializer,
     PlantSummarySerializer,
     PowerElementSerializer,
     RackFacilitySerializer,
@@ -34,6 +35,7 @@ from twin.facility.filtersets import (
     CapEventFilterSet,
     CappingPolicyFilterSet,
     CoolingElementFilterSet,
+    PlantMinuteFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
     SiteFilterSet,
@@ -42,6 +44,7 @@ from twin.facility.models import (
     CapEvent,
     CappingPolicy,
     CoolingElement,
+    PlantMinute,
     PowerElement,
     RackFacility,
     Site,
@@ -51,6 +54,7 @@ __all__ = [
     "CapEventViewSet",
     "CappingPolicyViewSet",
     "CoolingElementViewSet",
+    "PlantHistoryViewSet",
     "PowerElementViewSet",
     "RackFacilityViewSet",
     "SiteViewSet",
@@ -143,3 +147,17 @@ class CapEventViewSet(ClusterScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = CapEventFilterSet
     filter_backends = [TwinFilterBackend]
     pagination_class = IdCursorPagination
+
+
+class PlantHistoryViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The live plant's minute history (``PlantMinute``, one row per cluster and minute,
+    oldest first): PUE, IT and facility power, per CDU load and supply temperature, per
+    feed headroom, limits binding the caps. ``cluster`` is required; ``since``/``until``
+    bound the minutes; pages of up to 1,500 rows (a day of minutes in one request)."""
+
+    queryset = PlantMinute.objects.order_by("minute", "id")
+    cluster_field = "cluster"
+    serializer_class = PlantMinuteSerializer
+    filterset_class = PlantMinuteFilterSet
+    filter_backends = [TwinFilterBackend]
+    pagination_class = HistoryPagination

@@ -16,11 +16,12 @@ import redis
 from django.db import IntegrityError
 
 from twin.telemetry import keys
-from twin.telemetry.alerts import EvalInput, Rule, evaluate
+from twin.telemetry.alerts import PLANT_RULES, EvalInput, Rule, evaluate
+from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.state import HEALTH_CODES, HEALTH_NAMES, Layout
 
-__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "sync_card_health",
-           "table_health"]
+__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "evaluate_plant_alerts",
+           "sync_card_health", "table_health"]
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                     alert_state: bytes | None, state_key: str | None = None,
                     levels: frozenset[str] | None = None,
                     cluster_silent: bool | None = None,
-                    plant: dict[str, Any] | None = None) -> tuple[
+                    plant: dict[str, Any] | None = None,
+                    rule_keys: frozenset[str] | None = None) -> tuple[
                         bytes, list[Any], dict[int, list[tuple[str, str]]]]:
     """Run the alert rules: (new damping state, transitions, active alerts per card).
 
@@ -41,6 +43,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
     ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
     whole cluster is silent. ``plant``: the live plant's step this tick
     (``processing.plant.step_plant``), for the coolant, CDU and feed rules.
+    ``rule_keys``: only these rules (``alerts.evaluate``).
     """
     from twin.telemetry.models import Alert
 
@@ -107,13 +110,32 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         inp.feed_load = np.array([_or_nan(f.get("load_fraction")) for f in plant["feeds"]])
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
-                        load_open=load_open, position_of=position_of, levels=levels)
+                        load_open=load_open, position_of=position_of, levels=levels,
+                        rule_keys=rule_keys)
     except IntegrityError:
         # The damping state and the database disagree (Redis was flushed while
         # alerts were open): rebuild the state from the database next tick.
         log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
         r.delete(state_key or keys.alerts(cluster_id, lay.version))
         return alert_state or b"", [], {}
+
+
+def evaluate_plant_alerts(r: redis.Redis, lay: Layout, *, now: float,
+                          plant: dict[str, Any], state_key: str
+                          ) -> tuple[bytes, list[Any]]:
+    """The plant's rules alone (``alerts.PLANT_RULES``: coolant supply and flow per
+    rack, CDU load and feed headroom) on the whole cluster ``lay``, with their own
+    damping state at ``state_key``: what a sharded round's merge runs once the plant
+    has stepped on every rack (the shards cannot: the plant needs all the racks).
+    They read the plant's arrays only, so no card values are passed."""
+    empty = np.zeros(0)
+    state, transitions, _ = evaluate_alerts(
+        r, lay, lay.cluster_id, now=now,
+        fresh_values=np.full((N_METRICS, 0), np.nan, np.float32),
+        fresh=np.zeros(0, bool), stale=np.zeros(0, bool), age=empty, util_ewma=empty,
+        rack_draw=np.full(len(lay.groups["rack"].ids), np.nan), alert_state=r.get(state_key),
+        state_key=state_key, plant=plant, rule_keys=PLANT_RULES)
+    return state, transitions
 
 
 def _or_nan(value: Any) -> float:

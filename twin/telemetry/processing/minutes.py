@@ -222,8 +222,12 @@ def finish_minute_sample(r: redis.Redis, lay: Layout, now: float) -> None:
 
 
 def persist_minute(cluster_id: int, version: str, minute: int) -> int:
-    """Write one finished minute (cards, racks, supernodes, cluster) to the database."""
+    """Write one finished minute (cards, racks, supernodes, cluster) to the database,
+    and the plant's minute (``PlantMinute``, when the cluster has a facility)."""
     r = redis_client()
+    from twin.telemetry.processing.plant import persist_plant_minute  # (it imports this)
+
+    persist_plant_minute(r, cluster_id, minute)
     lay = layout(cluster_id)
     if lay.version != version:
         return 0

@@ -26,7 +26,12 @@ A tick is then a *round*:
    cluster statistics (count, sum, min, max per metric) and reporting counts
    under ``keys.tick_part``. It then decrements the round's counter.
 3. The shard that takes the counter to 0 merges (``_merge``): the cluster rollup
-   from the partials, the cluster rules, the next ``seq``, the rollup ``meta`` of
+   from the partials, the cluster rules, the physical twin — the plant stepped
+   once on every rack's power as the shards wrote it, then the plant's rules
+   (``alerts.PLANT_RULES``: coolant supply and flow per rack, CDU load, feed
+   headroom; the shards leave them out) and live power capping on the cards'
+   power the shards handed over (only when the round's start found the
+   cluster's capping policy on) — the next ``seq``, the rollup ``meta`` of
    every level, the VictoriaMetrics step, and the one ``telemetry.tick`` event —
    so readers see the same keys and formats as after an unsharded tick. It
    records the round's wall time (start → publish) in ``keys.tick_stats`` and
@@ -59,8 +64,9 @@ import redis
 from django.conf import settings
 from django.db import IntegrityError
 
+from twin.facility import capping_live
 from twin.telemetry import bridge, keys, victoria
-from twin.telemetry.alerts import EvalInput, Rule, evaluate
+from twin.telemetry.alerts import PLANT_RULES, RULES, EvalInput, Rule, evaluate
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import tickparts
@@ -71,6 +77,7 @@ from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import (
     card_health,
     evaluate_alerts,
+    evaluate_plant_alerts,
     sync_card_health,
     table_health,
 )
@@ -83,7 +90,7 @@ from twin.telemetry.processing.minutes import (
     hand_on_minute,
     minute_due,
 )
-from twin.telemetry.processing.plant import step_plant
+from twin.telemetry.processing.plant import record_minute, step_capping, step_plant
 from twin.telemetry.processing.tickparts import (
     ewma_alpha,
     next_ewma,
@@ -109,6 +116,8 @@ ROUND_LOCK_MS = 30_000
 SHARD_LEVELS = ("supernode", "rack")
 CARD_RULES = frozenset({"card", "rack"})
 CLUSTER_RULES = frozenset({"cluster"})
+SHARD_RULE_KEYS = frozenset(r.key for r in RULES if r.level in CARD_RULES) - PLANT_RULES
+"""What a shard runs: its cards' card and rack rules, less the plant's (the merge's)."""
 
 round_cost: dict[int, float] = {}
 """Wall time of each cluster's last round seen by this process (for the tick gate)."""
@@ -255,6 +264,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
         # the other one — the slowest round of every minute (docs/benchmarks.md).
         sample = minute_due(r, lay, now, replace(
             follow_ups, persist_minute=lambda *job: finished.append(job) is None))
+        capping = capping_live.capping_on(cid)  # the shards then hand over card power
         pipe = r.pipeline(transaction=False)
         pipe.delete(keys.tick_round(cid))
         pipe.hset(keys.tick_round(cid), mapping={
@@ -262,7 +272,8 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
             "bounds": ",".join(str(b) for b, _ in bounds) + f",{bounds[-1][1]}",
             "started": repr(started), "sample": int(sample),
             "silent": int(any_reported and not any_fresh), "any_fresh": int(any_fresh),
-            "any_reported": int(any_reported), "max_seen": repr(max_seen), "lag": repr(lag)})
+            "any_reported": int(any_reported), "max_seen": repr(max_seen), "lag": repr(lag),
+            "capping": int(capping)})
         pipe.expire(keys.tick_round(cid), 3600)
         pipe.set(keys.tick_pending(cid, round_id), len(bounds), ex=120)
         # The unsharded tick's damping state goes stale while shards keep their own:
@@ -353,7 +364,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
         r, sub, cid, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
         age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw,
         alert_state=raw[N_METRICS + 3], state_key=state_key, levels=CARD_RULES,
-        cluster_silent=bool(int(rnd["silent"])))
+        cluster_silent=bool(int(rnd["silent"])), rule_keys=SHARD_RULE_KEYS)
     ewma = next_ewma(cards.ewma, fresh_values, alpha)
     health = card_health(cards.reported, stale, card_alerts)
 
@@ -385,7 +396,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
     elif int(rnd["sample"]):
         add_minute_sample(r, lay, start, end, fresh_values)
 
-    return {  # (this shard's part of the cluster statistics, from its supernodes')
+    out = {  # (this shard's part of the cluster statistics, from its supernodes')
         "count": count.astype("<f8").tobytes(),
         "sum": total.astype("<f8").tobytes(),
         "min": vmin.astype("<f4").tobytes(),
@@ -394,6 +405,9 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
         "reporting": {level: reporting[level].tobytes() for level in SHARD_LEVELS},
         "transitions": [[t.event, t.alert_id] for t in transitions],
     }
+    if int(rnd.get("capping", 0)):  # the merge caps: its cards' fresh power (NaN: none)
+        out["power"] = fresh_values[POWER].astype("<f4").tobytes()
+    return out
 
 
 def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
@@ -421,7 +435,14 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
             mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         cluster = np.stack([mean, vmin, vmax, total, count], axis=-1).astype("<f4")  # (M, 5)
         new_state, transitions = _cluster_rules(r, lay, rnd, now)
-        _step_plant(r, lay, now)
+        plant = _step_plant(r, lay, now)  # the physical twin (None: no facility)
+        if plant is not None:
+            pstate, ptransitions = evaluate_plant_alerts(
+                r, lay, now=now, plant=plant, state_key=keys.shard_alerts(cid, ver, "p", shards))
+            r.set(keys.shard_alerts(cid, ver, "p", shards), pstate, ex=300)
+            transitions += ptransitions
+        caps = _step_capping(r, lay, rnd, parts, plant, now)
+        record_minute(r, lay, plant, caps, now)
 
         seq = next_seq(r, cid, now)
         pipe = r.pipeline(transaction=False)
@@ -476,15 +497,34 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
         _release(r, cid, round_id)
 
 
-def _step_plant(r: redis.Redis, lay: Layout, now: float) -> None:
-    """The physical twin on the whole cluster's rack power, as the shards wrote it (the
-    plant's rules of level rack and facility run in unsharded ticks only)."""
+def _step_plant(r: redis.Redis, lay: Layout, now: float) -> dict[str, Any] | None:
+    """The physical twin on the whole cluster's rack power, as the shards wrote it: the
+    same input as a whole tick's (``processing.plant.step_plant``); its summary for the
+    plant's rules and capping (None: no facility)."""
     racks = len(lay.groups["rack"].ids)
     raw = r.get(keys.rollup(lay.cluster_id, lay.version, "rack", POWER))
     if raw is None or len(raw) != 5 * racks * 4:
-        return
+        return None
     power = np.frombuffer(raw, "<f4").reshape(5, racks).astype(np.float64)
-    step_plant(r, lay, {"rack": {POWER: power}}, now)
+    return step_plant(r, lay, {"rack": {POWER: power}}, now)
+
+
+def _step_capping(r: redis.Redis, lay: Layout, rnd: dict[str, str],
+                  parts: list[dict[str, Any]], plant: dict[str, Any] | None,
+                  now: float) -> dict[str, Any] | None:
+    """Live capping on the whole cluster, as a whole tick does it, from the cards'
+    power the shards handed over (in card order: the shards are contiguous). A round
+    that started with capping off carries no power: the caps are cleared (a policy
+    turned on since takes the next round)."""
+    if not lay.n:
+        return None
+    if not int(rnd.get("capping", 0)) or any("power" not in p for p in parts):
+        capping_live.clear_caps(r, conf().prefix, lay.cluster_id)
+        return None
+    card_w = np.frombuffer(b"".join(p["power"] for p in parts), "<f4")
+    if card_w.shape[0] != lay.n:
+        return None
+    return step_capping(r, lay, card_w, plant, now)
 
 
 def _cluster_rules(r: redis.Redis, lay: Layout, rnd: dict[str, str],

@@ -40,7 +40,7 @@ from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
 from twin.telemetry.processing.minutes import POWER, sample_minute
-from twin.telemetry.processing.plant import step_capping, step_plant
+from twin.telemetry.processing.plant import record_minute, step_capping, step_plant
 from twin.telemetry.processing.tickparts import (
     ewma_alpha,
     next_ewma,
@@ -145,8 +145,8 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
 
     # Alerts and health.
     plant = step_plant(r, lay, rollups, now)  # the physical twin (None: no facility)
-    if n:
-        step_capping(r, lay, fresh_values[POWER], plant, now)  # live caps (None: off)
+    caps = step_capping(r, lay, fresh_values[POWER], plant, now) if n else None  # (None: off)
+    record_minute(r, lay, plant, caps, now)  # the plant's minute history
     new_state, transitions, card_alerts = evaluate_alerts(
         r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
         age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state,

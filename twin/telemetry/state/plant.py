@@ -23,7 +23,9 @@ def plant_summary(cluster_id: int) -> dict[str, Any] | None:
 
 def plant_racks(cluster_id: int, version: str) -> dict[str, np.ndarray] | None:
     """Per rack of layout ``version`` (its rack order): coolant ``supply_c``,
-    ``return_c``, ``flow_kg_s`` and ``card_c`` at the last tick (None: none yet)."""
+    ``return_c``, ``flow_kg_s``, ``flow_ratio``, ``card_c`` and (air racks; NaN for
+    liquid ones) ``air_c``, the air reaching the cards, at the last tick (None: none
+    yet)."""
     from twin.facility import live
 
     raw = redis_client().get(live.racks_key(conf().prefix, cluster_id))
