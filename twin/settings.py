@@ -218,6 +218,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Telemetry: ticks (stale cards, trailing frames, a stuck stream), scrapes, retention.
     "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
     "telemetry-scrape": {"task": "twin.telemetry.scrape_due", "schedule": 5.0},
+    # Facility readings over Redfish (twin.facility.redfish): each source at its interval.
+    "telemetry-redfish": {"task": "twin.telemetry.poll_redfish", "schedule": 5.0},
     "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
     # Agents silent after a rotation of their token: an alert naming each.
     "telemetry-watch-agents": {"task": "twin.telemetry.watch_agents", "schedule": 10.0},
