@@ -212,3 +212,34 @@ def test_a_binding_is_one_readable_element_of_the_sources_site(
         RedfishSource(site=plant_world["site"], name="x", base_url="http://a.example",
                       username="admin").full_clean()
     assert "password_env" in err.value.message_dict
+
+
+def test_sources_and_bindings_are_rows_of_the_api(plant_world: dict[str, Any],
+                                                  staff_client: Any) -> None:
+    site = plant_world["site"]
+    bad = staff_client.post("/api/facility/redfish-sources/",
+                            {"site": site.pk, "name": "bmc", "base_url": "not a url",
+                             "interval_s": 0.1}, format="json")
+    assert bad.status_code == 400
+    assert set(bad.json()) >= {"base_url", "interval_s"}
+    ok = staff_client.post("/api/facility/redfish-sources/",
+                           {"site": site.pk, "name": "bmc", "base_url": "https://cdu.example",
+                            "username": "ops", "password_env": "CDU_BMC_PASSWORD"},
+                           format="json")
+    assert ok.status_code == 201, ok.content
+    assert "password" not in ok.json() and ok.json()["last_error"] == ""
+    src = ok.json()["id"]
+    bad = staff_client.post("/api/facility/redfish-bindings/",
+                            {"source": src, "cooling_element": plant_world["tcs"].pk,
+                             "uri": "/redfish/v1/ThermalEquipment/CDUs/1"}, format="json")
+    assert bad.status_code == 400 and "only a CDU" in str(bad.json()["cooling_element"])
+    ok = staff_client.post("/api/facility/redfish-bindings/",
+                           {"source": src, "cooling_element": plant_world["cdu"].pk,
+                            "uri": "/redfish/v1/ThermalEquipment/CDUs/1"}, format="json")
+    assert ok.status_code == 201, ok.content
+    again = staff_client.post("/api/facility/redfish-bindings/",
+                              {"source": src, "cooling_element": plant_world["cdu"].pk,
+                               "uri": "/redfish/v1/ThermalEquipment/CDUs/2"}, format="json")
+    assert again.status_code in (400, 409)
+    listed = staff_client.get(f"/api/facility/redfish-bindings/?source={src}")
+    assert listed.status_code == 200 and listed.json()["count"] == 1

@@ -16,6 +16,8 @@ from twin.facility.models import (
     CoolingElement,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -25,6 +27,8 @@ __all__ = [
     "CoolingElementFilterSet",
     "PowerElementFilterSet",
     "RackFacilityFilterSet",
+    "RedfishBindingFilterSet",
+    "RedfishSourceFilterSet",
     "SiteFilterSet",
 ]
 
@@ -83,3 +87,19 @@ class CapEventFilterSet(SearchFilterSet):
     class Meta:
         model = CapEvent
         fields = ["cluster", "mode", "policy"]
+
+
+class RedfishSourceFilterSet(SearchFilterSet):
+    search_fields = ("name", "base_url")
+
+    class Meta:
+        model = RedfishSource
+        fields = ["site", "enabled"]
+
+
+class RedfishBindingFilterSet(SearchFilterSet):
+    search_fields = ("uri",)
+
+    class Meta:
+        model = RedfishBinding
+        fields = ["source", "cooling_element", "power_element"]

@@ -21,6 +21,8 @@ from twin.facility.models import (
     CoolingElement,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -32,6 +34,8 @@ __all__ = [
     "PlantSummarySerializer",
     "PowerElementSerializer",
     "RackFacilitySerializer",
+    "RedfishBindingSerializer",
+    "RedfishSourceSerializer",
     "SiteSerializer",
 ]
 
@@ -153,3 +157,26 @@ class CapEventSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "tick_ts", "mode", "policy", "binding", "cards_capped",
                   "capped_w", "throughput_lost", "summary", "created"]
         read_only_fields = fields
+
+
+class RedfishSourceSerializer(ValidatedModelSerializer):
+    """A Redfish service the poller reads (``twin.facility.redfish``). The password is
+    never sent nor stored: ``password_env`` names the poller's environment variable."""
+
+    class Meta:
+        model = RedfishSource
+        fields = ["id", "site", "name", "base_url", "username", "password_env", "interval_s",
+                  "timeout_s", "enabled", "last_polled", "last_error", "created",
+                  "last_updated"]
+        read_only_fields = ["last_polled", "last_error", "created", "last_updated"]
+
+
+class RedfishBindingSerializer(ValidatedModelSerializer):
+    """A CDU (``cooling_element``) or a feed, PDU, busway or power shelf
+    (``power_element``) ↔ the CoolingUnit or PowerDistribution resource that measures it."""
+
+    class Meta:
+        model = RedfishBinding
+        fields = ["id", "source", "cooling_element", "power_element", "uri", "created",
+                  "last_updated"]
+        read_only_fields = ["created", "last_updated"]

@@ -13,5 +13,9 @@ router.register("facility/cooling", views.CoolingElementViewSet, basename="facil
 router.register("facility/racks", views.RackFacilityViewSet, basename="facility-rack")
 router.register("facility/capping", views.CappingPolicyViewSet, basename="facility-capping")
 router.register("facility/cap-events", views.CapEventViewSet, basename="facility-cap-event")
+router.register("facility/redfish-sources", views.RedfishSourceViewSet,
+                basename="facility-redfish-source")
+router.register("facility/redfish-bindings", views.RedfishBindingViewSet,
+                basename="facility-redfish-binding")
 
 urlpatterns = [*router.urls]

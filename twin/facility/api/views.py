@@ -26,6 +26,8 @@ from twin.facility.api.serializers import (
     PlantSummarySerializer,
     PowerElementSerializer,
     RackFacilitySerializer,
+    RedfishBindingSerializer,
+    RedfishSourceSerializer,
     SiteSerializer,
 )
 from twin.facility.capacity import ChainLoads, site_loads
@@ -36,6 +38,8 @@ from twin.facility.filtersets import (
     CoolingElementFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
+    RedfishBindingFilterSet,
+    RedfishSourceFilterSet,
     SiteFilterSet,
 )
 from twin.facility.models import (
@@ -44,6 +48,8 @@ from twin.facility.models import (
     CoolingElement,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -53,6 +59,8 @@ __all__ = [
     "CoolingElementViewSet",
     "PowerElementViewSet",
     "RackFacilityViewSet",
+    "RedfishBindingViewSet",
+    "RedfishSourceViewSet",
     "SiteViewSet",
     "plant_summary",
 ]
@@ -143,3 +151,23 @@ class CapEventViewSet(ClusterScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = CapEventFilterSet
     filter_backends = [TwinFilterBackend]
     pagination_class = IdCursorPagination
+
+
+class RedfishSourceViewSet(TwinModelViewSet):
+    """Redfish services the poller reads facility readings from, per site."""
+
+    queryset = RedfishSource.objects.all()
+    cluster_field = "site__cluster"
+    serializer_class = RedfishSourceSerializer
+    filterset_class = RedfishSourceFilterSet
+    ordering_fields = ["id", "name", "site"]
+
+
+class RedfishBindingViewSet(TwinModelViewSet):
+    """Which Redfish resource measures which CDU or power element."""
+
+    queryset = RedfishBinding.objects.all()
+    cluster_field = "source__site__cluster"
+    serializer_class = RedfishBindingSerializer
+    filterset_class = RedfishBindingFilterSet
+    ordering_fields = ["id", "source", "uri"]
