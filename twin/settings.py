@@ -431,6 +431,9 @@ TWIN_ALERTS_RESEND_S = float(os.environ.get("TWIN_ALERTS_RESEND_S", 60))
 # Resolved alerts older than this are not sent (a receiver added later gets no history).
 TWIN_ALERTS_LOOKBACK_S = float(os.environ.get("TWIN_ALERTS_LOOKBACK_S", 86400))
 TWIN_ALERTS_TIMEOUT_S = float(os.environ.get("TWIN_ALERTS_TIMEOUT_S", 5))
+# How long a measured facility reading (native batch, Redfish) stands in for the model
+# (twin.facility.readings): after it, the model's figure again.
+FACILITY_READING_TTL_S = float(os.environ.get("TWIN_FACILITY_READING_TTL_S", 60))
 TWIN_ALERTS_BEAT_S = float(os.environ.get("TWIN_ALERTS_BEAT_S", 30))
 CELERY_BEAT_SCHEDULE["telemetry-notify"] = {"task": "twin.telemetry.notify_alerts",
                                             "schedule": TWIN_ALERTS_BEAT_S}
