@@ -168,6 +168,25 @@ def test_a_failing_binding_is_reported_and_the_others_still_stored(
                                                  "source": "redfish"}
 
 
+def test_a_power_shelf_as_a_chassis_is_its_supplies_input_power(
+        plant_world: dict[str, Any], sushy: str) -> None:
+    """PowerSubsystem → PowerSupplies → PowerSupplyMetrics.InputPowerWatts, summed over
+    the supplies that report (2650 + 2710 W; the third bay is empty)."""
+    from twin.facility.models import PowerElement, RedfishSource
+
+    shelf = PowerElement.objects.create(site=plant_world["site"], key="shelf-r0",
+                                        kind="power_shelf", parent=plant_world["pdu"],
+                                        rating_kw=33.0)
+    src = RedfishSource.objects.create(site=plant_world["site"], name="shelf-bmc",
+                                       base_url=sushy)
+    src.bindings.create(power_element=shelf,
+                        uri="/redfish/v1/Chassis/PowerShelf/PowerSubsystem")
+    got = redfish.poll_source(src, state.redis_client(), PREFIX)
+    assert got.stored == 1 and not got.errors
+    stored = _stored(plant_world["cluster"].pk, "power", "shelf-r0")
+    assert stored is not None and stored["values"] == {"power_w": 2650.0 + 2710.0}
+
+
 def test_an_unreachable_service_is_an_error_on_its_source(plant_world: dict[str, Any]) -> None:
     src = _source(plant_world, f"http://127.0.0.1:{_free_port()}",
                   cdu="/redfish/v1/ThermalEquipment/CDUs/1")

@@ -17,6 +17,10 @@ the element and the resource that measures it. What is read (DMTF schemas, DSP80
 * **PowerDistribution** (``PowerDistribution.v1``, under ``/redfish/v1/PowerEquipment``:
   ``RackPDUs``, ``FloorPDUs``, ``PowerShelves``…): its ``Metrics`` link, a
   ``PowerDistributionMetrics`` whose ``PowerWatts.Reading`` is the element's power.
+* **PowerSubsystem** of a chassis (``PowerSubsystem.v1``, e.g.
+  ``/redfish/v1/Chassis/PowerShelf/PowerSubsystem``: a power shelf modelled as a
+  chassis, as DMTF's power-shelf examples do): the sum of its ``PowerSupplies``'
+  ``PowerSupplyMetrics.InputPowerWatts``.
 
 A value outside the native batches' ranges, a resource of another type, an
 unreachable service or a 4xx/5xx is that binding's error: the source's other bindings
@@ -125,8 +129,12 @@ def read_cooling_unit(client: Any, uri: str) -> dict[str, float]:
 
 
 def read_power_distribution(client: Any, uri: str) -> dict[str, float]:
-    """A feed's, PDU's or power shelf's power from its PowerDistribution's metrics."""
+    """A feed's, PDU's or power shelf's power: a PowerDistribution's ``Metrics``
+    (``PowerWatts``), or a chassis' PowerSubsystem (a power shelf as a chassis): the sum
+    of its power supplies' ``Metrics.InputPowerWatts``."""
     pd = _get(client, uri)
+    if "PowerSubsystem" in str(pd.get("@odata.type", "")):
+        return _read_power_subsystem(client, uri, pd)
     _typed(pd, uri, "PowerDistribution")
     link = (pd.get("Metrics") or {}).get("@odata.id")
     if not link:
@@ -135,6 +143,25 @@ def read_power_distribution(client: Any, uri: str) -> dict[str, float]:
     if watts is None:
         raise RedfishReadError(f"{link} has no PowerWatts reading")
     return {"power_w": watts}
+
+
+def _read_power_subsystem(client: Any, uri: str, ps: dict[str, Any]) -> dict[str, float]:
+    """Σ input power of a PowerSubsystem's supplies (PowerSupplyMetrics ``InputPowerWatts``;
+    a supply without a reading is left out, none at all is an error)."""
+    link = (ps.get("PowerSupplies") or {}).get("@odata.id")
+    if not link:
+        raise RedfishReadError(f"{uri} has no PowerSupplies")
+    total, read = 0.0, 0
+    for m in _get(client, link).get("Members") or []:
+        supply = _get(client, m["@odata.id"])
+        metrics = (supply.get("Metrics") or {}).get("@odata.id")
+        watts = _reading(_get(client, metrics), "InputPowerWatts") if metrics else None
+        if watts is not None:
+            total += watts
+            read += 1
+    if not read:
+        raise RedfishReadError(f"{uri}: no power supply reports InputPowerWatts")
+    return {"power_w": total}
 
 
 def _checked(chain: str, values: dict[str, float], uri: str) -> dict[str, float]:
