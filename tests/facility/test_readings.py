@@ -264,3 +264,12 @@ def test_drift_is_the_departure_over_the_documented_tolerance() -> None:
     assert by["drift:pdu-0:power_w"] == pytest.approx(2000.0 / 1000.0)  # floor, not 50 W
     assert cdus[0]["load_fraction"] == pytest.approx(0.65)
     assert power[0]["headroom_w"] == pytest.approx(7500.0)
+
+
+def test_a_long_key_gets_a_drift_subject_of_its_own() -> None:
+    """Alert subjects hold 40 characters: two 64-character keys that share their first
+    30 still get two subjects (a digest of the key), both within the limit."""
+    a, b = "cdu-" + "x" * 60, "cdu-" + "x" * 59 + "y"
+    sa, sb = readings.drift_subject(a, "supply_c"), readings.drift_subject(b, "supply_c")
+    assert sa != sb and len(sa) <= 40 and len(sb) <= 40
+    assert readings.drift_subject("cdu-0", "heat_w") == "drift:cdu-0:heat_w"

@@ -27,6 +27,7 @@ element (model ≈ 0) does not drift on noise.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CDU_QUANTITIES", "DEFAULT_TTL_S", "POWER_KINDS_READ", "POWER_QUANTITIES",
-           "QUANTITIES", "TOLERANCES", "Reading", "drift_slots", "overlay", "read_fresh",
-           "reading_key", "store", "ttl_s"]
+           "QUANTITIES", "TOLERANCES", "Reading", "drift_slots", "drift_subject", "overlay",
+           "read_fresh", "reading_key", "store", "ttl_s"]
 
 DEFAULT_TTL_S = 60.0
 """How long a reading stands in for the model (assumption: six 10 s batches or two
@@ -176,6 +177,15 @@ def overlay(cdus: list[dict[str, Any]], power: list[dict[str, Any]],
                                       else float("inf"))
 
 
+def drift_subject(key: str, quantity: str) -> str:
+    """``drift:<key>:<quantity>``; over the alert's 40 characters, the key's BLAKE2 digest
+    (8 hex) stands for it, so two long keys with one prefix never share a subject."""
+    subject = f"drift:{key}:{quantity}"
+    if len(subject) <= 40:
+        return subject
+    return f"drift:{hashlib.blake2s(key.encode(), digest_size=4).hexdigest()}:{quantity}"
+
+
 def drift_slots(cdus: Sequence[Mapping[str, Any]], power: Sequence[Mapping[str, Any]],
                 power_kinds: Sequence[str]) -> tuple[list[dict[str, Any]], list[float]]:
     """The ``model_drift`` rule's subjects and values, after :func:`overlay`.
@@ -184,8 +194,8 @@ def drift_slots(cdus: Sequence[Mapping[str, Any]], power: Sequence[Mapping[str, 
     quantities, every published power element × its power — in a fixed order, so a
     slot keeps its position from tick to tick (the alert damping state is by
     position). The value is ``|reading − model| / tolerance`` (NaN: not measured now);
-    each slot dict has ``subject`` (``drift:<key>:<quantity>``, at most 40
-    characters), ``label`` and, when measured, the reading, the model and the tolerance.
+    each slot dict has ``subject`` (:func:`drift_subject`), ``label`` (the whole key)
+    and, when measured, the reading, the model and the tolerance.
     """
     slots: list[dict[str, Any]] = []
     values: list[float] = []
@@ -196,7 +206,7 @@ def drift_slots(cdus: Sequence[Mapping[str, Any]], power: Sequence[Mapping[str, 
             model = e.get("model") or {}
             for q in QUANTITIES[chain]:
                 key = str(e["key"])
-                slot: dict[str, Any] = {"subject": f"drift:{key}:{q}"[:40],
+                slot: dict[str, Any] = {"subject": drift_subject(key, q),
                                         "label": f"{key} {q}", "chain": chain, "key": key,
                                         "quantity": q}
                 value = float("nan")
