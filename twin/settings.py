@@ -218,6 +218,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Telemetry: ticks (stale cards, trailing frames, a stuck stream), scrapes, retention.
     "telemetry-tick": {"task": "twin.telemetry.tick_all", "schedule": 1.0},
     "telemetry-scrape": {"task": "twin.telemetry.scrape_due", "schedule": 5.0},
+    # Facility readings over Redfish (twin.facility.redfish): each source at its interval.
+    "telemetry-redfish": {"task": "twin.telemetry.poll_redfish", "schedule": 5.0},
     "telemetry-cleanup": {"task": "twin.telemetry.cleanup", "schedule": 3600.0},
     # Agents silent after a rotation of their token: an alert naming each.
     "telemetry-watch-agents": {"task": "twin.telemetry.watch_agents", "schedule": 10.0},
@@ -429,6 +431,9 @@ TWIN_ALERTS_RESEND_S = float(os.environ.get("TWIN_ALERTS_RESEND_S", 60))
 # Resolved alerts older than this are not sent (a receiver added later gets no history).
 TWIN_ALERTS_LOOKBACK_S = float(os.environ.get("TWIN_ALERTS_LOOKBACK_S", 86400))
 TWIN_ALERTS_TIMEOUT_S = float(os.environ.get("TWIN_ALERTS_TIMEOUT_S", 5))
+# How long a measured facility reading (native batch, Redfish) stands in for the model
+# (twin.facility.readings): after it, the model's figure again.
+FACILITY_READING_TTL_S = float(os.environ.get("TWIN_FACILITY_READING_TTL_S", 60))
 TWIN_ALERTS_BEAT_S = float(os.environ.get("TWIN_ALERTS_BEAT_S", 30))
 CELERY_BEAT_SCHEDULE["telemetry-notify"] = {"task": "twin.telemetry.notify_alerts",
                                             "schedule": TWIN_ALERTS_BEAT_S}

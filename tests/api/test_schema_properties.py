@@ -109,6 +109,18 @@ CROSS_FIELD_RULES = {
                                      "every rating kept",
     "PATCH /api/facility/racks/{id}/": "the elements' kinds and site for the rack's class; "
                                        "every rating kept",
+    "POST /api/facility/redfish-sources/": "a username goes with password_env; base_url: "
+                                           "Django's URL validator vs format: uri",
+    "PUT /api/facility/redfish-sources/{id}/": "a username goes with password_env; base_url",
+    "PATCH /api/facility/redfish-sources/{id}/": "a username goes with password_env; "
+                                                 "base_url",
+    "POST /api/facility/redfish-bindings/": "exactly one element, a CDU or a feed/PDU/busway/"
+                                            "power shelf of the source's site; uri under "
+                                            "/redfish/v1/",
+    "PUT /api/facility/redfish-bindings/{id}/": "exactly one readable element of the "
+                                                "source's site; uri under /redfish/v1/",
+    "PATCH /api/facility/redfish-bindings/{id}/": "exactly one readable element of the "
+                                                  "source's site; uri under /redfish/v1/",
 }
 
 
@@ -298,6 +310,11 @@ def world(tiny_cluster: dict[str, Any], admin_user: Any, settings: Any) -> dict[
                                         capacity_kw=50.0, design_flow_kg_s=1.2)
     RackFacility.objects.create(rack=rack, site=site, power_element=pdu, cooling_element=cdu,
                                 liquid_fraction=0.8)
+    from twin.facility.models import RedfishSource
+
+    source = RedfishSource.objects.create(site=site, name="cdu-bmc",
+                                          base_url="http://cdu.example:8000")
+    source.bindings.create(cooling_element=cdu, uri="/redfish/v1/ThermalEquipment/CDUs/1")
     return tiny_cluster
 
 

@@ -20,6 +20,8 @@ from twin.facility.filtersets import (
     CoolingElementFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
+    RedfishBindingFilterSet,
+    RedfishSourceFilterSet,
     SiteFilterSet,
 )
 from twin.facility.models import (
@@ -28,6 +30,8 @@ from twin.facility.models import (
     CoolingElement,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -39,6 +43,8 @@ __all__ = [
     "RackFacilityAdmin",
     "RatedAdmin",
     "RatedForm",
+    "RedfishBindingAdmin",
+    "RedfishSourceAdmin",
     "SiteAdmin",
 ]
 
@@ -143,3 +149,27 @@ class CapEventAdmin(TwinModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # an audit trail
+
+
+@admin.register(RedfishSource)
+class RedfishSourceAdmin(TwinModelAdmin):
+    """Redfish services the poller reads (``twin.facility.redfish``)."""
+
+    cluster_field = "site__cluster"
+    filterset_class = RedfishSourceFilterSet
+    filterset_sidebar = ("enabled",)
+    list_display = ("name", "site", "base_url", "interval_s", "enabled", "last_polled",
+                    "last_error")
+    readonly_fields = ("last_polled", "last_error")
+    raw_id_fields = ("site",)
+
+
+@admin.register(RedfishBinding)
+class RedfishBindingAdmin(TwinModelAdmin):
+    """Facility element ↔ Redfish resource."""
+
+    cluster_field = "source__site__cluster"
+    filterset_class = RedfishBindingFilterSet
+    list_display = ("uri", "source", "cooling_element", "power_element")
+    list_select_related = ("source", "cooling_element", "power_element")
+    raw_id_fields = ("source", "cooling_element", "power_element")

@@ -17,6 +17,8 @@ from twin.facility.models import (
     PlantMinute,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -27,6 +29,8 @@ __all__ = [
     "PlantMinuteFilterSet",
     "PowerElementFilterSet",
     "RackFacilityFilterSet",
+    "RedfishBindingFilterSet",
+    "RedfishSourceFilterSet",
     "SiteFilterSet",
 ]
 
@@ -98,3 +102,19 @@ class PlantMinuteFilterSet(TwinFilterSet):
     class Meta:
         model = PlantMinute
         fields = ["cluster"]
+
+
+class RedfishSourceFilterSet(SearchFilterSet):
+    search_fields = ("name", "base_url")
+
+    class Meta:
+        model = RedfishSource
+        fields = ["site", "enabled"]
+
+
+class RedfishBindingFilterSet(SearchFilterSet):
+    search_fields = ("uri",)
+
+    class Meta:
+        model = RedfishBinding
+        fields = ["source", "cooling_element", "power_element"]

@@ -28,13 +28,16 @@ arrays, and this module imports nothing of telemetry):
 * **What it publishes** (:func:`summary_key`, JSON; :func:`racks_key`, float32 arrays
   per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
   per CDU heat, capacity, load fraction, supply/return and flow, per power element
-  input, planned rating and headroom, and per rack coolant supply/return, flow,
-  card temperature and (``air_c``, air racks) the air reaching the cards. The
-  websocket frame, ``/metrics`` and the simulated agent read these (through
-  ``twin.telemetry.state``); the tick's alert rules get the returned summary, with
-  ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow / design flow)
-  per layout rack added, and live capping ``rack_air_c`` (air racks only) and
-  ``thermal`` (R liquid, R air, the card limit) for its thermal ceilings.
+  input, planned rating and headroom, and per rack coolant supply/return, flow and
+  card temperature (``air_c``, air racks: the air reaching the cards). Measured readings (``twin.facility.readings``: native batches and
+  Redfish) stand in for the model's figures of their CDU or power element while fresh;
+  each element says which quantities are ``measured`` and keeps the model's under
+  ``model``. The websocket frame, ``/metrics`` and the simulated agent read
+  these (through ``twin.telemetry.state``); the tick's alert rules get the returned
+  summary, with ``rack_supply_c`` (liquid racks only) and ``rack_flow_ratio`` (flow /
+  design flow) per layout rack added, ``drift``/``model_drift`` (the
+  ``model_drift`` rule's subjects and ``|reading − model| / tolerance``), and live capping
+  ``rack_air_c`` (air racks only) and ``thermal`` (R liquid, R air, the card limit).
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ from simulation.facility.capping import it_limits
 from simulation.facility.model import FacilityModel, compile_model
 from simulation.facility.plant import PlantError
 from simulation.facility.thermal import ThermalState
+from twin.facility import readings
 
 __all__ = ["MAX_GAP_S", "MIN_DT_S", "LivePlant", "live_plant", "racks_key", "state_key",
            "step_live", "summary_key"]
@@ -206,6 +210,12 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
         reading = model.step(prev[0], w, max(now - prev[1], MIN_DT_S), card_w=card)
     s = reading.thermal
     elements = reading.elements(model)
+    kinds = [e.kind for e in model.plant.power]
+    wanted = [("cooling", str(c["key"])) for c in elements["cdus"]] + [
+        ("power", str(p["key"])) for p, kind in zip(elements["power"], kinds, strict=True)
+        if kind in readings.POWER_KINDS_READ]
+    fresh = readings.read_fresh(r, prefix, cluster_id, wanted, now)
+    readings.overlay(elements["cdus"], elements["power"], kinds, fresh, now)
     pw = reading.power
     feeds = [p for p, e in zip(elements["power"], model.plant.power, strict=True)
              if e.kind == "feed"]
@@ -223,6 +233,7 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
         "feeds": [_round(f) for f in feeds],
         "pdus": [_round(p) for p, e in zip(elements["power"], model.plant.power, strict=True)
                  if e.kind in ("pdu", "busway", "power_shelf")],
+        "readings": {"elements": len(fresh), "ttl_s": readings.ttl_s()},
     }
     m = len(layout_rack_ids)
     per_rack = {}
@@ -257,6 +268,10 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     # for live capping (``capping_live``): each power element's usable input as IT watts
     # at this step's losses, and where the layout's racks sit in the chain
     summary["power_limits"] = (model.chain, it_limits(pw, model.chain, w), live.at, w)
+    # for the model_drift rule: |reading − model| / tolerance per readable quantity
+    slots, drift = readings.drift_slots(elements["cdus"], elements["power"], kinds)
+    summary["drift"] = slots
+    summary["model_drift"] = np.asarray(drift, dtype=np.float64)
     return summary
 
 
@@ -265,4 +280,5 @@ def _num(x: float) -> float | None:
 
 
 def _round(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (_num(v) if isinstance(v, float) else v) for k, v in d.items()}
+    return {k: (_num(v) if isinstance(v, float) else _round(v) if isinstance(v, dict) else v)
+            for k, v in d.items()}

@@ -194,10 +194,16 @@ def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | No
     out = {k: summary.get(k) for k in ("ts", "pue", "it_w", "facility_w", "losses_w",
                                        "pumps_w", "fans_w", "chillers_w", "max_card_c",
                                        "contract_headroom_w")}
+    # "measured": the quantities a fresh reading gives (they win over the model, whose
+    # own figures are under "model"; twin.facility.readings)
     out["cdus"] = [{k: c.get(k) for k in ("key", "load_fraction", "supply_c", "return_c",
-                                          "flow_kg_s")} for c in summary.get("cdus", [])]
-    out["feeds"] = [{k: f.get(k) for k in ("key", "input_w", "headroom_w", "load_fraction")}
+                                          "flow_kg_s", "measured", "model")}
+                   for c in summary.get("cdus", [])]
+    out["feeds"] = [{k: f.get(k) for k in ("key", "input_w", "headroom_w", "load_fraction",
+                                           "measured", "model")}
                     for f in summary.get("feeds", [])]
+    out["pdus"] = [{k: p.get(k) for k in ("key", "input_w", "load_fraction", "measured",
+                                          "model")} for p in summary.get("pdus", [])]
     if racks is not None:
         out["rack_supply_c"] = encode_values(racks["supply_c"], 1)
         out["rack_card_c"] = encode_values(racks["card_c"], 1)

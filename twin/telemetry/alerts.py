@@ -31,10 +31,15 @@ coolant_flow          rack    coolant flow < 50 % of the rack's design     criti
 cdu_load              facility CDU heat > 90 % of its planned capacity      warning
 feed_headroom         facility a feed's input > 90 % of its planned        warning
                               rating (headroom under 10 %)
+model_drift           facility a facility reading departs from the model's warning
+                              prediction by more than its tolerance for
+                              30 s (|reading − model| / tolerance > 1;
+                              2 K, 10 %: ``twin.facility.readings``)
 ===================== ======= ============================================ ============
 
-The four plant rules read the live plant (``twin.facility.live``) of a cluster that
-has a facility; elsewhere their inputs are absent and they never fire.
+The five plant rules read the live plant (``twin.facility.live``) of a cluster that
+has a facility; elsewhere their inputs are absent and they never fire. The CDU and
+feed rules see measured readings where fresh ones exist (they win over the model).
 
 Flapping is damped twice: a condition must hold ``min_s`` seconds before an
 alert opens, and an open alert closes only after the value has stayed past
@@ -115,6 +120,8 @@ RULES: tuple[Rule, ...] = (
          "CDU load"),
     Rule(R.FEED_HEADROOM, "facility", S.WARNING, 0.9, 0.85, 5.0, 15.0, "× rating",
          "feed load"),
+    Rule(R.MODEL_DRIFT, "facility", S.WARNING, 1.0, 0.8, 30.0, 30.0, "× tolerance",
+         "reading departs from the model by"),
 )
 
 
@@ -142,6 +149,7 @@ class EvalInput:
     rack_flow_ratio: np.ndarray | None = None  # (racks,) flow / design flow
     cdu_load: np.ndarray | None = None  # (CDUs,) heat / planned capacity
     feed_load: np.ndarray | None = None  # (feeds,) input / planned rating
+    model_drift: np.ndarray | None = None  # (drift slots,) |reading − model| / tolerance
     cluster_silent: bool | None = None
     """Whether the whole cluster is silent, when these cards are only part of it (a
     tick shard, ``processing.shards``); None: judged from these cards."""
@@ -169,7 +177,8 @@ class EvalInput:
 
 
 _PLANT_INPUT = {R.COOLANT_SUPPLY: "rack_supply_c", R.COOLANT_FLOW: "rack_flow_ratio",
-                R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load"}
+                R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load",
+                R.MODEL_DRIFT: "model_drift"}
 
 PLANT_RULES = frozenset(_PLANT_INPUT)
 """The rules that read the live plant (``processing.plant.step_plant``), not the cards:
@@ -253,6 +262,10 @@ def _message(rule: Rule, value: float, threshold: float, subject: str) -> str:
         return f"{subject}: {value / 1000:.1f} kW over its {threshold / 1000:.1f} kW budget"
     if rule.key == R.CARD_POWER:
         return f"{subject}: {value:.0f} W over 1.1 × its {threshold / 1.1:.0f} W TDP"
+    if rule.key == R.MODEL_DRIFT:
+        return f"{subject}, off by {value:.1f} × the tolerance"
+    if rule.key == R.MODEL_DRIFT:
+        return f"{subject}, off by {value:.1f} × the tolerance"
     if rule.key == R.UTIL_DROP:
         return f"{subject}: utilization fell to {value:.0f} %"
     return f"{subject}: {rule.what} {value:.4g} {rule.unit} (threshold {threshold:g} {rule.unit})"

@@ -41,6 +41,7 @@ class AlertRuleChoices(ChoiceSet):
     COOLANT_FLOW = "coolant_flow"
     CDU_LOAD = "cdu_load"
     FEED_HEADROOM = "feed_headroom"
+    MODEL_DRIFT = "model_drift"
     CHOICES = [
         (RACK_POWER, "Rack power over budget", "red"),
         (GPU_TEMP, "GPU temperature high", "orange"),
@@ -62,6 +63,7 @@ class AlertRuleChoices(ChoiceSet):
         (COOLANT_FLOW, "Rack coolant flow low", "red"),
         (CDU_LOAD, "CDU over 90 % of its capacity", "orange"),
         (FEED_HEADROOM, "Feed headroom low", "orange"),
+        (MODEL_DRIFT, "Facility reading departs from the model", "orange"),
     ]
 
 

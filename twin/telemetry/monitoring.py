@@ -238,6 +238,14 @@ class _PlantFamilies:
         self.feed = GaugeMetricFamily("twin_facility_feed_headroom_watts",
                                       "A feed's planned rating minus its input.",
                                       labels=["cluster", "feed"])
+        self.reading = GaugeMetricFamily(
+            "twin_facility_reading", "A measured facility reading that stands in for the "
+            "model (native batch or Redfish; the other gauges show it too).",
+            labels=["cluster", "element", "quantity", "source"])
+        self.predicted = GaugeMetricFamily(
+            "twin_facility_model_prediction", "The model's own figure of a quantity that is "
+            "measured now (what the model_drift rule compares).",
+            labels=["cluster", "element", "quantity"])
 
         self.caps = [GaugeMetricFamily(f"twin_capping_{name}", doc, labels=["cluster"])
                      for name, doc in (
@@ -277,7 +285,17 @@ class _PlantFamilies:
         for feed in s.get("feeds") or []:  # type: ignore[attr-defined]
             if feed.get("headroom_w") is not None:
                 self.feed.add_metric([c, str(feed["key"])], float(feed["headroom_w"]))
+        for e in [*(s.get("cdus") or []), *(s.get("feeds") or []),  # type: ignore[misc]
+                  *(s.get("pdus") or [])]:
+            model = e.get("model") or {}
+            for q in e.get("measured") or []:
+                got = e.get("input_w" if q == "power_w" else q)
+                if got is not None:
+                    self.reading.add_metric([c, str(e["key"]), q,
+                                             str(e.get("reading_source", ""))], float(got))
+                if model.get(q) is not None:
+                    self.predicted.add_metric([c, str(e["key"]), q], float(model[q]))
 
     def families(self) -> list[Metric]:
         return [self.pue, self.power, self.cdu_load, self.cdu_temp, self.cdu_flow, self.feed,
-                *self.caps]
+                self.reading, self.predicted, *self.caps]

@@ -3,7 +3,8 @@ and ``retention``.
 
 The beat schedule (``CELERY_BEAT_SCHEDULE`` in settings) runs ``tick_all``
 every second (stale cards are noticed even when nothing arrives, and a stream
-whose kick was lost is drained), ``scrape_due`` every 5 s, ``notify_alerts``
+whose kick was lost is drained), ``scrape_due`` and ``poll_redfish`` (facility
+readings over Redfish, each source at its own interval) every 5 s, ``notify_alerts``
 every ``TWIN_ALERTS_BEAT_S`` and ``cleanup`` hourly. The work is done by the
 functions these call; what they queue next reaches them as ``FOLLOW_UPS``
 (processing) or a callable (scrape), so nothing imports this module but Celery,
@@ -33,6 +34,7 @@ __all__ = [
     "notify_alerts",
     "watch_agents",
     "persist_minute",
+    "poll_redfish",
     "scrape_due",
     "scrape_target",
     "tick_all",
@@ -153,6 +155,17 @@ def scrape_due() -> int:
     from twin.telemetry import scrape
 
     return scrape.start_due(lambda target_id: dispatch(scrape_target, target_id))
+
+
+@shared_task(name="twin.telemetry.poll_redfish")
+def poll_redfish() -> dict[str, Any]:
+    """Poll every Redfish source whose interval has passed (``twin.facility.redfish``)."""
+    from twin.facility import redfish
+    from twin.telemetry.config import conf, redis_client
+
+    results = redfish.poll_due(redis_client(), conf().prefix)
+    return {"sources": len(results), "stored": sum(x.stored for x in results),
+            "errors": sum(len(x.errors) for x in results)}
 
 
 @shared_task(name="twin.telemetry.scrape_target")

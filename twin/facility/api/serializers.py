@@ -22,6 +22,8 @@ from twin.facility.models import (
     PlantMinute,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -34,6 +36,8 @@ __all__ = [
     "PlantSummarySerializer",
     "PowerElementSerializer",
     "RackFacilitySerializer",
+    "RedfishBindingSerializer",
+    "RedfishSourceSerializer",
     "SiteSerializer",
 ]
 
@@ -183,3 +187,26 @@ class PlantMinuteSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "minute", "samples", "pue", "it_w", "facility_w",
                   "feed_headroom_w", "cdus", "feeds", "caps_binding", "cards_capped"]
         read_only_fields = fields
+
+
+class RedfishSourceSerializer(ValidatedModelSerializer):
+    """A Redfish service the poller reads (``twin.facility.redfish``). The password is
+    never sent nor stored: ``password_env`` names the poller's environment variable."""
+
+    class Meta:
+        model = RedfishSource
+        fields = ["id", "site", "name", "base_url", "username", "password_env", "interval_s",
+                  "timeout_s", "enabled", "last_polled", "last_error", "created",
+                  "last_updated"]
+        read_only_fields = ["last_polled", "last_error", "created", "last_updated"]
+
+
+class RedfishBindingSerializer(ValidatedModelSerializer):
+    """A CDU (``cooling_element``) or a feed, PDU, busway or power shelf
+    (``power_element``) ↔ the CoolingUnit or PowerDistribution resource that measures it."""
+
+    class Meta:
+        model = RedfishBinding
+        fields = ["id", "source", "cooling_element", "power_element", "uri", "created",
+                  "last_updated"]
+        read_only_fields = ["created", "last_updated"]

@@ -14,5 +14,9 @@ router.register("facility/racks", views.RackFacilityViewSet, basename="facility-
 router.register("facility/capping", views.CappingPolicyViewSet, basename="facility-capping")
 router.register("facility/cap-events", views.CapEventViewSet, basename="facility-cap-event")
 router.register("facility/history", views.PlantHistoryViewSet, basename="facility-history")
+router.register("facility/redfish-sources", views.RedfishSourceViewSet,
+                basename="facility-redfish-source")
+router.register("facility/redfish-bindings", views.RedfishBindingViewSet,
+                basename="facility-redfish-binding")
 
 urlpatterns = [*router.urls]

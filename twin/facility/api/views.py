@@ -27,6 +27,8 @@ from twin.facility.api.serializers import (
     PlantSummarySerializer,
     PowerElementSerializer,
     RackFacilitySerializer,
+    RedfishBindingSerializer,
+    RedfishSourceSerializer,
     SiteSerializer,
 )
 from twin.facility.capacity import ChainLoads, site_loads
@@ -38,6 +40,8 @@ from twin.facility.filtersets import (
     PlantMinuteFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
+    RedfishBindingFilterSet,
+    RedfishSourceFilterSet,
     SiteFilterSet,
 )
 from twin.facility.models import (
@@ -47,6 +51,8 @@ from twin.facility.models import (
     PlantMinute,
     PowerElement,
     RackFacility,
+    RedfishBinding,
+    RedfishSource,
     Site,
 )
 
@@ -57,6 +63,8 @@ __all__ = [
     "PlantHistoryViewSet",
     "PowerElementViewSet",
     "RackFacilityViewSet",
+    "RedfishBindingViewSet",
+    "RedfishSourceViewSet",
     "SiteViewSet",
     "plant_summary",
 ]
@@ -161,3 +169,23 @@ class PlantHistoryViewSet(ClusterScopedMixin, mixins.ListModelMixin, viewsets.Ge
     filterset_class = PlantMinuteFilterSet
     filter_backends = [TwinFilterBackend]
     pagination_class = HistoryPagination
+
+
+class RedfishSourceViewSet(TwinModelViewSet):
+    """Redfish services the poller reads facility readings from, per site."""
+
+    queryset = RedfishSource.objects.all()
+    cluster_field = "site__cluster"
+    serializer_class = RedfishSourceSerializer
+    filterset_class = RedfishSourceFilterSet
+    ordering_fields = ["id", "name", "site"]
+
+
+class RedfishBindingViewSet(TwinModelViewSet):
+    """Which Redfish resource measures which CDU or power element."""
+
+    queryset = RedfishBinding.objects.all()
+    cluster_field = "source__site__cluster"
+    serializer_class = RedfishBindingSerializer
+    filterset_class = RedfishBindingFilterSet
+    ordering_fields = ["id", "source", "uri"]

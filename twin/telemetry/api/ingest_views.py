@@ -52,8 +52,9 @@ from twin.core.access import access_for
 from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
-__all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_prometheus",
-           "ingest_remote_write", "layout_view", "coolant_view", "caps_view", "whoami"]
+__all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_facility",
+           "ingest_prometheus", "ingest_remote_write", "layout_view", "coolant_view",
+           "caps_view", "whoami"]
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +320,38 @@ def ingest_batch(request: HttpRequest, cluster_id: int) -> HttpResponse:
     except KeyError:  # deleted since the check above
         return _missing_cluster(cluster_id)
     return _finish(auth, seq, batch)
+
+
+@csrf_exempt
+@require_POST
+def ingest_facility(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Facility readings (CDU, PDU, power shelf: ``twin.facility.batches``): each
+    element's reading is stored as its latest (``twin.facility.readings``) and stands in
+    for the model at the next ticks until it expires. 202 with what was stored; 400 with
+    ``errors`` per field (nothing stored); 415 not JSON; 401/403/404/410/413 as batches.
+    """
+    auth = _authorize(request, cluster_id)
+    if isinstance(auth, JsonResponse):
+        return auth
+    ctype = (request.content_type or "").lower()
+    if ctype not in ("application/json", ""):
+        return _error(415, f"unsupported content type {ctype!r}: send application/json")
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    from twin.facility import batches, readings
+    from twin.telemetry.config import conf, redis_client
+
+    now = time.time()
+    ttl = readings.ttl_s()
+    try:
+        got = batches.parse_batch(body, cluster_id, now, ttl)
+    except batches.BadFacilityBatch as exc:
+        return JsonResponse(exc.as_dict(), status=400)
+    stored = readings.store(redis_client(), conf().prefix, cluster_id, got, now, ttl)
+    TelemetryAgent.objects.filter(pk=auth.agent_id).update(last_seen=timezone.now())
+    return JsonResponse({"accepted": stored, "ttl_s": ttl,
+                         "elements": [f"{rd.chain}:{rd.key}" for rd in got]}, status=202)
 
 
 @csrf_exempt

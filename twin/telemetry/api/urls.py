@@ -1,8 +1,9 @@
 """URLs of telemetry under ``/api/telemetry/`` (namespace ``telemetry``).
 
-Agents post to ``clusters/<id>/batches/`` (native JSON/msgpack) and
-``clusters/<id>/metrics/`` (Prometheus text) and ``clusters/<id>/write``
-(Prometheus remote write); ``clusters/<id>/layout/`` gives
+Agents post to ``clusters/<id>/batches/`` (native JSON/msgpack),
+``clusters/<id>/metrics/`` (Prometheus text), ``clusters/<id>/write``
+(Prometheus remote write) and ``clusters/<id>/facility/`` (CDU, PDU and power-shelf
+readings); ``clusters/<id>/layout/`` gives
 the card order for columnar batches and ``whoami/`` tells an agent its cluster.
 """
 from __future__ import annotations
@@ -29,6 +30,8 @@ urlpatterns = [
     path("clusters/<int:cluster_id>/write", ingest_views.ingest_remote_write,
          name="remote_write"),
     path("clusters/<int:cluster_id>/write/", ingest_views.ingest_remote_write),
+    path("clusters/<int:cluster_id>/facility/", ingest_views.ingest_facility,
+         name="facility"),
     path("clusters/<int:cluster_id>/layout/", ingest_views.layout_view, name="layout"),
     path("clusters/<int:cluster_id>/coolant/", ingest_views.coolant_view, name="coolant"),
     path("clusters/<int:cluster_id>/caps/", ingest_views.caps_view, name="caps"),

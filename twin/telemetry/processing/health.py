@@ -42,7 +42,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
     (default ``keys.alerts``). A tick shard passes its slice of the cluster as
     ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
     whole cluster is silent. ``plant``: the live plant's step this tick
-    (``processing.plant.step_plant``), for the coolant, CDU and feed rules.
+    (``processing.plant.step_plant``), for the coolant, CDU, feed and drift rules.
     ``rule_keys``: only these rules (``alerts.evaluate``).
     """
     from twin.telemetry.models import Alert
@@ -53,6 +53,14 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         if rule.level == "cluster":
             return {"subject": f"cluster:{cluster_id}",
                     "label": f"cluster {lay.groups['cluster'].names[0]}"}
+        if rule.level == "facility" and rule.key == "model_drift":
+            slot = plant["drift"][pos] if plant else {"subject": f"drift:{pos}",
+                                                      "label": str(pos)}
+            label = str(slot["label"])
+            if "reading" in slot:
+                label += (f": reading {slot['reading']:.4g}, model {slot['model']:.4g} "
+                          f"(tolerance {slot['tolerance']:.3g})")
+            return {"subject": slot["subject"], "label": label}
         if rule.level == "facility":
             kind = "cdu" if rule.key == "cdu_load" else "feed"
             key = str(plant[f"{kind}s"][pos]["key"]) if plant else str(pos)
@@ -85,6 +93,9 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         kind, _, ident = subject.partition(":")
         if level == "cluster" and kind == "cluster":
             return 0
+        if level == "facility" and kind == "drift":
+            subjects = [str(d["subject"]) for d in (plant or {}).get("drift", [])]
+            return subjects.index(subject) if subject in subjects else None
         if level == "facility" and kind in ("cdu", "feed"):
             keys_ = [str(e["key"]) for e in (plant or {}).get(f"{kind}s", [])]
             return keys_.index(ident) if ident in keys_ else None
@@ -108,6 +119,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         inp.rack_flow_ratio = plant["rack_flow_ratio"]
         inp.cdu_load = np.array([_or_nan(c.get("load_fraction")) for c in plant["cdus"]])
         inp.feed_load = np.array([_or_nan(f.get("load_fraction")) for f in plant["feeds"]])
+        inp.model_drift = plant.get("model_drift")
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
                         load_open=load_open, position_of=position_of, levels=levels,
