@@ -78,6 +78,7 @@ CROSS_FIELD_RULES = {
     "POST /api/scenarios/": "params are the kind's (GET /api/scenarios/kinds/), checked "
                             "against the cluster or family",
     "POST /api/builds/": "the preset's plan must fit the racks' power budget",
+    "POST /api/tokens/": "expires is in the future (a moment relative to the request)",
     "POST /api/accelerators/": "source: Django's URL validator (host ≤ 253 characters, "
                                "labels ≤ 63) is stricter than format: uri",
     "PUT /api/accelerators/{id}/": "source: Django's URL validator vs format: uri",

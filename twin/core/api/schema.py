@@ -85,7 +85,8 @@ ERROR_RESPONSES: dict[int, tuple[str, str, str, dict[str, Any]]] = {
     400: ("BadRequest", "Bad input: per-field messages; nothing was written.",
           "ValidationError", {}),
     401: ("Unauthorized", "No valid credentials: send `Authorization: Token <token>` "
-          "(from /api/token/) or log in.", "Error",
+          "(from /api/token/, or a named one from /api/tokens/; revoked and expired ones "
+          "are refused) or log in.", "Error",
           {"WWW-Authenticate": {"schema": {"type": "string"},
                                 "description": "The scheme to authenticate with."}}),
     403: ("Forbidden", "Logged in, but without the permission this needs (or a session "

@@ -32,13 +32,6 @@ PREFIX_LENGTH = 12
 LAST_USED_EVERY = timedelta(seconds=60)
 
 
-class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def live(self) -> ApiTokenQuerySet:
-        """Not revoked and not expired."""
-        return self.filter(revoked=False).filter(
-            models.Q(expires__isnull=True) | models.Q(expires__gt=timezone.now()))
-
-
 class ApiToken(models.Model):
     """One named key of a user: its user's access ∩ its scope."""
 
@@ -64,8 +57,6 @@ class ApiToken(models.Model):
         default=False, help_text="Reads only: no write through the API, no cluster changed.")
     revoked = models.BooleanField(default=False, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-
-    objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
         ordering = ["user", "-created"]
