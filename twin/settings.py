@@ -269,7 +269,9 @@ REST_FRAMEWORK = {
     # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token"
     # (a script learns what to send) rather than a bare 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # DRF's token scheme for both kinds of key: named tokens (scoped, see-only,
+        # revocable; twin.core.tokens) and DRF's one-per-user token from /api/token/.
+        "twin.core.api.authentication.TwinTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["twin.core.api.permissions.TwinModelPermissions"],

@@ -53,7 +53,7 @@ def test_concurrent_cards_cannot_overfill_a_rack(tiny_cluster, admin_user):
     bodies = [{"supernode": sn.pk, "server": server.pk, "accelerator": tiny_cluster["h100"].pk,
                "index": i, "slot": i, "serial": f"RACE-{i}"} for i in range(WRITERS)]
     codes = _race(admin_user, bodies, reverse("api:card-list"))
-    assert sorted(codes) == [201] + [400] * (WRITERS - 1), codes
+    assert sorted(codes) == [201] + [409] * (WRITERS - 1), codes
     assert Card.objects.filter(server=server).count() == 1
     assert Rack.objects.with_power().get(pk=rack.pk).power_w == draw + 700
 
@@ -66,5 +66,5 @@ def test_concurrent_servers_cannot_overfill_a_rack(tiny_cluster, admin_user):
     bodies = [{"rack": rack.pk, "name": f"race-{i}", "position": i, "overhead_w": 1800}
               for i in range(WRITERS)]
     codes = _race(admin_user, bodies, reverse("api:server-list"))
-    assert sorted(codes) == [201] + [400] * (WRITERS - 1), codes
+    assert sorted(codes) == [201] + [409] * (WRITERS - 1), codes
     assert Rack.objects.with_power().get(pk=rack.pk).power_w == draw + 1800

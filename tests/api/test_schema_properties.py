@@ -71,15 +71,14 @@ CROSS_FIELD_RULES = {
     "PATCH /api/links/{id}/": "each end is exactly one of a card or a device",
     "POST /api/devices/": "the figures a device kind needs (a file-system appliance's "
                           "capacity and throughput), and none it does not",
-    "PUT /api/devices/{id}/": "the figures a device kind needs, and none it does not; "
-                              "the rack's power budget",
-    "PATCH /api/devices/{id}/": "the figures a device kind needs, and none it does not; "
-                                "the rack's power budget",
+    "PUT /api/devices/{id}/": "the figures a device kind needs, and none it does not",
+    "PATCH /api/devices/{id}/": "the figures a device kind needs, and none it does not",
     "POST /api/jobs/": "a fraction of a card (share_milli < 1000) only for a 1-card job",
     "POST /api/jobs/traces/": "the nodes file goes with one trace format; the file parses",
     "POST /api/scenarios/": "params are the kind's (GET /api/scenarios/kinds/), checked "
                             "against the cluster or family",
     "POST /api/builds/": "the preset's plan must fit the racks' power budget",
+    "POST /api/tokens/": "expires is in the future (a moment relative to the request)",
     "POST /api/accelerators/": "source: Django's URL validator (host ≤ 253 characters, "
                                "labels ≤ 63) is stricter than format: uri",
     "PUT /api/accelerators/{id}/": "source: Django's URL validator vs format: uri",

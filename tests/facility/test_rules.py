@@ -1,5 +1,6 @@
-"""Bad input and the rating rule through the API: a 400 naming the field, nothing written;
-an allowed overload is saved and listed; the plant endpoint reports headroom."""
+"""Bad input and the rating rule through the API: a 400 naming the field (409 for the
+rating rule, a conflict with the stored load), nothing written; an allowed overload is
+saved and listed; the plant endpoint reports headroom."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,11 +27,20 @@ def _errors(response: Any) -> dict[str, Any]:
     return response.json()
 
 
+def _over(response: Any) -> dict[str, Any]:
+    """A write refused by the rating rule: 409 (a conflict with the stored load), the
+    per-field messages of a 400 plus ``detail``."""
+    assert response.status_code == 409, response.content
+    body = response.json()
+    assert body["detail"].startswith("Conflicts with the stored data"), body
+    return body
+
+
 def test_a_pdu_cannot_be_planned_over_its_rating(admin_client_api: APIClient,
                                                  plant_world: dict[str, Any]) -> None:
-    """Lowering a PDU under the racks it feeds is a 400 on rating_kw, nothing saved."""
+    """Lowering a PDU under the racks it feeds is a 409 on rating_kw, nothing saved."""
     pdu = plant_world["pdu"]
-    errors = _errors(_patch(admin_client_api, POWER, pdu.pk, {"rating_kw": 5.0}))
+    errors = _over(_patch(admin_client_api, POWER, pdu.pk, {"rating_kw": 5.0}))
     assert "rating_kw" in errors and "pdu-r0" in errors["rating_kw"][0]
     assert "allow over budget" in errors["rating_kw"][0]
     pdu.refresh_from_db()
@@ -44,7 +54,7 @@ def test_the_redundancy_decides_the_usable_rating(admin_client_api: APIClient,
     ok = _patch(admin_client_api, POWER, pdu.pk, {"rating_kw": 8.0, "redundancy": "N",
                                                   "allow_over_budget": False})
     assert ok.status_code == 200, ok.content
-    errors = _errors(_patch(admin_client_api, POWER, pdu.pk, {"redundancy": "2N"}))
+    errors = _over(_patch(admin_client_api, POWER, pdu.pk, {"redundancy": "2N"}))
     assert "rating_kw" in errors
     assert PowerElement.objects.get(pk=pdu.pk).redundancy == "N"
 
@@ -55,7 +65,7 @@ def test_an_upstream_element_over_its_rating_blames_the_parent(
     w = plant_world
     chiller = CoolingElement.objects.create(site=w["site"], key="ch-small", kind="chiller",
                                             parent=w["tower"], capacity_kw=1.0)
-    errors = _errors(_patch(admin_client_api, COOLING, w["crah"].pk,
+    errors = _over(_patch(admin_client_api, COOLING, w["crah"].pk,
                             {"parent": chiller.pk}))
     assert "ch-small" in errors["parent"][0]
     assert CoolingElement.objects.get(pk=w["crah"].pk).parent_id == w["loop"].pk
@@ -82,7 +92,7 @@ def test_a_rack_cannot_be_placed_on_a_full_pdu(admin_client_api: APIClient,
     w = plant_world
     tiny_pdu = PowerElement.objects.create(site=w["site"], key="pdu-tiny", kind="pdu",
                                            parent=w["ups"], rating_kw=1.0)
-    errors = _errors(_patch(admin_client_api, RACKS, w["r0_place"].pk,
+    errors = _over(_patch(admin_client_api, RACKS, w["r0_place"].pk,
                             {"power_element": tiny_pdu.pk}))
     assert "pdu-tiny" in errors["power_element"][0]
     assert RackFacility.objects.get(pk=w["r0_place"].pk).power_element_id == w["pdu"].pk
@@ -191,7 +201,7 @@ def test_moving_a_ups_to_a_small_feed_is_refused(admin_client_api: APIClient,
                                         rating_kw=2.0)
     big = PowerElement.objects.create(site=w["site"], key="feed-2", kind="feed",
                                       rating_kw=1000.0)
-    errors = _errors(_patch(admin_client_api, POWER, w["ups"].pk, {"parent": small.pk}))
+    errors = _over(_patch(admin_client_api, POWER, w["ups"].pk, {"parent": small.pk}))
     assert "feed-1" in errors["parent"][0]
     assert _patch(admin_client_api, POWER, w["ups"].pk, {"parent": big.pk}).status_code == 200
     plant = admin_client_api.get(reverse("api:facility-site-plant", args=[w["site"].pk])).json()
@@ -202,7 +212,7 @@ def test_moving_a_ups_to_a_small_feed_is_refused(admin_client_api: APIClient,
 
 def test_a_refused_create_writes_nothing(admin_client_api: APIClient,
                                          plant_world: dict[str, Any]) -> None:
-    """A new place for a rack on a PDU without room: 400 on power_element, no row."""
+    """A new place for a rack on a PDU without room: 409 on power_element, no row."""
     from twin.hardware.models import Rack, Server
 
     w = plant_world
@@ -211,7 +221,7 @@ def test_a_refused_create_writes_nothing(admin_client_api: APIClient,
     rack = Rack.objects.create(cluster=w["cluster"], name="r9", row=9, slot=0)
     Server.objects.create(rack=rack, name="r9-s0", hostname="node9", overhead_w=1500)
     before = RackFacility.objects.count()
-    errors = _errors(_post(admin_client_api, RACKS, {
+    errors = _over(_post(admin_client_api, RACKS, {
         "rack": rack.pk, "site": w["site"].pk, "rack_class": "air", "liquid_fraction": 0,
         "power_element": full.pk, "cooling_element": w["crah"].pk}))
     assert "pdu-full" in errors["power_element"][0]
@@ -230,8 +240,7 @@ def test_a_hardware_write_keeps_the_pdu_above_the_rack(admin_client_api: APIClie
     b200 = AcceleratorType.objects.get(slug="b200-sxm-180gb")
     url = reverse("api:card-detail", args=[card.pk])
     refused = admin_client_api.patch(url, {"accelerator": b200.pk}, format="json")
-    assert refused.status_code == 400, refused.content
-    message = refused.json()["server"][0]
+    message = _over(refused)["server"][0]
     assert "pdu-r0" in message and "9.0 kW" in message and "allow over budget" in message
     assert Card.objects.get(pk=card.pk).accelerator.slug == "h100-sxm5-80gb"
 
@@ -255,5 +264,4 @@ def test_a_hardware_write_keeps_the_cdu_above_the_rack(admin_client_api: APIClie
     refused = admin_client_api.patch(
         reverse("api:card-detail", args=[plant_world["cards"][0].pk]),
         {"accelerator": b200.pk}, format="json")
-    assert refused.status_code == 400, refused.content
-    assert "cdu-0" in refused.json()["server"][0]
+    assert "cdu-0" in _over(refused)["server"][0]

@@ -14,6 +14,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.http import QueryDict
@@ -25,6 +26,7 @@ from django.utils.http import urlencode
 from twin.core.admin.base import TwinModelAdmin
 from twin.core.admin.pagination import LargeTablePaginator
 from twin.hardware.models import (
+    ApiToken,
     Card,
     Cluster,
     ClusterBuild,
@@ -69,9 +71,21 @@ def client(admin_user, tiny_cluster: dict[str, Any]) -> Client:
 def build(tiny_cluster: dict[str, Any], admin_user) -> ClusterBuild:
     # a row for the grants' pages (a superuser's grant restricts nothing)
     ClusterGrant.objects.create(user=admin_user, cluster=tiny_cluster["cluster"])
+    # and rows for the tokens' pages: one per user (a user who is not a superuser sees
+    # their own tokens only)
+    for user in User.objects.all():
+        _token(user, tiny_cluster["cluster"])
     return ClusterBuild.objects.create(preset="seed-512", name="tiny", status="succeeded",
                                        cluster=tiny_cluster["cluster"], created_by=admin_user,
                                        progress=1.0)
+
+
+def _token(user: Any, cluster: Cluster) -> ApiToken:
+    token = ApiToken(user=user, name=f"{user.username} wall", limited=True)
+    token.new_key()
+    token.save()
+    token.clusters.set([cluster])
+    return token
 
 
 def form_data(response: Any) -> dict[str, Any]:
@@ -135,7 +149,8 @@ def test_foreign_keys_to_big_tables_use_raw_id_or_autocomplete(model_name, model
             widgets = set(owner.raw_id_fields) | set(owner.autocomplete_fields)
             assert field.name in widgets, f"{owner.__class__.__name__}.{field.name}"
             checked += 1
-    assert checked or model_name in {"acceleratortype", "cluster", "clusterbuild"}
+    # (an API token refers to clusters through a many-to-many: autocomplete)
+    assert checked or model_name in {"acceleratortype", "apitoken", "cluster", "clusterbuild"}
 
 
 # --- every page renders -------------------------------------------------------------
@@ -666,6 +681,7 @@ def _grow(tiny: dict[str, Any]) -> None:
     other = Cluster.objects.create(name="other")
     ClusterBuild.objects.create(preset="seed-512", name="other", cluster=other)
     ClusterGrant.objects.create(user=ClusterGrant.objects.first().user, cluster=other)
+    _token(ClusterGrant.objects.first().user, other)
 
 
 @pytest.mark.parametrize(("model_name", "model_admin"), HARDWARE_ADMINS, ids=ADMIN_IDS)

@@ -171,7 +171,7 @@ def test_raising_a_tdp_that_overloads_a_rack_is_refused_naming_it(admin_client_a
     acc = hot["acc"]
     response = admin_client_api.patch(api("acceleratortype", acc.pk), {"tdp_w": RAISED_TDP},
                                       format="json")
-    assert response.status_code == 400, response.content
+    assert response.status_code == 409, response.content
     message = response.json()["tdp_w"][0]
     assert "would put 1 rack over budget: r-hot (49,000 W of 40,000 W)" in message
     assert "r-warm" not in message and "r-over" not in message  # r-over gains nothing
@@ -187,7 +187,7 @@ def test_raising_a_tdp_that_overloads_a_rack_is_refused_naming_it(admin_client_a
     assert draw(hot["r-hot"]) == 39_976
     again = admin_client_api.patch(api("acceleratortype", acc.pk), {"tdp_w": 794},
                                    format="json")
-    assert again.status_code == 400
+    assert again.status_code == 409
     assert "r-hot (40,008 W of 40,000 W)" in again.json()["tdp_w"][0]
 
 
@@ -227,7 +227,7 @@ def test_many_overloaded_racks_are_counted_and_the_worst_named(admin_client_api,
         fill(rack, 1, 1, hot["acc"], hot["sn_p"], overhead_w=5_000 + n)
     response = admin_client_api.patch(api("acceleratortype", hot["acc"].pk),
                                       {"tdp_w": RAISED_TDP}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 409
     message = response.json()["tdp_w"][0]
     assert "would put 7 racks over budget: r-hot (49,000 W of 40,000 W), " in message
     assert message.count("W of") == 5 and "and 2 more" in message
@@ -267,7 +267,7 @@ def test_every_write_that_adds_draw_may_be_allowed(admin_client_api, tiny_cluste
     obj = {"server": tiny_cluster["server"], "networkdevice": tiny_cluster["leaf"],
            "rack": tiny_cluster["rack"]}[name]
     refused = admin_client_api.patch(api(name, obj.pk), body, format="json")
-    assert refused.status_code == 400 and field in refused.json(), refused.content
+    assert refused.status_code == 409 and field in refused.json(), refused.content
     allowed = admin_client_api.patch(api(name, obj.pk), {**body, "allow_over_budget": True},
                                      format="json")
     assert allowed.status_code == 200, allowed.content
@@ -283,7 +283,7 @@ def test_a_card_changed_to_a_hotter_type_may_be_allowed(admin_client_api, tiny_c
     b200 = AcceleratorType.objects.get(slug="b200-sxm-180gb")  # 1,000 W instead of 700 W
     refused = admin_client_api.patch(api("card", card.pk), {"accelerator": b200.pk},
                                      format="json")
-    assert refused.status_code == 400 and "over its 7,485 W budget" in \
+    assert refused.status_code == 409 and "over its 7,485 W budget" in \
         refused.json()["server"][0]
     allowed = admin_client_api.patch(api("card", card.pk),
                                      {"accelerator": b200.pk, "allow_over_budget": True},
@@ -300,7 +300,7 @@ def test_a_moved_server_takes_its_devices_and_may_be_allowed(admin_client_api,
                                 power_budget_w=5_000)
     refused = admin_client_api.patch(api("server", server.pk), {"rack": small.pk},
                                      format="json")
-    assert refused.status_code == 400
+    assert refused.status_code == 409
     assert "would draw 7,485 W, over its 5,000 W budget" in refused.json()["rack"][0]
     assert draw(r0) == R0_W and draw(small) == 0
 

@@ -131,7 +131,8 @@ def test_an_appliance_over_the_rack_budget_is_refused(admin_client_api, tiny_clu
     body = {"cluster": tiny_cluster["cluster"].pk, "rack": net.pk, "kind": "storage",
             "name": "pfs0", "ports": 8, "port_gbps": 200, "power_w": 2_400,
             "capacity_tb": 500, "read_gb_per_s": 90, "write_gb_per_s": 65}
-    assert_400_on(admin_client_api, "post", url("networkdevice"), body, "rack", "over its")
+    assert_400_on(admin_client_api, "post", url("networkdevice"), body, "rack", "over its",
+                  status=409)
 
 
 # -- presets and the builder ------------------------------------------------------------------

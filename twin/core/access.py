@@ -16,7 +16,10 @@ The rules, in one place:
   and changes only those granted ``change``; what Django's model permissions allow
   (the roles of ``twin.core.roles``) still applies on top;
 * rows that belong to no cluster (a scenario run on parameters alone) are shared;
-* an anonymous reader (``TWIN_PUBLIC_READ``) sees every cluster and changes none.
+* an anonymous reader (``TWIN_PUBLIC_READ``) sees every cluster and changes none;
+* a request made with a named API token (``twin.core.tokens``) has its user's access
+  ∩ the token's scope: only the token's clusters if it names some, and no change at
+  all if it is see-only — a superuser's token included.
 
 Another tenant's object answers as if it did not exist (404, a websocket close
 4404, a 400 "does not exist" for a reference in a body); a cluster one may see but
@@ -53,7 +56,8 @@ class ClusterAccess:
 
     @property
     def restricted(self) -> bool:
-        return self.see is not None
+        """Limited in any way: to some clusters, or (a see-only token) to no change."""
+        return self.see is not None or self.change is not None
 
     def can_see(self, cluster_id: Any) -> bool:
         return cluster_id is None or self.see is None or int(cluster_id) in self.see
@@ -94,15 +98,22 @@ def register_provider(provider: Provider) -> None:
 def access_for(user: Any, holder: Any = None) -> ClusterAccess:
     """The user's access: one query for a user who is not a superuser, kept on
     ``holder`` (the request) when given, so a request reads its grants once and the
-    next request reads them afresh (a user object may outlive a request)."""
+    next request reads them afresh (a user object may outlive a request).
+
+    A user authenticated with a named token carries the token's scope
+    (``twin.core.tokens.SCOPE_ATTRIBUTE``, read here by name: ``tokens`` imports this
+    module); the answer is then the user's access ∩ that scope."""
     if user is None or not getattr(user, "is_authenticated", False):
         return _READ_ONLY
+    scope = getattr(user, "twin_token_scope", None)
     if getattr(user, "is_superuser", False) or _provider is None:
-        return EVERYTHING
+        return EVERYTHING if scope is None else scope.limit(EVERYTHING)  # type: ignore[no-any-return]
     cached = getattr(holder, "_twin_cluster_access", None)
-    if cached is not None and cached[0] == user.pk:
+    if cached is not None and cached[0] == (user.pk, scope):
         return cached[1]  # type: ignore[no-any-return]
     access = ClusterAccess.of(_provider(user))
+    if scope is not None:
+        access = scope.limit(access)
     if holder is not None:
-        holder._twin_cluster_access = (user.pk, access)
+        holder._twin_cluster_access = ((user.pk, scope), access)
     return access

@@ -6,7 +6,8 @@ client that sets headers) or as ``?token=<key>`` in the URL (a browser's WebSock
 cannot set headers; the URL may end up in access logs, so prefer the header). A
 token given replaces the session's user; a wrong one leaves the client anonymous,
 closed with 4401 as any anonymous client. The user's cluster grants apply as over
-REST (``twin.core.access``).
+REST (``twin.core.access``), and a named token's scope (``twin.core.tokens``: only
+its clusters; a see-only token may follow, as websockets only read).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
+
+from twin.core.tokens import user_for_key
 
 __all__ = ["TokenAuthMiddleware", "token_of"]
 
@@ -33,12 +36,9 @@ def token_of(scope: dict[str, Any]) -> str | None:
 
 @database_sync_to_async
 def _user_of(key: str) -> Any:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return AnonymousUser()
-    return token.user
+    """The token's user (for a named token: a copy carrying its scope), or anonymous."""
+    found = user_for_key(key)
+    return AnonymousUser() if found is None else found[0]
 
 
 class TokenAuthMiddleware:

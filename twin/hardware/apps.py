@@ -25,6 +25,9 @@ class HardwareConfig(AppConfig):
     def ready(self) -> None:
         post_migrate.connect(_load_catalogue, sender=self)
         from twin.core.access import register_provider
+        from twin.core.tokens import register_resolver
         from twin.hardware.models.grants import grants_of
+        from twin.hardware.models.tokens import resolve_token
 
         register_provider(grants_of)
+        register_resolver(resolve_token)

@@ -18,6 +18,7 @@ from twin.hardware.choices import (
 )
 from twin.hardware.models import (
     AcceleratorType,
+    ApiToken,
     Card,
     Cluster,
     ClusterBuild,
@@ -31,6 +32,7 @@ from twin.hardware.models import (
 
 __all__ = [
     "AcceleratorTypeFilterSet",
+    "ApiTokenFilterSet",
     "CardFilterSet",
     "ClusterBuildFilterSet",
     "ClusterFilterSet",
@@ -165,3 +167,13 @@ class ClusterGrantFilterSet(SearchFilterSet):
     class Meta:
         model = ClusterGrant
         fields = ["user", "cluster", "level"]
+
+
+class ApiTokenFilterSet(SearchFilterSet):
+    """Named API tokens (admin only: ``/api/tokens/`` lists the caller's own)."""
+
+    search_fields = ("name", "prefix", "user__username")
+
+    class Meta:
+        model = ApiToken
+        fields = ["user", "revoked", "see_only"]

@@ -15,7 +15,8 @@ else is 401 (with a ``WWW-Authenticate`` challenge when a token would do) or 403
 The address is the connection's (``REMOTE_ADDR``): behind a reverse proxy, use
 the token.
 
-A user's API token (``Authorization: Token <key>``, from ``POST /api/token/``) reads
+A user's API token (``Authorization: Token <key>``: DRF's from ``POST /api/token/``, or a
+named one from ``/api/tokens/``, filtered by its scope too) reads
 it too, filtered by the user's cluster grants (``twin.core.access``): a series
 labelled with a cluster the user may not see is left out; the installation-wide
 ones (sources up, runs by status, websocket clients) stay.
@@ -35,6 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 
 from twin.core.access import ClusterAccess, access_for
+from twin.core.tokens import user_for_key
 
 __all__ = ["TwinCollector", "allowed_networks", "metrics_view", "visible_families"]
 
@@ -93,14 +95,13 @@ class TwinCollector:
 
 
 def _api_user(request: HttpRequest) -> Any:
-    """The active user whose API token the request carries, if any."""
-    from rest_framework.authtoken.models import Token
-
+    """The active user whose API token (DRF's, or a named one: then a copy of the user
+    carrying the token's scope, ``twin.core.tokens``) the request carries, if any."""
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "token" or not key.strip():
         return None
-    token = Token.objects.select_related("user").filter(key=key.strip()).first()
-    return token.user if token is not None and token.user.is_active else None
+    found = user_for_key(key)
+    return found[0] if found is not None else None
 
 
 def visible_families(families: Iterable[Metric], access: ClusterAccess) -> Iterator[Metric]:

@@ -27,11 +27,12 @@ __all__ = ["CONFLICT_CODES", "is_conflict", "twin_exception_handler"]
 #: Error codes that say "conflicts with what is stored", not "malformed": uniqueness
 #: (DRF's validators, ``full_clean()``'s unique checks and constraints: a name or a
 #: row/slot taken), an id that names no row (``PrimaryKeyRelatedField``), a slot
-#: occupied, a deletion's ``confirm`` that is not the object's stored name. (A rack's
-#: power budget is still a 400: hardware's budget check gives its code with a dict of
-#: messages, which Django drops.)
+#: occupied, a deletion's ``confirm`` that is not the object's stored name, a write
+#: that would take a rack over its power budget or an element above it (PDU, CDU,
+#: feed) over its rating (``over_budget``: the racks' stored draw is the conflict;
+#: ``allow_over_budget`` or a change to what is stored resolves it).
 CONFLICT_CODES = frozenset({"unique", "unique_together", "does_not_exist", "occupied",
-                            "does_not_match"})
+                            "does_not_match", "over_budget"})
 
 _SAFE = {"GET", "HEAD", "OPTIONS"}
 

@@ -15,7 +15,8 @@ get them without a decorator each:
 * **409** on the writes of a :class:`~twin.core.api.viewsets.TwinModelViewSet`
   (a uniqueness race, or rows that still refer to the object on delete) and
   wherever there is a body: a well-formed request that conflicts with what is
-  stored (a name or position taken, an id that names no row) answers 409 with
+  stored (a name or position taken, an id that names no row, a rack over its power
+  budget) answers 409 with
   the per-field messages (``twin.core.api.exceptions``);
 * **412** on its updates and deletes, which take ``If-Match`` (documented as a
   header parameter); its reads and writes carry an ``ETag``;
@@ -84,14 +85,16 @@ ERROR_RESPONSES: dict[int, tuple[str, str, str, dict[str, Any]]] = {
     400: ("BadRequest", "Bad input: per-field messages; nothing was written.",
           "ValidationError", {}),
     401: ("Unauthorized", "No valid credentials: send `Authorization: Token <token>` "
-          "(from /api/token/) or log in.", "Error",
+          "(from /api/token/, or a named one from /api/tokens/; revoked and expired ones "
+          "are refused) or log in.", "Error",
           {"WWW-Authenticate": {"schema": {"type": "string"},
                                 "description": "The scheme to authenticate with."}}),
     403: ("Forbidden", "Logged in, but without the permission this needs (or a session "
           "write without its CSRF token).", "Error", {}),
     404: ("NotFound", "No such object (or page).", "Error", {}),
     409: ("Conflict", "Well formed, but conflicts with the stored data: a name or position "
-          "taken, an id that names no row, rows that still refer to it. "
+          "taken, an id that names no row, rows that still refer to it, a rack (or the PDU, "
+          "CDU or feed above it) that the write would take over its power budget or rating. "
           "`detail` says what; the fields at fault carry their messages, as in a 400. "
           "Nothing was changed.", "Error", {}),
     412: ("PreconditionFailed", "`If-Match` names an older version: GET it again and "

@@ -1,8 +1,9 @@
 """Serializers of the facility.
 
 Writes run the models' ``full_clean()`` (``ValidatedModelSerializer``), so the chain
-rules and the rating rule answer 400 on the field at fault. A write that would take
-an element over its usable rating is refused unless the body says
+rules answer 400 on the field at fault, the rating rule 409 (code ``over_budget``: a
+conflict with the stored load). A write that would take an element over its usable
+rating is refused unless the body says
 ``"allow_over_budget": true`` (as for a rack's budget) — then saved, and
 ``over_capacity`` lists the elements it took over.
 """
@@ -57,7 +58,7 @@ class RatedSerializer(AllowOverBudgetSerializer):
     allow_over_budget = serializers.BooleanField(
         required=False, default=False,
         help_text="Not stored: set it on a write to save even if that takes elements over "
-                  "their usable rating (refused with 400 otherwise); over_capacity then lists "
+                  "their usable rating (refused with 409 otherwise); over_capacity then lists "
                   "them.")
     over_capacity = serializers.SerializerMethodField(
         help_text="The elements this write took over their rating because allow_over_budget "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models, router, transaction
 from django.db.models import Q
 
@@ -22,6 +22,7 @@ from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.core.validators import printable, printable_constraint
 from twin.facility.choices import RedundancyChoices
+from twin.hardware.models.budget import OVER_BUDGET
 
 __all__ = ["MAX_UNITS", "ChainElement", "RatedWrite", "usable_units"]
 
@@ -59,7 +60,7 @@ class RatedWrite:
                 list(Site.objects.select_for_update().filter(pk=site_id).values_list("pk"))
         super().full_clean(*args, **kwargs)  # type: ignore[misc]
 
-    def check_ratings(self, errors: dict[str, str], fields: dict[str, str]) -> None:
+    def check_ratings(self, errors: dict[str, Any], fields: dict[str, str]) -> None:
         """Run the rating rule from ``clean()`` (only when the rest is valid): a refusal
         joins ``errors`` on the field ``fields`` names for the chain ("power"/"cooling")
         or for the element itself ("self"); an allowed overload is recorded."""
@@ -75,7 +76,7 @@ class RatedWrite:
             return
         for o in over:
             field = fields.get("self") if o.is_self else fields.get(o.chain)
-            errors.setdefault(field or "__all__", o.message())
+            errors.setdefault(field or "__all__", ValidationError(o.message(), code=OVER_BUDGET))
 
 
 class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
@@ -140,7 +141,7 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
     def usable_units(self) -> int:
         return usable_units(self.units, self.redundancy)
 
-    def clean_chain(self, errors: dict[str, str]) -> None:
+    def clean_chain(self, errors: dict[str, Any]) -> None:
         """Units against redundancy; the parent: same site, an allowed kind, no cycle."""
         units, redundancy = self.units, self.redundancy
         if units is not None and redundancy == RedundancyChoices.N_PLUS_1 and units < 2:

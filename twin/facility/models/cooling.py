@@ -9,6 +9,8 @@ supply → TCS supply; a tower: wet bulb → supply); ``volume_l`` the coolant i
 """
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -63,7 +65,7 @@ class CoolingElement(ChainElement):
         ]
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         if self.kind in FLOWING_KINDS and self.design_flow_kg_s is not None \
                 and self.design_flow_kg_s <= 0:
             errors["design_flow_kg_s"] = (f"A {self.kind} moves water: give its design flow "

@@ -74,7 +74,7 @@ class PowerElement(ChainElement):
         return tuple(float(p[0]) for p in points), tuple(float(p[1]) for p in points)
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         if (problem := efficiency_problem(self.efficiency or [[1.0, 1.0]])) is not None:
             errors["efficiency"] = problem
         self.clean_chain(errors)

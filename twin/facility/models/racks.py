@@ -6,6 +6,8 @@ takes the rest, and its class. A model of this app with a one-to-one to
 """
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
@@ -56,7 +58,7 @@ class RackFacility(RatedWrite, TimestampedModel):
         return f"{self.rack.name if self.rack_id else '?'} ({self.rack_class})"
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         site = self._site()
         if self.rack_id and site is not None and self.rack.cluster_id != site.cluster_id:
             errors["rack"] = "The rack belongs to another cluster than the site's."

@@ -6,7 +6,7 @@ which runs the model's ``full_clean()``, so the invariants of the models' ``clea
 exactly as they answer an admin user.
 
 Writes that add draw to racks (cards, servers, devices, a raised TDP) or lower
-a budget go through :class:`BudgetedSerializer`: refused with HTTP 400 naming the
+a budget go through :class:`BudgetedSerializer`: refused with HTTP 409 naming the
 racks they would take over budget, unless the body says
 ``"allow_over_budget": true`` — then saved, and ``racks_over_budget`` in the
 response lists those racks. The models lock the racks their check reads
@@ -80,7 +80,7 @@ class BudgetedSerializer(AllowOverBudgetSerializer):
     allow_over_budget = serializers.BooleanField(
         required=False, default=False,
         help_text="Not stored: set it on a write to save even if that takes racks over "
-                  "their power budget (refused with 400 otherwise); racks_over_budget then "
+                  "their power budget (refused with 409 otherwise); racks_over_budget then "
                   "lists them.",
     )
     racks_over_budget = serializers.SerializerMethodField(

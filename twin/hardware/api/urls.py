@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from twin.core.api.routers import TwinRouter
-from twin.hardware.api import builds, views
+from twin.hardware.api import builds, tokens, views
 
 __all__ = ["router", "urlpatterns"]
 
@@ -17,5 +17,6 @@ router.register("devices", views.NetworkDeviceViewSet)
 router.register("links", views.LinkViewSet)
 router.register("builds", builds.ClusterBuildViewSet)
 router.register("presets", builds.PresetViewSet, basename="preset")
+router.register("tokens", tokens.ApiTokenViewSet, basename="apitoken")
 
 urlpatterns = [*router.urls]

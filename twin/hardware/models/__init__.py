@@ -8,3 +8,4 @@ from twin.hardware.models.links import *  # noqa: F403
 from twin.hardware.models.network import *  # noqa: F403
 from twin.hardware.models.racks import *  # noqa: F403
 from twin.hardware.models.servers import *  # noqa: F403
+from twin.hardware.models.tokens import *  # noqa: F403

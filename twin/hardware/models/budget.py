@@ -7,10 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NAMED_OVERLOADS", "OverBudget", "Overload"]
+__all__ = ["NAMED_OVERLOADS", "OVER_BUDGET", "OverBudget", "Overload"]
 
 #: Racks an over-budget message names before it says "and N more".
 NAMED_OVERLOADS = 5
+
+#: The code of every refusal by the budget rule (a rack's budget, the rating of a PDU,
+#: CDU or feed above it). The API answers it 409 (``twin.core.api.exceptions``): the
+#: write is well formed, it conflicts with what the racks already draw.
+OVER_BUDGET = "over_budget"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -66,7 +67,7 @@ class Card(GuardedDeletion, BudgetedWrite, TimestampedModel):
             self.accelerator = type(self.accelerator).objects.get(pk=self.accelerator_id)
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         supernode = self.supernode if self.supernode_id else None
         server = self.server if self.server_id else None
         if supernode is not None:

@@ -1,6 +1,8 @@
 """The accelerator catalogue: spec-sheet figures every power and simulation model reads."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -128,7 +130,7 @@ class AcceleratorType(GuardedDeletion, BudgetedWrite, TimestampedModel):
             list(Rack.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         for field in ("bf16_tflops", "hbm_gib", "hbm_tbps"):  # ≥ 0 is the fields' own check
             if getattr(self, field) == 0:
                 errors[field] = "Must be positive: every card has some."

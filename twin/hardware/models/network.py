@@ -2,6 +2,8 @@
 appliances of the parallel file system that sit on it."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -113,7 +115,7 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
             server.rack = racks[server.rack_id]
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         self._clean_storage(errors)
         if self.server_id:
             if self.rack_id and self.server.rack_id != self.rack_id:

@@ -56,7 +56,7 @@ from twin.hardware.constants import (
     MAX_PUE,
     MAX_RACK_BUDGET_W,
 )
-from twin.hardware.models.budget import NAMED_OVERLOADS, OverBudget, Overload
+from twin.hardware.models.budget import NAMED_OVERLOADS, OVER_BUDGET, OverBudget, Overload
 
 __all__ = [
     "DRAW_TERMS",
@@ -318,10 +318,9 @@ class RackQuerySet(models.QuerySet):
             return None
         if allow:
             return over
-        raise ValidationError({field: (
+        raise ValidationError({field: ValidationError(
             f"A TDP of {tdp_w:,} W would put {over.describe()}. Keep it lower, raise those "
-            f"racks' budgets, or allow over budget to save it anyway."
-        )}, code="over_budget")
+            f"racks' budgets, or allow over budget to save it anyway.", code=OVER_BUDGET)})
 
 
 # --- the write side: locks and the explicit override -----------------------------------------
@@ -357,13 +356,14 @@ class BudgetedWrite:
         if over is not None:
             self.over_budget = over + self.over_budget
 
-    def check_budget(self, errors: dict[str, str], check: Callable[[], OverBudget | None]) -> None:
+    def check_budget(self, errors: dict[str, Any], check: Callable[[], OverBudget | None]) -> None:
         """Run a budget check from ``clean()``: a refusal joins ``errors`` (with the
-        others), an allowed overload is recorded in ``over_budget``."""
+        others, keeping its code ``over_budget``: the API answers 409 when it is the
+        only kind of error), an allowed overload is recorded in ``over_budget``."""
         try:
             self.record_over_budget(check())
         except ValidationError as exc:
-            errors.update((field, messages[0]) for field, messages in exc.message_dict.items())
+            errors.update((field, found[0]) for field, found in exc.error_dict.items())
 
 
 # --- the rack ---------------------------------------------------------------------------------
@@ -479,7 +479,8 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
             "over budget."
         )).format(rack=self.name, draw=draw, budget=budget, over=draw - budget,
                   headroom=max(budget - rest, 0), added=added_w, what=what, advice=advice)
-        raise ValidationError({field: text} if field else text, code="over_budget")
+        refusal = ValidationError(text, code=OVER_BUDGET)
+        raise ValidationError({field: refusal}) if field else refusal
 
     def _check_elements_above(self, rest: int, draw: int, excluding: Parts,
                               field: str | None) -> None:
@@ -496,15 +497,15 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
             return
         for _, messages in rack_draw_rising.send(sender=Rack, rack=self, added_w=draw - now):
             if messages:
-                raise ValidationError({field: messages[0]} if field else messages[0],
-                                      code="over_budget")
+                refusal = ValidationError(messages[0], code=OVER_BUDGET)
+                raise ValidationError({field: refusal}) if field else refusal
 
     def lock_for_budget(self) -> None:
         if self.pk:
             Rack.objects.filter(pk=self.pk).lock()
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         if self.supernode_id and self.cluster_id and self.supernode.cluster_id != self.cluster_id:
             errors["supernode"] = "The supernode belongs to another cluster."
         if self.pk and self.power_budget_w is not None:
@@ -516,10 +517,9 @@ class Rack(GuardedDeletion, BudgetedWrite, TimestampedModel):
                 if self.allow_over_budget:
                     self.record_over_budget(OverBudget(1, (self.overload(draw),)))
                 else:
-                    errors["power_budget_w"] = (
+                    errors["power_budget_w"] = ValidationError(
                         f"The rack already draws {draw:,} W; a budget of "
                         f"{self.power_budget_w:,} W is too low. Set at least {draw:,} W or "
-                        f"move hardware out first."
-                    )
+                        f"move hardware out first.", code=OVER_BUDGET)
         if errors:
             raise ValidationError(errors)

@@ -139,7 +139,7 @@ class Server(GuardedDeletion, BudgetedWrite, TimestampedModel):
                                                               last_updated=timezone.now())
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        errors: dict[str, Any] = {}
         if self.rack_id and self.supernode_id:
             if self.supernode.cluster_id != self.rack.cluster_id:
                 errors["supernode"] = "The supernode and the rack belong to different clusters."
