@@ -116,8 +116,8 @@ class Stack:
     """The server (``manage.py serve``), a Celery worker on both queues and beat."""
 
     def __init__(self, env: dict[str, str], workers: int, logdir: Path,
-                 redis_url: str | None = None) -> None:
-        self.env = dict(env, TWIN_WEB_WORKERS=str(workers))
+                 redis_url: str | None = None, web_nice: int = 0) -> None:
+        self.env = dict(env, TWIN_WEB_WORKERS=str(workers), TWIN_WEB_NICE=str(web_nice))
         if redis_url:
             self.env["REDIS_URL"] = redis_url
         self.port = free_port()
@@ -450,6 +450,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="web processes (default: one per core)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--web-nice", type=int, default=10,
+                        help="the web processes' nice value (TWIN_WEB_NICE; the demo's 10)")
     parser.add_argument("--cpu-requests", type=int, default=300,
                         help="requests per endpoint for the CPU-per-request figure (0: none)")
     parser.add_argument("--cpu-clients", type=int, default=10,
@@ -463,11 +465,12 @@ def main() -> int:
     ready = prepare()
     cluster, token = ready["cluster"], ready["token"]
     logdir = Path(tempfile.mkdtemp(prefix="serving-bench-"))
-    stack = Stack(env, args.workers, logdir)
+    stack = Stack(env, args.workers, logdir, web_nice=args.web_nice)
     stop, pause = threading.Event(), threading.Event()
     batches: list[dict[str, Any]] = []
     ticks: list[tuple[float, float]] = []
-    results: dict[str, Any] = {"workers": args.workers, "cores": os.cpu_count(),
+    results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
+                               "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
     try:
         stack.start()
@@ -479,7 +482,8 @@ def main() -> int:
         for thread in threads:
             thread.start()
         time.sleep(5)  # the first ticks (every card's health goes unknown -> ok)
-        print(f"server: manage.py serve --workers {args.workers} on {os.cpu_count()} cores; "
+        print(f"server: manage.py serve --workers {args.workers} --nice {args.web_nice} on "
+              f"{os.cpu_count()} cores; "
               f"load average before: {results['load_before'][0]:.2f}  (logs in {logdir})")
         if args.cpu_requests:
             results["cpu"] = cpu_phase(stack, cluster, token, args, pause)
