@@ -24,6 +24,13 @@ same Redis is untouched):
   the live cluster state (``/api/telemetry/clusters/<id>/``) and the open alerts
   (``/api/telemetry/alerts/?cluster=&active=true``), with a token.
 
+CPU per request (first, the agent paused): the web processes' user + system CPU
+seconds (``/proc/<pid>/stat`` of the server and its children) over ``--cpu-requests``
+requests of ``/healthz/`` and of each read, less their idle rate; and ``cores`` ÷ the
+mix's figure, the most req/s the server could answer with every core to itself. On a
+shared machine this is the figure to compare, not req/s (``--cpu-only``: just this).
+The web processes run at ``--web-nice`` (default 10, as ``scripts/demo`` runs them).
+
 Steps: for each client count (10, 50, 100) first the *baseline* — ``/healthz/``
 (it touches the database and Redis, nothing else) served by the same server at
 the same concurrency — then the four endpoints mixed; each for ``--duration`` s

@@ -47,7 +47,7 @@ KEEP_IDLE = 64
 processes reuse them all; a larger burst starts more and lets them go)."""
 
 
-class PooledASGIHandler(ASGIHandler):
+class PooledASGIHandler(ASGIHandler):  # type: ignore[misc]  # (Django ships no stubs here)
     """``ASGIHandler`` with a sync middleware chain entered in one hop, whose requests
     borrow a long-lived one-thread executor."""
 
@@ -56,7 +56,8 @@ class PooledASGIHandler(ASGIHandler):
         # The chain in sync mode (as under WSGI), entered with one thread-sensitive hop:
         # get_response_async awaits it, and everything below runs on the request thread.
         self.load_middleware(is_async=False)
-        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+        self._middleware_chain = sync_to_async(self._middleware_chain,  # type: ignore[has-type]
+                                               thread_sensitive=True)
         self._idle: list[ThreadPoolExecutor] = []  # touched only on the event loop
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
