@@ -24,6 +24,13 @@ same Redis is untouched):
   the live cluster state (``/api/telemetry/clusters/<id>/``) and the open alerts
   (``/api/telemetry/alerts/?cluster=&active=true``), with a token.
 
+CPU per request (first, the agent paused): the web processes' user + system CPU
+seconds (``/proc/<pid>/stat`` of the server and its children) over ``--cpu-requests``
+requests of ``/healthz/`` and of each read, less their idle rate; and ``cores`` ÷ the
+mix's figure, the most req/s the server could answer with every core to itself. On a
+shared machine this is the figure to compare, not req/s (``--cpu-only``: just this).
+The web processes run at ``--web-nice`` (default 10, as ``scripts/demo`` runs them).
+
 Steps: for each client count (10, 50, 100) first the *baseline* — ``/healthz/``
 (it touches the database and Redis, nothing else) served by the same server at
 the same concurrency — then the four endpoints mixed; each for ``--duration`` s
@@ -116,8 +123,8 @@ class Stack:
     """The server (``manage.py serve``), a Celery worker on both queues and beat."""
 
     def __init__(self, env: dict[str, str], workers: int, logdir: Path,
-                 redis_url: str | None = None) -> None:
-        self.env = dict(env, TWIN_WEB_WORKERS=str(workers))
+                 redis_url: str | None = None, web_nice: int = 0) -> None:
+        self.env = dict(env, TWIN_WEB_WORKERS=str(workers), TWIN_WEB_NICE=str(web_nice))
         if redis_url:
             self.env["REDIS_URL"] = redis_url
         self.port = free_port()
@@ -248,9 +255,11 @@ async def http_load(port: int, paths: list[str], clients: int, duration: float,
 
 
 def agent_loop(base: str, cluster: int, token: str, stop: threading.Event,
-               log: list[dict[str, Any]], hz: float = 1.0) -> None:
+               log: list[dict[str, Any]], hz: float = 1.0,
+               pause: threading.Event | None = None) -> None:
     """Post one columnar batch of every card per 1/hz s (the simulated agent's way);
-    each POST's start, end and status go to ``log``."""
+    each POST's start, end and status go to ``log``. While ``pause`` is set nothing is
+    posted (the CPU-per-request phase counts the readers' CPU alone)."""
     import numpy as np
 
     from twin.hardware.models import Card
@@ -268,6 +277,10 @@ def agent_loop(base: str, cluster: int, token: str, stop: threading.Event,
     n, seq, period = len(meta), 0, 1.0 / hz
     next_at = time.monotonic()
     while not stop.is_set():
+        if pause is not None and pause.is_set():
+            next_at = time.monotonic() + period
+            stop.wait(period)
+            continue
         values, _ = sim.step(period)
         seq += 1
         block = values.astype("<f4")
@@ -330,10 +343,111 @@ def tick_lags(batches: list[dict[str, Any]], ticks: list[tuple[float, float]],
     return lags
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every descendant (from /proc's ``children`` lists, Linux)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    todo.extend(int(c) for c in handle.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far (/proc/<pid>/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / tick
+
+
+async def http_count(port: int, path: str, clients: int, n: int,
+                     token: str | None = None) -> dict[str, Any]:
+    """Exactly ``n`` GETs of ``path`` over ``clients`` keep-alive connections;
+    the statuses counted."""
+    headers = f"Authorization: Token {token}\r\n".encode() if token else b""
+    statuses: Counter[int] = Counter()
+    left = [n]
+
+    async def client() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while left[0] > 0:
+                left[0] -= 1
+                statuses[await asyncio.wait_for(_get(reader, writer, path, headers), 30)] += 1
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return dict(statuses)
+
+
+def cpu_per_request(port: int, web_pid: int, paths: list[str], n: int, clients: int,
+                    token: str | None) -> dict[str, dict[str, Any]]:
+    """CPU seconds the web processes (the server and its children) spend per request
+    of each path: their user + system time over ``n`` requests, less what they spend
+    idle over as long (measured just before), divided by ``n``. Wall-clock req/s on a
+    machine shared with other work measures the neighbours; this does not. 10 warm-up
+    requests first (caches filled, connections pooled)."""
+    out = {}
+    for path in paths:
+        asyncio.run(http_count(port, path, min(clients, 10), 10, token))
+        pids = process_tree(web_pid)
+        idle0, t0 = cpu_seconds(pids), time.monotonic()
+        time.sleep(1.0)
+        idle_rate = (cpu_seconds(pids) - idle0) / (time.monotonic() - t0)
+        c0, t0 = cpu_seconds(pids), time.monotonic()
+        statuses = asyncio.run(http_count(port, path, clients, n, token))
+        elapsed = time.monotonic() - t0
+        used = cpu_seconds(process_tree(web_pid)) - c0 - idle_rate * elapsed
+        out[path] = {"n": n, "cpu_s": used, "cpu_per_request_s": used / n,
+                     "statuses": statuses, "idle_cpu_rate": idle_rate}
+    return out
+
+
 def summary(step: dict[str, Any]) -> str:
     errors = ", ".join(f"{k} {v}" for k, v in step["errors"].items()) or "none"
     return (f"{step['rps']:7.1f} req/s  p50 {step['p50_s'] * 1000:7.1f} ms  "
             f"p99 {step['p99_s'] * 1000:7.1f} ms  errors: {errors}")
+
+
+def cpu_phase(stack: Stack, cluster: int, token: str, args: argparse.Namespace,
+              pause: threading.Event) -> dict[str, Any]:
+    """CPU per request of /healthz/ and each of the four reads, the agent paused (its
+    batches are the web processes' other work); printed with the req/s it implies
+    when every core serves (cores / CPU per request of the mix)."""
+    pause.set()
+    time.sleep(1.5)  # a POST under way finishes
+    try:
+        base = cpu_per_request(stack.port, stack.procs["web"].pid, ["/healthz/"],
+                               args.cpu_requests, args.cpu_clients, None)
+        reads = cpu_per_request(stack.port, stack.procs["web"].pid, endpoints(cluster),
+                                args.cpu_requests, args.cpu_clients, token)
+    finally:
+        pause.clear()
+    cores = os.cpu_count() or 1
+    mix = sum(r["cpu_per_request_s"] for r in reads.values()) / len(reads)
+    print(f"CPU per request of the web processes ({args.cpu_requests} requests each, "
+          f"{args.cpu_clients} connections, agent paused):")
+    for path, r in {**base, **reads}.items():
+        bad = {k: v for k, v in r["statuses"].items() if k != 200}
+        print(f"  {r['cpu_per_request_s'] * 1000:7.2f} ms  {path}"
+              + (f"  (non-200: {bad})" if bad else ""))
+    print(f"  {mix * 1000:7.2f} ms  the four reads mixed -> at most {cores / mix:.0f} req/s "
+          f"on {cores} cores (cores / CPU per request)")
+    return {"endpoints": {**base, **reads}, "mix_cpu_per_request_s": mix,
+            "implied_rps": cores / mix, "cores": cores}
 
 
 def main() -> int:
@@ -343,6 +457,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="web processes (default: one per core)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--web-nice", type=int, default=10,
+                        help="the web processes' nice value (TWIN_WEB_NICE; the demo's 10)")
+    parser.add_argument("--cpu-requests", type=int, default=300,
+                        help="requests per endpoint for the CPU-per-request figure (0: none)")
+    parser.add_argument("--cpu-clients", type=int, default=10,
+                        help="concurrent connections while measuring CPU per request")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="only the CPU-per-request figure (no req/s steps, no target)")
     args = parser.parse_args()
 
     tag = uuid.uuid4().hex[:6]
@@ -350,26 +472,30 @@ def main() -> int:
     ready = prepare()
     cluster, token = ready["cluster"], ready["token"]
     logdir = Path(tempfile.mkdtemp(prefix="serving-bench-"))
-    stack = Stack(env, args.workers, logdir)
-    stop = threading.Event()
+    stack = Stack(env, args.workers, logdir, web_nice=args.web_nice)
+    stop, pause = threading.Event(), threading.Event()
     batches: list[dict[str, Any]] = []
     ticks: list[tuple[float, float]] = []
-    results: dict[str, Any] = {"workers": args.workers, "cores": os.cpu_count(),
+    results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
+                               "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
     try:
         stack.start()
         threads = [threading.Thread(target=agent_loop, daemon=True,
                                     args=(stack.base, cluster, ready["agent_token"], stop,
-                                          batches)),
+                                          batches, 1.0, pause)),
                    threading.Thread(target=tick_listener, daemon=True,
                                     args=(cluster, stop, ticks))]
         for thread in threads:
             thread.start()
         time.sleep(5)  # the first ticks (every card's health goes unknown -> ok)
-        measured_from = time.time()
-        print(f"server: manage.py serve --workers {args.workers} on {os.cpu_count()} cores; "
+        print(f"server: manage.py serve --workers {args.workers} --nice {args.web_nice} on "
+              f"{os.cpu_count()} cores; "
               f"load average before: {results['load_before'][0]:.2f}  (logs in {logdir})")
-        for clients in [int(c) for c in args.clients.split(",")]:
+        if args.cpu_requests:
+            results["cpu"] = cpu_phase(stack, cluster, token, args, pause)
+        measured_from = time.time()
+        for clients in ([] if args.cpu_only else [int(c) for c in args.clients.split(",")]):
             base = asyncio.run(http_load(stack.port, ["/healthz/"], clients, args.duration))
             mix = asyncio.run(http_load(stack.port, endpoints(cluster), clients,
                                         args.duration, token))
@@ -378,6 +504,10 @@ def main() -> int:
                                      "ratio": ratio})
             print(f"{clients:4d} clients  /healthz/  {summary(base)}")
             print(f"{clients:4d} clients  4 reads    {summary(mix)}  = {ratio:.2f} × /healthz/")
+        if args.cpu_only:
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=2))
+            return 0
         lags = tick_lags(batches, ticks, measured_from)
         results["tick"] = {"n": len(lags), "p50_s": pct(lags, 50), "p99_s": pct(lags, 99),
                            "batches": len(batches),

@@ -6,8 +6,6 @@ clients.
 """
 import os
 
-from django.core.asgi import get_asgi_application
-
 from twin.embedded import ensure_for_process
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
@@ -18,7 +16,10 @@ os.environ.setdefault("TWIN_DB_CONN_MAX_AGE", "0")
 # … but a pool per process (PostgreSQL): a request borrows a connection and returns
 # it, no connect per request, never more than this many per process.
 os.environ.setdefault("TWIN_DB_POOL_MAX", "8")
-django_asgi_app = get_asgi_application()
+# Django's handler, with request threads kept between requests (twin.core.asgi_handler).
+from twin.core.asgi_handler import get_pooled_asgi_application  # noqa: E402
+
+django_asgi_app = get_pooled_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

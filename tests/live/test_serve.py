@@ -42,6 +42,23 @@ def test_serve_runs_uvicorn_with_the_workers_asked_for(capsys, monkeypatch):
     assert argv[argv.index("--port") + 1] == "8123"
 
 
+def test_serve_lowers_its_priority_when_asked(capsys, monkeypatch):
+    monkeypatch.setenv("TWIN_WEB_NICE", "10")
+    call_command("serve", "--print")
+    assert capsys.readouterr().out.split()[:3] == ["nice", "-n", "10"]
+    call_command("serve", "--print", "--nice", "0")
+    assert capsys.readouterr().out.split()[0] != "nice"
+
+
+@pytest.mark.parametrize("value", ["low", "20", "-5"])
+def test_serve_refuses_a_bad_nice(monkeypatch, value):
+    from django.core.management.base import CommandError
+
+    monkeypatch.setenv("TWIN_WEB_NICE", value)
+    with pytest.raises(CommandError, match="TWIN_WEB_NICE"):
+        call_command("serve", "--print")
+
+
 def test_serve_refuses_a_bad_worker_count(monkeypatch):
     from django.core.management.base import CommandError
 
@@ -62,7 +79,8 @@ def test_the_server_serves_with_n_processes_and_a_pool_each(tiny_cluster):
     User.objects.create_user("crowd", "crowd@example.com", "crowd-pass-123")
     port = free_port()
     env = _worker_env(dict(connection.settings_dict))
-    env.update(TWIN_TELEMETRY_PREFIX=PREFIX, TWIN_WEB_WORKERS="2", TWIN_DB_POOL_MAX="3")
+    env.update(TWIN_TELEMETRY_PREFIX=PREFIX, TWIN_WEB_WORKERS="2", TWIN_DB_POOL_MAX="3",
+               TWIN_WEB_NICE="5")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open(ARTIFACTS / "serve.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
@@ -74,6 +92,8 @@ def test_the_server_serves_with_n_processes_and_a_pool_each(tiny_cluster):
             while len(_workers(proc)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert len(_workers(proc)) == 2, "TWIN_WEB_WORKERS=2 must give 2 processes"
+            base_nice = psutil.Process().nice()
+            assert [w.nice() for w in _workers(proc)] == [base_nice + 5] * 2, "TWIN_WEB_NICE"
 
             # A crowd: each process holds at most its pool of connections.
             def get(_: int) -> int:

@@ -34,13 +34,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.apps import apps
-from django.core.cache import caches
+from django.conf import settings
+from django.core.cache import BaseCache, caches
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from twin.core.unavailable import REDIS_ERRORS
@@ -107,6 +110,31 @@ def domains_written(sql: str) -> set[str]:
     return {tables[name.lower()] for name in mention.findall(sql)}
 
 
+_shared_lock = threading.Lock()
+_shared: tuple[int, str, BaseCache] | None = None
+
+
+def _cache() -> BaseCache:
+    """The ``aggregates`` cache, one instance per process (and configuration).
+
+    Why not ``caches["aggregates"]``: Django keeps one cache object per request
+    context, and Django's Redis backend one connection pool per object, so every
+    request opened (and dropped) a Redis connection of its own: a TCP connect, a
+    handshake and a client-info exchange, about a quarter of the cluster summary's
+    CPU. redis-py's pool is thread-safe, so every request thread shares this one.
+    A changed ``CACHES`` setting (tests) makes a new one."""
+    global _shared
+    config = repr(settings.CACHES["aggregates"])
+    current = _shared
+    if current is None or current[0] != os.getpid() or current[1] != config:
+        with _shared_lock:
+            current = _shared
+            if current is None or current[0] != os.getpid() or current[1] != config:
+                current = (os.getpid(), config, caches.create_connection("aggregates"))
+                _shared = current
+    return current[2]
+
+
 def _version_key(domain: str) -> str:
     return f"version:{domain}"
 
@@ -131,7 +159,7 @@ class _Bump:
 def bump(domain: str) -> None:
     """Replace ``domain``'s version: every value cached under the old one is dead."""
     try:
-        caches["aggregates"].set(_version_key(domain), uuid.uuid4().hex, timeout=None)
+        _cache().set(_version_key(domain), uuid.uuid4().hex, timeout=None)
     except REDIS_ERRORS as exc:
         log.warning("aggregates: could not bump %s (%s); cached values may be served "
                     "until they expire", domain, exc)
@@ -144,7 +172,7 @@ def version(domain: str) -> str:
 
 def _versions(domains: tuple[str, ...]) -> list[str]:
     """The current versions of ``domains``, in one round trip when they exist."""
-    cache = caches["aggregates"]
+    cache = _cache()
     keys = [_version_key(d) for d in domains]
     found = cache.get_many(keys)
     for key in keys:
@@ -157,7 +185,7 @@ def _versions(domains: tuple[str, ...]) -> list[str]:
 def cached(domain: str | tuple[str, ...], key: str, compute: Callable[[], T]) -> T:
     """``compute()``'s value, from Redis if it was computed under the current version
     of ``domain`` (of every domain of a tuple). Redis away: ``compute()`` (uncached)."""
-    cache = caches["aggregates"]
+    cache = _cache()
     domains = (domain,) if isinstance(domain, str) else domain
     try:
         versions = ":".join(f"{d}={v}" for d, v in zip(domains, _versions(domains),

@@ -14,6 +14,13 @@ aggregates (``twin.core.aggregates``), the login throttle.
 
 The command replaces itself with uvicorn (``exec``), so signals reach uvicorn's
 manager directly; ``--print`` shows the command instead.
+
+``--nice N`` (``TWIN_WEB_NICE``) lowers the processes' CPU priority first: where the
+web processes and the telemetry workers share cores (the demo, one machine), a crowd
+of readers otherwise takes the cores the live tick needs, and the tick, which is
+latency-bound, falls behind (benchmarks/serving.py; live_million ``--web-nice``). At
+nice 10 the kernel gives a runnable worker ~9x the web's share when both want a core
+(CFS weights 1,024 against 110), and the web all the cores the workers leave idle.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-__all__ = ["Command", "uvicorn_argv", "web_workers"]
+__all__ = ["Command", "uvicorn_argv", "web_nice", "web_workers"]
 
 
 def web_workers() -> int:
@@ -40,6 +47,18 @@ def web_workers() -> int:
     if workers < 1:
         raise CommandError(f"TWIN_WEB_WORKERS={workers}: give at least 1 process")
     return workers
+
+
+def web_nice() -> int:
+    """``TWIN_WEB_NICE``: how much to lower the web processes' priority (0: not)."""
+    raw = os.environ.get("TWIN_WEB_NICE", "").strip() or "0"
+    try:
+        nice = int(raw)
+    except ValueError:
+        raise CommandError(f"TWIN_WEB_NICE={raw!r} is not a whole number (0-19)") from None
+    if not 0 <= nice <= 19:
+        raise CommandError(f"TWIN_WEB_NICE={nice}: give 0 (as is) to 19 (lowest)")
+    return nice
 
 
 def uvicorn_argv(host: str, port: int, workers: int, *, access_log: bool = False,
@@ -71,6 +90,9 @@ class Command(BaseCommand):
                             help="log a line per request (TWIN_WEB_ACCESS_LOG=1)")
         parser.add_argument("--log-level", default="info",
                             choices=["critical", "error", "warning", "info", "debug"])
+        parser.add_argument("--nice", type=int, default=None,
+                            help="lower the CPU priority by this much, 0-19 (default: "
+                                 "TWIN_WEB_NICE, else 0)")
         parser.add_argument("--print", action="store_true", dest="print_only",
                             help="print the command instead of running it")
 
@@ -80,9 +102,14 @@ class Command(BaseCommand):
             raise CommandError(f"--workers {workers}: give at least 1 process")
         argv = uvicorn_argv(options["host"], options["port"], workers,
                             access_log=options["access_log"], log_level=options["log_level"])
+        nice = options["nice"] if options["nice"] is not None else web_nice()
+        if not 0 <= nice <= 19:
+            raise CommandError(f"--nice {nice}: give 0 (as is) to 19 (lowest)")
         if options["print_only"]:
-            self.stdout.write(shlex.join(argv))
+            self.stdout.write(shlex.join((["nice", "-n", str(nice)] if nice else []) + argv))
             return
+        if nice:
+            os.nice(nice)  # inherited by uvicorn's processes through exec and spawn
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(argv[0], argv)
