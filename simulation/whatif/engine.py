@@ -135,6 +135,21 @@ class _Case(_Run):
         self.spares_free = spec.spares
         self.borrowed = np.zeros(len(work), np.int64)
         self.spare_swaps = 0
+        self.queue_log: list[tuple[float, int, float]] = []  # t, waiting jobs, queued cards
+
+    def record(self) -> None:
+        """The scheduler's timeline, plus the queue as the what-if reports it: jobs
+        waiting (a non-gang job's queued cards count as one job) and the cards they ask
+        for (a fraction of one card for a shared one)."""
+        super().record()
+        cards = 0.0
+        jobs: set[int] = set()
+        num, milli, units = self.work.num_gpu, self.work.gpu_milli, self.unit
+        for _, seq, j in self.queue:
+            jobs.add(j)
+            n = int(num[j])
+            cards += 1.0 if seq in units else n if n > 1 else float(milli[j]) / 1000.0
+        self.queue_log.append((float(self.env.now), len(jobs), cards))
 
     # -------------------------------------------------------------- speed
     def slowdown(self, pl: Placement) -> float:
@@ -509,8 +524,9 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
     holds = np.array([(t0, t1, int(case.rack_of_node[n]), 1.0)
                       for n, _, t0, t1 in case.hold_log], np.float64).reshape(-1, 4)
     cap_t = np.array([t for t, _ in case.cap_log])
+    qlog = np.array(case.queue_log or [(0.0, 0, 0.0)], np.float64).reshape(-1, 3)
     times = np.unique(np.concatenate([[0.0], busy[:, 0], busy[:, 1], holds[:, 0], holds[:, 1],
-                                      cap_t]))
+                                      cap_t, qlog[:, 0]]))
     times = times[(times >= 0) & (times < horizon)]
 
     def steps(rows: npt.NDArray[np.float64]) -> F64:
@@ -538,6 +554,9 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
     energy_j = _step_integral(times, total_w, horizon)
     util = busy_cards.sum(axis=1) / max(n_cards, 1.0)
     avail = 1.0 - down_cards.sum(axis=1) / max(n_cards, 1.0)
+    # the queue: a step function, its last record at or before each time holds
+    at = np.clip(np.searchsorted(qlog[:, 0], times, side="right") - 1, 0, None)
+    waiting, queued_cards = qlog[at, 1], qlog[at, 2]
     # per job
     n = len(work)
     arrival: F64 = work.arrival_s.astype(np.float64)
@@ -562,12 +581,16 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "lost_card_hours": float(case.lost_card_s.sum()) / 3600.0,
         "queue_wait_mean_s": float(waits.mean()) if len(waits) else 0.0,
         "queue_wait_p90_s": float(np.percentile(waits, 90)) if len(waits) else 0.0,
+        "waiting_jobs_mean": _step_integral(times, waiting, horizon) / horizon,
+        "waiting_jobs_peak": float(waiting.max()) if len(waiting) else 0.0,
+        "queued_cards_mean": _step_integral(times, queued_cards, horizon) / horizon,
         "cards": n_cards,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))
                     .round().astype(np.int64)) if len(times) else np.zeros(0, np.int64)
     series = {"t_s": times[idx].tolist(), "power_kw": (total_w[idx] / 1e3).tolist(),
-              "utilisation": util[idx].tolist(), "availability": avail[idx].tolist()}
+              "utilisation": util[idx].tolist(), "availability": avail[idx].tolist(),
+              "waiting_jobs": waiting[idx].tolist(), "queued_cards": queued_cards[idx].tolist()}
     mean_rack_w = (np.sum(rack_w * np.diff(np.append(times, horizon))[:, None], axis=0)
                    / horizon if len(times) else np.zeros(n_racks))
     per_job: dict[str, npt.NDArray[Any]] = {

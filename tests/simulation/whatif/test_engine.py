@@ -273,3 +273,31 @@ def test_a_hot_spare_lets_a_failed_job_resume_in_place():
     emptied = run_whatif(s, layout(), spec(spares=1, **{**base, "events": [
         {"at_s": 10.0, "kind": "change_spares", "value": 0}, *events]}))
     assert row(emptied, 1)["completion_s"] == pytest.approx(without["completion_s"])
+
+
+def test_the_queue_series_counts_waiting_jobs_and_their_cards():
+    """A hand case: 32 cards, a 24-card job running to 3,600 s; two 24-card jobs queued
+    at the fork (FIFO, 1,800 s each). Job 2 waits until 3,600 s; job 3 behind it until
+    5,400 s. The queue is 2 jobs / 48 cards on [0, 3600), 1 job / 24 cards on
+    [3600, 5400), empty after: the means are those steps' integrals over the horizon."""
+    s = snap((running(1, range(0, 24), since=0.0, left=3600.0),),
+             (queued(2, 24, 1800.0), queued(3, 24, 1800.0)))
+    h = 7200.0
+    base = run_case(s, layout(), spec(horizon_s=h), events=())
+    series = base.series
+    at = {round(t): (w, c) for t, w, c in zip(series["t_s"], series["waiting_jobs"],
+                                              series["queued_cards"], strict=True)}
+    assert at[0] == (2, 48.0) and at[3600] == (1, 24.0) and at[5400] == (0, 0.0)
+    assert base.totals["waiting_jobs_mean"] == pytest.approx((2 * 3600 + 1 * 1800) / h)
+    assert base.totals["queued_cards_mean"] == pytest.approx((48 * 3600 + 24 * 1800) / h)
+    assert base.totals["waiting_jobs_peak"] == 2
+    # a server of the running job fails at 600 s: job 1 goes back to the queue, and the
+    # 24 cards still up take job 2 at once — the queue is then jobs 3 and 1 (48 cards)
+    res = run_whatif(s, layout(), spec(horizon_s=h, events=[
+        {"at_s": 600.0, "kind": "fail_server", "target": 100}]))
+    p = res.perturbed.series
+    k = p["t_s"].index(600.0)
+    assert (p["waiting_jobs"][k], p["queued_cards"][k]) == (2, 48.0)
+    out = res.to_dict()
+    assert out["difference"]["waiting_jobs_mean"] == pytest.approx(
+        res.perturbed.totals["waiting_jobs_mean"] - base.totals["waiting_jobs_mean"])
