@@ -15,7 +15,8 @@ Kinds and their ``value``:
 ``_switch``)       until ``duration_s`` (none: the horizon)
 ``drain_*``        the same elements drained: jobs checkpoint first (no work
                    lost) and move; the cards take no new work
-``add_job``        ``job`` = {id, cards, duration_s, priority, share_milli}
+``add_job``        ``job`` = {id, cards, duration_s, priority, share_milli,
+                   training_model, global_batch}
 ``cancel_job``     the job leaves (running or queued)
 ``resize_job``     ``value`` = new card count: it checkpoints, restarts at that
                    size, its remaining work scaled by old/new cards
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulation.scheduling import POLICIES
+from simulation.training.models import MODELS
 
 __all__ = ["CARD_ELEMENTS", "EVENT_KINDS", "FACILITY_KINDS", "MAX_EVENTS", "MAX_HORIZON_S",
            "MIN_HORIZON_S", "Event", "WhatIfInputError", "WhatIfSpec"]
@@ -162,7 +164,8 @@ class Event:
 def _job(data: Any, path: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise WhatIfInputError(path, "an object {id, cards, duration_s, priority}")
-    extra = sorted(set(data) - {"id", "name", "cards", "duration_s", "priority", "share_milli"})
+    extra = sorted(set(data) - {"id", "name", "cards", "duration_s", "priority", "share_milli",
+                                "training_model", "global_batch"})
     if extra:
         raise WhatIfInputError(f"{path}.{extra[0]}", "unknown field")
     cards = data.get("cards")
@@ -179,10 +182,23 @@ def _job(data: Any, path: str) -> dict[str, Any]:
     job_id = data.get("id")
     if job_id is not None and (isinstance(job_id, bool) or not isinstance(job_id, int)):
         raise WhatIfInputError(f"{path}.id", "an integer (to name it in later events)")
-    return {"id": job_id, "name": str(data.get("name", "")), "cards": cards,
-            "duration_s": _number(data.get("duration_s"), f"{path}.duration_s", lo=1.0,
-                                  hi=365 * 86400.0),
-            "priority": prio, "share_milli": share}
+    model = data.get("training_model")
+    if model is not None and model not in MODELS:
+        raise WhatIfInputError(f"{path}.training_model", f"a model of the training catalogue "
+                                                         f"({', '.join(MODELS)}), got {model!r}")
+    batch = data.get("global_batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                              or not 1 <= batch <= 1 << 24):
+        raise WhatIfInputError(f"{path}.global_batch", f"sequences per step, an integer from "
+                                                       f"1, got {batch!r}")
+    out = {"id": job_id, "name": str(data.get("name", "")), "cards": cards,
+           "duration_s": _number(data.get("duration_s"), f"{path}.duration_s", lo=1.0,
+                                 hi=365 * 86400.0),
+           "priority": prio, "share_milli": share}
+    if model is not None:
+        out["training_model"] = model
+        out["global_batch"] = batch
+    return out
 
 
 @dataclass(frozen=True)
