@@ -1,5 +1,9 @@
 """The what-if kind: from the live twin now, over a horizon, events against doing nothing.
 
+A job that names a ``training_model`` runs at the training model's pace for its
+placement and clock (``simulation.whatif.speed``): the layout carries the cluster's
+accelerator figures (the catalogue row, ``accelerator_figures``) for it.
+
 It always forks: ``prepare`` reads the run's snapshot
 (``twin.scenarios.snapshot.live_state``: the one the run forked with ``fork`` /
 ``fork_from``, or frozen now and stored with the run; a cluster without live telemetry
@@ -33,6 +37,7 @@ from simulation.whatif import (
     run_whatif,
     summary_rows,
 )
+from twin.scenarios.hardware import accelerator_figures
 from twin.scenarios.kinds.base import (
     FieldSpec,
     Progress,
@@ -231,10 +236,14 @@ def cluster_layout(cluster: Any) -> Layout:
             .order_by().values_list("id", "rack_id", "server_id"):
         switches[did] = (sid,) if sid else tuple(by_rack.get(rid, ())) if rid else ()
     power = Card.objects.filter(server__rack__cluster=cluster).aggregate(
-        tdp=Max("accelerator__tdp_w"), idle=Min("accelerator__idle_w"))
+        tdp=Max("accelerator__tdp_w"), idle=Min("accelerator__idle_w"),
+        slug=Min("accelerator__slug"))
+    figures = accelerator_figures(power["slug"]) if power["slug"] else None
     return Layout(tuple(s for s, _, _ in servers), tuple(r for _, r, _ in servers),
                   tuple(n or 0 for _, _, n in servers), tuple(cards), switches,
-                  float(power["tdp"] or 700.0), float(power["idle"] or 100.0))
+                  float(power["tdp"] or 700.0), float(power["idle"] or 100.0),
+                  accelerator={k: float(v) if isinstance(v, int | float) or hasattr(v, "is_nan")
+                               else v for k, v in figures.items()} if figures else None)
 
 
 def check_targets(spec: WhatIfSpec, layout: Layout, snapshot: LiveSnapshot, plant: Any | None,
