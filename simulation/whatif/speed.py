@@ -115,6 +115,7 @@ class StepTimes:
         self._steps: dict[tuple[str, int, int, int, float], float | None] = {}
         self.searches = 0
         self.pricings = 0
+        self.calls = 0
 
     def system(self, cards: int, domain: int) -> SystemSpec:
         """The accelerator as ``cards`` cards in scale-up domains of ``domain``."""
@@ -138,6 +139,7 @@ class StepTimes:
 
     def step_time(self, shape: Shape) -> float | None:
         """Seconds a step of ``shape`` takes (None: the model cannot run it)."""
+        self.calls += 1
         clock = max(CLOCK_BUCKET, round(shape.clock / CLOCK_BUCKET) * CLOCK_BUCKET)
         domain = valid_domain(shape.cards, shape.domain, self.cards_per_server)
         key = (shape.model, shape.global_batch, shape.cards, domain, round(clock, 6))
