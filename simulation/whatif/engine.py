@@ -133,6 +133,10 @@ class _Case(_Run):
         self.cancelled = np.zeros(len(work), bool)
         self.racks, self.rack_of_node = layout.rack_index()
         self.clock = np.ones(len(self.racks))
+        self.rack_cap = np.full(len(self.racks), np.inf)  # cap_power's W per card
+        self.contract_kw = spec.contract_kw
+        self.site_cap = self.contract_cap(spec.contract_kw)
+        self.clock = self.clocks(np.arange(len(self.racks)))
         self.seg: dict[int, tuple[int, float, float]] = {}  # seq -> (job, t0, slowdown)
         self.holds: dict[tuple[int, int], int] = {}  # (node, slot) -> reasons holding it
         self.hold_log: list[tuple[int, int, float, float]] = []  # node, slot, t0, t1
@@ -305,16 +309,49 @@ class _Case(_Run):
         self.dispatch()
         self.record()
 
+    def contract_cap(self, contract_kw: float | None) -> float:
+        """W per card a contract leaves: the cards' budget ``contract / pue`` (the
+        what-if's power is the cards'; the servers' static and network draw, and the
+        facility's losses beyond ``pue``, are not modelled — assumption) shared by every
+        card in the layout, so the site stays under it with every card busy."""
+        if contract_kw is None:
+            return math.inf
+        cards = float(self.info["healthy"].sum()) if "healthy" in self.info else 0.0
+        return contract_kw * 1e3 / self.spec.pue / max(cards, 1.0)
+
+    def clocks(self, racks: npt.NDArray[np.int64]) -> F64:
+        """The racks' clocks under the tighter of their cap and the contract's."""
+        lay = self.layout
+        cap = np.minimum(self.rack_cap[racks], self.site_cap)
+        capped = np.isfinite(cap) & (cap < lay.tdp_w)
+        f = np.ones(len(racks))
+        if capped.any():
+            f[capped] = clock_for_cap(cap[capped], lay.tdp_w, lay.idle_w, lay.clock_power)
+        return f
+
     def set_clock(self, racks: list[int], cap_w: float | None) -> None:
         """Cap (or uncap: None) the racks' cards; re-time the jobs running on them."""
-        lay = self.layout
-        f = 1.0 if cap_w is None else float(clock_for_cap(
-            np.array([cap_w]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
-        self.clock[racks] = f
+        self.rack_cap[racks] = np.inf if cap_w is None else float(cap_w)
+        self.reclock(racks)
+
+    def set_contract(self, contract_kw: float | None) -> float:
+        """A new site contract from now: every rack re-clocked; returns the card cap."""
+        self.contract_kw = contract_kw
+        self.site_cap = self.contract_cap(contract_kw)
+        self.reclock(list(range(len(self.racks))))
+        return self.site_cap
+
+    def reclock(self, racks: list[int]) -> None:
+        """The racks' clocks from their caps and the contract; the jobs running on a
+        rack whose clock changed are re-timed."""
+        idx = np.asarray(racks, np.int64)
+        f = self.clocks(idx)
+        changed = {int(r) for r, a, b in zip(idx.tolist(), self.clock[idx].tolist(),
+                                             f.tolist(), strict=True) if a != b}
+        self.clock[idx] = f
         self.cap_log.append((float(self.env.now), self.clock.copy()))
-        hit = set(racks)
         for seq in [s for s, (_, _, pl, _) in self.running.items()
-                    if any(int(self.rack_of_node[n]) in hit for n, _, _ in pl)]:
+                    if any(int(self.rack_of_node[n]) in changed for n, _, _ in pl)]:
             self.retime(seq)
 
     def retime(self, seq: int) -> None:
@@ -418,6 +455,15 @@ class _Case(_Run):
             if ev.duration_s is not None:
                 back = self.env.timeout(ev.duration_s)
                 back.callbacks.append(partial(_call, self.set_clock, racks, None))
+        elif kind == "change_contract":
+            before = self.contract_kw
+            cap = self.set_contract(ev.value)
+            note.update(contract_kw=ev.value, card_cap_w=cap if math.isfinite(cap) else None,
+                        clock=float(self.clock.min()) if len(self.clock) else 1.0,
+                        below_idle=bool(cap < self.layout.idle_w))
+            if ev.duration_s is not None:
+                back = self.env.timeout(ev.duration_s)
+                back.callbacks.append(partial(_call, self.set_contract, before))
         self.applied.append(note)
 
     def events(self, events: list[tuple[float, Callable[[], Any]]]) -> Any:

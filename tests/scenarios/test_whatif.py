@@ -93,6 +93,13 @@ def test_a_card_of_the_running_job_fails_from_the_live_fork(live_world,  # noqa:
     ({"spares": -1}, "params.spares"),
     ({"events": [{"at_s": 10, "kind": "change_spares", "value": 1.5}]},
      "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": -1}]},
+     "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": "NaN"}]},
+     "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": 5000, "target": 1}]},
+     "params.events[0].target"),
+    ({"pue": 0.5}, "params.pue"),
     ({"events": [{"at_s": 10, "kind": "add_job", "job": {
         "cards": 1, "duration_s": 60, "training_model": "gpt-9"}}]},
      "params.events[0].job.training_model"),
@@ -254,3 +261,27 @@ def test_a_jobs_training_model_is_checked(admin_client_api, tiny_cluster, body, 
         "cluster": tiny_cluster["cluster"].pk, "name": "x", "tenant": "t", "cards": 1,
         **body}, format="json")
     assert response.status_code == 400 and field in response.json(), response.content
+
+
+def test_a_contract_change_on_a_built_cluster_caps_its_cards_and_reaches_the_plant(db):
+    """A preset-built cluster's site has a contract (the facility builder's: the plant's
+    draw + 10 %): both cases run under it; halving it from 600 s caps every card to its
+    share of contract / PUE, and the facility's perturbed run takes the lower contract."""
+    from twin.facility.models import Site
+    from twin.hardware.builder import build_cluster
+
+    built = build_cluster("seed-512", supernodes=1, name="contract-whatif")
+    site = Site.objects.get(cluster_id=built["cluster_id"])
+    half = site.contract_kw / 2
+    out = StringIO()
+    call_command("run_scenario", "whatif", "--cluster", "contract-whatif", "--no-progress",
+                 "--json", "--params", json.dumps({"horizon_h": 2, "failure_rate": 0, "events": [
+                     {"at_s": 600, "kind": "change_contract", "value": half}]}), stdout=out)
+    result = json.loads(out.getvalue()[out.getvalue().index("{"):])
+    (applied,) = result["perturbed"]["applied"]
+    cards = result["perturbed"]["totals"]["cards"]
+    assert applied["kind"] == "change_contract" and applied["contract_kw"] == half
+    assert applied["card_cap_w"] == pytest.approx(half * 1e3 / 1.1 / cards)
+    facility = result["facility"]
+    assert facility["baseline"]["contract_kw"] == site.contract_kw
+    assert facility["perturbed"]["contract_kw"] == half
