@@ -174,10 +174,14 @@ class _Case(_Run):
             ref = self.reference.get(j)
             if ref is None:
                 ref = self.reference[j] = self.shape(j, None, 1.0)
-            slow = self.speed.slowdown(ref, self.shape(j, pl, f))
+            now = self.shape(j, pl, f)
+            slow = self.speed.slowdown(ref, now)
             if slow is not None:
                 return slow
             self.fallbacks.add(j)
+            c = self.spec.compute_share
+            # its work was not rescaled on a resize: the linear bound, as for other jobs
+            return (c / max(f, 1e-6) + 1.0 - c) * ref.cards / max(now.cards, 1)
         c = self.spec.compute_share
         return c / max(f, 1e-6) + 1.0 - c
 

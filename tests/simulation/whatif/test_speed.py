@@ -131,3 +131,16 @@ def test_a_resized_training_job_runs_at_its_new_sizes_step_time(times):
     assert row(res, 2)["completion_s"] == pytest.approx(7200.0 * slow, rel=1e-9)
     base = run_case(s, h100_layout(), spec(), events=())
     assert base.per_job["completion_s"][0] == pytest.approx(7200.0)
+
+
+def test_a_shape_the_model_cannot_run_falls_back_to_the_expected_pace():
+    """llama3-70b on 8 cards does not fit an H100's 80 GB (the search finds no layout):
+    the job keeps its expected duration, counted in ``speed_fallbacks``; resized to 4
+    cards it falls back to the linear bound (work × old/new), as a job without a model."""
+    job = RunningJob(1, "big", "", 0, tuple(range(8)), (1000,) * 8, T0, T0 + 3600.0, None,
+                     "llama3-70b", 64)
+    res = run_whatif(snap((job,)), h100_layout(), spec(events=[
+        {"at_s": 0.0, "kind": "resize_job", "target": 1, "value": 4}]))
+    assert row(res, 1)["baseline_completion_s"] == pytest.approx(3600.0)
+    assert row(res, 1)["completion_s"] == pytest.approx(7200.0)
+    assert res.baseline.jobs["speed_fallbacks"] == 1
