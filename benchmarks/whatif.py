@@ -28,6 +28,13 @@ Phases, in this process:
    (placements and the EASY reservation recomputed, no settled pass skipped), as the
    dispatch did before the reuse — timed against the same case with the reuse; the
    two results must be identical (``--skip-reference`` leaves it out).
+6. **The training model's step-time cache**: ``--training-share`` of the extra queued
+   jobs name a training model (llama3-8b, or llama3-70b on 32 and 64 cards; global
+   batch 2 sequences per card), so the what-if prices their pace on every placement and
+   clock (``simulation.whatif.speed``). "After" is the what-if of phase 3 with the cache
+   (searches and step pricings counted); "before" prices every call again
+   (``StepTimes(cache=False)``): its cost per call is timed on a sample of the run's own
+   calls and scaled to all of them (a whole uncached week would take hours).
 
 Target: a week's what-if on 4,096 cards answers in ≤ 10 s (issue 25: "an answer in
 seconds"). Exit status 0 only when it does.
@@ -61,6 +68,10 @@ def main() -> int:
     parser.add_argument("--policy", default="fifo-first-fit")
     parser.add_argument("--naive-every", type=int, default=120,
                         help="the naive sampler evaluates every n-th minute, scaled")
+    parser.add_argument("--training-share", type=float, default=0.5,
+                        help="share of the extra queued jobs that name a training model")
+    parser.add_argument("--uncached-sample", type=int, default=12,
+                        help="uncached step-time calls timed for phase 6")
     parser.add_argument("--skip-reference", action="store_true",
                         help="leave out phase 5 (the dispatch without reuse: slow)")
     args = parser.parse_args()
@@ -73,7 +84,8 @@ def main() -> int:
 
     from simulation.scheduling.engine import _Run
     from simulation.snapshot import PendingJob
-    from simulation.whatif import WhatIfSpec, run_case, run_whatif
+    from simulation.whatif import Shape, WhatIfSpec, run_case, run_whatif
+    from simulation.whatif.engine import step_times_for
     from twin.hardware.models import Cluster
     from twin.scenarios.kinds.whatif import cluster_layout
     from twin.scenarios.snapshot import freeze
@@ -98,8 +110,16 @@ def main() -> int:
     rng = np.random.default_rng(1)
     sizes = rng.choice([8, 16, 32, 64], size=args.queue)
     hours = rng.uniform(2.0, 48.0, size=args.queue)
+    trained = rng.uniform(size=args.queue) < args.training_share
+
+    def model_of(i: int) -> str | None:
+        if not trained[i]:
+            return None
+        return "llama3-70b" if sizes[i] >= 32 and i % 2 else "llama3-8b"
+
     extra = tuple(PendingJob(10_000_000 + i, f"train-{i}", "bench", 0, int(sizes[i]), 1000,
-                             True, float(hours[i] * 3600.0), snap.taken_at)
+                             True, float(hours[i] * 3600.0), snap.taken_at, model_of(i),
+                             2 * int(sizes[i]) if trained[i] else None)
                   for i in range(args.queue))
     snap = dataclasses.replace(snap, queue=snap.queue + extra)
     rack = layout.rack_ids[0]
@@ -114,8 +134,9 @@ def main() -> int:
           f"{os.cpu_count()} CPUs; {len(snap.running)} running + {len(snap.queue):,} queued "
           f"jobs, {args.days:g} days, {args.policy}", flush=True)
     print(f"  fork (freeze + layout): {t_fork:.2f} s", flush=True)
+    times = step_times_for(layout)
     t = time.perf_counter()
-    result = run_whatif(snap, layout, spec)
+    result = run_whatif(snap, layout, spec, step_times=times)
     t_run = time.perf_counter() - t
     body = result.to_dict()
     b, p = body["baseline"], body["perturbed"]
@@ -170,6 +191,23 @@ def main() -> int:
               f"{t_plain:.2f} s; results identical: {'yes' if same else 'NO'}; "
               f"ratio {t_plain / max(t_case, 1e-9):.1f}×", flush=True)
         ok = ok and same
+    if times is not None and times.calls:
+        shapes = [Shape(m, b, c, d, k / 100) for (m, b, c, d, k) in
+                  [(key[0], key[1], key[2], key[3], round(key[4] * 100))
+                   for key in list(times._steps)[: args.uncached_sample]]]
+        cold = step_times_for(layout, cache=False)
+        assert cold is not None
+        t = time.perf_counter()
+        for shape in shapes:
+            cold.step_time(shape)
+        per_call = (time.perf_counter() - t) / max(len(shapes), 1)
+        before = per_call * times.calls
+        print(f"  training-model pace: {int(trained.sum()):,} queued jobs name a model; "
+              f"{times.calls:,} step-time calls, {times.searches} searches and "
+              f"{times.pricings} step pricings with the cache (after: the whole what-if "
+              f"{t_run:.2f} s); without it each call searches again: {per_call:.3f} s a call "
+              f"(timed on {len(shapes)}), {before:,.0f} s for the calls alone (before, "
+              f"scaled); ratio {before / max(t_run, 1e-9):,.0f}×", flush=True)
     print(f"  target ≤ {TARGET_S:g} s: {'met' if t_run <= TARGET_S else 'MISSED'}", flush=True)
     return 0 if ok else 1
 

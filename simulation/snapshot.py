@@ -160,6 +160,10 @@ class RunningJob:
     started: float | None
     expected_end: float | None
     progress: float | None
+    training_model: str | None = None
+    """The training catalogue's slug of the model it trains (None: not known)."""
+    global_batch: int | None = None
+    """Its global batch in sequences (None: not known)."""
 
     def remaining_s(self, at: float) -> float | None:
         """Expected seconds left at ``at`` (None: unknown; never negative)."""
@@ -173,7 +177,7 @@ class RunningJob:
                 "priority": self.priority, "cards": pack_ids(self.cards),
                 "share_milli": self.share_milli[0] if uniform else list(self.share_milli),
                 "started": self.started, "expected_end": self.expected_end,
-                "progress": self.progress}
+                "progress": self.progress, **_training(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str = "") -> RunningJob:
@@ -187,7 +191,8 @@ class RunningJob:
                    str(data.get("tenant", "")), int(data.get("priority", 0)), cards, share,
                    _num(data.get("started"), f"{path}started", optional=True),
                    _num(data.get("expected_end"), f"{path}expected_end", optional=True),
-                   _num(data.get("progress"), f"{path}progress", optional=True))
+                   _num(data.get("progress"), f"{path}progress", optional=True),
+                   *_training_from(data, path))
 
 
 @dataclass(frozen=True)
@@ -204,12 +209,15 @@ class PendingJob:
     gang: bool
     duration_s: float | None
     submitted: float | None
+    training_model: str | None = None
+    global_batch: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "tenant": self.tenant,
                 "priority": self.priority, "cards": self.cards,
                 "share_milli": self.share_milli, "gang": self.gang,
-                "duration_s": self.duration_s, "submitted": self.submitted}
+                "duration_s": self.duration_s, "submitted": self.submitted,
+                **_training(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str = "") -> PendingJob:
@@ -218,7 +226,30 @@ class PendingJob:
                    int(_req(data, "cards", path)), int(data.get("share_milli", 1000)),
                    bool(data.get("gang", True)),
                    _num(data.get("duration_s"), f"{path}duration_s", optional=True),
-                   _num(data.get("submitted"), f"{path}submitted", optional=True))
+                   _num(data.get("submitted"), f"{path}submitted", optional=True),
+                   *_training_from(data, path))
+
+
+def _training(job: RunningJob | PendingJob) -> dict[str, Any]:
+    """A job's training workload for its JSON: only when known, so a snapshot of jobs
+    without one keeps the JSON (and the digest) it had before the fields existed."""
+    out: dict[str, Any] = {}
+    if job.training_model is not None:
+        out["training_model"] = job.training_model
+    if job.global_batch is not None:
+        out["global_batch"] = job.global_batch
+    return out
+
+
+def _training_from(data: Mapping[str, Any], path: str) -> tuple[str | None, int | None]:
+    model = data.get("training_model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise TopologyError(f"{path}training_model", "a training model's slug")
+    batch = data.get("global_batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                              or batch < 1):
+        raise TopologyError(f"{path}global_batch", "a whole number of sequences ≥ 1")
+    return model, batch
 
 
 def _same(a: npt.NDArray[Any] | None, b: npt.NDArray[Any] | None) -> bool:

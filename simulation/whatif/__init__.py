@@ -3,7 +3,8 @@ side by side with doing nothing (``docs/whatif.md``).
 
 :mod:`.events` (the events, the horizon, the options), :mod:`.layout` (the cluster's
 servers, cards, racks and switches), :mod:`.engine` (:func:`run_whatif`: the
-scheduling replay with failures, self-healing, caps and power), :mod:`.facility`
+scheduling replay with failures, self-healing, caps and power), :mod:`.speed` (a
+training job's pace from the training model's step time), :mod:`.facility`
 (the plant's engine for the facility events and PUE).
 """
 from .engine import CaseResult, WhatIfResult, draw_failures, run_case, run_whatif, summary_rows
@@ -18,6 +19,7 @@ from .events import (
     WhatIfSpec,
 )
 from .layout import DEFAULT_CLOCK_POWER, Layout
+from .speed import Shape, StepTimes
 
 __all__ = [
     "DEFAULT_CLOCK_POWER",
@@ -29,6 +31,8 @@ __all__ = [
     "CaseResult",
     "Event",
     "Layout",
+    "Shape",
+    "StepTimes",
     "WhatIfInputError",
     "WhatIfResult",
     "WhatIfSpec",

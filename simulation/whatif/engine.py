@@ -53,11 +53,14 @@ from simulation.scheduling.fragmentation import TaskTypes
 from simulation.scheduling.state import Placement
 from simulation.snapshot import LiveSnapshot
 from simulation.training.energy import clock_for_cap, dynamic_fraction
+from simulation.training.models import MODELS
 
 from .events import Event, WhatIfInputError, WhatIfSpec
 from .layout import Layout
+from .speed import DEFAULT_SEQUENCES_PER_CARD, Shape, StepTimes
 
-__all__ = ["CaseResult", "WhatIfResult", "draw_failures", "run_case", "run_whatif", "summary_rows"]
+__all__ = ["CaseResult", "WhatIfResult", "draw_failures", "run_case", "run_whatif",
+           "step_times_for", "summary_rows"]
 
 F64 = npt.NDArray[np.float64]
 _HOLD = -1  # the ``job`` of a down card's hold in the segment table
@@ -112,10 +115,15 @@ class _Case(_Run):
     queued again with its remaining work."""
 
     def __init__(self, nodes: Any, work: Workload, spec: WhatIfSpec, layout: Layout,
-                 types: TaskTypes, info: dict[str, Any]) -> None:
+                 types: TaskTypes, info: dict[str, Any], speed: StepTimes | None = None) -> None:
         super().__init__(nodes, work, spec.policy, "full", spec.seed, types, None, None,
                          len(work), True)
         self.spec, self.layout, self.info = spec, layout, info
+        self.speed = speed
+        self.train: list[tuple[str, int] | None] = info.get("train") or [None] * len(work)
+        self.reference: dict[int, Shape] = {}
+        self.fallbacks: set[int] = set()
+        self.by_supernode = speed is not None and speed.domain > speed.cards_per_server
         self.work_left = work.duration_s.astype(np.float64).copy()  # full-speed seconds
         self.ckpt_origin = np.zeros(len(work))  # time its checkpoint clock started
         self.lost_card_s = np.zeros(len(work))
@@ -125,6 +133,10 @@ class _Case(_Run):
         self.cancelled = np.zeros(len(work), bool)
         self.racks, self.rack_of_node = layout.rack_index()
         self.clock = np.ones(len(self.racks))
+        self.rack_cap = np.full(len(self.racks), np.inf)  # cap_power's W per card
+        self.contract_kw = spec.contract_kw
+        self.site_cap = self.contract_cap(spec.contract_kw)
+        self.clock = self.clocks(np.arange(len(self.racks)))
         self.seg: dict[int, tuple[int, float, float]] = {}  # seq -> (job, t0, slowdown)
         self.holds: dict[tuple[int, int], int] = {}  # (node, slot) -> reasons holding it
         self.hold_log: list[tuple[int, int, float, float]] = []  # node, slot, t0, t1
@@ -135,17 +147,65 @@ class _Case(_Run):
         self.spares_free = spec.spares
         self.borrowed = np.zeros(len(work), np.int64)
         self.spare_swaps = 0
+        self.queue_log: list[tuple[float, int, float]] = []  # t, waiting jobs, queued cards
+
+    def record(self) -> None:
+        """The scheduler's timeline, plus the queue as the what-if reports it: jobs
+        waiting (a non-gang job's queued cards count as one job) and the cards they ask
+        for (a fraction of one card for a shared one)."""
+        super().record()
+        cards = 0.0
+        jobs: set[int] = set()
+        num, milli, units = self.work.num_gpu, self.work.gpu_milli, self.unit
+        for _, seq, j in self.queue:
+            jobs.add(j)
+            n = int(num[j])
+            cards += 1.0 if seq in units else n if n > 1 else float(milli[j]) / 1000.0
+        self.queue_log.append((float(self.env.now), len(jobs), cards))
 
     # -------------------------------------------------------------- speed
-    def slowdown(self, pl: Placement) -> float:
-        """c/f + 1 − c at the slowest clock among the job's racks."""
+    def slowdown(self, pl: Placement, j: int | None = None) -> float:
+        """The job's time per unit of work on ``pl`` at the slowest clock among its racks:
+        the training model's step(now) / step(reference) for a job that names one
+        (:mod:`.speed`), else c/f + 1 − c (a job without a model, or one the model
+        cannot run where it is: counted in ``fallbacks``)."""
         f = min(float(self.clock[self.rack_of_node[n]]) for n, _, _ in pl)
+        if self.speed is not None and j is not None and self.train[j] is not None:
+            ref = self.reference.get(j)
+            if ref is None:
+                ref = self.reference[j] = self.shape(j, None, 1.0)
+            now = self.shape(j, pl, f)
+            slow = self.speed.slowdown(ref, now)
+            if slow is not None:
+                return slow
+            self.fallbacks.add(j)
+            c = self.spec.compute_share
+            # its work was not rescaled on a resize: the linear bound, as for other jobs
+            return (c / max(f, 1e-6) + 1.0 - c) * ref.cards / max(now.cards, 1)
         c = self.spec.compute_share
         return c / max(f, 1e-6) + 1.0 - c
 
+    def shape(self, j: int, pl: Placement | None, clock: float) -> Shape:
+        """Job ``j``'s training shape on ``pl`` (None: its requested cards in the
+        accelerator's full scale-up domain) at ``clock``. The domain is the fewest of
+        its whole cards in one server (one supernode when the domain spans servers)."""
+        assert self.speed is not None and self.train[j] is not None
+        model, batch = self.train[j]  # type: ignore[misc]
+        if pl is None:
+            cards = int(self.work.num_gpu[j])
+            return Shape(model, batch, cards, min(cards, self.speed.domain), clock)
+        per: dict[int, int] = {}
+        sn = self.layout.supernode_ids
+        for n, c, m in pl:
+            if c >= 0 and m >= 1000:
+                key = sn[n] if self.by_supernode and sn[n] else -1 - n
+                per[key] = per.get(key, 0) + 1
+        cards = sum(per.values())
+        return Shape(model, batch, max(cards, 1), min(per.values(), default=1), clock)
+
     # -------------------------------------------------------------- the run's hooks
     def start(self, seq: int, j: int, pl: Placement, arrival: float) -> None:
-        slow = self.slowdown(pl)
+        slow = self.slowdown(pl, j)
         self.work.duration_s[j] = self.work_left[j] * slow
         if math.isnan(self.first_start[j]):
             self.first_start[j] = float(self.env.now)
@@ -253,16 +313,49 @@ class _Case(_Run):
         self.dispatch()
         self.record()
 
+    def contract_cap(self, contract_kw: float | None) -> float:
+        """W per card a contract leaves: the cards' budget ``contract / pue`` (the
+        what-if's power is the cards'; the servers' static and network draw, and the
+        facility's losses beyond ``pue``, are not modelled — assumption) shared by every
+        card in the layout, so the site stays under it with every card busy."""
+        if contract_kw is None:
+            return math.inf
+        cards = float(self.info["healthy"].sum()) if "healthy" in self.info else 0.0
+        return contract_kw * 1e3 / self.spec.pue / max(cards, 1.0)
+
+    def clocks(self, racks: npt.NDArray[np.int64]) -> F64:
+        """The racks' clocks under the tighter of their cap and the contract's."""
+        lay = self.layout
+        cap = np.minimum(self.rack_cap[racks], self.site_cap)
+        capped = np.isfinite(cap) & (cap < lay.tdp_w)
+        f = np.ones(len(racks))
+        if capped.any():
+            f[capped] = clock_for_cap(cap[capped], lay.tdp_w, lay.idle_w, lay.clock_power)
+        return f
+
     def set_clock(self, racks: list[int], cap_w: float | None) -> None:
         """Cap (or uncap: None) the racks' cards; re-time the jobs running on them."""
-        lay = self.layout
-        f = 1.0 if cap_w is None else float(clock_for_cap(
-            np.array([cap_w]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
-        self.clock[racks] = f
+        self.rack_cap[racks] = np.inf if cap_w is None else float(cap_w)
+        self.reclock(racks)
+
+    def set_contract(self, contract_kw: float | None) -> float:
+        """A new site contract from now: every rack re-clocked; returns the card cap."""
+        self.contract_kw = contract_kw
+        self.site_cap = self.contract_cap(contract_kw)
+        self.reclock(list(range(len(self.racks))))
+        return self.site_cap
+
+    def reclock(self, racks: list[int]) -> None:
+        """The racks' clocks from their caps and the contract; the jobs running on a
+        rack whose clock changed are re-timed."""
+        idx = np.asarray(racks, np.int64)
+        f = self.clocks(idx)
+        changed = {int(r) for r, a, b in zip(idx.tolist(), self.clock[idx].tolist(),
+                                             f.tolist(), strict=True) if a != b}
+        self.clock[idx] = f
         self.cap_log.append((float(self.env.now), self.clock.copy()))
-        hit = set(racks)
         for seq in [s for s, (_, _, pl, _) in self.running.items()
-                    if any(int(self.rack_of_node[n]) in hit for n, _, _ in pl)]:
+                    if any(int(self.rack_of_node[n]) in changed for n, _, _ in pl)]:
             self.retime(seq)
 
     def retime(self, seq: int) -> None:
@@ -336,7 +429,9 @@ class _Case(_Run):
             self.work.gpu_milli[j] = 1000
             self.requests.pop(j, None)
             self.type_of[j] = -1
-            self.work_left[j] *= old / new
+            if self.speed is None or self.train[j] is None:
+                self.work_left[j] *= old / new  # linear scaling: an upper bound
+            # a training job's new size enters through its step time (``slowdown``)
             self.dispatch()
             self.record()
         elif kind == "add_job":
@@ -364,6 +459,15 @@ class _Case(_Run):
             if ev.duration_s is not None:
                 back = self.env.timeout(ev.duration_s)
                 back.callbacks.append(partial(_call, self.set_clock, racks, None))
+        elif kind == "change_contract":
+            before = self.contract_kw
+            cap = self.set_contract(ev.value)
+            note.update(contract_kw=ev.value, card_cap_w=cap if math.isfinite(cap) else None,
+                        clock=float(self.clock.min()) if len(self.clock) else 1.0,
+                        below_idle=bool(cap < self.layout.idle_w))
+            if ev.duration_s is not None:
+                back = self.env.timeout(ev.duration_s)
+                back.callbacks.append(partial(_call, self.set_contract, before))
         self.applied.append(note)
 
     def events(self, events: list[tuple[float, Callable[[], Any]]]) -> Any:
@@ -399,6 +503,15 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
     ids: list[Any] = []
     pins: list[dict[str, Any]] = []
     unavailable = snapshot.down_cards("failed", "maintenance")
+    train: list[tuple[str, int] | None] = []
+
+    def training(model: str | None, batch: int | None, cards: int, milli: int) -> None:
+        """The row's (model, global batch), for whole-card jobs that name a model."""
+        if model is None or model not in MODELS or milli < 1000:
+            train.append(None)
+        else:
+            train.append((model, int(batch or DEFAULT_SEQUENCES_PER_CARD * cards)))
+
     for job in snapshot.running:
         pieces = [(place[c][0], place[c][1], m) for c, m in zip(job.cards, job.share_milli,
                                                                 strict=True)
@@ -414,12 +527,15 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
         since = 0.0 if job.started is None else max(0.0, snapshot.taken_at - job.started)
         pins.append({"row": len(ids), "placement": pieces, "since_s": since})
         ids.append(job.id)
+        training(job.training_model, job.global_batch, len(job.cards),
+                 min(job.share_milli, default=1000))
     for q in snapshot.queue:
         records.append({"name": q.name or f"job {q.id}", "num_gpu": q.cards,
                         "gpu_milli": q.share_milli if q.cards == 1 else 1000,
                         "duration_s": q.duration_s or spec.default_duration_s,
                         "priority": q.priority})
         ids.append(q.id)
+        training(q.training_model, q.global_batch, q.cards, q.share_milli)
     for i, ev in enumerate(events):
         if ev.kind == "add_job" and ev.job is not None:
             records.append({"name": ev.job["name"] or f"added {i}",
@@ -427,6 +543,8 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
                             "duration_s": ev.job["duration_s"], "priority": ev.job["priority"],
                             "arrival_s": ev.at_s})
             ids.append(("added", f"events[{i}]"))
+            training(ev.job.get("training_model"), ev.job.get("global_batch"),
+                     ev.job["cards"], ev.job["share_milli"])
     work = Workload.from_records(records) if records else Workload.from_records([])
     row_of: dict[Any, int] = {}
     for j, key in enumerate(ids):
@@ -435,14 +553,17 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
         if ev.kind == "add_job" and ev.job is not None and ev.job.get("id") is not None:
             row_of[ev.job["id"]] = row_of[("added", f"events[{i}]")]
     info = {"ids": ids, "row_of": row_of, "running_rows": len(pins),
-            "queued_rows": len(snapshot.queue)}
+            "queued_rows": len(snapshot.queue), "train": train}
     return work, info, pins
 
 
 def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
              events: tuple[Event, ...] | None = None,
-             failures: list[_Failure] | None = None) -> CaseResult:
-    """One case: ``events`` (default: the spec's; ``()`` for the baseline)."""
+             failures: list[_Failure] | None = None,
+             speed: StepTimes | None = None) -> CaseResult:
+    """One case: ``events`` (default: the spec's; ``()`` for the baseline). ``speed``:
+    the training model's step times (default: :func:`step_times_for` the layout; share
+    one between cases so its cache serves both)."""
     events = spec.events if events is None else events
     unavailable = snapshot.down_cards("failed", "maintenance")
     nodes = layout.nodes(unavailable)
@@ -452,13 +573,17 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     grid = layout.card_grid()
     info.update(grid=grid, card_place=layout.card_place(), healthy=nodes.healthy(),
                 node_of={s: i for i, s in enumerate(layout.server_ids)})
-    case = _Case(nodes, work, spec, layout, types, info)
+    if speed is None:
+        speed = step_times_for(layout)
+    case = _Case(nodes, work, spec, layout, types, info, speed)
     if any(specs):
         case.st.set_type_models(specs)
     # the snapshot's running jobs, where they are, for their remaining time
     for pin in pins:
         j = int(pin["row"])
         pl = [(int(n), int(c), int(m)) for n, c, m in pin["placement"]]
+        if speed is not None and case.train[j] is not None:
+            case.reference[j] = case.shape(j, pl, 1.0)  # its pace at the fork
         seq = case.seq
         case.seq += 1
         case.start(seq, j, pl, 0.0)
@@ -483,6 +608,13 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     case.env.process(case.events([(t, fn) for t, _, fn in timed]))
     case.env.run(until=spec.horizon_s)
     return _figures(case, work, info)
+
+
+def step_times_for(layout: Layout, *, cache: bool = True) -> StepTimes | None:
+    """The training model's step times on the layout's accelerator (None without one)."""
+    if not layout.accelerator:
+        return None
+    return StepTimes(layout.accelerator, layout.width, cache=cache)
 
 
 def _step_integral(t: F64, v: F64, horizon: float) -> float:
@@ -511,8 +643,9 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
     holds = np.array([(t0, t1, int(case.rack_of_node[n]), 1.0)
                       for n, _, t0, t1 in case.hold_log], np.float64).reshape(-1, 4)
     cap_t = np.array([t for t, _ in case.cap_log])
+    qlog = np.array(case.queue_log or [(0.0, 0, 0.0)], np.float64).reshape(-1, 3)
     times = np.unique(np.concatenate([[0.0], busy[:, 0], busy[:, 1], holds[:, 0], holds[:, 1],
-                                      cap_t]))
+                                      cap_t, qlog[:, 0]]))
     times = times[(times >= 0) & (times < horizon)]
 
     def steps(rows: npt.NDArray[np.float64]) -> F64:
@@ -540,6 +673,9 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
     energy_j = _step_integral(times, total_w, horizon)
     util = busy_cards.sum(axis=1) / max(n_cards, 1.0)
     avail = 1.0 - down_cards.sum(axis=1) / max(n_cards, 1.0)
+    # the queue: a step function, its last record at or before each time holds
+    at = np.clip(np.searchsorted(qlog[:, 0], times, side="right") - 1, 0, None)
+    waiting, queued_cards = qlog[at, 1], qlog[at, 2]
     # per job
     n = len(work)
     arrival: F64 = work.arrival_s.astype(np.float64)
@@ -550,6 +686,9 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
     jobs = {"total": n, "completed": int(np.isfinite(end).sum()),
             "cancelled": int(case.cancelled.sum()), "restarts": int(case.restarts.sum()),
             "spare_swaps": case.spare_swaps,
+            "training_model_jobs": sum(t is not None for t in case.train)
+            if case.speed is not None else 0,
+            "speed_fallbacks": len(case.fallbacks),
             "running_at_end": len(case.running), "queued_at_end": len(case.queue)}
     queued_rows = np.arange(info["running_rows"], n)
     waits = np.where(np.isnan(case.first_start[queued_rows]),
@@ -564,12 +703,16 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "lost_card_hours": float(case.lost_card_s.sum()) / 3600.0,
         "queue_wait_mean_s": float(waits.mean()) if len(waits) else 0.0,
         "queue_wait_p90_s": float(np.percentile(waits, 90)) if len(waits) else 0.0,
+        "waiting_jobs_mean": _step_integral(times, waiting, horizon) / horizon,
+        "waiting_jobs_peak": float(waiting.max()) if len(waiting) else 0.0,
+        "queued_cards_mean": _step_integral(times, queued_cards, horizon) / horizon,
         "cards": n_cards,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))
                     .round().astype(np.int64)) if len(times) else np.zeros(0, np.int64)
     series = {"t_s": times[idx].tolist(), "power_kw": (total_w[idx] / 1e3).tolist(),
-              "utilisation": util[idx].tolist(), "availability": avail[idx].tolist()}
+              "utilisation": util[idx].tolist(), "availability": avail[idx].tolist(),
+              "waiting_jobs": waiting[idx].tolist(), "queued_cards": queued_cards[idx].tolist()}
     mean_rack_w = (np.sum(rack_w * np.diff(np.append(times, horizon))[:, None], axis=0)
                    / horizon if len(times) else np.zeros(n_racks))
     per_job: dict[str, npt.NDArray[Any]] = {
@@ -595,6 +738,7 @@ class WhatIfResult:
     failures: int
     wall_s: float
     rows: int
+    speed: dict[str, Any] | None = None
 
     def job_table(self) -> dict[str, Any]:
         """Per job: first start (s from the fork; negative when it ran before the fork,
@@ -641,16 +785,19 @@ class WhatIfResult:
                           "peak_kw": (self.perturbed.rack_peak_w / 1e3).tolist(),
                           "peak_kw_difference": rack_diff.tolist()},
                 "facility": self.facility, "random_failures": self.failures,
-                "wall_s": self.wall_s}
+                "speed": self.speed, "wall_s": self.wall_s}
 
 
 def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
                plant: Any | None = None,
-               progress: Callable[[float, str], None] | None = None) -> WhatIfResult:
+               progress: Callable[[float, str], None] | None = None,
+               step_times: StepTimes | None = None) -> WhatIfResult:
     """The baseline and the perturbed case from ``snapshot`` (see the module doc).
 
     ``plant``: a :class:`simulation.facility.plant.Plant` for the facility events and
     PUE; without one a facility event is a :class:`WhatIfInputError` on its ``kind``.
+    ``step_times``: the training model's step times (default: one built from the
+    layout's accelerator, shared by both cases; None without one).
     """
     t0 = time.perf_counter()
     facility_events = [(i, e) for i, e in enumerate(spec.events)
@@ -662,10 +809,11 @@ def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     failures = draw_failures(layout, spec)
     if progress:
         progress(0.05, f"baseline ({len(failures)} random failures)")
-    base = run_case(snapshot, layout, spec, events=(), failures=failures)
+    speed = step_times if step_times is not None else step_times_for(layout)
+    base = run_case(snapshot, layout, spec, events=(), failures=failures, speed=speed)
     if progress:
         progress(0.5, "perturbed")
-    pert = run_case(snapshot, layout, spec, failures=failures)
+    pert = run_case(snapshot, layout, spec, failures=failures, speed=speed)
     facility = None
     if plant is not None:
         if progress:
@@ -675,8 +823,12 @@ def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
         facility = facility_pair(plant, spec, base, pert)
     work, info, _ = _inputs(snapshot, layout, spec, spec.events)
     racks, _ = layout.rack_index()
+    used = None if speed is None else {
+        "method": "training model step time (simulation.whatif.speed)",
+        "accelerator": speed.figures.get("slug"), "searches": speed.searches,
+        "step_pricings": speed.pricings}
     return WhatIfResult(base, pert, info["ids"], list(work.name), racks, facility,
-                        len(failures), time.perf_counter() - t0, spec.job_rows)
+                        len(failures), time.perf_counter() - t0, spec.job_rows, used)
 
 
 def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:

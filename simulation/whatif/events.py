@@ -15,7 +15,8 @@ Kinds and their ``value``:
 ``_switch``)       until ``duration_s`` (none: the horizon)
 ``drain_*``        the same elements drained: jobs checkpoint first (no work
                    lost) and move; the cards take no new work
-``add_job``        ``job`` = {id, cards, duration_s, priority, share_milli}
+``add_job``        ``job`` = {id, cards, duration_s, priority, share_milli,
+                   training_model, global_batch}
 ``cancel_job``     the job leaves (running or queued)
 ``resize_job``     ``value`` = new card count: it checkpoints, restarts at that
                    size, its remaining work scaled by old/new cards
@@ -23,6 +24,9 @@ Kinds and their ``value``:
 ``change_spares``  ``value`` = cards in the hot-spare pool from then on
 ``cap_power``      ``value`` = W per card on rack ``target`` (or every rack
                    when ``target`` is empty): the clock falls (DVFS curve)
+change_contract    ``value`` = the site's new utility contract (kW of facility
+                   power): the cards' budget is value / ``pue``; every card is
+                   capped to its share (the clock falls as under a cap)
 ``cdu_trip``,      facility events: applied through the facility engine when
 ``feed_trip``,     the run has a plant, refused otherwise
 ``raise_wet_bulb``
@@ -36,8 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulation.scheduling import POLICIES
+from simulation.training.models import MODELS
 
-__all__ = ["CARD_ELEMENTS", "EVENT_KINDS", "FACILITY_KINDS", "MAX_EVENTS", "MAX_HORIZON_S",
+__all__ = ["CARD_ELEMENTS", "EVENT_KINDS", "FACILITY_KINDS", "MAX_CONTRACT_KW", "MAX_EVENTS",
+           "MAX_HORIZON_S",
            "MIN_HORIZON_S", "Event", "WhatIfInputError", "WhatIfSpec"]
 
 CARD_ELEMENTS = ("card", "server", "rack", "switch")
@@ -45,12 +51,14 @@ FACILITY_KINDS = ("cdu_trip", "feed_trip", "raise_wet_bulb")
 EVENT_KINDS: tuple[str, ...] = (
     *(f"fail_{e}" for e in CARD_ELEMENTS), *(f"drain_{e}" for e in CARD_ELEMENTS),
     "add_job", "cancel_job", "resize_job", "change_policy", "change_spares", "cap_power",
-    *FACILITY_KINDS)
+    "change_contract", *FACILITY_KINDS)
 MIN_HORIZON_S = 3600.0
 """One hour: the issue's shortest horizon."""
 MAX_HORIZON_S = 28 * 86400.0
 """Four weeks: the issue's "hours to weeks"."""
 MAX_EVENTS = 200
+MAX_CONTRACT_KW = 1e7
+"""10 GW: the facility app's bound on a site's contract (``Site.contract_kw``)."""
 
 
 class WhatIfInputError(ValueError):
@@ -126,6 +134,8 @@ class Event:
         if kind in FACILITY_KINDS and kind != "raise_wet_bulb" and \
                 (not isinstance(target, str) or not target):
             raise WhatIfInputError(f"{path}.target", "the key of a facility element")
+        if kind == "change_contract" and target not in (None, ""):
+            raise WhatIfInputError(f"{path}.target", "the site's contract: no target")
         if kind == "cap_power" and target not in (None, "") and \
                 (isinstance(target, bool) or not isinstance(target, int)):
             raise WhatIfInputError(f"{path}.target", "a rack id, or empty for every rack")
@@ -142,6 +152,8 @@ class Event:
                 raise WhatIfInputError(f"{path}.value", "a whole number of cards")
         elif kind == "raise_wet_bulb":
             value = _number(value, f"{path}.value", lo=0.0, hi=30.0)
+        elif kind == "change_contract":
+            value = _number(value, f"{path}.value", lo=0.001, hi=MAX_CONTRACT_KW)
         elif value is not None:
             raise WhatIfInputError(f"{path}.value", f"{kind} takes no value")
         policy = data.get("policy")
@@ -162,7 +174,8 @@ class Event:
 def _job(data: Any, path: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise WhatIfInputError(path, "an object {id, cards, duration_s, priority}")
-    extra = sorted(set(data) - {"id", "name", "cards", "duration_s", "priority", "share_milli"})
+    extra = sorted(set(data) - {"id", "name", "cards", "duration_s", "priority", "share_milli",
+                                "training_model", "global_batch"})
     if extra:
         raise WhatIfInputError(f"{path}.{extra[0]}", "unknown field")
     cards = data.get("cards")
@@ -179,10 +192,23 @@ def _job(data: Any, path: str) -> dict[str, Any]:
     job_id = data.get("id")
     if job_id is not None and (isinstance(job_id, bool) or not isinstance(job_id, int)):
         raise WhatIfInputError(f"{path}.id", "an integer (to name it in later events)")
-    return {"id": job_id, "name": str(data.get("name", "")), "cards": cards,
-            "duration_s": _number(data.get("duration_s"), f"{path}.duration_s", lo=1.0,
-                                  hi=365 * 86400.0),
-            "priority": prio, "share_milli": share}
+    model = data.get("training_model")
+    if model is not None and model not in MODELS:
+        raise WhatIfInputError(f"{path}.training_model", f"a model of the training catalogue "
+                                                         f"({', '.join(MODELS)}), got {model!r}")
+    batch = data.get("global_batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                              or not 1 <= batch <= 1 << 24):
+        raise WhatIfInputError(f"{path}.global_batch", f"sequences per step, an integer from "
+                                                       f"1, got {batch!r}")
+    out = {"id": job_id, "name": str(data.get("name", "")), "cards": cards,
+           "duration_s": _number(data.get("duration_s"), f"{path}.duration_s", lo=1.0,
+                                 hi=365 * 86400.0),
+           "priority": prio, "share_milli": share}
+    if model is not None:
+        out["training_model"] = model
+        out["global_batch"] = batch
+    return out
 
 
 @dataclass(frozen=True)
@@ -198,7 +224,11 @@ class WhatIfSpec:
     the horizon). ``spares``: cards in the hot-spare pool (a failed job swaps them in
     and resumes in place instead of being requeued). ``compute_share``: the share of a
     step that is compute-bound (time ∝ 1/clock under a cap; the rest does not slow).
-    ``points``: samples the time series keep.
+    ``points``: samples the time series keep. ``contract_kw``: the site's utility
+    contract in force at the fork (facility kW; None: none), ``pue`` the facility's
+    power usage effectiveness that turns it into the cards' budget (contract / pue:
+    the what-if's power is the cards'; 1.1 for a liquid-cooled hall, an assumption as
+    in ``simulation.capacity.Site``) — see ``change_contract``.
     """
 
     horizon_s: float = 86400.0
@@ -213,6 +243,8 @@ class WhatIfSpec:
     spares: int = 0
     points: int = 300
     job_rows: int = 200
+    contract_kw: float | None = None
+    pue: float = 1.1
 
     def to_dict(self) -> dict[str, Any]:
         return {"horizon_s": self.horizon_s, "events": [e.to_dict() for e in self.events],
@@ -221,7 +253,7 @@ class WhatIfSpec:
                 "restart_s": self.restart_s, "default_duration_s": self.default_duration_s,
                 "compute_share": self.compute_share, "spares": self.spares,
                 "points": self.points,
-                "job_rows": self.job_rows}
+                "job_rows": self.job_rows, "contract_kw": self.contract_kw, "pue": self.pue}
 
     @classmethod
     def from_dict(cls, data: Any) -> WhatIfSpec:
@@ -262,7 +294,10 @@ class WhatIfSpec:
         def num(key: str, lo: float, hi: float) -> float:
             return float(_number(data.get(key, getattr(d, key)), key, lo=lo, hi=hi) or 0.0)
 
+        contract = _number(data.get("contract_kw"), "contract_kw", lo=0.001,
+                           hi=MAX_CONTRACT_KW, optional=True)
         return cls(float(horizon or 0.0), events, seed, str(policy),
                    num("failure_rate", 0.0, 1000.0), num("checkpoint_interval_s", 1.0, 1e7),
                    num("restart_s", 0.0, 86400.0), num("default_duration_s", 1.0, 1e8),
-                   num("compute_share", 0.0, 1.0), int(spares), int(points), int(rows))
+                   num("compute_share", 0.0, 1.0), int(spares), int(points), int(rows),
+                   contract, num("pue", 1.0, 5.0))

@@ -43,6 +43,10 @@ class Layout:
     tdp_w: float = 700.0
     idle_w: float = 100.0
     clock_power: tuple[tuple[float, float], ...] = DEFAULT_CLOCK_POWER
+    accelerator: Mapping[str, Any] | None = None
+    """The cards' catalogue figures (``simulation.training.system_for_accelerator``'s
+    input): with them, jobs that name a training model run at its speed
+    (:mod:`.speed`); None: every job keeps its expected duration's pace."""
 
     def __post_init__(self) -> None:
         n = len(self.server_ids)
@@ -98,7 +102,8 @@ class Layout:
                 "cards": [list(c) for c in self.cards],
                 "switches": {str(k): list(v) for k, v in self.switches.items()},
                 "tdp_w": self.tdp_w, "idle_w": self.idle_w,
-                "clock_power": [list(p) for p in self.clock_power]}
+                "clock_power": [list(p) for p in self.clock_power],
+                **({"accelerator": dict(self.accelerator)} if self.accelerator else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layout:
@@ -111,6 +116,7 @@ class Layout:
                         for k, v in (data.get("switches") or {}).items()},
                        float(data.get("tdp_w", 700.0)), float(data.get("idle_w", 100.0)),
                        tuple((float(a), float(b)) for a, b in
-                             data.get("clock_power") or DEFAULT_CLOCK_POWER))
+                             data.get("clock_power") or DEFAULT_CLOCK_POWER),
+                       dict(data["accelerator"]) if data.get("accelerator") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise WhatIfInputError("layout", f"not a layout: {exc}") from exc

@@ -113,3 +113,21 @@ def test_runs_end_to_end_in_the_worker(celery_worker, admin_client_api):
     assert chart is not None and result[chart["series"]]
     assert all(row[chart["x"]] > 0 and row[chart["y"]] > 0 for row in result[chart["series"]])
     assert result["comparison"]["newer"] == "gb200-186gb"
+
+
+def test_capacity_runs_on_its_documented_defaults(db):
+    """No params at all: the default site (10 MW, liquid cooled), the two default
+    generations at the default racks and cards, Llama 3 70B on 1.5 T tokens
+    (``DEFAULT_*`` in the kind, docs/capacity.md "Defaults")."""
+    from twin.scenarios.kinds.capacity import DEFAULT_SITE
+
+    result = json.loads(run("capacity", json=True))
+    assert result["site"] == {**DEFAULT_SITE, "power_kw": 10_000.0, "cooling_kw": 10_000.0}
+    assert result["workload"]["model"] == "llama3-70b"
+    # 2 accelerators × 2 rack classes × 3 card counts
+    assert result["candidates"] == 12 and result["fitting"] > 0
+    assert all(d["facility_kw"] <= 10_000 for d in result["best"])
+    # a site given is validated as given: null is not "use the default"
+    inputs = get_kind("capacity").prepare({"workload": {"model": "llama3-8b", "tokens": 1e11}},
+                                          None)
+    assert inputs["site"]["power_kw"] == 10_000 and inputs["workload"]["model"] == "llama3-8b"

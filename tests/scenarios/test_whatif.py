@@ -7,6 +7,7 @@ import json
 from io import StringIO
 from typing import Any
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -92,6 +93,16 @@ def test_a_card_of_the_running_job_fails_from_the_live_fork(live_world,  # noqa:
     ({"spares": -1}, "params.spares"),
     ({"events": [{"at_s": 10, "kind": "change_spares", "value": 1.5}]},
      "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": -1}]},
+     "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": "NaN"}]},
+     "params.events[0].value"),
+    ({"events": [{"at_s": 10, "kind": "change_contract", "value": 5000, "target": 1}]},
+     "params.events[0].target"),
+    ({"pue": 0.5}, "params.pue"),
+    ({"events": [{"at_s": 10, "kind": "add_job", "job": {
+        "cards": 1, "duration_s": 60, "training_model": "gpt-9"}}]},
+     "params.events[0].job.training_model"),
 ])
 def test_bad_what_ifs_are_400_on_the_field(admin_client_api, tiny_cluster, live_ns,  # noqa: F811
                                            published,
@@ -209,3 +220,68 @@ def test_a_what_if_on_a_built_cluster_runs_its_plant_with_a_cdu_trip(db):
                      "--params", json.dumps({"horizon_h": 2, "events": [
                          {"at_s": 600, "kind": "cdu_trip", "target": "no-such-cdu"}]}))
     assert "params.events[0].target" in str(exc.value) or "events[0]" in str(exc.value)
+
+
+def test_a_training_job_runs_at_the_training_models_pace(admin_client_api, tiny_cluster,
+                                                         live_ns):  # noqa: F811
+    """A job submitted with ``training_model`` and ``global_batch`` (the jobs API): the
+    what-if prices its pace under a cap with the training model on the cluster's own
+    accelerator (the catalogue's H100), not with the generic compute share."""
+    from simulation.training.energy import clock_for_cap
+    from simulation.whatif import Layout, Shape, StepTimes
+
+    cid = tiny_cluster["cluster"].pk
+    job = admin_client_api.post("/api/jobs/", {
+        "cluster": cid, "name": "llm", "tenant": "t", "cards": 4, "duration_s": 3600,
+        "training_model": "llama3-8b", "global_batch": 16}, format="json").json()
+    assert job["state"] == "running" and job["training_model"] == "llama3-8b"
+    run = _run(admin_client_api, cid, {"horizon_h": 4, "failure_rate": 0, "events": [
+        {"at_s": 600, "kind": "cap_power", "value": 400}]})
+    result = run.result
+    assert result["speed"]["accelerator"] == "h100-sxm5-80gb"
+    assert result["baseline"]["jobs"]["training_model_jobs"] == 1
+    assert result["perturbed"]["jobs"]["speed_fallbacks"] == 0
+    layout = Layout.from_dict(run.inputs["layout"])
+    f = float(clock_for_cap(np.array([400.0]), layout.tdp_w, layout.idle_w,
+                            layout.clock_power)[0])
+    times = StepTimes(layout.accelerator or {}, layout.width)
+    slow = times.slowdown(Shape("llama3-8b", 16, 4, 4), Shape("llama3-8b", 16, 4, 4, f))
+    assert slow is not None and slow > 1.0
+    row = next(r for r in result["jobs"]["rows"] if r["job"] == job["id"])
+    left = row["baseline_completion_s"]
+    assert row["completion_s"] == pytest.approx(600 + (left - 600) * slow, rel=1e-9)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"training_model": "gpt-9"}, "training_model"),
+    ({"training_model": "llama3-8b", "global_batch": 0}, "global_batch"),
+])
+def test_a_jobs_training_model_is_checked(admin_client_api, tiny_cluster, body, field):
+    response = admin_client_api.post("/api/jobs/", {
+        "cluster": tiny_cluster["cluster"].pk, "name": "x", "tenant": "t", "cards": 1,
+        **body}, format="json")
+    assert response.status_code == 400 and field in response.json(), response.content
+
+
+def test_a_contract_change_on_a_built_cluster_caps_its_cards_and_reaches_the_plant(db):
+    """A preset-built cluster's site has a contract (the facility builder's: the plant's
+    draw + 10 %): both cases run under it; halving it from 600 s caps every card to its
+    share of contract / PUE, and the facility's perturbed run takes the lower contract."""
+    from twin.facility.models import Site
+    from twin.hardware.builder import build_cluster
+
+    built = build_cluster("seed-512", supernodes=1, name="contract-whatif")
+    site = Site.objects.get(cluster_id=built["cluster_id"])
+    half = site.contract_kw / 2
+    out = StringIO()
+    call_command("run_scenario", "whatif", "--cluster", "contract-whatif", "--no-progress",
+                 "--json", "--params", json.dumps({"horizon_h": 2, "failure_rate": 0, "events": [
+                     {"at_s": 600, "kind": "change_contract", "value": half}]}), stdout=out)
+    result = json.loads(out.getvalue()[out.getvalue().index("{"):])
+    (applied,) = result["perturbed"]["applied"]
+    cards = result["perturbed"]["totals"]["cards"]
+    assert applied["kind"] == "change_contract" and applied["contract_kw"] == half
+    assert applied["card_cap_w"] == pytest.approx(half * 1e3 / 1.1 / cards)
+    facility = result["facility"]
+    assert facility["baseline"]["contract_kw"] == site.contract_kw
+    assert facility["perturbed"]["contract_kw"] == half

@@ -66,7 +66,7 @@ def test_a_what_if_draws_the_gantt_and_the_overlaid_series(
         "data-restarts", str(ours["restarts"]))
 
     # the series: both cases on the union of their sample times
-    for key in ("utilisation", "power_kw", "availability"):
+    for key in ("utilisation", "power_kw", "availability", "waiting_jobs", "queued_cards"):
         times = set(result["baseline"]["series"]["t_s"]) | set(result["perturbed"]["series"]["t_s"])
         chart = page.get_by_test_id(f"whatif-chart-{key}")
         expect(chart).to_have_attribute("data-points", str(len(times)))

@@ -242,9 +242,10 @@ def _jobs(cid: int, now: float) -> tuple[tuple[RunningJob, ...], tuple[PendingJo
             .order_by("job_id", "card_id").values_list("job_id", "card_id", "share_milli")):
         pieces[int(job_id)].append((int(card_id), int(milli)))
     running = []
-    for jid, name, tenant, prio, started, duration in (
+    for jid, name, tenant, prio, started, duration, model, batch in (
             Job.objects.filter(cluster_id=cid, state=JobStateChoices.RUNNING).order_by("id")
-            .values_list("id", "name", "tenant", "priority", "started", "duration_s")):
+            .values_list("id", "name", "tenant", "priority", "started", "duration_s",
+                         "training_model", "global_batch")):
         t0 = started.timestamp() if started else None
         end = t0 + float(duration) if t0 is not None and duration else None
         progress = (min(1.0, max(0.0, (now - t0) / float(duration)))
@@ -252,14 +253,14 @@ def _jobs(cid: int, now: float) -> tuple[tuple[RunningJob, ...], tuple[PendingJo
         cards = pieces.get(int(jid), [])
         running.append(RunningJob(int(jid), name, tenant, int(prio),
                                   tuple(c for c, _ in cards), tuple(m for _, m in cards),
-                                  t0, end, progress))
+                                  t0, end, progress, model or None, batch))
     queue = tuple(
         PendingJob(int(jid), name, tenant, int(prio), int(cards), int(share), bool(gang),
                    None if duration is None else float(duration),
-                   created.timestamp() if created else None)
-        for jid, name, tenant, prio, cards, share, gang, duration, created in (
+                   created.timestamp() if created else None, model or None, batch)
+        for jid, name, tenant, prio, cards, share, gang, duration, created, model, batch in (
             Job.objects.filter(cluster_id=cid, state=JobStateChoices.QUEUED)
             .order_by("-priority", "created", "id")
             .values_list("id", "name", "tenant", "priority", "cards", "share_milli", "gang",
-                         "duration_s", "created")))
+                         "duration_s", "created", "training_model", "global_batch")))
     return tuple(running), queue

@@ -104,6 +104,8 @@ const WHATIF_TOTALS: [string, string][] = [
   ["lost_card_hours", "lost card-hours"],
   ["queue_wait_mean_s", "queue wait, mean (s)"],
   ["queue_wait_p90_s", "queue wait, p90 (s)"],
+  ["waiting_jobs_mean", "waiting jobs, mean"],
+  ["queued_cards_mean", "queued cards, mean"],
 ];
 
 /** A what-if: each total in both cases and the difference, then the most changed jobs. */

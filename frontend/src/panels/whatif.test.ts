@@ -91,6 +91,15 @@ describe("whatifCharts", () => {
       baseline: { series: { t_s: [0, 3600], pue: [1.1, 1.1] } },
       perturbed: { series: { t_s: [0, 3600], pue: [1.1, 1.3] } },
     };
+    const queue = {
+      baseline: { series: { t_s: [0, 3600], waiting_jobs: [2, 1], queued_cards: [48, 24] } },
+      perturbed: { series: { t_s: [0, 600], waiting_jobs: [2, 3], queued_cards: [48, 72] } },
+    };
+    const queues = whatifCharts(queue);
+    expect(queues.map((c) => c.id)).toEqual(["waiting_jobs", "queued_cards"]);
+    expect(queues[1].x).toEqual([0, 600 / 3600, 1]);
+    expect(queues[1].baseline).toEqual([48, 48, 24]);
+    expect(queues[1].perturbed).toEqual([48, 72, 72]);
     const withPlant = whatifCharts({ ...result, facility });
     expect(withPlant.map((c) => c.id)).toEqual(["utilisation", "power_kw", "pue"]);
     expect(withPlant[2].perturbed).toEqual([1.1, 1.3]);

@@ -1,7 +1,8 @@
 /**
  * The what-if kind's comparison view: a Gantt of the most changed jobs in both
  * cases (a bar per job per case, first start → completion, restarts marked) and
- * the time series of both cases overlaid (utilisation, power, availability; PUE
+ * the time series of both cases overlaid (utilisation, power, availability, the
+ * queue: waiting jobs and queued card demand; PUE
  * when the facility part is there).
  *
  * The data functions are pure (vitest-covered) and read the result the kind
@@ -142,6 +143,8 @@ const CHARTS: [string, string, string, "cases" | "facility"][] = [
   ["utilisation", "Utilisation", "share of cards", "cases"],
   ["power_kw", "IT power", "kW", "cases"],
   ["availability", "Availability", "share of cards", "cases"],
+  ["waiting_jobs", "Waiting jobs", "jobs", "cases"],
+  ["queued_cards", "Queued card demand", "cards", "cases"],
   ["pue", "PUE", "PUE", "facility"],
 ];
 

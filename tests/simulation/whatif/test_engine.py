@@ -273,3 +273,91 @@ def test_a_hot_spare_lets_a_failed_job_resume_in_place():
     emptied = run_whatif(s, layout(), spec(spares=1, **{**base, "events": [
         {"at_s": 10.0, "kind": "change_spares", "value": 0}, *events]}))
     assert row(emptied, 1)["completion_s"] == pytest.approx(without["completion_s"])
+
+
+def test_the_queue_series_counts_waiting_jobs_and_their_cards():
+    """A hand case: 32 cards, a 24-card job running to 3,600 s; two 24-card jobs queued
+    at the fork (FIFO, 1,800 s each). Job 2 waits until 3,600 s; job 3 behind it until
+    5,400 s. The queue is 2 jobs / 48 cards on [0, 3600), 1 job / 24 cards on
+    [3600, 5400), empty after: the means are those steps' integrals over the horizon."""
+    s = snap((running(1, range(0, 24), since=0.0, left=3600.0),),
+             (queued(2, 24, 1800.0), queued(3, 24, 1800.0)))
+    h = 7200.0
+    base = run_case(s, layout(), spec(horizon_s=h), events=())
+    series = base.series
+    at = {round(t): (w, c) for t, w, c in zip(series["t_s"], series["waiting_jobs"],
+                                              series["queued_cards"], strict=True)}
+    assert at[0] == (2, 48.0) and at[3600] == (1, 24.0) and at[5400] == (0, 0.0)
+    assert base.totals["waiting_jobs_mean"] == pytest.approx((2 * 3600 + 1 * 1800) / h)
+    assert base.totals["queued_cards_mean"] == pytest.approx((48 * 3600 + 24 * 1800) / h)
+    assert base.totals["waiting_jobs_peak"] == 2
+    # a server of the running job fails at 600 s: job 1 goes back to the queue, and the
+    # 24 cards still up take job 2 at once — the queue is then jobs 3 and 1 (48 cards)
+    res = run_whatif(s, layout(), spec(horizon_s=h, events=[
+        {"at_s": 600.0, "kind": "fail_server", "target": 100}]))
+    p = res.perturbed.series
+    k = p["t_s"].index(600.0)
+    assert (p["waiting_jobs"][k], p["queued_cards"][k]) == (2, 48.0)
+    out = res.to_dict()
+    assert out["difference"]["waiting_jobs_mean"] == pytest.approx(
+        res.perturbed.totals["waiting_jobs_mean"] - base.totals["waiting_jobs_mean"])
+
+
+def test_a_new_site_contract_caps_every_card_to_its_share():
+    """32 cards (TDP 700 W, idle 100 W). At 1,000 s the contract falls to 10 kW at PUE
+    1.25: the cards' budget is 8 kW, 250 W a card; the clock is the DVFS clock whose busy
+    power is 250 W, and the 8-card job slows by c/f + 1 − c; the IT power never exceeds
+    the budget after. Lifted after 2 h (``duration_s``): full clock again."""
+    lay = layout()
+    left, at, share = 20_000.0, 1000.0, 0.7
+    s = snap((running(1, range(0, 8), since=0.0, left=left),))
+    res = run_whatif(s, lay, spec(compute_share=share, pue=1.25, events=[
+        {"at_s": at, "kind": "change_contract", "value": 10.0, "duration_s": 7200.0}]))
+    f = float(clock_for_cap(np.array([250.0]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
+    applied = res.perturbed.applied[0]
+    assert applied["card_cap_w"] == pytest.approx(250.0)
+    assert applied["clock"] == pytest.approx(f) and not applied["below_idle"]
+    slow = share / f + 1 - share
+    # 7,200 s at the capped pace does 7,200 / slow of work; the rest at full clock
+    done_capped = 7200.0 / slow
+    assert row(res, 1)["completion_s"] == pytest.approx(at + 7200.0 + (left - at - done_capped))
+    series = res.perturbed.series
+    during = [p for t, p in zip(series["t_s"], series["power_kw"], strict=True)
+              if at <= t < at + 7200.0]
+    # 24 idle cards at 100 W and 8 busy ones at the 250 W cap; the baseline's are at 700 W
+    assert during and max(during) == pytest.approx((24 * 100 + 8 * 250) / 1e3)
+    assert res.baseline.totals["peak_power_kw"] == pytest.approx((24 * 100 + 8 * 700) / 1e3)
+
+
+def test_a_contract_in_force_at_the_fork_caps_both_cases_and_the_plant_takes_the_lowest():
+    from simulation.whatif.facility import contract_plant
+
+    lay = layout()
+    s = snap((running(1, range(0, 8), since=0.0, left=3600.0),))
+    sp = spec(contract_kw=16.0, pue=1.0, events=[
+        {"at_s": 60.0, "kind": "change_contract", "value": 40.0}])
+    res = run_whatif(s, lay, sp)
+    f = float(clock_for_cap(np.array([500.0]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
+    slow = 0.7 / f + 0.3
+    # the baseline runs capped at 500 W a card all along; the raise to 40 kW (1,250 W a
+    # card, above the TDP) lifts the cap at 60 s
+    assert row(res, 1)["baseline_completion_s"] == pytest.approx(3600.0 * slow)
+    assert row(res, 1)["completion_s"] == pytest.approx(60.0 + 3600.0 - 60.0 / slow)
+    plant = demo_plant()
+    assert contract_plant(plant, sp).site.contract_kw == 16.0
+    assert contract_plant(plant, spec()) is plant
+
+
+@pytest.mark.parametrize(("event", "field"), [
+    ({"value": -5.0}, "events[0].value"),
+    ({"value": float("nan")}, "events[0].value"),
+    ({"value": None}, "events[0].value"),
+    ({"value": 100.0, "target": 3}, "events[0].target"),
+])
+def test_a_bad_contract_names_its_field(event, field):
+    with pytest.raises(WhatIfInputError) as exc:
+        WhatIfSpec.from_dict({"events": [{"at_s": 10, "kind": "change_contract", **event}]})
+    assert exc.value.field == field
+    with pytest.raises(WhatIfInputError) as exc:
+        WhatIfSpec.from_dict({"contract_kw": -1})
+    assert exc.value.field == "contract_kw"

@@ -66,7 +66,7 @@ class JobSerializer(ValidatedModelSerializer):
             "accelerator", "qos", "priority", "gang", "duration_s", "policy", "state",
             "message", "placement", "cards_held", "submitted_by", "started", "finished",
             "checkpoint_interval_s", "last_checkpoint_at", "model_params",
-            "created", "last_updated",
+            "training_model", "global_batch", "created", "last_updated",
         ]
         read_only_fields = ["state", "message", "started", "finished"]
 

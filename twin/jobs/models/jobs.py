@@ -42,7 +42,19 @@ from twin.jobs.constants import (
     UNAVAILABLE_CARD_STATES,
 )
 
-__all__ = ["Allocation", "Job"]
+__all__ = ["MAX_GLOBAL_BATCH", "Allocation", "Job"]
+
+MAX_GLOBAL_BATCH = 1 << 24
+"""The largest global batch a job may name (the what-if's add_job bound)."""
+
+
+def _training_model(value: str) -> None:
+    """A slug of ``simulation.training.MODELS`` (empty allowed: not a training job)."""
+    from simulation.training.models import MODELS
+
+    if value and value not in MODELS:
+        raise ValidationError(f"Not a model of the training catalogue: {value!r} "
+                              f"(known: {', '.join(MODELS)}).")
 
 
 class Job(GuardedDeletion, TimestampedModel):
@@ -107,6 +119,15 @@ class Job(GuardedDeletion, TimestampedModel):
         "Model parameters", null=True, blank=True, validators=bounded(1, 1e15, ""),
         help_text="Parameters of the model it trains (e.g. 7e10): sizes its checkpoint, "
                   "hence its restore time after a failure.")
+    training_model = models.CharField(
+        max_length=40, blank=True, validators=[_training_model],
+        help_text="The training catalogue's model it trains (e.g. llama3-70b; "
+                  "GET /api/scenarios/kinds/ lists them). A what-if prices its pace on a "
+                  "placement and clock with the training model; empty: its expected duration.")
+    global_batch = models.PositiveIntegerField(
+        "Global batch (sequences)", null=True, blank=True,
+        validators=bounded(1, MAX_GLOBAL_BATCH, ""),
+        help_text="Sequences per optimizer step (empty: 2 per card, an assumption).")
 
     class Meta:
         ordering = ["-id"]
@@ -123,6 +144,9 @@ class Job(GuardedDeletion, TimestampedModel):
                 & Q(checkpoint_interval_s__lte=MAX_DURATION_S)
                 & Q(model_params__gte=1) & Q(model_params__lte=1e15),
                 name="job_checkpoint_bounded"),
+            models.CheckConstraint(
+                condition=Q(global_batch__gte=1) & Q(global_batch__lte=MAX_GLOBAL_BATCH),
+                name="job_global_batch_bounded"),
             models.CheckConstraint(condition=Q(share_milli=FULL_CARD) | Q(cards=1),
                                    name="job_fraction_of_one_card"),
             models.CheckConstraint(condition=Q(state__in=JobStateChoices.values()),

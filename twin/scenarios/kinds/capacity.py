@@ -40,7 +40,28 @@ from twin.scenarios.kinds.base import (
     register,
 )
 
-__all__ = ["MAX_CANDIDATES", "CapacityKind"]
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_SITE", "DEFAULT_WORKLOAD", "MAX_CANDIDATES",
+           "CapacityKind"]
+
+DEFAULT_SITE: dict[str, Any] = {"power_kw": 10_000, "cooling_kw": 10_000, "floor_racks": 250,
+                                "pue": 1.1}
+"""The site a capacity run plans for when ``params.site`` is absent: a 10 MW
+liquid-cooled hall. **Assumptions — replace by your site's figures**: 10 MW is a
+round mid-size AI hall; a liquid-cooled hall rejects all its heat through its loops,
+so cooling = the feed; 250 rack positions hold every default design (the densest,
+4,608 cards in 40 kW racks, needs 144 racks plus its network racks); PUE 1.1 is
+``simulation.capacity.Site``'s own default for a liquid-cooled hall (an assumption
+there too; ``docs/facility.md`` computes one from a plant)."""
+DEFAULT_CANDIDATES: dict[str, Any] = {"accelerators": ["h100-sxm5-80gb", "gb200-186gb"]}
+"""Two catalogue generations (Hopper HGX and Blackwell NVL72, the pair of
+``docs/capacity.md``'s comparison); rack classes, card counts, switch and optic keep
+``CandidateSpace``'s defaults (40/132 kW; 1,152/2,304/4,608 cards; ib-ndr-64;
+transceiver)."""
+DEFAULT_WORKLOAD: dict[str, Any] = {"model": "llama3-70b", "tokens": 1.5e12}
+"""Llama 3 70B on 1.5 T tokens: the workload of ``docs/capacity.md``'s worked example
+(an assumption: a stand-in for "a frontier-class training run")."""
+_DEFAULTS = {"site": DEFAULT_SITE, "candidates": DEFAULT_CANDIDATES,
+             "workload": DEFAULT_WORKLOAD}
 
 MAX_CANDIDATES = 20_000
 """Most designs one run prices (~10 k designs/s once the step times are known; each
@@ -79,14 +100,17 @@ class CapacityKind(ScenarioKind):
                    "tokens and energy per token; the Pareto front; two generations compared.")
     fields = (
         FieldSpec("site", "object", "Site", 'JSON: {"power_kw": 20000, "cooling_kw": 20000, '
-                  '"floor_racks": 200, "pue": 1.1}.', required=True),
+                  '"floor_racks": 200, "pue": 1.1}. Empty: a 10 MW liquid-cooled hall '
+                  '(assumption, docs/capacity.md).', default=DEFAULT_SITE),
         FieldSpec("candidates", "object", "Candidate designs", 'JSON: {"accelerators": '
                   '["h100-sxm5-80gb", "gb200-186gb"], "rack_kw": [40, 132], "cards": [1152, '
-                  '4608], "switches": ["ib-ndr-64"], "optics": ["transceiver"]}.',
-                  required=True),
+                  '4608], "switches": ["ib-ndr-64"], "optics": ["transceiver"]}. Empty: H100 '
+                  'and GB200 at the default racks and card counts.',
+                  default=DEFAULT_CANDIDATES),
         FieldSpec("workload", "object", "Workload", 'JSON: {"model": "llama3-70b", "tokens": '
                   '1.5e12, "global_batch": 1152} or {"gpu_hours": 1e6, "reference": '
-                  '"h100-sxm5-80gb"}.', required=True),
+                  '"h100-sxm5-80gb"}. Empty: Llama 3 70B on 1.5 T tokens.',
+                  default=DEFAULT_WORKLOAD),
         FieldSpec("prices", "object", "Price table", "JSON overriding the defaults "
                   "(energy_per_kwh, depreciation_years, facility_per_kw, facility_years, "
                   "maintenance_share, systems, switches, optics); each default names its "
@@ -107,9 +131,8 @@ class CapacityKind(ScenarioKind):
             raise ScenarioInputError.one(f"params.{key}", (
                 f"unknown field for a capacity scenario (allowed: "
                 f"{', '.join(sorted(self.options))})"))
-        for spec in self.fields:
-            if spec.required and mine.get(spec.name) is None:
-                raise ScenarioInputError.one(f"params.{spec.name}", f"required: {spec.help}")
+        # absent → the documented default; given (even null) → validated as given
+        mine = {**{k: v for k, v in _DEFAULTS.items() if k not in mine}, **mine}
         try:
             site = Site.from_dict(mine["site"])
             space = CandidateSpace.from_dict(mine["candidates"])

@@ -1,5 +1,9 @@
 """The what-if kind: from the live twin now, over a horizon, events against doing nothing.
 
+A job that names a ``training_model`` runs at the training model's pace for its
+placement and clock (``simulation.whatif.speed``): the layout carries the cluster's
+accelerator figures (the catalogue row, ``accelerator_figures``) for it.
+
 It always forks: ``prepare`` reads the run's snapshot
 (``twin.scenarios.snapshot.live_state``: the one the run forked with ``fork`` /
 ``fork_from``, or frozen now and stored with the run; a cluster without live telemetry
@@ -33,6 +37,7 @@ from simulation.whatif import (
     run_whatif,
     summary_rows,
 )
+from twin.scenarios.hardware import accelerator_figures
 from twin.scenarios.kinds.base import (
     FieldSpec,
     Progress,
@@ -81,7 +86,8 @@ class WhatIfKind(ScenarioKind):
     name = "whatif"
     label = "What if, from now"
     description = ("Fork the live twin and play events (failures, drains, jobs, policy, "
-                   "power caps) over a horizon, side by side with doing nothing: job "
+                   "power caps, the site's contract) over a horizon, side by side with doing "
+                   "nothing: job "
                    "completions, lost card-hours, queue wait, utilisation, energy, peak "
                    "rack power, availability.")
     fields = (
@@ -89,7 +95,8 @@ class WhatIfKind(ScenarioKind):
                   "value, duration_s, policy, job} (docs/whatif.md): fail_card/server/rack/"
                   "switch, drain_*, add_job, cancel_job, resize_job, change_policy, "
                   "change_spares, "
-                  "cap_power, cdu_trip, feed_trip, raise_wet_bulb.", default=[],
+                  "cap_power, change_contract (value: the site's new contract, kW), cdu_trip, "
+                  "feed_trip, raise_wet_bulb.", default=[],
                   needs_cluster=True),
         FieldSpec("horizon_h", "number", "Horizon (h)", "How far from now.", default=24.0,
                   min=MIN_HORIZON_S / 3600, max=MAX_HORIZON_S / 3600, needs_cluster=True),
@@ -113,7 +120,12 @@ class WhatIfKind(ScenarioKind):
                   "swaps them in and resumes in place (an event may change the pool).",
                   default=0, min=0, max=1_048_576, needs_cluster=True),
         FieldSpec("compute_share", "number", "Compute-bound share", "Of a step; only it "
-                  "slows under a power cap.", default=0.7, min=0, max=1, needs_cluster=True),
+                  "slows under a power cap (jobs without a training model).", default=0.7,
+                  min=0, max=1, needs_cluster=True),
+        FieldSpec("pue", "number", "Site PUE", "Turns the site's contract (facility kW) "
+                  "into the cards' budget: contract / PUE. 1.1: a liquid-cooled hall "
+                  "(assumption).", default=1.1, min=1, max=5, needs_cluster=True,
+                  advanced=True),
     )
 
     # ------------------------------------------------------------- prepare
@@ -127,18 +139,19 @@ class WhatIfKind(ScenarioKind):
         if cluster is None:
             raise ScenarioInputError.one("cluster", "a what-if forks a cluster's live state: "
                                                     "give a cluster")
-        spec = self._spec(mine)
+        plant = plant_for(cluster)
+        # the contract in force at the fork: the site's (a change_contract event moves it)
+        spec = self._spec(mine, None if plant is None else plant.site.contract_kw)
         snapshot = live_state(cluster)
         layout = cluster_layout(cluster)
-        plant = plant_for(cluster)
         check_targets(spec, layout, snapshot, plant, cluster.name)
         return {"spec": spec.to_dict(), "layout": layout.to_dict(),
                 "snapshot": snapshot.to_dict(), "has_plant": plant is not None,
                 "cluster_id": cluster.pk,
                 "note": snapshot.note or ""}
 
-    def _spec(self, mine: Mapping[str, Any]) -> WhatIfSpec:
-        data: dict[str, Any] = {}
+    def _spec(self, mine: Mapping[str, Any], contract_kw: float | None = None) -> WhatIfSpec:
+        data: dict[str, Any] = {"contract_kw": contract_kw}
         if "events" in mine:
             if not isinstance(mine["events"], list) or len(mine["events"]) > MAX_EVENTS:
                 raise ScenarioInputError.one("params.events", f"a list of at most "
@@ -148,7 +161,7 @@ class WhatIfKind(ScenarioKind):
                  "checkpoint_interval_min": ("checkpoint_interval_s", 60.0),
                  "default_duration_h": ("default_duration_s", 3600.0)}
         for name in ("horizon_h", "checkpoint_interval_min", "default_duration_h",
-                     "failure_rate", "restart_s", "compute_share"):
+                     "failure_rate", "restart_s", "compute_share", "pue"):
             f = self.field(name)
             value = mine.get(name, f.default)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
@@ -231,10 +244,14 @@ def cluster_layout(cluster: Any) -> Layout:
             .order_by().values_list("id", "rack_id", "server_id"):
         switches[did] = (sid,) if sid else tuple(by_rack.get(rid, ())) if rid else ()
     power = Card.objects.filter(server__rack__cluster=cluster).aggregate(
-        tdp=Max("accelerator__tdp_w"), idle=Min("accelerator__idle_w"))
+        tdp=Max("accelerator__tdp_w"), idle=Min("accelerator__idle_w"),
+        slug=Min("accelerator__slug"))
+    figures = accelerator_figures(power["slug"]) if power["slug"] else None
     return Layout(tuple(s for s, _, _ in servers), tuple(r for _, r, _ in servers),
                   tuple(n or 0 for _, _, n in servers), tuple(cards), switches,
-                  float(power["tdp"] or 700.0), float(power["idle"] or 100.0))
+                  float(power["tdp"] or 700.0), float(power["idle"] or 100.0),
+                  accelerator={k: float(v) if isinstance(v, int | float) or hasattr(v, "is_nan")
+                               else v for k, v in figures.items()} if figures else None)
 
 
 def check_targets(spec: WhatIfSpec, layout: Layout, snapshot: LiveSnapshot, plant: Any | None,
