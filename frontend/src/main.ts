@@ -26,6 +26,7 @@ import {
   type RemediationPayload,
   type RouteEndDetail,
 } from "./panels";
+import type { Marker } from "./panels/contextmenu";
 import { Controller } from "./scene/controller";
 import { StatusBar } from "./statusbar";
 
@@ -156,6 +157,8 @@ async function boot(): Promise<void> {
     valueOf: (key) => controller.valueOf(key),
     screenOf: (key) => controller.screenOf(key),
     pickAt: (x, y) => controller.pickObjectAt(x, y),
+    markers: () => controller.markers(),
+    markerScreenOf: (marker) => controller.markerScreenOf(marker as Marker),
     rackDraw: () => controller.rackDraw(),
     open: (kind, id) => controller.open(kind, id),
     select: (kind, id) =>

@@ -314,8 +314,8 @@ def test_the_floor_colours_by_the_caps_share_of_each_rack_budget(plant_world: di
 def test_the_rack_panel_reads_its_coolant_temperature_and_cap(plant_world: dict[str, Any],
                                                               admin_client: Client) -> None:
     """``GET /api/telemetry/clusters/<c>/racks/<r>/plant/``: one rack's coolant, hottest
-    card and caps, the same numbers the floor's cluster views carry; 404 for a rack
-    outside the live layout."""
+    card and caps, the same numbers the floor's cluster views carry; nulls for a rack
+    without cards, 404 for a rack of another cluster."""
     from twin.live import frames
     from twin.live.protocol import SubscriptionKey
 
@@ -343,5 +343,8 @@ def test_the_rack_panel_reads_its_coolant_temperature_and_cap(plant_world: dict[
     assert body["binding"] is True and body["capping_mode"] == "apply"
     assert body["budget_w"] == pytest.approx(budget, abs=1.0)
     net = plant_world["net_rack"].pk
-    missing = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{net}/plant/")
+    empty = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{net}/plant/")
+    assert empty.status_code == 200
+    assert empty.json()["supply_c"] is None and empty.json()["capping_mode"] == "off"
+    missing = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{10**9}/plant/")
     assert missing.status_code == 404

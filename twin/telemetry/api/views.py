@@ -276,9 +276,9 @@ def rack_plant(request: Request, cluster_id: int, rack_id: int) -> Response:
     (``state.plant_racks``), its hottest card's reading ``max_gpu_temp_c`` (the
     ``gpu_temp_c`` rollup's max), its cards' live caps ``caps_w`` and their share of
     ``budget_w``, and whether a limit ``binding`` there (``capping_mode`` "off": no
-    caps). Null where the plant or capping has no value. One rack: a few numbers, read
-    from the per-rack arrays, never per card. 404 for a rack without cards in the
-    cluster's live layout."""
+    caps). Null where the plant or capping has no value (and for a rack without cards).
+    One rack: a few numbers, read from the per-rack arrays, never per card. 404 for a
+    rack not in the cluster."""
     require_visible(request, cluster_id)
     get_object_or_404(Cluster, pk=cluster_id)
     check_redis()
@@ -289,7 +289,15 @@ def rack_plant(request: Request, cluster_id: int, rack_id: int) -> Response:
     racks = lay.groups["rack"]
     at = np.flatnonzero(racks.ids == rack_id)
     if not len(at):
-        raise NotFound(f"rack {rack_id} holds no cards of cluster {cluster_id}")
+        # A rack of the cluster without cards (a network rack): no live plant row.
+        from twin.hardware.models import Rack
+
+        rack = get_object_or_404(Rack, pk=rack_id, cluster_id=cluster_id)
+        return Response({"rack": rack_id, "layout": lay.version, "ts": None,
+                         "budget_w": rack.power_budget_w, "max_gpu_temp_c": None,
+                         "supply_c": None, "return_c": None, "flow_kg_s": None,
+                         "card_c": None, "capping_mode": "off", "caps_w": None,
+                         "cap_share": None, "binding": None})
     k = int(at[0])
 
     def num(v: Any, places: int) -> float | None:
