@@ -27,6 +27,7 @@ import {
   type RouteEndDetail,
 } from "./panels";
 import type { Marker } from "./panels/contextmenu";
+import { mountForkNow } from "./panels/forknow";
 import { Controller } from "./scene/controller";
 import { StatusBar } from "./statusbar";
 
@@ -174,6 +175,11 @@ async function boot(): Promise<void> {
   const remediations = mountRemediations(need("#remediations-panel"), controller);
   const facility = mountFacility(need("#facility-panel"), controller);
   controller.panels = { side, alerts, route, scenarios, jobs, remediations };
+  mountForkNow(need("[data-testid=fork-now]"), need("[data-testid=fork-status]"), {
+    api,
+    clusterId: () => controller.clusterId(),
+    open: (runId) => scenarios.open(runId),
+  });
   document.addEventListener(ROUTE_END_EVENT, (event) => {
     const detail = (event as CustomEvent<RouteEndDetail>).detail;
     route.setEnd(detail.which, detail.cardId);
