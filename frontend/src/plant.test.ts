@@ -63,11 +63,18 @@ describe("switchPlaces", () => {
   const tierY = (kind: string) => ({ leaf: 5, spine: 8 })[kind] ?? null;
   const extent = { x0: -2, x1: 6, z0: -1, z1: 7 };
 
-  it("puts a racked switch above its rack at its tier, two in one rack side by side", () => {
-    const sw = { id: [1, 2, 3], name: ["l0", "l1", "l2"], kind: ["leaf", "leaf", "leaf"], rack: [10, 10, 11] };
+  it("puts a racked switch above its rack at its tier, several in one rack on a grid", () => {
+    const sw = {
+      id: [1, 2, 3, 4, 5],
+      name: ["l0", "l1", "l2", "l3", "l4"],
+      kind: ["leaf", "leaf", "leaf", "leaf", "leaf"],
+      rack: [10, 10, 10, 10, 11],
+    };
     const p = switchPlaces(sw, rackXZ, tierY, extent);
-    expect(p.index).toEqual([0, 1, 2]);
-    expect(Array.from(p.xyz)).toEqual([-SWITCH_SPACING / 2, 5, 0, SWITCH_SPACING / 2, 5, 0, 4, 5, 0].map(Math.fround));
+    expect(p.index).toEqual([0, 1, 2, 3, 4]);
+    const h = SWITCH_SPACING / 2;
+    // four in rack 10: a 2 × 2 grid centred on (0, 0); one in rack 11 right above it
+    expect(Array.from(p.xyz)).toEqual([-h, 5, -h, h, 5, -h, -h, 5, h, h, 5, h, 4, 5, 0].map(Math.fround));
   });
 
   it("spreads switches without a rack along the tier's middle, and skips undrawn tiers", () => {

@@ -10,7 +10,7 @@
  *
  * Markers: a fabric switch (leaf, spine, core; GET /api/clusters/<id>/switches/) sits at
  * the height of its tier's frame, above the rack that holds it (switches in one rack
- * side by side), or spread along the middle of the tier when no rack holds it; a CDU
+ * on a small grid), or spread along the middle of the tier when no rack holds it; a CDU
  * (GET /api/facility/sites/<id>/cdus/) hovers over the centre of the racks on its loop.
  */
 import { THERMAL, TRAFFIC, type MetricLike, type SequentialScale } from "./colour";
@@ -70,13 +70,13 @@ export interface MarkerPlaces {
 /** Where racks stand on the floor (x, z), null for a rack the floor does not draw. */
 export type RackXZ = (rack: number) => readonly [number, number] | null;
 
-/** Side-by-side spacing of switches held by one rack (world units, ~ a rack's width). */
+/** Spacing of the switches held by one rack (world units, under half a rack's width). */
 export const SWITCH_SPACING = 0.35;
 
 /**
  * Switch marker centres: above the holding rack at its tier's height (`tierY`, null:
- * the tier is not drawn, so neither is the switch), several in a rack side by side
- * along x; without a rack, spread evenly across the tier's middle line from x0 to x1.
+ * the tier is not drawn, so neither is the switch), several in a rack on a square grid
+ * centred on it (`SWITCH_SPACING` apart, row by row); without a rack, spread evenly across the tier's middle line from x0 to x1.
  */
 export function switchPlaces(
   sw: SwitchList,
@@ -102,11 +102,16 @@ export function switchPlaces(
   const xyz: number[] = [];
   for (const [rack, list] of perRack) {
     const [x, z] = rackXZ(rack) as readonly [number, number];
+    // A square grid centred on the rack (16 leaves of one network rack: 4 × 4, 1.4 m).
+    const cols = Math.ceil(Math.sqrt(list.length));
+    const rows = Math.ceil(list.length / cols);
     list.forEach((k, j) => {
       const y = tierY(sw.kind[k]);
       if (y === null) return;
       index.push(k);
-      xyz.push(x + (j - (list.length - 1) / 2) * SWITCH_SPACING, y, z);
+      const c = j % cols;
+      const r = Math.floor(j / cols);
+      xyz.push(x + (c - (cols - 1) / 2) * SWITCH_SPACING, y, z + (r - (rows - 1) / 2) * SWITCH_SPACING);
     });
   }
   const midZ = (extent.z0 + extent.z1) / 2;
