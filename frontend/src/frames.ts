@@ -35,6 +35,8 @@ export interface FrameMessage {
   values: Array<number | null>;
   /** Health codes per key (card views). */
   health?: number[];
+  /** Per rack 1 where a power limit binds (the floor's `cap_share` view). */
+  binding?: number[];
 }
 
 export interface SnapshotMessage extends FrameMessage {
@@ -85,6 +87,8 @@ export class ViewFrames {
   readonly values: Float64Array;
   readonly health: Float64Array;
   readonly budget: Float64Array;
+  /** Per instance 1/0: a power limit binds there (cap_share frames), NaN otherwise. */
+  readonly binding: Float64Array;
   sub: Subscription | null = null;
   seq = -1;
   layout: string | null = null;
@@ -104,6 +108,7 @@ export class ViewFrames {
     this.values = new Float64Array(n).fill(Number.NaN);
     this.health = new Float64Array(n).fill(Number.NaN);
     this.budget = new Float64Array(n).fill(Number.NaN);
+    this.binding = new Float64Array(n).fill(Number.NaN);
   }
 
   /** Follow another subscription: what was applied is forgotten (all NaN). */
@@ -144,9 +149,19 @@ export class ViewFrames {
     const map = this.map as Int32Array;
     decodeInto(msg.values, map, this.values);
     if (msg.health) decodeInto(msg.health, map, this.health);
+    if (msg.binding) decodeInto(msg.binding, map, this.binding);
+    else this.binding.fill(Number.NaN);
     this.seq = msg.seq;
     this.ts = msg.ts;
     this.applied += 1;
+  }
+
+  /** Whether a power limit binds at `key` (null: not said, e.g. another metric). */
+  bindingOf(key: number): boolean | null {
+    const i = this.instanceOf.get(key);
+    if (i === undefined) return null;
+    const v = this.binding[i];
+    return v !== v ? null : v > 0;
   }
 
   /** The last value applied to `key` (null: none, or no reading). */

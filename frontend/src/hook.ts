@@ -25,6 +25,12 @@ export interface TwinHook {
   route: { cards: number[]; links: number[] } | null;
   highlighted(): number;
   memory(): { jsHeapUsed: number | null };
+  /** The floor's switch and CDU markers are drawn (false until their data is in). */
+  markersReady: boolean;
+  /** The floor's markers as the what-if names them ({kind: "switch", id} / {kind: "cdu", key}). */
+  markers(): Array<{ kind: string; id?: number; key?: string }>;
+  /** Where a right-click hits a marker (CSS px), or null when it is not on screen. */
+  markerScreenOf(marker: { kind: string; id?: number; key?: string }): { x: number; y: number } | null;
 }
 
 /** What the page provides to the hook once it is up. */
@@ -38,6 +44,8 @@ export interface HookBackend {
   open(kind: ViewKind, id: number | null): Promise<void>;
   select(kind: string, id: number): Promise<void>;
   highlighted(): number;
+  markers(): Array<{ kind: string; id?: number; key?: string }>;
+  markerScreenOf(marker: { kind: string; id?: number; key?: string }): { x: number; y: number } | null;
 }
 
 declare global {
@@ -79,6 +87,9 @@ export function installHook(): TwinHook {
     route: null,
     highlighted: () => (backend ? backend.highlighted() : 0),
     memory,
+    markersReady: false,
+    markers: () => (backend ? backend.markers() : []),
+    markerScreenOf: (marker) => (backend ? backend.markerScreenOf(marker) : null),
   };
   window.twin = hook;
   return hook;

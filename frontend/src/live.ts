@@ -29,6 +29,8 @@ export interface HelloMessage {
   cluster: number;
   views: string[];
   metrics: Array<{ key: string; label: string; unit: string; aggregate: string }>;
+  /** The plant's per-rack metrics, streamed by the cluster view only (twin/live/frames.py). */
+  plant_metrics?: Array<{ key: string; label: string; unit: string; aggregate: string; views?: string[] }>;
   default_metric: Record<string, string>;
   max_hz: number;
   health_names: string[];

@@ -26,6 +26,8 @@ import {
   type RemediationPayload,
   type RouteEndDetail,
 } from "./panels";
+import type { Marker } from "./panels/contextmenu";
+import { mountForkNow } from "./panels/forknow";
 import { Controller } from "./scene/controller";
 import { StatusBar } from "./statusbar";
 
@@ -156,6 +158,8 @@ async function boot(): Promise<void> {
     valueOf: (key) => controller.valueOf(key),
     screenOf: (key) => controller.screenOf(key),
     pickAt: (x, y) => controller.pickObjectAt(x, y),
+    markers: () => controller.markers(),
+    markerScreenOf: (marker) => controller.markerScreenOf(marker as Marker),
     rackDraw: () => controller.rackDraw(),
     open: (kind, id) => controller.open(kind, id),
     select: (kind, id) =>
@@ -171,6 +175,11 @@ async function boot(): Promise<void> {
   const remediations = mountRemediations(need("#remediations-panel"), controller);
   const facility = mountFacility(need("#facility-panel"), controller);
   controller.panels = { side, alerts, route, scenarios, jobs, remediations };
+  mountForkNow(need("[data-testid=fork-now]"), need("[data-testid=fork-status]"), {
+    api,
+    clusterId: () => controller.clusterId(),
+    open: (runId) => scenarios.open(runId),
+  });
   document.addEventListener(ROUTE_END_EVENT, (event) => {
     const detail = (event as CustomEvent<RouteEndDetail>).detail;
     route.setEnd(detail.which, detail.cardId);

@@ -57,6 +57,25 @@ def test_floor_of_the_tiny_cluster(reader_client, tiny_cluster):
     ]
 
 
+def test_switches_of_the_tiny_cluster(reader_client, tiny_cluster):
+    """The floor's switch markers: fabric switches only (the leaf), with their rack."""
+    t = tiny_cluster
+    body = get(reader_client, "cluster-switches", t["cluster"].pk)
+    leaf = NetworkDevice.objects.get(cluster=t["cluster"], kind="leaf")
+    assert body == {"cluster": t["cluster"].pk, "id": [leaf.pk], "name": [leaf.name],
+                    "kind": ["leaf"], "rack": [t["net_rack"].pk]}
+
+
+def test_switches_of_a_built_cluster_in_tier_order(reader_client, seed):
+    body = get(reader_client, "cluster-switches", seed.pk)
+    kinds = body["kind"]
+    assert set(kinds) <= {"leaf", "spine", "core"} and "leaf" in kinds and "spine" in kinds
+    assert kinds == sorted(kinds, key=["leaf", "spine", "core"].index)
+    assert len(body["id"]) == NetworkDevice.objects.filter(
+        cluster=seed, kind__in=["leaf", "spine", "core"]).count()
+    assert all(len(column) == len(body["id"]) for k, column in body.items() if k != "cluster")
+
+
 def test_floor_query_count_does_not_grow_with_racks(reader_client, tiny_cluster,
                                                     django_assert_max_num_queries):
     """A handful of aggregates: the same count for 2 racks or 14 (no per-rack query)."""

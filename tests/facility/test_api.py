@@ -125,3 +125,14 @@ class TestRackFacilityAPI(APIViewTests):
         return [({"rack_class": "air"}, {w["net_place"].pk}),
                 ({"cooling_element": w["tcs"].pk}, {w["r0_place"].pk}),
                 ({"cluster": w["cluster"].pk}, {w["r0_place"].pk, w["net_place"].pk})]
+
+
+def test_each_cdu_lists_the_racks_on_its_loop(plant_world: dict[str, Any],
+                                              staff_client: Any) -> None:
+    """The floor's CDU markers: r0 is cooled through tcs-0, a loop below cdu-0, so it
+    belongs to cdu-0; the air rack (a CRAH) to no CDU."""
+    site = plant_world["site"]
+    got = staff_client.get(f"/api/facility/sites/{site.pk}/cdus/")
+    assert got.status_code == 200, got.content
+    assert got.json() == {"site": site.pk, "id": [plant_world["cdu"].pk], "key": ["cdu-0"],
+                          "racks": [[plant_world["rack"].pk]]}

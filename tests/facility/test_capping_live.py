@@ -281,3 +281,70 @@ def test_the_caps_are_in_the_cluster_frame_and_metrics(plant_world: dict[str, An
     assert got[("twin_capping_throughput_lost_ratio", c)] == pytest.approx(
         sec["throughput_lost"])
     assert got[("twin_capping_binding_limits", c)] == 1
+
+
+def test_the_floor_colours_by_the_caps_share_of_each_rack_budget(plant_world: dict[str, Any]
+                                                                 ) -> None:
+    """The cluster view's ``cap_share``: per rack Σ caps / budget × 100, with the
+    binding flag per rack; null everywhere while capping is off."""
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    budget = _budget(plant_world, 4000.0)
+    cid = plant_world["cluster"].pk
+    key = SubscriptionKey("cluster", None, "cap_share")
+    agent = _agent(plant_world)
+    _run(plant_world, agent, [700.0])
+    off = frames.build(cid, key)
+    assert set(off.head["values"]) == {None} and "binding" not in off.head
+    _policy(plant_world, "apply")
+    _run(plant_world, agent, [700.0] * 6)
+    built = frames.build(cid, key)
+    sec = frames.build(cid, SubscriptionKey("cluster", None, "power_w")).extra["caps"]
+    names = built.extra["names"]
+    r0 = names.index("r0")
+    assert built.extra["unit"] == "%" and built.extra["aggregate"] == "caps"
+    assert built.head["values"][r0] == pytest.approx(sec["rack_caps_w"][r0] / budget * 100,
+                                                     abs=0.1)
+    assert 0 < built.head["values"][r0] <= 100.0
+    assert built.head["binding"] == sec["rack_binding"]
+    assert len(built.head["values"]) == len(names)        # per rack, never per card
+
+
+def test_the_rack_panel_reads_its_coolant_temperature_and_cap(plant_world: dict[str, Any],
+                                                              admin_client: Client) -> None:
+    """``GET /api/telemetry/clusters/<c>/racks/<r>/plant/``: one rack's coolant, hottest
+    card and caps, the same numbers the floor's cluster views carry; nulls for a rack
+    without cards, 404 for a rack of another cluster."""
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    budget = _budget(plant_world, 4000.0)
+    cid = plant_world["cluster"].pk
+    rack = plant_world["rack"].pk
+    agent = _agent(plant_world)
+    _policy(plant_world, "apply")
+    _run(plant_world, agent, [700.0] * 6)
+    url = f"/api/telemetry/clusters/{cid}/racks/{rack}/plant/"
+    got = admin_client.get(url)
+    assert got.status_code == 200, got.content
+    body = got.json()
+    lay = state.layout(cid)
+    k = lay.groups["rack"].names.index("r0")
+    racks = state.plant_racks(cid, lay.version)
+    assert racks is not None
+    assert body["supply_c"] == pytest.approx(float(racks["supply_c"][k]), abs=0.05)
+    assert body["card_c"] > body["supply_c"]
+    coolant = frames.build(cid, SubscriptionKey("cluster", None, "coolant_supply_c"))
+    assert body["supply_c"] == pytest.approx(coolant.head["values"][k], abs=0.05)
+    share = frames.build(cid, SubscriptionKey("cluster", None, "cap_share"))
+    assert body["cap_share"] * 100 == pytest.approx(share.head["values"][k], abs=0.1)
+    assert body["caps_w"] == pytest.approx(body["cap_share"] * budget, rel=1e-3)
+    assert body["binding"] is True and body["capping_mode"] == "apply"
+    assert body["budget_w"] == pytest.approx(budget, abs=1.0)
+    net = plant_world["net_rack"].pk
+    empty = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{net}/plant/")
+    assert empty.status_code == 200
+    assert empty.json()["supply_c"] is None and empty.json()["capping_mode"] == "off"
+    missing = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{10**9}/plant/")
+    assert missing.status_code == 404

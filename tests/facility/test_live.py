@@ -229,3 +229,37 @@ def test_a_sharded_round_steps_the_plant_with_what_a_whole_tick_gives(
     assert sharded["it_w"] == pytest.approx(whole["it_w"], rel=1e-5)
     assert sharded["it_w"] > power.sum()  # + every rack's static draw and network racks
     assert [c["key"] for c in sharded["cdus"]] == [c["key"] for c in whole["cdus"]]
+
+
+def test_the_floor_colours_by_each_rack_coolant_supply(plant_world: dict[str, Any]) -> None:
+    """The cluster view's ``coolant_supply_c`` is the plant's per-rack supply, in the
+    frame's rack order, every frame (not only the snapshot); null before a plant tick."""
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    cid = plant_world["cluster"].pk
+    key = SubscriptionKey("cluster", None, "coolant_supply_c")
+    assert "coolant_supply_c" in frames.view_metrics()["cluster"]
+    assert "coolant_supply_c" not in frames.view_metrics()["rack"]
+    put(cid, {"power_w": [500.0] * 8}, cards=[c.pk for c in plant_world["cards"]])
+    processing.tick(cid, force=True)
+    built = frames.build(cid, key)
+    lay = state.layout(cid)
+    racks = state.plant_racks(cid, lay.version)
+    assert racks is not None
+    assert built.head["values"] == pytest.approx(np.round(racks["supply_c"], 1).tolist())
+    assert built.extra["unit"] == "°C" and built.extra["keys"] == lay.groups["rack"].ids.tolist()
+    assert built.seq == state.rollup(cid, "rack", "power_w")["seq"]
+    hello = frames.hello_message(cid, 2.0)
+    assert [m["key"] for m in hello["plant_metrics"]] == ["coolant_supply_c", "cap_share"]
+
+
+def test_without_a_plant_the_coolant_view_is_null(tiny_cluster: dict[str, Any]) -> None:
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    cid = tiny_cluster["cluster"].pk
+    put(cid, {"power_w": [500.0] * 8}, cards=[c.pk for c in tiny_cluster["cards"]])
+    processing.tick(cid, force=True)
+    built = frames.build(cid, SubscriptionKey("cluster", None, "coolant_supply_c"))
+    assert built.head["values"] and set(built.head["values"]) == {None}

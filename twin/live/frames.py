@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_METRIC",
     "DECIMALS",
     "DECIMALS_BY_UNIT",
+    "PLANT_METRICS",
     "Built",
     "FrameCache",
     "UnknownObject",
@@ -78,6 +79,18 @@ AGGREGATE: dict[str, str] = {
 """How the cluster view folds a rack's cards into one value, per metric.
 ``draw`` = Σ card power + the rack's static (server overhead + devices) draw."""
 
+PLANT_METRICS: dict[str, tuple[str, str, str]] = {
+    "coolant_supply_c": ("Coolant supply", "°C", "plant"),
+    "cap_share": ("Power cap / rack budget", "%", "caps"),
+}
+"""Cluster-view-only metrics read from the plant rather than from the cards (key →
+label, unit, aggregate): each rack's coolant supply temperature at the last tick
+(``state.plant_racks``, liquid racks their CDU's supply, air racks their inlet air)
+and the sum of its cards' live power caps as a share of its budget
+(``twin.facility.capping_live``; the frame adds ``binding``, 0/1 per rack: a limit
+binds there). One value per rack, like every cluster view, never per card. A rack's
+hottest card is the existing ``gpu_temp_c`` (aggregated ``max``)."""
+
 DECIMALS_BY_UNIT = {"W": 1, "%": 1, "°C": 1, "MHz": 0, "code": 0, "count": 0, "GiB": 2,
                     "GB/s": 2, "s": 2, "kJ": 1, "ns": 1, "µs": 3}
 """Values are rounded to what their unit needs (a sensor's own resolution or
@@ -98,8 +111,11 @@ class UnknownObject(LookupError):
 
 
 def view_metrics() -> dict[str, tuple[str, ...]]:
-    """Metrics each view streams: every telemetry metric, in every view."""
-    return {view: METRIC_KEYS for view in ViewChoices.values()}
+    """Metrics each view streams: every telemetry metric, in every view, and the
+    plant's (:data:`PLANT_METRICS`) in the cluster view."""
+    out = {view: METRIC_KEYS for view in ViewChoices.values()}
+    out[ViewChoices.CLUSTER] = (*METRIC_KEYS, *PLANT_METRICS)
+    return out
 
 
 def hello_message(cluster_id: int, max_hz: float) -> dict[str, Any]:
@@ -110,6 +126,9 @@ def hello_message(cluster_id: int, max_hz: float) -> dict[str, Any]:
         "health_names": list(state.HEALTH_NAMES),
         "metrics": [{"key": m.key, "label": m.label, "unit": m.unit,
                      "aggregate": AGGREGATE[m.key]} for m in METRICS],
+        "plant_metrics": [{"key": k, "label": label, "unit": unit, "aggregate": how,
+                           "views": [ViewChoices.CLUSTER]}
+                          for k, (label, unit, how) in PLANT_METRICS.items()],
     }
 
 
@@ -160,6 +179,8 @@ def _head(key: SubscriptionKey, seq: int, ts: float | None, layout: str) -> dict
 
 
 def _build_cluster(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> Built:
+    if key.metric in PLANT_METRICS:
+        return _build_plant(cluster_id, key, lay)
     roll = state.rollup(cluster_id, "rack", key.metric)
     how = AGGREGATE[key.metric]
     values = roll["draw_w"] if how == "draw" else roll[how]
@@ -180,6 +201,38 @@ def _build_cluster(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> 
     caps = _caps_section(cluster_id, lay)
     if caps is not None:
         extra["caps"] = caps
+    return Built(key, int(roll["seq"]), head["ts"], lay.version, head, extra)
+
+
+def _build_plant(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> Built:
+    """A cluster view of a plant metric: per rack (the layout's rack order, as every
+    cluster view) its coolant supply or its caps' share of its budget; null where the
+    plant has no value (no facility, no tick yet, capping off)."""
+    roll = state.rollup(cluster_id, "rack", "power_w")   # the tick's seq, ts and racks
+    n = len(roll["ids"])
+    values = np.full(n, np.nan)
+    binding: list[int] | None = None
+    if key.metric == "coolant_supply_c":
+        racks = state.plant_racks(cluster_id, lay.version)
+        if racks is not None and len(racks["supply_c"]) == n:
+            values = racks["supply_c"].astype(np.float64)
+    else:
+        caps = _caps_section(cluster_id, lay)
+        if caps is not None:
+            budget = np.asarray(roll["budget_w"], dtype=np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                values = np.where(budget > 0, np.asarray(caps["rack_caps_w"]) / budget * 100,
+                                  np.nan)
+            binding = caps["rack_binding"]
+    head = _head(key, int(roll["seq"]), roll["ts"], lay.version)
+    head["values"] = encode_values(values, decimals(key.metric))
+    if binding is not None:
+        head["binding"] = binding
+    extra: dict[str, Any] = {
+        "keys": [int(i) for i in roll["ids"]], "names": list(roll["names"]),
+        "unit": _unit(key.metric), "aggregate": PLANT_METRICS[key.metric][2],
+        "budget_w": encode_values(roll["budget_w"], 0),
+    }
     return Built(key, int(roll["seq"]), head["ts"], lay.version, head, extra)
 
 
@@ -225,6 +278,8 @@ def _caps_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | None:
 
 
 def _unit(metric: str) -> str:
+    if metric in PLANT_METRICS:
+        return PLANT_METRICS[metric][1]
     return METRICS[METRIC_INDEX[metric]].unit
 
 

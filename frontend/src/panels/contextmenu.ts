@@ -1,5 +1,6 @@
 /**
- * The 3D view's right-click menu: "What if this fails?" on a rack or a card opens
+ * The 3D view's right-click menu: "What if this fails?" on a rack, a card, or a switch or
+ * CDU marker of the floor opens
  * the scenario form as a `whatif` run with that object's failure at 0 s, so one
  * click on Run asks the twin what the failure would cost.
  *
@@ -16,7 +17,8 @@ export const WHATIF_ITEM = "What if this fails?";
 export interface WhatIfEvent {
   at_s: number;
   kind: string;
-  target: number;
+  /** An inventory id, or a facility element's key (a CDU). */
+  target: number | string;
 }
 
 /** The failure of a picked object at the fork, or null when the what-if engine cannot fail it. */
@@ -81,4 +83,15 @@ export function mountContextMenu(parent: HTMLElement): ContextMenu {
     },
   };
   return menu;
+}
+
+/** A floor marker the what-if engine can fail: a fabric switch (its id) or a CDU (its key). */
+export type Marker = { kind: "switch"; id: number } | { kind: "cdu"; key: string };
+
+/** The failure of a marker at the fork: `fail_switch` (the servers it carries go down)
+ *  or `cdu_trip` (the CDU stops; its racks lose their liquid cooling). */
+export function markerFailure(marker: Marker): WhatIfEvent {
+  return marker.kind === "switch"
+    ? { at_s: 0, kind: "fail_switch", target: marker.id }
+    : { at_s: 0, kind: "cdu_trip", target: marker.key };
 }

@@ -7,12 +7,14 @@ import { button, dl, h } from "./dom";
 import { formatNumber } from "./format";
 import { alertList, errorLine, objectLink, section, type SideContext } from "./sidecommon";
 import type { PaginatedAlertList, Rack, RackGeometry, SuperNode } from "../api";
+import { plantRows, type RackPlant } from "../plant";
 
 export async function showRack(ctx: SideContext, id: number, gen: number): Promise<void> {
-  const [rackR, geoR, alertsR] = await Promise.allSettled([
+  const [rackR, geoR, alertsR, plantR] = await Promise.allSettled([
     ctx.host.api.get<Rack>(`racks/${id}/`),
     ctx.host.api.get<RackGeometry>(`racks/${id}/geometry/`),
     ctx.host.api.get<PaginatedAlertList>(`telemetry/alerts/?rack=${id}&active=true&limit=50`),
+    ctx.host.api.get<RackPlant>(`telemetry/clusters/${ctx.host.clusterId()}/racks/${id}/plant/`),
   ]);
   if (ctx.stale(gen)) return;
   if (rackR.status === "rejected") {
@@ -53,6 +55,12 @@ export async function showRack(ctx: SideContext, id: number, gen: number): Promi
         ["PUE", formatNumber(rack.pue, 3)],
         ["Cooling", rack.cooling],
       ]),
+    ),
+    section(
+      "Plant",
+      plantR.status === "fulfilled"
+        ? h("div", { "data-testid": "panel-rack-plant" }, dl(plantRows(plantR.value)))
+        : h("p", { class: "muted" }, "No live plant reading (a rack without cards, or no tick yet)."),
     ),
     section(
       "Place",

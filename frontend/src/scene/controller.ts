@@ -13,16 +13,26 @@ import { ViewFrames, type FrameMessage, type Subscription, type ViewKind } from 
 import type { TwinHook } from "../hook";
 import type { ConnectionState, HelloMessage, LiveClient } from "../live";
 import type { AlertsPanel, JobsPanel, RemediationsPanel, RoutePanel, ScenariosPanel, SidePanel } from "../panels";
-import { failureEvent, mountContextMenu, WHATIF_ITEM, type ContextMenu } from "../panels/contextmenu";
+import {
+  failureEvent,
+  markerFailure,
+  mountContextMenu,
+  WHATIF_ITEM,
+  type ContextMenu,
+  type Marker,
+} from "../panels/contextmenu";
 import type { MetricInfo, ObjectKind, PanelHost, Selection } from "../panels/host";
 import { isJobColouring } from "../panels/jobs";
+import { FLOOR_ONLY_METRICS, type CduList, type SwitchList } from "../plant";
 import type { StatusBar } from "../statusbar";
 import { Engine, WebGLUnavailable } from "./engine";
+import { FloorView } from "./floor";
 import { GeometryCache } from "./geometry";
 import { MetricMenu } from "./metrics";
 import { Navigator } from "./navigation";
 import { Painter } from "./paint";
-import { Picker, screenOf } from "./picking";
+import type { MarkerHit } from "./markers";
+import { markerScreenOf, Picker, screenOf } from "./picking";
 import { RackView } from "./rack";
 import { routePoints, routeView } from "./route";
 import type { AnyView } from "./views";
@@ -75,6 +85,8 @@ export class Controller implements PanelHost {
   private readonly painter: Painter;
   private readonly picker: Picker | null = null;
   private readonly contextMenu: ContextMenu;
+  /** The floor's switches and CDUs of the shown cluster (loaded once per cluster). */
+  private markerData: { cluster: number; data: Promise<[SwitchList | null, CduList | null]> } | null = null;
 
   constructor(
     readonly api: Api,
@@ -105,10 +117,12 @@ export class Controller implements PanelHost {
         click: (hit) => void this.select({ kind: hit.kind, id: hit.id }, { fly: false }),
         doubleClick: (hit) => void this.openTarget(this.nav.doubleClickTarget(this.view, hit.kind, hit.id)),
         contextMenu: (hit, x, y) => this.showContextMenu(hit, x, y),
+        markerMenu: (hit, x, y) => this.showMarkerMenu(hit, x, y),
         reading: (id) => ({
           metric: this.menu.info(this.metricKey),
           value: this.valueOf(id),
           unit: this.frames?.unit ?? "",
+          note: this.frames?.bindingOf(id) ? "a power limit binds here" : undefined,
         }),
       });
     }
@@ -130,6 +144,45 @@ export class Controller implements PanelHost {
     this.contextMenu.show(x, y, [
       { label: WHATIF_ITEM, run: () => scenarios.prefill?.("whatif", { events: JSON.stringify([event]) }) },
     ]);
+  }
+
+  /** A right-click on a switch or CDU marker: "What if this fails?" → its failure at 0 s. */
+  private showMarkerMenu(hit: MarkerHit, x: number, y: number): void {
+    const scenarios = this.panels.scenarios;
+    if (!scenarios?.prefill) {
+      this.contextMenu.close();
+      return;
+    }
+    this.el.tooltip.hidden = true;
+    const event = markerFailure(hit.marker);
+    this.contextMenu.show(x, y, [
+      { label: WHATIF_ITEM, run: () => scenarios.prefill?.("whatif", { events: JSON.stringify([event]) }) },
+    ]);
+  }
+
+  /** The floor's switches (GET clusters/<id>/switches/) and CDUs (the cluster's site's
+   *  cdus/), each null when it cannot be read (no facility, no permission). */
+  private loadMarkerData(cluster: number): Promise<[SwitchList | null, CduList | null]> {
+    if (this.markerData?.cluster !== cluster) {
+      const switches = this.api.get<SwitchList>(`clusters/${cluster}/switches/`).catch(() => null);
+      const cdus = this.api
+        .get<{ results: { id: number }[] }>(`facility/sites/?cluster=${cluster}`)
+        .then((sites) =>
+          sites.results.length ? this.api.get<CduList>(`facility/sites/${sites.results[0].id}/cdus/`) : null,
+        )
+        .catch(() => null);
+      this.markerData = { cluster, data: Promise.all([switches, cdus]) };
+    }
+    return this.markerData.data;
+  }
+
+  /** Draw the markers on `view` once their data is in (if it is still shown). */
+  private async drawMarkers(view: FloorView): Promise<void> {
+    const [switches, cdus] = await this.loadMarkerData(this.cache.cluster);
+    if (this.view !== view) return;
+    view.setMarkers(switches, cdus);
+    this.hook.markersReady = true;
+    this.engine?.invalidate();
   }
 
   /** Start loading a cluster's floor before the page is up (the URL names it). */
@@ -353,6 +406,10 @@ export class Controller implements PanelHost {
     old?.dispose();
     if ((this.metricKey === "health" || isJobColouring(this.metricKey)) && view.kind === "cluster")
       this.metricKey = "power_w";
+    // The plant's own metrics are per rack: a card view shows power instead.
+    if (FLOOR_ONLY_METRICS.includes(this.metricKey) && view.kind !== "cluster") this.metricKey = "power_w";
+    this.hook.markersReady = false;
+    if (view instanceof FloorView) void this.drawMarkers(view);
     this.painter.install(view);
     this.frames = new ViewFrames(view.keys);
     this.subscribe();
@@ -382,7 +439,12 @@ export class Controller implements PanelHost {
 
   setMetric(key: string): void {
     if (key === this.metricKey) return;
-    this.metricKey = (key === "health" || isJobColouring(key)) && this.view?.kind === "cluster" ? "power_w" : key;
+    const cardOnly = key === "health" || isJobColouring(key);
+    const floorOnly = FLOOR_ONLY_METRICS.includes(key);
+    this.metricKey =
+      (cardOnly && this.view?.kind === "cluster") || (floorOnly && this.view && this.view.kind !== "cluster")
+        ? "power_w"
+        : key;
     this.el.metricSelect.value = this.metricKey;
     this.el.tooltip.hidden = true;
     this.subscribe();
@@ -468,6 +530,16 @@ export class Controller implements PanelHost {
 
   highlighted(): number {
     return this.view ? this.view.routeDrawn() : 0;
+  }
+
+  /** The floor's switch and CDU markers drawn (the test hook's markers). */
+  markers(): Marker[] {
+    return this.view instanceof FloorView && this.view.markers ? this.view.markers.list() : [];
+  }
+
+  /** Where a right-click hits a marker (the test hook's markerScreenOf). */
+  markerScreenOf(marker: Marker): { x: number; y: number } | null {
+    return this.view && this.engine ? markerScreenOf(this.engine, this.view, marker) : null;
   }
 
   /** The rack view's power bar (the test hook's rackDraw). */

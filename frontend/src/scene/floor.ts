@@ -30,7 +30,9 @@ import type { Floor } from "../api";
 import { CODE_NETWORK } from "../colour";
 import type { ObjectKind } from "../panels/host";
 import { GROUP_GAP, RACK, floorLayout, type FloorLayout } from "../layout";
+import { cduPlaces, switchPlaces, type CduList, type SwitchList } from "../plant";
 import { makeLabel } from "./labels";
+import { FloorMarkers } from "./markers";
 import { InstancedView, segments, type PickResult } from "./view";
 
 /** Above this many supernodes the floor shows no name sprites (unreadable anyway). */
@@ -59,6 +61,8 @@ export class FloorView extends InstancedView {
   private tiles: InstancedMesh | null = null;
   private readonly snById = new Map<number, number>();
   readonly tierHeights: number[] = [];
+  /** The switch and CDU markers, once loaded (`setMarkers`). */
+  markers: FloorMarkers | null = null;
 
   constructor(floor: Floor) {
     const layout = floorLayout(floor.racks, floor.supernodes);
@@ -198,6 +202,38 @@ export class FloorView extends InstancedView {
         }
       }
     });
+  }
+
+  /** Draw the fabric switches at their tiers and the CDUs over their racks (replacing any
+   *  drawn before). CDUs hover just above the racks, below the first tier. */
+  setMarkers(switches: SwitchList | null, cdus: CduList | null): FloorMarkers {
+    if (this.markers) {
+      this.root.remove(this.markers.root);
+      this.markers.root.traverse((o) => {
+        const mesh = o as InstancedMesh;
+        mesh.geometry?.dispose();
+      });
+    }
+    const rackXZ = (rack: number): readonly [number, number] | null => {
+      const i = this.instanceOf.get(rack);
+      return i === undefined ? null : [this.centres[i * 3], this.centres[i * 3 + 2]];
+    };
+    const tiers = this.floor.tiers ?? [];
+    const tierY = (kind: string): number | null => {
+      const k = tiers.findIndex((t) => t.kind === kind);
+      return k < 0 ? null : (this.tierHeights[k] ?? null);
+    };
+    const L = this.layout;
+    const first = this.tierHeights.length ? this.tierHeights[0] : RACK.h + 2;
+    const markers = new FloorMarkers(switches, cdus);
+    markers.build(
+      switches ? switchPlaces(switches, rackXZ, tierY, L) : null,
+      cdus ? cduPlaces(cdus, rackXZ, RACK.h + Math.min(0.6, (first - RACK.h) / 2)) : null,
+      (kind) => TIER_COLOURS[kind] ?? 0x94a3b8,
+    );
+    this.root.add(markers.root);
+    this.markers = markers;
+    return markers;
   }
 
   pick(raycaster: Raycaster): PickResult | null {

@@ -18,6 +18,7 @@ import {
 } from "../colour";
 import { JOB_RGB, cardCategories, categoryValues, type JobColouring } from "../panels/jobs";
 import type { ViewFrames } from "../frames";
+import { plantScale } from "../plant";
 import { FloorView } from "./floor";
 import type { AnyView } from "./views";
 
@@ -49,7 +50,7 @@ export class Painter {
     const values = metric.key === "health" ? frames.health : frames.values;
     let palette = this.palette;
     if (rescale || !palette || palette.scale.metric !== metric.key) {
-      const scale = scaleFor(metric, view.kind);
+      const scale = plantScale(metric, view.kind) ?? scaleFor(metric, view.kind);
       if (scale.kind === "sequential" && scale.auto) scale.domain = autoDomain(values) ?? scale.domain;
       palette = compile(scale);
       this.palette = palette;

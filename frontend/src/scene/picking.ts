@@ -8,8 +8,10 @@ import { Vector3 } from "three";
 
 import { HEALTH_NAMES, type MetricLike } from "../colour";
 import { formatValue } from "../format";
+import type { Marker } from "../panels/contextmenu";
 import type { Engine } from "./engine";
 import { FloorView } from "./floor";
+import type { MarkerHit } from "./markers";
 import { SupernodeView } from "./supernode";
 import type { PickResult } from "./view";
 import type { AnyView } from "./views";
@@ -24,8 +26,10 @@ export interface PickHandlers {
   doubleClick(hit: PickResult): void;
   /** A right-click at page px (x, y): on an object, or on nothing (hit null). */
   contextMenu(hit: PickResult | null, x: number, y: number): void;
+  /** A right-click on a switch or CDU marker of the floor (nearer than any rack there). */
+  markerMenu?(hit: MarkerHit, x: number, y: number): void;
   /** The reading the tooltip shows for a card or rack: the metric shown, its value and unit. */
-  reading(id: number): { metric: MetricLike; value: number | null; unit: string };
+  reading(id: number): { metric: MetricLike; value: number | null; unit: string; note?: string };
 }
 
 export class Picker {
@@ -58,7 +62,11 @@ export class Picker {
     // Only over the canvas: the browser's own menu stays everywhere else.
     canvas.addEventListener("contextmenu", (e) => {
       e.preventDefault();
-      this.on.contextMenu(this.pickAt(e.clientX, e.clientY), e.clientX, e.clientY);
+      const marker = this.markerAt(e.clientX, e.clientY);
+      const hit = this.pickAt(e.clientX, e.clientY);
+      if (marker && this.on.markerMenu && (!hit || marker.distance <= hit.distance))
+        this.on.markerMenu(marker, e.clientX, e.clientY);
+      else this.on.contextMenu(hit, e.clientX, e.clientY);
     });
     canvas.addEventListener("pointermove", (e) => {
       this.hoverAt = { x: e.clientX, y: e.clientY };
@@ -82,6 +90,13 @@ export class Picker {
     return view.pick(this.engine.raycaster);
   }
 
+  /** The switch or CDU marker at CSS px (x, y) of the floor, if any. */
+  markerAt(x: number, y: number): MarkerHit | null {
+    const view = this.on.view();
+    if (!(view instanceof FloorView) || !view.markers || !this.engine.aim(x, y)) return null;
+    return view.markers.pick(this.engine.raycaster);
+  }
+
   private hover(): void {
     const tip = this.tooltip;
     const at = this.hoverAt;
@@ -91,13 +106,17 @@ export class Picker {
       return;
     }
     const hit = this.pickAt(at.x, at.y);
-    if (!hit) {
+    const marker = this.markerAt(at.x, at.y);
+    if (!hit && !marker) {
       tip.hidden = true;
       this.scene.style.cursor = "";
       return;
     }
     this.scene.style.cursor = "pointer";
-    tip.textContent = this.describe(view, hit);
+    tip.textContent =
+      marker && (!hit || marker.distance <= hit.distance)
+        ? `${marker.label} — right-click: what if it fails?`
+        : this.describe(view, hit as PickResult);
     const rect = this.scene.getBoundingClientRect();
     tip.style.left = `${Math.min(at.x - rect.left + 14, rect.width - 260)}px`;
     tip.style.top = `${at.y - rect.top + 14}px`;
@@ -112,14 +131,14 @@ export class Picker {
       const wrap = L.wrap?.[hit.index] ? " · wrap-around" : "";
       return `link ${L.id[hit.index]} · ${L.kind[hit.index].replaceAll("_", " ")} · ${L.status[hit.index]}${wrap}`;
     }
-    const { metric, value, unit } = this.on.reading(hit.id);
+    const { metric, value, unit, note } = this.on.reading(hit.id);
     const shown =
       metric.key === "health"
         ? value === null
           ? "no data"
           : (HEALTH_NAMES[value] ?? String(value))
         : formatValue(value, unit || metric.unit);
-    return `${view.describe(hit.index)} — ${metric.label}: ${shown}`;
+    return `${view.describe(hit.index)} — ${metric.label}: ${shown}${note ? ` · ${note}` : ""}`;
   }
 }
 
@@ -153,4 +172,21 @@ export function screenOf(engine: Engine, view: AnyView, key: number): { x: numbe
       return { x: Math.round(p.x * 10) / 10, y: Math.round(p.y * 10) / 10 };
   }
   return null;
+}
+
+/** Where a right-click hits `marker` on the floor (its centre, if that pixel picks it), or null. */
+export function markerScreenOf(engine: Engine, view: AnyView, marker: Marker): { x: number; y: number } | null {
+  if (!(view instanceof FloorView) || !view.markers) return null;
+  engine.camera.updateMatrixWorld();
+  const centre = view.markers.centreOf(marker);
+  const p = centre ? engine.project(centre) : null;
+  if (!p || !engine.aim(p.x, p.y)) return null;
+  const hit = view.markers.pick(engine.raycaster);
+  const same =
+    hit &&
+    hit.marker.kind === marker.kind &&
+    (hit.marker.kind === "switch"
+      ? marker.kind === "switch" && hit.marker.id === marker.id
+      : marker.kind === "cdu" && hit.marker.key === marker.key);
+  return same ? { x: Math.round(p.x * 10) / 10, y: Math.round(p.y * 10) / 10 } : null;
 }

@@ -32,6 +32,7 @@ __all__ = [
     "CapEventSerializer",
     "CappingPolicySerializer",
     "CoolingElementSerializer",
+    "CduRacksSerializer",
     "ElementLoadSerializer",
     "PlantMinuteSerializer",
     "PlantSummarySerializer",
@@ -140,6 +141,17 @@ class PlantSummarySerializer(serializers.Serializer):
     over_capacity = serializers.IntegerField(help_text="Elements over their usable rating.")
     power = ElementLoadSerializer(many=True)
     cooling = ElementLoadSerializer(many=True)
+
+
+class CduRacksSerializer(serializers.Serializer):
+    """``GET /api/facility/sites/<id>/cdus/``: each CDU and the racks it cools, columnar."""
+
+    site = serializers.IntegerField()
+    id = serializers.ListField(child=serializers.IntegerField())
+    key = serializers.ListField(child=serializers.CharField(),
+                                help_text="The what-if's cdu_trip target.")
+    racks = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()),
+                                  help_text="Per CDU, the ids of the racks on its loop.")
 
 
 class CappingPolicySerializer(ValidatedModelSerializer):

@@ -22,6 +22,7 @@ from twin.core.api.viewsets import TwinModelViewSet
 from twin.facility.api.serializers import (
     CapEventSerializer,
     CappingPolicySerializer,
+    CduRacksSerializer,
     CoolingElementSerializer,
     PlantMinuteSerializer,
     PlantSummarySerializer,
@@ -32,7 +33,7 @@ from twin.facility.api.serializers import (
     SiteSerializer,
 )
 from twin.facility.capacity import ChainLoads, site_loads
-from twin.facility.choices import PowerKindChoices
+from twin.facility.choices import CoolingKindChoices, PowerKindChoices
 from twin.facility.filtersets import (
     CapEventFilterSet,
     CappingPolicyFilterSet,
@@ -66,6 +67,7 @@ __all__ = [
     "RedfishBindingViewSet",
     "RedfishSourceViewSet",
     "SiteViewSet",
+    "cdu_racks",
     "plant_summary",
 ]
 
@@ -93,6 +95,36 @@ def plant_summary(site: Site) -> dict[str, Any]:
             "cooling": _elements(loads.cooling)}
 
 
+def cdu_racks(site: Site) -> dict[str, Any]:
+    """The site's CDUs (key order) and, per CDU, the racks on its loop (a rack's cooling
+    element is the CDU or a technology-cooling loop below it): where the floor draws a
+    CDU marker (over its racks) and what the what-if's ``cdu_trip`` names (the key).
+    Two queries whatever the size: the site's cooling elements, then the racks'
+    (element, rack) pairs; each element's CDU is found by walking up its parents."""
+    elements = {pk: (parent, kind, key) for pk, parent, kind, key in
+                CoolingElement.objects.filter(site=site)
+                .values_list("id", "parent_id", "kind", "key")}
+
+    def cdu_of(pk: int | None) -> int | None:
+        seen = 0
+        while pk is not None and pk in elements and seen < len(elements):
+            if elements[pk][1] == CoolingKindChoices.CDU:
+                return pk
+            pk, seen = elements[pk][0], seen + 1
+        return None
+
+    cdus = sorted((key, pk) for pk, (_, kind, key) in elements.items()
+                  if kind == CoolingKindChoices.CDU)
+    racks: dict[int, list[int]] = {pk: [] for _, pk in cdus}
+    for element, rack in (RackFacility.objects.filter(site=site).order_by("rack_id")
+                          .values_list("cooling_element_id", "rack_id")):
+        at = cdu_of(element)
+        if at is not None:
+            racks[at].append(rack)
+    return {"site": site.pk, "id": [pk for _, pk in cdus], "key": [k for k, _ in cdus],
+            "racks": [racks[pk] for _, pk in cdus]}
+
+
 class SiteViewSet(TwinModelViewSet):
     """A cluster's site. DELETE of one with a plant needs ``?cascade=true``."""
 
@@ -107,6 +139,12 @@ class SiteViewSet(TwinModelViewSet):
         """Load, usable rating and headroom of every power and cooling element, from the
         racks' nameplate draw (one grouped pass over the parts; no live readings)."""
         return Response(plant_summary(self.get_object()))
+
+    @extend_schema(responses=CduRacksSerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def cdus(self, request: Request, pk: str | None = None) -> Response:
+        """Each CDU (id, key) and the racks on its loop (see :func:`cdu_racks`)."""
+        return Response(cdu_racks(self.get_object()))
 
 
 class PowerElementViewSet(TwinModelViewSet):

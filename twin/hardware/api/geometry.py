@@ -43,6 +43,9 @@ __all__ = [
     "floor",
     "rack_geometry",
     "supernode_geometry",
+    "SWITCH_MARKER_KINDS",
+    "SwitchesSerializer",
+    "switches",
 ]
 
 #: Fabrics whose cards sit on a grid (``dims`` given, wrap-around links possible).
@@ -102,6 +105,24 @@ def floor(cluster: Cluster) -> dict[str, Any]:
                   for t in sorted(tiers.values(), key=lambda t: (order.get(t["kind"], 99),
                                                                  t["kind"]))],
     }
+
+
+#: Switches the floor draws as markers: the fabric's tiers. PCIe switches sit inside
+#: servers (one or more per server, ~10⁵ at a million cards): the rack stands for them.
+SWITCH_MARKER_KINDS = (DeviceKindChoices.LEAF, DeviceKindChoices.SPINE, DeviceKindChoices.CORE)
+
+
+def switches(cluster: Cluster) -> dict[str, Any]:
+    """The fabric switches of ``cluster`` (leaf, spine, core), columnar, tier order then
+    id: what the floor draws as markers, each a target of the what-if's ``fail_switch``
+    (its id). One query; ``rack`` is null for a switch not placed in a rack."""
+    order = {kind: i for i, kind in enumerate(SWITCH_MARKER_KINDS)}
+    rows = sorted(NetworkDevice.objects.filter(cluster_id=cluster.pk,
+                                               kind__in=SWITCH_MARKER_KINDS)
+                  .values_list("id", "name", "kind", "rack_id"),
+                  key=lambda r: (order[r[2]], r[0]))
+    return {"cluster": cluster.pk, "id": [r[0] for r in rows], "name": [r[1] for r in rows],
+            "kind": [r[2] for r in rows], "rack": [r[3] for r in rows]}
 
 
 # -------------------------------------------------------------- supernode
@@ -233,6 +254,16 @@ class FloorSerializer(serializers.Serializer):
     racks = FloorRacksSerializer()
     supernodes = FloorSupernodesSerializer()
     tiers = FloorTierSerializer(many=True, help_text="Network devices by kind, cards upward.")
+
+
+class SwitchesSerializer(serializers.Serializer):
+    """``GET /api/clusters/<id>/switches/``: the fabric switches as parallel arrays."""
+
+    cluster = serializers.IntegerField()
+    id = _ints()
+    name = _strs()
+    kind = _strs(help_text="leaf, spine or core.")
+    rack = _ints(nullable=True, help_text="The rack holding it (null: none).")
 
 
 class GeometryCardsSerializer(serializers.Serializer):

@@ -100,6 +100,14 @@ class ClusterViewSet(TwinModelViewSet):
         (a handful of aggregate queries, whatever the size; see ``twin.hardware.api.geometry``)."""
         return Response(geo.floor(self.get_object()))
 
+    @extend_schema(responses=geo.SwitchesSerializer, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def switches(self, request: Request, pk: str | None = None) -> Response:
+        """The fabric switches (leaf, spine, core): id, name, kind, rack; the floor
+        draws each as a marker whose right-click asks the what-if engine about its
+        failure (one query; see ``twin.hardware.api.geometry.switches``)."""
+        return Response(geo.switches(self.get_object()))
+
 
 class SuperNodeViewSet(TwinModelViewSet):
     queryset = SuperNode.objects.select_related("cluster")

@@ -35,6 +35,8 @@ urlpatterns = [
     path("clusters/<int:cluster_id>/layout/", ingest_views.layout_view, name="layout"),
     path("clusters/<int:cluster_id>/coolant/", ingest_views.coolant_view, name="coolant"),
     path("clusters/<int:cluster_id>/caps/", ingest_views.caps_view, name="caps"),
+    path("clusters/<int:cluster_id>/racks/<int:rack_id>/plant/", views.rack_plant,
+         name="rack-plant"),
     path("clusters/<int:cluster_id>/rollup/", views.cluster_rollup, name="rollup"),
     path("clusters/<int:cluster_id>/", views.cluster_live, name="cluster"),
     path("cards/<int:card_id>/", views.card_live, name="card"),

@@ -72,6 +72,7 @@ __all__ = [
     "cluster_live",
     "cluster_rollup",
     "metric_list",
+    "rack_plant",
 ]
 
 
@@ -263,6 +264,66 @@ def cluster_live(request: Request, cluster_id: int) -> Response:
         for sev in ("critical", "warning", "info")})
     body["agents"] = list(TelemetryAgent.objects.filter(cluster=cluster).values(
         "id", "name", "last_seen", "last_sequence", "gaps", "missed_batches", "duplicates"))
+    return Response(body)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def rack_plant(request: Request, cluster_id: int, rack_id: int) -> Response:
+    """One rack in the live plant at the last tick, for the dashboard's rack panel:
+    coolant ``supply_c``/``return_c``/``flow_kg_s`` and modelled ``card_c``
+    (``state.plant_racks``), its hottest card's reading ``max_gpu_temp_c`` (the
+    ``gpu_temp_c`` rollup's max), its cards' live caps ``caps_w`` and their share of
+    ``budget_w``, and whether a limit ``binding`` there (``capping_mode`` "off": no
+    caps). Null where the plant or capping has no value (and for a rack without cards).
+    One rack: a few numbers, read from the per-rack arrays, never per card. 404 for a
+    rack not in the cluster."""
+    require_visible(request, cluster_id)
+    get_object_or_404(Cluster, pk=cluster_id)
+    check_redis()
+    try:
+        lay = state.layout(cluster_id)
+    except KeyError as exc:
+        raise NotFound(f"cluster {cluster_id} has no live layout") from exc
+    racks = lay.groups["rack"]
+    at = np.flatnonzero(racks.ids == rack_id)
+    if not len(at):
+        # A rack of the cluster without cards (a network rack): no live plant row.
+        from twin.hardware.models import Rack
+
+        rack = get_object_or_404(Rack, pk=rack_id, cluster_id=cluster_id)
+        return Response({"rack": rack_id, "layout": lay.version, "ts": None,
+                         "budget_w": rack.power_budget_w, "max_gpu_temp_c": None,
+                         "supply_c": None, "return_c": None, "flow_kg_s": None,
+                         "card_c": None, "capping_mode": "off", "caps_w": None,
+                         "cap_share": None, "binding": None})
+    k = int(at[0])
+
+    def num(v: Any, places: int) -> float | None:
+        f = float(v)
+        return None if f != f else round(f, places)
+
+    body: dict[str, Any] = {"rack": rack_id, "layout": lay.version,
+                            "budget_w": num(racks.budget_w[k], 0)}
+    temps = state.rollup(cluster_id, "rack", "gpu_temp_c")
+    body["max_gpu_temp_c"] = num(temps["max"][k], 1) if temps["count"][k] > 0 else None
+    body["ts"] = temps["ts"]
+    plant = state.plant_racks(cluster_id, lay.version)
+    for name in ("supply_c", "return_c", "flow_kg_s", "card_c"):
+        body[name] = None if plant is None else num(plant[name][k], 3 if name == "flow_kg_s"
+                                                    else 1)
+    from twin.facility.capping_live import frame_section
+    from twin.telemetry.config import conf, redis_client
+
+    caps = frame_section(redis_client(), conf().prefix, cluster_id, lay.version,
+                         len(racks.names))
+    body["capping_mode"] = "off" if caps is None else caps["mode"]
+    cap = None if caps is None else float(caps["rack_caps_w"][k])
+    body["caps_w"] = cap
+    body["cap_share"] = (round(cap / float(racks.budget_w[k]), 4)
+                         if cap is not None and racks.budget_w[k] > 0 else None)
+    body["binding"] = None if caps is None else bool(caps["rack_binding"][k])
     return Response(body)
 
 
