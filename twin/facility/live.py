@@ -29,8 +29,9 @@ arrays, and this module imports nothing of telemetry):
   per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
   per CDU heat, capacity, load fraction, supply/return and flow, per power element
   input, planned rating and headroom, and per rack coolant supply/return, flow and
-  card temperature (``air_c``, air racks: the air reaching the cards). Measured readings (``twin.facility.readings``: native batches and
-  Redfish) stand in for the model's figures of their CDU or power element while fresh;
+  card temperature (``air_c``, air racks: the air reaching the cards). Measured
+  readings (``twin.facility.readings``: native batches and Redfish) stand in
+  for the model's figures of their CDU or power element while fresh;
   each element says which quantities are ``measured`` and keeps the model's under
   ``model``. The websocket frame, ``/metrics`` and the simulated agent read
   these (through ``twin.telemetry.state``); the tick's alert rules get the returned
