@@ -23,7 +23,9 @@ hundreds of thousands. Formulas (each in its module's docstring):
   Korthikanti §4.2.2); +2 with full recomputation; overlapped with the
   layer's GEMMs when ``overlap_tp`` (exposed = max(0, comm − GEMM));
 * EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
-  capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed;
+  capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed; with
+  ``ep_overlap`` the part hidden under the paired micro-batch holds ``comm_sms`` SMs
+  (DeepSeek-V3 §3.2.2), adding hidden·c/(sm − c) as for DP;
 * PP: step = m × (critical stage time per micro-batch) + bubble
   (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
   fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
@@ -343,8 +345,13 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         if np.any(b.ep_overlap):
             # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
             # forward + backward of the layer; no partner with a single micro-batch
-            hidden = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
-            a2a = np.where(b.ep > 1, hidden, a2a)
+            exposed = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
+            # the hidden part holds ``comm_sms`` SMs (DeepSeek-V3 §3.2.2: 20 of 132 SMs run
+            # the dispatch and combine): the compute under it takes sm/(sm − c) as long
+            if 0 < system.comm_sms < system.sm_count:
+                c = float(system.comm_sms)
+                exposed = exposed + (a2a - exposed) * c / (system.sm_count - c)
+            a2a = np.where(b.ep > 1, exposed, a2a)
         ep_layer = a2a * moe_share
     else:
         ep_layer = np.zeros_like(fwd)
