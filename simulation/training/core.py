@@ -23,7 +23,9 @@ hundreds of thousands. Formulas (each in its module's docstring):
   Korthikanti §4.2.2); +2 with full recomputation; overlapped with the
   layer's GEMMs when ``overlap_tp`` (exposed = max(0, comm − GEMM));
 * EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
-  capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed;
+  capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed; with
+  ``ep_overlap`` the part hidden under the paired micro-batch holds ``comm_sms`` SMs
+  (DeepSeek-V3 §3.2.2), adding hidden·c/(sm − c) as for DP;
 * PP: step = m × (critical stage time per micro-batch) + bubble
   (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
   fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
@@ -82,7 +84,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .comm import CommModel, group_split
-from .dispatch import host_bound_excess, moe_layer_kernels
+from .dispatch import moe_layer_host_s
 from .energy import clock_for_cap, hbm_power_w, op_mix_power
 from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
@@ -343,25 +345,31 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         if np.any(b.ep_overlap):
             # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
             # forward + backward of the layer; no partner with a single micro-batch
-            hidden = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
-            a2a = np.where(b.ep > 1, hidden, a2a)
+            exposed = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
+            # the hidden part holds ``comm_sms`` SMs (DeepSeek-V3 §3.2.2: 20 of 132 SMs run
+            # the dispatch and combine): the compute under it takes sm/(sm − c) as long
+            if 0 < system.comm_sms < system.sm_count:
+                c = float(system.comm_sms)
+                exposed = exposed + (a2a - exposed) * c / (system.sm_count - c)
+            a2a = np.where(b.ep > 1, exposed, a2a)
         ep_layer = a2a * moe_share
     else:
         ep_layer = np.zeros_like(fwd)
 
     # ---- host-bound MoE dispatch (:mod:`.dispatch`): after the dispatcher's device→host
-    # synchronisation each segment takes max(GPU time, kernels × host cost per op); the
+    # synchronisation each segment takes max(GPU time, host time to issue its kernels:
+    # 8 µs an op, 33.4 µs an expert GEMM of TE's multi-stream grouped GEMM); the
     # GPU time of a layer's forward (backward) segment: its kernels, exposed TP and half
     # the layer's exposed all-to-all
     host_f = np.zeros_like(fwd)
     host_b = np.zeros_like(fwd)
     if model.moe and np.any(b.moe_sync):
-        n_f, n_b = moe_layer_kernels(model.experts / ep, low, 2.0 * _CAST_K[b.recipe])
+        h_f, h_b = moe_layer_host_s(model.experts / ep, low, 2.0 * _CAST_K[b.recipe])
         seg_a2a = 0.5 * ep_layer / moe_share
-        host_f = np.where(b.moe_sync, moe_share * host_bound_excess(
-            n_f, fwd + ex_f + seg_a2a), 0.0)
-        host_b = np.where(b.moe_sync, moe_share * host_bound_excess(
-            n_b, bwd + ex_b + seg_a2a), 0.0)
+        host_f = np.where(b.moe_sync, moe_share * np.maximum(
+            h_f - (fwd + ex_f + seg_a2a), 0.0), 0.0)
+        host_b = np.where(b.moe_sync, moe_share * np.maximum(
+            h_b - (bwd + ex_b + seg_a2a), 0.0), 0.0)
         fwd = fwd + host_f
         bwd = bwd + host_b
 

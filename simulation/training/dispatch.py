@@ -56,7 +56,29 @@ code (``moe_layer.py``, ``router.py``, ``token_dispatcher.py``, ``moe_utils.py``
 
 Qwen3-30B-A3B on EP 8 (16 local experts) under MXFP8: 8 + 30 + 16·4 = 102 kernels
 forward, 16 + 31 + 16·6 = 143 backward, + the two attention GEMMs' casts each way
-(MXFP8: one kernel a cast): 249 × 8 µs ≈ 2.0 ms of host time per layer and micro-batch.
+(MXFP8: one kernel a cast): 249 kernels per layer and micro-batch.
+
+**An expert GEMM costs more to issue than an element-wise op**
+(:data:`HOST_EXPERT_GEMM_S` = 33.4 µs, :func:`moe_layer_host_s`). Transformer Engine's
+``GroupedLinear`` runs its per-expert GEMMs through ``nvte_multi_stream_cublas_gemm``
+(NVIDIA/TransformerEngine pull request 853, "Grouped GEMM via multi-stream cuBLAS"; the
+PyTorch extension's grouped GEMM: "For now, we only have multi-stream cublas backend";
+pull request 3134, 2026: it "currently runs as a per-expert loop of cuBLASLt GEMMs
+across multiple CUDA streams"): one cuBLASLt call per expert, spread over the side
+streams with an event record and wait per stream. Its cost per
+GEMM when the GEMMs themselves are negligible was measured on a Blackwell (SM100) card by
+Transformer Engine's developers (NVIDIA/TransformerEngine pull request 3134,
+``benchmarks/linear/benchmark_grouped_linear.py``, "PURE" row — operands pre-swizzled,
+only the GEMM calls timed): 8 experts × 128 tokens, N = K = 2,048, NVFP4, 0.267 ms
+through the multi-stream path, i.e. 33.4 µs per expert GEMM for 1.07 GFLOP each (0.1 µs
+at the FP4 peak); one single-launch grouped kernel does all eight in 0.069 ms. It is
+priced as the issue cost of each expert GEMM in the host-bound segment, so it counts
+only where it exceeds the GPU's own time. **Assumptions**: the same per-GEMM cost on
+every card and GEMM dtype (the path is host- and stream-bound, not tensor-core bound;
+no Hopper or FP8 measurement of it was found), and the casts and the other kernels at
+:data:`HOST_OP_S`. Qwen3-30B-A3B on EP 8, MXFP8: 32 expert GEMMs forward, 64 backward,
+(104 − 32)·8 + 32·33.4 = 1.64 ms forward and (145 − 64)·8 + 64·33.4 = 2.78 ms backward
+of host time per layer and micro-batch (the bare 8 µs per kernel gave 2.0 ms for both).
 
 ``Execution.moe_dispatcher``: ``alltoall`` (the default: the
 ``moe_token_dispatcher_type`` Megatron-Bridge's H100, B200 and B300 Qwen3 235B
@@ -74,11 +96,13 @@ import numpy.typing as npt
 
 __all__ = [
     "ATTENTION_KERNELS_FWD",
+    "HOST_EXPERT_GEMM_S",
     "HOST_OP_S",
     "MOE_DISPATCHERS",
     "MOE_KERNELS_BWD",
     "MOE_KERNELS_FWD",
     "host_bound_excess",
+    "moe_layer_host_s",
     "moe_layer_kernels",
 ]
 
@@ -86,6 +110,10 @@ F64 = npt.NDArray[np.float64]
 
 HOST_OP_S = 8e-6
 """Host cost of one eager op issued back to back (module docstring)."""
+HOST_EXPERT_GEMM_S = 0.267e-3 / 8
+"""Cost of issuing one expert GEMM through Transformer Engine's multi-stream cuBLASLt
+grouped GEMM: 0.267 ms for 8 negligible GEMMs on SM100 (TransformerEngine pull request
+3134; module docstring)."""
 MOE_DISPATCHERS = ("alltoall", "device")
 """``Execution.moe_dispatcher``: host-synchronised (Megatron-Core's all-to-all
 dispatcher) or device-side sizes (no synchronisation)."""
@@ -127,3 +155,31 @@ def host_bound_excess(kernels: F64, gpu_s: F64, host_op_s: float = HOST_OP_S) ->
     0.0
     """
     return np.maximum(kernels * host_op_s - gpu_s, 0.0)
+
+
+def moe_layer_host_s(
+    experts_per_card: F64 | float,
+    low: npt.NDArray[np.bool_] | bool,
+    cast_kernels: F64 | float = 0.0,
+    host_op_s: float = HOST_OP_S,
+    expert_gemm_s: float = HOST_EXPERT_GEMM_S,
+) -> tuple[F64, F64]:
+    """Host seconds to issue one MoE layer's kernels for one micro-batch: (forward, backward).
+
+    Every kernel of :func:`moe_layer_kernels` at ``host_op_s``, except the expert GEMMs
+    (2 per local expert forward, 4 backward) at ``expert_gemm_s`` (module docstring).
+    Qwen3-30B-A3B on EP 8 (16 local experts), MXFP8, two attention casts per direction:
+
+    >>> f, b = moe_layer_host_s(16.0, True, 2.0)
+    >>> round(float(f) * 1e6, 1), round(float(b) * 1e6, 1)
+    (1644.0, 2784.0)
+    >>> f, b = moe_layer_host_s(16.0, True, 2.0, expert_gemm_s=HOST_OP_S)  # all at 8 µs
+    >>> round(float(f + b) * 1e6)
+    1992
+    """
+    n_f, n_b = moe_layer_kernels(experts_per_card, low, cast_kernels)
+    e = np.asarray(experts_per_card, dtype=np.float64)
+    g_f, g_b = e * _EXPERT_FWD, e * _EXPERT_BWD
+    fwd: F64 = (n_f - g_f) * host_op_s + g_f * expert_gemm_s
+    bwd: F64 = (n_b - g_b) * host_op_s + g_b * expert_gemm_s
+    return fwd, bwd

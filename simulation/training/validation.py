@@ -41,8 +41,9 @@ from .models import MODELS, ModelSpec
 from .step import evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "LLM_FOUNDRY", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS",
-           "ModernRun", "VALIDATION_MODELS", "validation_table"]
+__all__ = ["ACCELERATORS", "FULL_ITERATION_MOE", "LLM_FOUNDRY", "MEGATRON_BRIDGE", "MEGATRON_CORE",
+           "MODERN_RUNS", "ModernRun", "RELEASE_RUNS", "VALIDATION_MODELS", "release_table",
+           "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -343,6 +344,51 @@ and GPT-OSS 120B; the H100 Qwen3 235B rows (EP 32 over TP 2 × DP 16) with exper
 (``Execution.etp``); DeepSeek-V3's 25.11 rows "w/o MTP" (the multi-token-prediction
 module is not modelled; the B200 row has it); and DeepSeek-V3's own pre-training
 (:data:`DEEPSEEK_SOURCE`)."""
+
+
+FULL_ITERATION_MOE: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "device"),
+                                                   ("ep_overlap", True))
+"""Megatron-Bridge's 26.08 MXFP8 Qwen3 and DeepSeek-V3 performance recipes
+(``src/megatron/bridge/perf_recipes/qwen/common.py`` ``_enable_hybridep_full_iteration_mxfp8``,
+``deepseek/common.py`` ``_enable_deepseek_full_iteration_mxfp8``): ``cuda_graph_impl =
+"full_iteration"`` over a sync-free MoE (the HybridEP dispatcher and Transformer Engine's
+fused grouped MLP, ``NVTE_CUTEDSL_FUSED_GROUPED_MLP``): no host synchronisation
+(``moe_dispatcher`` ``device``); ``overlap_moe_expert_parallel_comm = True``
+(``ep_overlap``). Not priced: their FP8 attention (``fp8_dot_product_attention``, Qwen3
+and the GB300 DeepSeek-V3 recipe), the delayed weight-gradient compute, the paged
+activation stash."""
+
+
+def _r26(model: str, acc: str, gpus: int, gbs: int, mbs: int, tok: float, system: str,
+         ep: int, pp: int = 1, vp: int = 1, full: bool = True) -> ModernRun:
+    return ModernRun(model, acc, gpus, "FP8-MX", gbs, mbs, pp=pp, vp=vp, ep=ep,
+                     tokens_per_gpu=tok, release="26.08", system=system,
+                     settings=FULL_ITERATION_MOE if full else ())
+
+
+RELEASE_RUNS: tuple[ModernRun, ...] = (
+    _r26("qwen3-30b-a3b", "gb200-186gb", 8, 512, 4, 39936, "GB200", 8),
+    _r26("qwen3-30b-a3b", "gb300-288gb", 8, 512, 8, 44544, "GB300", 8),
+    _r26("qwen3-235b-a22b", "gb200-186gb", 256, 8192, 1, 7280, "GB200", 32, pp=8, vp=3),
+    _r26("qwen3-235b-a22b", "gb300-288gb", 256, 8192, 2, 8816, "GB300", 32, pp=4, vp=12),
+    _r26("deepseek-v3", "gb200-186gb", 256, 4096, 1, 4912, "GB200", 64, pp=4, vp=4),
+    _r26("deepseek-v3", "gb300-288gb", 256, 4096, 1, 6288, "GB300", 32, pp=2, vp=8),
+    _r26("gpt-oss-120b", "gb200-186gb", 64, 1280, 4, 28672, "GB200", 64, full=False),
+    _r26("gpt-oss-120b", "gb300-288gb", 64, 1280, 4, 33024, "GB300", 16, full=False),
+)
+"""The MoE rows of Megatron-Bridge's newest performance summary (``docs/performance-summary.md``,
+26.08 NeMo container, MXFP8, sequence 4,096, token distribution force-balanced, dropless):
+the same models on GB200 / GB300 as the 25.11 rows of :data:`MODERN_RUNS`, the Qwen3 30B-A3B
+GB200 row in the very same layout (23,766 tokens/s/GPU in 25.11, 39,936 in 26.08). Kept out
+of :func:`validation_table` (a second software generation of the same runs; docs/training.md
+compares the two). Settings: :data:`FULL_ITERATION_MOE` where the recipe sets it; GPT-OSS's
+recipes (``perf_recipes/gpt_oss/gb200``, ``gb300``) set neither and are priced with the
+defaults."""
+
+
+def release_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`RELEASE_RUNS` (rows as :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in RELEASE_RUNS]
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:

@@ -9,7 +9,12 @@ import pytest
 
 from simulation.training import MODELS, evaluate, execution_from_params, system_for_accelerator
 from simulation.training.comm import CommModel
-from simulation.training.dispatch import HOST_OP_S, moe_layer_kernels
+from simulation.training.dispatch import (
+    HOST_EXPERT_GEMM_S,
+    HOST_OP_S,
+    moe_layer_host_s,
+    moe_layer_kernels,
+)
 from simulation.training.errors import TrainingInputError
 from simulation.training.validation import ACCELERATORS
 
@@ -39,18 +44,22 @@ def test_moe_layer_kernels_count_megatron_cores_ops() -> None:
 def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> None:
     """Qwen3-30B-A3B on 8 B200s, MXFP8, one sequence per micro-batch (a published
     Megatron-Bridge layout): after the all-to-all dispatcher's synchronisation the
-    forward takes max(GPU time, n·c) with n = 104 kernels (16 local experts, MXFP8's
-    one-kernel casts) and c = 8 µs; the GPU time is the layer's kernels, exposed TP and
-    half its exposed all-to-all. With ``moe_dispatcher = device`` (no synchronisation)
-    the layer is the GPU's. Closed form on the per-layer forward and backward."""
+    forward takes max(GPU time, host time) with the host issuing 104 kernels (16 local
+    experts, MXFP8's one-kernel casts): the 32 expert GEMMs at 33.4 µs each (Transformer
+    Engine's multi-stream grouped GEMM, TransformerEngine pull request 3134) and the other
+    72 at 8 µs; the GPU time is the layer's kernels, exposed TP and half its exposed
+    all-to-all. With ``moe_dispatcher = device`` (no synchronisation) the layer is the
+    GPU's. Closed form on the per-layer forward and backward."""
     lay = {"global_batch": 64, "micro_batch": 1, "ep": 8, "precision": "fp8", "fp8_recipe": "mx"}
     dev = _run(B200, 8, moe_dispatcher="device", **lay)
     syn = _run(B200, 8, **lay)
     per = dev["micro_batches"] * QWEN.layers
     half_a2a = 0.5 * dev["exposed_comm"]["ep"] / per
     n_f, n_b = (float(x) for x in moe_layer_kernels(16.0, True, 2.0))
-    want_f = max(n_f * HOST_OP_S - (dev["layer"]["forward"] + half_a2a), 0.0)
-    want_b = max(n_b * HOST_OP_S - (dev["layer"]["backward"] + half_a2a), 0.0)
+    h_f = (n_f - 32) * HOST_OP_S + 32 * HOST_EXPERT_GEMM_S
+    h_b = (n_b - 64) * HOST_OP_S + 64 * HOST_EXPERT_GEMM_S
+    want_f = max(h_f - (dev["layer"]["forward"] + half_a2a), 0.0)
+    want_b = max(h_b - (dev["layer"]["backward"] + half_a2a), 0.0)
     assert want_f > 0.0
     assert syn["layer"]["forward"] - dev["layer"]["forward"] == pytest.approx(want_f, rel=1e-9)
     assert syn["layer"]["backward"] - dev["layer"]["backward"] == pytest.approx(want_b, abs=1e-12)
@@ -61,6 +70,26 @@ def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> No
     assert syn["ops"]["kernel_gaps"] - dev["ops"]["kernel_gaps"] == pytest.approx(
         per * (want_f + want_b), rel=1e-9
     )
+
+
+def test_expert_gemms_cost_the_multi_stream_grouped_gemms_issue_time() -> None:
+    """TransformerEngine pull request 3134 (SM100, ``benchmark_grouped_linear.py``, "PURE"
+    row): 8 expert GEMMs of 128 × 2,048 × 2,048 take 0.267 ms through the multi-stream
+    cuBLASLt path, 33.4 µs each, where their FLOPs take 0.1 µs. Each expert GEMM of the
+    host-bound segment costs that, every other kernel 8 µs: the layer's host time grows
+    with the local experts by 2 × 33.4 µs forward and 4 × 33.4 µs backward each (+ their
+    casts at 8 µs under FP8), and equals the former count × 8 µs when priced at 8 µs."""
+    assert HOST_EXPERT_GEMM_S == pytest.approx(0.267e-3 / 8)
+    f16, b16 = moe_layer_host_s(16.0, False)
+    f17, b17 = moe_layer_host_s(17.0, False)
+    assert float(f17 - f16) == pytest.approx(2 * HOST_EXPERT_GEMM_S, rel=1e-12)
+    assert float(b17 - b16) == pytest.approx(4 * HOST_EXPERT_GEMM_S, rel=1e-12)
+    f8, b8 = moe_layer_host_s(np.array([16.0, 17.0]), True)
+    assert float(f8[1] - f8[0]) == pytest.approx(2 * HOST_EXPERT_GEMM_S + 2 * HOST_OP_S)
+    n_f, n_b = moe_layer_kernels(16.0, True, 2.0)
+    p_f, p_b = moe_layer_host_s(16.0, True, 2.0, expert_gemm_s=HOST_OP_S)
+    assert (float(p_f), float(p_b)) == pytest.approx((float(n_f) * HOST_OP_S,
+                                                      float(n_b) * HOST_OP_S))
 
 
 def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> None:

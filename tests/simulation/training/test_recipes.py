@@ -111,7 +111,7 @@ def test_system_reads_the_nvlink_domain_and_the_fp4_peak() -> None:
 
 TABLE = validation_table()
 #: The figures reached (the test holds them: a change that makes them worse fails).
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.172, 0.222, 0.651, 2.74
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.172, 0.222, 0.550, 1.94
 
 
 def test_validation_table_sources_and_reached_error() -> None:
@@ -148,15 +148,19 @@ def test_validation_row(row: int) -> None:
     Hopper (Megatron) optimistic by at most 15 %, dense on Blackwell between −10 % (the 70B
     FSDP rows, whose recipes offload activations to the CPU where the model recomputes, and
     GB300 8B) and +40 % (NVFP4 70B on GB200), MoE at most the MOE_MAX reached (Qwen3 30B-A3B
-    at micro-batch 1 on a B200; the 25.11 H100 Qwen3 235B row with expert TP 1 is within 3 %
-    either way), torchtitan's eager FSDP rows at most +34 %, llm-foundry's MPT rows at most
-    +67 % (MPT 760M)."""
+    on 16 H100s; the 25.11 H100 Qwen3 235B row with expert TP 1 and DeepSeek-V3's own run
+    are within 3 % either way), torchtitan's eager FSDP rows at most +34 %, llm-foundry's
+    MPT rows at most +67 % (MPT 760M)."""
     r = TABLE[row]
     assert r["fits"]
     low = 0.0
     if r["moe"] and "ETP1" in r["run"] and "26.02" not in r["run"]:
         # expert TP (EP 32 over TP 2 × DP 16) without the all-to-all overlap: within 3 %
         # either way (the 26.02 recipe overlaps it: optimistic like the other MoE rows)
+        assert abs(r["error"]) <= 0.03
+        return
+    if r["moe"] and "(report)" in r["run"]:
+        # DeepSeek-V3's own run, DualPipe as ep_overlap with the all-to-all's 20 SMs held
         assert abs(r["error"]) <= 0.03
         return
     if r["moe"]:
