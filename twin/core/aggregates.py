@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -46,6 +44,7 @@ from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from twin.core.perprocess import PerProcess
 from twin.core.unavailable import REDIS_ERRORS
 
 __all__ = ["DOMAINS", "CachedListMixin", "bump", "cached", "domains_written", "install",
@@ -110,8 +109,7 @@ def domains_written(sql: str) -> set[str]:
     return {tables[name.lower()] for name in mention.findall(sql)}
 
 
-_shared_lock = threading.Lock()
-_shared: tuple[int, str, BaseCache] | None = None
+_shared: PerProcess[BaseCache] = PerProcess(lambda config: caches.create_connection("aggregates"))
 
 
 def _cache() -> BaseCache:
@@ -123,16 +121,7 @@ def _cache() -> BaseCache:
     handshake and a client-info exchange, about a quarter of the cluster summary's
     CPU. redis-py's pool is thread-safe, so every request thread shares this one.
     A changed ``CACHES`` setting (tests) makes a new one."""
-    global _shared
-    config = repr(settings.CACHES["aggregates"])
-    current = _shared
-    if current is None or current[0] != os.getpid() or current[1] != config:
-        with _shared_lock:
-            current = _shared
-            if current is None or current[0] != os.getpid() or current[1] != config:
-                current = (os.getpid(), config, caches.create_connection("aggregates"))
-                _shared = current
-    return current[2]
+    return _shared.get(repr(settings.CACHES["aggregates"]))
 
 
 def _version_key(domain: str) -> str:

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +41,7 @@ from typing import Any
 from django.utils import timezone
 
 from twin.core.access import ClusterAccess
+from twin.core.perprocess import TtlCache
 
 __all__ = [
     "CACHE_S",
@@ -115,8 +114,7 @@ class Resolved:
 
 Resolver = Callable[[str], "Resolved | None"]
 _resolver: Resolver | None = None
-_cache: dict[str, tuple[float, Resolved]] = {}
-_lock = threading.Lock()
+_cache: TtlCache[Resolved] = TtlCache(max_entries=MAX_ENTRIES)
 
 
 def register_resolver(resolver: Resolver) -> None:
@@ -137,30 +135,24 @@ def is_named_key(key: str) -> bool:
 
 def forget(key_hash: str) -> None:
     """Drop a token from this process's cache (on revoke, edit, delete)."""
-    with _lock:
-        _cache.pop(key_hash, None)
+    _cache.pop(key_hash)
 
 
 def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _lookup(key_hash: str) -> Resolved | None:
-    now = time.monotonic()
-    entry = _cache.get(key_hash)
-    if entry is not None and entry[0] > now:
-        return entry[1]
+    hit = _cache.get(key_hash)
+    if hit is not None:
+        return hit
     if _resolver is None:
         return None
     found = _resolver(key_hash)
-    with _lock:
-        if found is None:
-            _cache.pop(key_hash, None)  # unknown keys are not kept (no memory for guesses)
-        else:
-            if len(_cache) >= MAX_ENTRIES:
-                _cache.clear()
-            _cache[key_hash] = (now + CACHE_S, found)
+    if found is None:
+        _cache.pop(key_hash)  # unknown keys are not kept (no memory for guesses)
+    else:
+        _cache.put(key_hash, found, CACHE_S)
     return found
 
 

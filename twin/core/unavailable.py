@@ -30,9 +30,7 @@ exception for that 503. The websocket consumers close with
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import threading
 from typing import Any
 
 from django.db import InterfaceError as DjangoInterfaceError
@@ -40,6 +38,8 @@ from django.db import OperationalError as DjangoOperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 from rest_framework.exceptions import APIException
+
+from twin.core.perprocess import PerProcess
 
 __all__ = [
     "CLOSE_UNAVAILABLE",
@@ -178,29 +178,24 @@ def check_broker(timeout: float = 1.0) -> None:
         raise ServiceUnavailable(service="broker") from exc
 
 
-_probe_lock = threading.Lock()
-_probe: tuple[int, str, float, Any] | None = None
+def _make_probe(key: tuple[str, float]) -> Any:
+    import redis
+
+    url, timeout = key
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                retry_on_timeout=False, max_connections=8)
+
+
+_probes: PerProcess[Any] = PerProcess(_make_probe)
 
 
 def _probe_client() -> Any:
     """The probe's own client (per process, URL and timeout): one connection, the short
     timeout on connect and on the reply, no retry."""
-    global _probe
-    import redis
     from django.conf import settings
 
-    url = settings.REDIS_URL
     timeout = float(getattr(settings, "REDIS_PROBE_TIMEOUT_S", 0.5))
-    current = _probe
-    if current is None or current[:3] != (os.getpid(), url, timeout):
-        with _probe_lock:
-            current = _probe
-            if current is None or current[:3] != (os.getpid(), url, timeout):
-                client = redis.Redis.from_url(url, socket_timeout=timeout,
-                                              socket_connect_timeout=timeout,
-                                              retry_on_timeout=False, max_connections=8)
-                _probe = current = (os.getpid(), url, timeout, client)
-    return current[3]
+    return _probes.get((settings.REDIS_URL, timeout))
 
 
 def check_redis() -> None:

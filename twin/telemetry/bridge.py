@@ -15,35 +15,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from typing import Any
 
 from channels.layers import get_channel_layer
 
+from twin.core.perprocess import PerProcess
+
 __all__ = ["group_send", "loop_thread_count"]
 
 log = logging.getLogger(__name__)
 
-_lock = threading.Lock()
-_loop: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
+def _start_loop(_: object) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="twin-channels-bridge", daemon=True)
+    thread.start()
+    return loop, thread
+
+
+_loops: PerProcess[tuple[asyncio.AbstractEventLoop, threading.Thread]] = PerProcess(
+    _start_loop, alive=lambda held: held[1].is_alive())
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    current = _loop
-    if current is not None and current[0] == os.getpid() and current[2].is_alive():
-        return current[1]
-    with _lock:
-        current = _loop
-        if current is not None and current[0] == os.getpid() and current[2].is_alive():
-            return current[1]
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="twin-channels-bridge",
-                                  daemon=True)
-        thread.start()
-        _loop = (os.getpid(), loop, thread)
-        return loop
+    """This process's event loop thread for the channel layer (started again after a
+    fork, or if it died)."""
+    return _loops.get()[0]
 
 
 def group_send(group: str, message: dict[str, Any], timeout: float = 5.0) -> bool:

@@ -6,8 +6,6 @@ circle.
 """
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass
 
 import redis
@@ -15,6 +13,8 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.connection import Encoder, PythonRespSerializer
 from redis.retry import Retry
+
+from twin.core.perprocess import PerProcess
 
 __all__ = ["BUFFER_CUTOFF", "MAX_TICK_HZ", "Conf", "command_packer", "conf", "redis_client"]
 
@@ -55,9 +55,6 @@ def conf() -> Conf:
     )
 
 
-_client_lock = threading.Lock()
-_client: tuple[int, str, redis.Redis] | None = None
-
 BUFFER_CUTOFF = 6000
 """redis-py's own cutoff: a value longer than this is sent as it is, not copied."""
 
@@ -89,19 +86,16 @@ def redis_client() -> redis.Redis:
     the restart already succeeds. Timeouts are not retried: the command may have
     run (the caller's sequence numbers make a resend safe).
     """
-    global _client
-    url = settings.REDIS_URL
-    current = _client
-    if current is None or current[0] != os.getpid() or current[1] != url:
-        with _client_lock:
-            current = _client
-            if current is None or current[0] != os.getpid() or current[1] != url:
-                client = redis.Redis.from_url(
-                    url, socket_keepalive=True, health_check_interval=30,
-                    socket_connect_timeout=float(getattr(settings, "REDIS_CONNECT_TIMEOUT_S",
-                                                         1.0)),
-                    socket_timeout=float(getattr(settings, "REDIS_SOCKET_TIMEOUT_S", 2.0)),
-                    retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
-                    command_packer=command_packer())
-                _client = current = (os.getpid(), url, client)
-    return current[2]
+    return _clients.get(settings.REDIS_URL)
+
+
+def _make_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url, socket_keepalive=True, health_check_interval=30,
+        socket_connect_timeout=float(getattr(settings, "REDIS_CONNECT_TIMEOUT_S", 1.0)),
+        socket_timeout=float(getattr(settings, "REDIS_SOCKET_TIMEOUT_S", 2.0)),
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+        command_packer=command_packer())
+
+
+_clients: PerProcess[redis.Redis] = PerProcess(_make_client)

@@ -33,7 +33,6 @@ agent row could not be written after the batch was queued: see :func:`_finish`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from twin.core.access import access_for
+from twin.core.perprocess import TtlCache
 from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
 from twin.telemetry.models import TelemetryAgent, hash_token
 
@@ -61,8 +61,8 @@ logger = logging.getLogger(__name__)
 TOKEN_CACHE_S = 5.0
 COUNTER_MAX = 2**63 - 1
 """The largest value of the agent row's counters (PositiveBigIntegerField)."""
-_cache: dict[str, tuple[float, AgentAuth | str]] = {}
-_cache_lock = threading.Lock()
+_cache: TtlCache[AgentAuth | str] = TtlCache(max_entries=10_000)
+"""Token digest → the agent (or why the token is refused), per process."""
 
 
 @dataclass(frozen=True)
@@ -96,17 +96,10 @@ def authenticate_agent(request: HttpRequest) -> AgentAuth | JsonResponse:
         return _error(401, "send the agent's token: Authorization: Bearer <token> (create an "
                            "agent under /api/telemetry/agents/ to get one)")
     digest = hash_token(token)
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(digest)
-    if hit and hit[0] > now:
-        auth = hit[1]
-    else:
+    auth = _cache.get(digest)
+    if auth is None:
         auth, until = _lookup(digest)
-        with _cache_lock:
-            if len(_cache) > 10_000:
-                _cache.clear()
-            _cache[digest] = (min(now + TOKEN_CACHE_S, now + until), auth)
+        _cache.put(digest, auth, min(TOKEN_CACHE_S, until))
     if isinstance(auth, str):
         return _error(401, auth)
     return auth
