@@ -170,10 +170,14 @@ describe_backends() {
 # appended to $TWIN_LOG_DIR/NAME.log; whenever it exits (a crash, a kill), start
 # it again after a backoff (TWIN_DEMO_BACKOFF_MIN 1 s, doubling to
 # TWIN_DEMO_BACKOFF_MAX 30 s; back to the minimum once a run lasted
-# TWIN_DEMO_BACKOFF_RESET 60 s), saying so in the log and on stderr. SIGTERM or
-# SIGINT to the supervisor stops the child (SIGTERM, SIGKILL after 12 s) and then
-# the supervisor. The supervisor's pid goes to the caller's CHILDREN array, NAME
-# to CHILD_NAMES. Used by scripts/demo; tests/test_scripts.py runs it.
+# TWIN_DEMO_BACKOFF_RESET 60 s), saying so in the log and on stderr. COMMAND runs in
+# a process group of its own (setsid), so that stopping it reaches its own children
+# too (uvicorn's and Celery's worker processes, a shell's background jobs), and
+# Ctrl-C on the terminal reaches the demo alone, which stops it in order. SIGTERM or
+# SIGINT to the supervisor stops the child's whole group (SIGTERM, then SIGKILL
+# after TWIN_DEMO_STOP_S whole seconds, default 12) and then the supervisor. The supervisor's
+# pid goes to the caller's CHILDREN array, NAME to CHILD_NAMES. Used by
+# scripts/demo; tests/test_scripts.py runs it.
 supervise() {
     local name="$1"
     shift
@@ -181,11 +185,29 @@ supervise() {
         set +e
         trap - EXIT
         child=""
+        pause=""
+        # Without setsid (not Linux) the child stays in our group: signal it alone.
+        group=()
+        command -v setsid >/dev/null 2>&1 && group=(setsid)
+        signal_child() {
+            if ((${#group[@]})); then
+                kill "-$1" -- "-$child" 2>/dev/null
+            else
+                kill "-$1" "$child" 2>/dev/null
+            fi
+        }
         stop_child() {
+            [[ -n "$pause" ]] && kill -TERM "$pause" 2>/dev/null
             if [[ -n "$child" ]]; then
-                kill -TERM "$child" 2>/dev/null
-                for _ in $(seq 1 60); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
-                kill -KILL "$child" 2>/dev/null
+                signal_child TERM
+                # The whole group, not only the leader: a grandchild may outlive it.
+                # Counted in tenths (SECONDS ticks whole seconds: too coarse a grace).
+                local tenth
+                for ((tenth = 0; tenth < ${TWIN_DEMO_STOP_S:-12} * 10; tenth++)); do
+                    signal_child 0 || break
+                    sleep 0.1
+                done
+                signal_child KILL
                 wait "$child" 2>/dev/null
             fi
             exit 0
@@ -194,10 +216,14 @@ supervise() {
         delay="${TWIN_DEMO_BACKOFF_MIN:-1}"
         while true; do
             started=$SECONDS
-            "$@" >>"$TWIN_LOG_DIR/$name.log" 2>&1 &
+            # A background job of a shell without job control is no group leader, so
+            # setsid needs no fork: $child is the new group's id.
+            "${group[@]}" "$@" >>"$TWIN_LOG_DIR/$name.log" 2>&1 &
             child=$!
             wait "$child"
             rc=$?
+            # Whatever the child left behind in its group goes with it.
+            ((${#group[@]})) && signal_child KILL
             child=""
             if ((SECONDS - started >= ${TWIN_DEMO_BACKOFF_RESET:-60})); then
                 delay="${TWIN_DEMO_BACKOFF_MIN:-1}"
@@ -206,11 +232,27 @@ supervise() {
             echo "$note" >>"$TWIN_LOG_DIR/$name.log"
             echo "$note (see $TWIN_LOG_DIR/$name.log)" >&2
             sleep "$delay" &
-            wait $!
+            pause=$!
+            wait "$pause"
+            pause=""
             delay=$((delay * 2))
             ((delay > ${TWIN_DEMO_BACKOFF_MAX:-30})) && delay="${TWIN_DEMO_BACKOFF_MAX:-30}"
         done
     ) &
     CHILDREN+=($!)
     CHILD_NAMES+=("$name")
+}
+
+# stop_children: stop every supervisor in CHILDREN (each stops its child's process
+# group, see supervise) and wait for them: TWIN_DEMO_STOP_S (12 s) for the children
+# plus 5 s, then SIGKILL to a supervisor still there.
+stop_children() {
+    local pid deadline
+    for pid in "${CHILDREN[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    deadline=$((SECONDS + ${TWIN_DEMO_STOP_S:-12} + 5))
+    for pid in "${CHILDREN[@]}"; do
+        while kill -0 "$pid" 2>/dev/null && [[ $SECONDS -lt $deadline ]]; do sleep 0.2; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
 }
