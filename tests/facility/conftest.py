@@ -4,14 +4,38 @@
 a 2N feed → a 2N UPS → a 2N PDU feeding both racks; a cooling tower (N+1) → a
 facility water loop → a CDU (N+1) → a technology-cooling loop for r0 (liquid, 0.8),
 and a CRAH (N+1) on the loop taking r0's air share and all of net0 (an air rack).
+
+``plant_namespace`` (the live plant's tests use it through ``pytestmark``): the
+session's telemetry key namespace in Redis emptied before and after the test, the
+per-process caches with it (the telemetry ones and the compiled live plants), and
+the ingest queue drained by the test itself (``TELEMETRY_AUTO_DRAIN`` off: no Celery
+message leaves it). It yields the reset, for a test that runs twice from empty.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
+
+from tests.telemetry.conftest import flush_namespace
+
+
+@pytest.fixture
+def plant_namespace(settings: Any) -> Iterator[Callable[[], None]]:
+    """An empty telemetry namespace and no cached live plant, before and after the test."""
+    from twin.facility import live
+
+    def reset() -> None:
+        flush_namespace()
+        live._cache.clear()
+
+    settings.TELEMETRY_AUTO_DRAIN = False
+    reset()
+    yield reset
+    reset()
 
 
 @pytest.fixture

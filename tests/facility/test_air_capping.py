@@ -3,28 +3,22 @@ the air reaching the cards (the CRAH's supply + unremoved heat + half the rack's
 air rise, ``simulation.facility.air``) and R junction-to-air set each card's cap."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.telemetry.conftest import flush_namespace
 from tests.telemetry.test_state import put
-from twin.facility import capping_live, live
+from twin.facility import capping_live
 from twin.telemetry import processing, state
 from twin.telemetry.config import conf, redis_client
 
+pytestmark = pytest.mark.usefixtures("plant_namespace")
+
 
 @pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
+def recheck_always(settings: Any) -> None:
     settings.FACILITY_LIVE_RECHECK_S = 0.0
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
 
 
 def _air_r0(world: dict[str, Any], crah_kw: float) -> None:

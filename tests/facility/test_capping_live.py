@@ -3,28 +3,18 @@ real database), the caps served to an agent token, the agent's cards obeying the
 and the audit trail."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 from django.test import Client
 
-from tests.telemetry.conftest import flush_namespace
 from tests.telemetry.test_state import put
-from twin.facility import capping_live, live
+from twin.facility import capping_live
 from twin.telemetry import processing, state
 from twin.telemetry.config import conf, redis_client
 
-
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 def _agent(world: dict[str, Any]) -> Client:

@@ -3,26 +3,15 @@ PUE out, in the websocket frame — through the real ingest queue, tick and Redi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.telemetry.conftest import flush_namespace
 from tests.telemetry.test_state import put
-from twin.facility import live
 from twin.telemetry import processing, state
 
-
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 def _draws(cid: int) -> dict[str, float]:

@@ -4,29 +4,19 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.telemetry.conftest import flush_namespace
 from tests.telemetry.test_state import put
-from twin.facility import history, live
+from twin.facility import history
 from twin.telemetry import keys, processing, state
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.processing import tickparts
 
-
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 def _minute_of_ticks(world: dict[str, Any], monkeypatch: Any, start: float,

@@ -2,27 +2,18 @@
 round's merge and give what a whole-cluster tick gives (real tick, Redis, database)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.telemetry.conftest import flush_namespace
 from tests.telemetry.test_state import put
-from twin.facility import capping_live, live
+from twin.facility import capping_live
 from twin.telemetry import keys, processing, state
 from twin.telemetry.config import conf
 
-
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 @pytest.fixture
@@ -120,7 +111,8 @@ def test_a_rack_over_budget_is_capped_and_the_plant_rules_fire(
 
 
 def test_sharded_and_whole_ticks_agree_on_caps_and_alerts(
-        two_supernodes: dict[str, Any], settings: Any) -> None:
+        two_supernodes: dict[str, Any], settings: Any,
+        plant_namespace: Callable[[], None]) -> None:
     """The same load, run sharded and then (state cleared) whole: the same caps per card
     and the same open plant alerts."""
     from twin.facility.models import CapEvent, CappingPolicy
@@ -128,8 +120,7 @@ def test_sharded_and_whole_ticks_agree_on_caps_and_alerts(
 
     cid = two_supernodes["cluster_id"]
     sharded = _run(cid, 512, settings, ticks=6)
-    flush_namespace()
-    live._cache.clear()
+    plant_namespace()
     Alert.objects.filter(cluster_id=cid).delete()
     CapEvent.objects.filter(cluster_id=cid).delete()
     CappingPolicy.objects.filter(cluster_id=cid).delete()

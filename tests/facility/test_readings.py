@@ -6,27 +6,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 
 from tests.conftest import wait_until
-from tests.telemetry.conftest import PREFIX, flush_namespace
+from tests.telemetry.conftest import PREFIX
 from tests.telemetry.test_state import put
-from twin.facility import batches, live, readings
+from twin.facility import batches, readings
 from twin.telemetry import processing, state
 
-
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 @pytest.fixture

@@ -20,22 +20,15 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from tests.conftest import wait_until
-from tests.telemetry.conftest import PREFIX, flush_namespace
+from tests.telemetry.conftest import PREFIX
 from tests.telemetry.test_state import put
-from twin.facility import live, readings, redfish
+from twin.facility import readings, redfish
 from twin.telemetry import processing, state
 
 MOCKUP = Path(__file__).parent / "redfish_mockup"
 
 
-@pytest.fixture(autouse=True)
-def namespace(settings: Any) -> Iterator[None]:
-    settings.TELEMETRY_AUTO_DRAIN = False
-    flush_namespace()
-    live._cache.clear()
-    yield
-    flush_namespace()
-    live._cache.clear()
+pytestmark = pytest.mark.usefixtures("plant_namespace")
 
 
 def _free_port() -> int:
