@@ -1,18 +1,23 @@
 """Benchmark: the physical twin's engine — one plant step at a million cards, a 24 h
 facility what-if on the demo cluster, caps for a million cards.
 
-Usage::
+Usage (phase 1 needs the database: PostgreSQL, a scratch database)::
 
-    .venv/bin/python benchmarks/thermal.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/twin_bench \\
+        .venv/bin/python benchmarks/thermal.py
     # options: --racks 26215 --racks-per-cdu 96 --steps 20 --loop-steps 2
     #          --demo-racks 107 --baseline-hours 1 --json out.json
 
 In one run, one core (numpy single-threaded for the vectorised path):
 
 1. **Plant step, million-card preset** (issue 24 item 2: ≤ 50 ms added to a 1 s
-   tick). A synthetic plant built with arrays: 26,215 racks of the seed's 40 kW
-   class (1,048,576 cards at 40 a rack), 96 racks per CDU (274 CDUs, N+1 pumps), one
-   facility loop, N+1 tower cells, racks on PDUs under UPS and 2N feeds. Timed: the
+   tick). The plant of the real ``million`` preset (2,048 × seed-512 = 1,048,576
+   cards) as the twin has it: the cluster ``--step-cluster`` (default ``million``)
+   in the database of ``DATABASE_URL``, built with its facility by
+   ``build_cluster`` if it is not there yet (setup, not timed), read with
+   ``plant_for_cluster`` and compiled — racks, CDUs, CRAHs, chillers, towers and
+   power chain exactly as the builder sized them. Load: each rack at 70–97.5 % of
+   its budget, settled, then a ±10 % change (a real transient). Timed: the
    vectorised step (hydraulics, thermal network, power chain with the mechanical
    load, PUE) — median of ``--steps``. **Baseline, same run**: the same step as a
    plain per-rack Python loop (racks, mixing, each CDU's ε-NTU exchanger, towers,
@@ -49,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simulation.facility.capping import CapLimits, allocate, it_limits  # noqa: E402
 from simulation.facility.model import FacilityModel, compile_model  # noqa: E402
+from simulation.facility.plant import Plant  # noqa: E402
 from simulation.facility.power_chain import power_flow  # noqa: E402
 from simulation.facility.presets import demo_plant  # noqa: E402
 from simulation.facility.thermal import Conditions, ThermalState  # noqa: E402
@@ -152,14 +158,38 @@ def loop_step(model: FacilityModel, s: ThermalState, rack_w: list[float], dt: fl
     return ret, sup_out, facility
 
 
+def million_plant(name: str) -> tuple[Plant, float]:
+    """The plant of the built ``million`` preset (built if missing), and the build time
+    (0 when it was there)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from twin.facility.plant import plant_for_cluster
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+
+    call_command("migrate", verbosity=0)
+    cluster = Cluster.objects.filter(name=name).first()
+    build_s = 0.0
+    if cluster is None:
+        t0 = time.perf_counter()
+        cluster = Cluster.objects.get(pk=build_cluster("million", name=name)["cluster_id"])
+        build_s = time.perf_counter() - t0
+    return plant_for_cluster(cluster), build_s
+
+
 def bench_step(args: argparse.Namespace) -> dict[str, float]:
-    plant = demo_plant(args.racks, racks_per_cdu=args.racks_per_cdu, racks_per_pdu=8)
+    plant, build_s = million_plant(args.step_cluster)
     model = compile_model(plant)
+    n_racks = len(plant.racks.ids)
     rng = np.random.default_rng(1)
-    rack_w = rng.uniform(28e3, 39e3, args.racks)
+    rack_w = plant.racks.budget_w * rng.uniform(0.7, 0.975, n_racks)
     cond = Conditions.of(plant)
     state = model.settle(rack_w, cond).thermal
-    rack_w = rack_w * rng.uniform(0.9, 1.1, args.racks)   # a load change: a real transient
+    rack_w = rack_w * rng.uniform(0.9, 1.1, n_racks)   # a load change: a real transient
     times = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
@@ -176,15 +206,16 @@ def bench_step(args: argparse.Namespace) -> dict[str, float]:
     diff = max(float(np.max(np.abs(np.array(ret) - r.thermal.rack_ret_c))),
                float(np.max(np.abs(np.array(sup) - r.thermal.cdu_sup_c))))
     fac_rel = abs(fac - r.power.facility_w) / r.power.facility_w
-    cards = args.racks * 40
-    print(f"[step] {args.racks:,} racks ({cards:,} cards), {len(model.net.cdu_elem)} CDUs, "
-          f"{model.chain.n} power elements")
+    print(f"[step] preset million, cluster {args.step_cluster!r}"
+          + (f" (built now: {build_s:.0f} s, not timed)" if build_s else "")
+          + f": {n_racks:,} racks, {len(model.net.cdu_elem)} CDUs, {model.chain.n} power "
+          f"elements, {len(plant.cooling)} cooling elements")
     print(f"[step] vectorised: {vec_ms:.1f} ms (median of {args.steps}); per-rack Python "
           f"loop: {loop_ms:.0f} ms (median of {args.loop_steps}); ratio {loop_ms / vec_ms:.0f}×")
     print(f"[step] loop vs vectorised: max |ΔT| {diff:.2e} K, facility power rel. diff "
           f"{fac_rel:.1e}; PUE {r.pue:.4f}")
     print(f"[step] target ≤ 50 ms: {'PASS' if vec_ms <= 50 else 'FAIL'}")
-    return {"racks": args.racks, "step_ms": vec_ms, "loop_ms": loop_ms,
+    return {"racks": n_racks, "step_ms": vec_ms, "loop_ms": loop_ms,
             "ratio": loop_ms / vec_ms, "max_diff_k": diff, "pue": r.pue}
 
 
@@ -244,7 +275,10 @@ def bench_caps(args: argparse.Namespace) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--racks", type=int, default=26215)
+    ap.add_argument("--step-cluster", default="million",
+                    help="the built million-card cluster whose plant phase 1 steps")
+    ap.add_argument("--racks", type=int, default=26215,
+                    help="racks of the synthetic plant of the caps phase")
     ap.add_argument("--racks-per-cdu", type=int, default=96)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--loop-steps", type=int, default=2)
