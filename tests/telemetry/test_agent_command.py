@@ -24,10 +24,13 @@ def run_agent(base: str, *args: str) -> str:
 def test_the_agent_streams_correlated_readings_through_http(celery_worker, telemetry_server,
                                                             tiny_cluster):
     cid = tiny_cluster["cluster"].pk
-    output = run_agent(telemetry_server, "--hz", "2", "--duration", "2.5", "--fault-rate", "0")
+    # Until the twin has taken 4 batches (not a fixed time: a loaded machine sends fewer
+    # in a given time); --duration only bounds a hang.
+    output = run_agent(telemetry_server, "--hz", "2", "--batches", "4", "--duration", "120",
+                       "--fault-rate", "0")
     assert "0 errors" in output, output
     agent = TelemetryAgent.objects.get(cluster_id=cid, name="sim-tiny")
-    assert agent.batches >= 4 and agent.gaps == 0 and agent.duplicates == 0
+    assert agent.batches == 4 and agent.gaps == 0 and agent.duplicates == 0
     assert agent.samples == 8 * agent.batches
     values = wait_for(lambda: (v := state.latest_many(cid, ["gpu_util", "power_w",
                                                             "gpu_temp_c", "link_latency_ns"]))
@@ -43,11 +46,16 @@ def test_the_agent_streams_correlated_readings_through_http(celery_worker, telem
 
     # The DCGM text path, with the token given explicitly (no re-keying).
     _, token = TelemetryAgent.issue(tiny_cluster["cluster"], "exporter")
-    output = run_agent(telemetry_server, "--format", "dcgm", "--duration", "1.2", "--token",
-                       token, "--quiet")
+    output = run_agent(telemetry_server, "--format", "dcgm", "--batches", "2", "--duration",
+                       "120", "--token", token, "--quiet")
     assert output == ""
     exporter = TelemetryAgent.objects.get(name="exporter")
-    assert exporter.batches >= 1 and exporter.samples >= 8 and exporter.rejected == 0
+    assert exporter.batches == 2 and exporter.samples == 16 and exporter.rejected == 0
+
+
+def test_the_agent_refuses_a_negative_batch_count(db):
+    with pytest.raises(CommandError, match="--batches must be 0"):
+        call_command("telemetry_agent", "--cluster", "tiny", "--batches", "-1")
 
 
 def test_the_agent_refuses_an_unknown_cluster(db):

@@ -19,6 +19,7 @@ use for that name into the rotation's grace period (``TelemetryAgent.set_new_tok
 
     python manage.py telemetry_agent --cluster demo --hz 1
     python manage.py telemetry_agent --cluster demo --format dcgm --duration 60
+    python manage.py telemetry_agent --cluster demo --batches 10   # ten batches taken, then stop
 """
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ class Command(BaseCommand):
                                  "objects; dcgm: Prometheus text as the DCGM exporter writes it.")
         parser.add_argument("--duration", type=float, default=0.0,
                             help="Stop after this many seconds (0: run until stopped).")
+        parser.add_argument("--batches", type=int, default=0,
+                            help="Stop once the twin has taken this many batches (0: no "
+                                 "limit; with --duration, whichever comes first).")
         parser.add_argument("--token", default="", help="Agent token (default: create/re-key "
                                                         "--agent-name through the database).")
         parser.add_argument("--token-file", default=os.environ.get("TWIN_AGENT_TOKEN_FILE", ""),
@@ -82,6 +86,9 @@ class Command(BaseCommand):
 
         if opts["hz"] <= 0 or opts["hz"] > 50:
             raise CommandError("--hz must be in (0, 50]")
+        if opts["batches"] < 0:
+            raise CommandError("--batches must be 0 (no limit) or more")
+        most = int(opts["batches"]) or None
         self.quiet = opts["quiet"]
         self._said = {}
         self.backoff_max = max(0.5, float(opts["backoff_max"]))
@@ -142,11 +149,11 @@ class Command(BaseCommand):
         backoff = Backoff(0.5, self.backoff_max)
         next_at = time.monotonic()
         seq = 0
-        totals = {"posts": 0, "accepted": 0, "rejected": 0, "errors": 0}
+        totals = {"posts": 0, "taken": 0, "accepted": 0, "rejected": 0, "errors": 0}
         last_report = time.monotonic()
         last_coolant = float("-inf")
         try:
-            while not self.should_stop():
+            while not self.should_stop() and (most is None or totals["taken"] < most):
                 if time.monotonic() - last_coolant >= COOLANT_POLL_S:
                     last_coolant = time.monotonic()
                     self._read_coolant(client, cluster.pk, layout, sim)
@@ -182,6 +189,7 @@ class Command(BaseCommand):
                         totals["errors"] += 1
                         self.stderr.write(f"POST seq {seq}: {answer.status} {answer.body}")
                         continue
+                    totals["taken"] += 1
                     totals["accepted"] += int(answer.body.get("accepted", 0))
                     totals["rejected"] += int(answer.body.get("rejected_total", 0))
                 if not failing:
