@@ -64,7 +64,10 @@ from simulation.facility.whatif import Event, WhatIfInput, run  # noqa: E402
 def loop_step(model: FacilityModel, s: ThermalState, rack_w: list[float], dt: float,
               cond: Conditions) -> tuple[list[float], list[float], float]:
     """The plant step as a plain per-rack Python loop (no numpy in the loop).
-    Nothing failed; returns rack returns, CDU supplies and facility power."""
+    Nothing failed; returns rack returns, CDU supplies and facility power. Per rack and
+    per CDU it is the engine's step exactly (checked); the few heat-rejection roots are
+    simpler (a chiller's compressor and a condenser's heat on its tower are left out,
+    CRAHs share the air evenly): the facility power differs by those, printed."""
     net, chain, p = model.net, model.chain, model.net.params
     cp_t, cp_f = p.tcs_fluid.cp_j_kg_k, p.fws_fluid.cp_j_kg_k
     n_cdu = len(net.cdu_elem)
@@ -86,6 +89,9 @@ def loop_step(model: FacilityModel, s: ThermalState, rack_w: list[float], dt: fl
         c = rack_cdu[r]
         q = w * lf[r]
         air += w - q
+        if c < 0:  # an air rack: no water, its heat all in the air
+            ret[r] = p.air_supply_c
+            continue
         g = flow_d[r] * cp_t
         x = g * dt / cap[r]
         phi = (1 - math.exp(-x)) / x if x > 1e-12 else 1.0
@@ -131,6 +137,8 @@ def loop_step(model: FacilityModel, s: ThermalState, rack_w: list[float], dt: fl
         g_root[int(net.crah_root[i])] += float(net.crah_flow_d[i]) * cp_f
     fans = crah_fan
     for k in range(n_root):
+        if float(net.root_approach_c[k]) <= 0:  # a chiller: no fan (its compressor: below)
+            continue
         mix = s.root_sup_c[k] + q_root[k] / g_root[k]
         rret = s.root_ret_c[k] + (mix - s.root_ret_c[k]) * (
             1 - math.exp(-g_root[k] * dt / max(float(net.root_tank_j_k[k]), 1e-9)))
