@@ -602,6 +602,9 @@ def main() -> int:
                         help="concurrent connections while measuring CPU per request")
     parser.add_argument("--cpu-only", action="store_true",
                         help="only the CPU-per-request figure (no req/s steps, no target)")
+    parser.add_argument("--web-threads", type=int, default=4,
+                        help="TWIN_WEB_THREADS: requests per web process run at once, the "
+                             "agents' batches excepted (0: no limit; the demo's 4)")
     parser.add_argument("--no-trace", action="store_true",
                         help="run without TWIN_TELEMETRY_TRACE (no per-stage breakdown)")
     args = parser.parse_args()
@@ -610,6 +613,7 @@ def main() -> int:
     env = private_env(tag)
     if not args.no_trace:
         env["TWIN_TELEMETRY_TRACE"] = "1"
+    env["TWIN_WEB_THREADS"] = str(args.web_threads)
     ready = prepare()
     cluster, token = ready["cluster"], ready["token"]
     logdir = Path(tempfile.mkdtemp(prefix="serving-bench-"))
@@ -618,6 +622,7 @@ def main() -> int:
     batches: list[dict[str, Any]] = []
     ticks: list[tuple[float, float, float | None]] = []
     results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
+                               "web_threads": args.web_threads,
                                "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
     try:
@@ -630,7 +635,8 @@ def main() -> int:
         for thread in threads:
             thread.start()
         time.sleep(5)  # the first ticks (every card's health goes unknown -> ok)
-        print(f"server: manage.py serve --workers {args.workers} --nice {args.web_nice} on "
+        print(f"server: manage.py serve --workers {args.workers} --nice {args.web_nice} "
+              f"(TWIN_WEB_THREADS={args.web_threads}) on "
               f"{os.cpu_count()} cores; "
               f"load average before: {results['load_before'][0]:.2f}  (logs in {logdir})")
         if args.cpu_requests:
