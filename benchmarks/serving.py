@@ -39,8 +39,14 @@ the mix's req/s as a fraction of the baseline's.
 
 Live tick: for every batch the agent posts, the time from the POST's start to the
 first ``telemetry.tick`` event (received on a raw channel of the cluster's group,
-as a browser's consumer receives it) of a tick that started after the POST was
-accepted: what the live view lags behind the cards while the crowd reads.
+as a browser's consumer receives it) of a tick that read the state after the batch
+was applied (the event's ``data_ts`` at least the batch's ``ts``): what the live view
+lags behind the cards while the crowd reads. Also printed: the old figure (the first
+tick started after the POST's 202, labelled), the CPU time per tick (the ticking
+thread's, from ``keys.tick_stats``: independent of the machine's load) and, with
+``TWIN_TELEMETRY_TRACE`` on in the stack (the default; ``--no-trace``), each stage of
+ingest, apply and tick and each batch's lag in consecutive pieces. The web processes
+run with ``TWIN_WEB_THREADS`` (``--web-threads``, default 4, as ``scripts/demo``).
 
 Target (issue 22): >= 300 req/s at 100 clients with p99 <= 1 s and no errors,
 live tick p99 < 500 ms. Exit status 0 only when met.
