@@ -228,7 +228,7 @@ def main() -> int:
     stack = serving.Stack(env, os.cpu_count() or 1, workdir, redis_url=private.url)
     stop = threading.Event()
     batches: list[dict[str, Any]] = []
-    ticks: list[tuple[float, float]] = []
+    ticks: list[tuple[float, float, float | None]] = []
     ws_stats: Counter[str] = Counter()
     runs: list[int] = []
     run_refused: Counter[str] = Counter()

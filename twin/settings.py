@@ -376,6 +376,13 @@ TELEMETRY_DRAINERS = int(os.environ.get("TWIN_TELEMETRY_DRAINERS", 2))
 # (benchmarks/ingest_paths.py), no queue while the workers are away, no backpressure
 # (twin.telemetry.enqueue). For the largest clusters.
 TELEMETRY_APPLY_ON_INGEST = env_bool("TWIN_TELEMETRY_APPLY_ON_INGEST")
+# Per-stage timings (wall and CPU) of ingest -> apply -> tick -> group send, logged on
+# twin.telemetry.trace and kept in Redis (twin.telemetry.trace); off by default.
+TELEMETRY_TRACE = env_bool("TWIN_TELEMETRY_TRACE")
+# Requests per web process whose synchronous part runs at once, the agents' ingest paths
+# excepted (twin.core.asgi_handler: a batch then competes with at most this many readers
+# for the interpreter lock); 0: no limit.
+TWIN_WEB_THREADS = int(os.environ.get("TWIN_WEB_THREADS", 0) or 0)
 # An agent's replaced token keeps working this long after a rotation (the rotate-token
 # action may say otherwise), so the agent can be given the new one without a gap.
 TWIN_AGENT_TOKEN_GRACE_S = float(os.environ.get("TWIN_AGENT_TOKEN_GRACE_S", 600))

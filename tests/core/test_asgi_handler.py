@@ -111,3 +111,49 @@ def test_one_aggregates_cache_per_process_and_configuration(settings):
     settings.CACHES = {**settings.CACHES, "aggregates": {
         **settings.CACHES["aggregates"], "LOCATION": "redis://127.0.0.1:9/0"}}
     assert aggregates._cache() is not first, "a changed setting gets its own client"
+
+
+def test_web_threads_limit_readers_but_never_the_agents_batches(admin_user, handlers,
+                                                                settings, monkeypatch):
+    """``TWIN_WEB_THREADS = 1``: while one read runs, a second read waits for the slot
+    (it has not entered the chain) but an agent's batch POST goes through at once."""
+    import asyncio
+
+    from django.middleware.common import CommonMiddleware
+
+    settings.TWIN_WEB_THREADS = 1
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
+    entered: list[str] = []
+    release = threading.Event()
+    original = CommonMiddleware.process_request
+
+    def spy(self: Any, request: Any) -> Any:
+        entered.append(request.path)
+        if request.path.startswith("/api/clusters/"):
+            release.wait(20)
+        return original(self, request)
+
+    monkeypatch.setattr(CommonMiddleware, "process_request", spy)
+    app = handlers()
+    assert app.threads == 1
+    token = Token.objects.create(user=admin_user).key
+    headers = [(b"host", b"testserver"), (b"authorization", f"Token {token}".encode())]
+
+    def request(path: str, method: str = "GET") -> Any:
+        return HttpCommunicator(app, method, path, headers=headers).get_response(timeout=30)
+
+    async def run() -> tuple[Any, Any, Any]:
+        first = asyncio.ensure_future(request("/api/clusters/"))
+        while not entered:
+            await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(request("/api/clusters/?limit=1"))
+        batch = await request("/api/telemetry/clusters/999999/batches/", "POST")
+        waiting = list(entered)
+        release.set()
+        return (await first), (await second), (batch, waiting)
+
+    first, second, (batch, waiting) = asyncio.run(run())
+    assert waiting == ["/api/clusters/", "/api/telemetry/clusters/999999/batches/"], (
+        "the second read waited for the slot; the batch did not")
+    assert batch["status"] in (401, 404)  # (no agent token: refused, but served)
+    assert first["status"] == 200 and second["status"] == 200

@@ -338,3 +338,45 @@ def test_the_rack_panel_reads_its_coolant_temperature_and_cap(plant_world: dict[
     assert empty.json()["supply_c"] is None and empty.json()["capping_mode"] == "off"
     missing = admin_client.get(f"/api/telemetry/clusters/{cid}/racks/{10**9}/plant/")
     assert missing.status_code == 404
+
+
+def test_the_policy_is_cached_until_a_write_to_the_policy_table(
+        plant_world: dict[str, Any], django_assert_num_queries: Any) -> None:
+    """The tick asks for the policy every tick: one query the first time, none after
+    (one Redis read of the ``capping`` domain's version), and the next tick after any
+    write to the policy table (create, update, ``QuerySet.update``) sees the new one."""
+    from twin.facility.models import CappingPolicy
+
+    cid = plant_world["cluster"].pk
+    capping_live._policies.clear()
+    with django_assert_num_queries(1):
+        assert capping_live._policy(cid) is None
+    with django_assert_num_queries(0):
+        assert capping_live._policy(cid) is None
+        assert not capping_live.capping_on(cid)
+    _policy(plant_world, "apply")
+    assert capping_live._policy(cid) == ("apply", "uniform")
+    with django_assert_num_queries(0):
+        assert capping_live._policy(cid) == ("apply", "uniform")
+    CappingPolicy.objects.filter(cluster_id=cid).update(policy="priority")
+    assert capping_live._policy(cid) == ("apply", "priority")
+    CappingPolicy.objects.filter(cluster_id=cid).update(mode="off")
+    assert capping_live._policy(cid) is None
+    CappingPolicy.objects.filter(cluster_id=cid).delete()
+    _policy(plant_world, "propose")
+    assert capping_live._policy(cid) == ("propose", "uniform")
+
+
+def test_a_value_cached_under_an_older_version_is_not_served(
+        plant_world: dict[str, Any]) -> None:
+    """The version lives in Redis, shared by every process: a value this process
+    cached before another process's commit bumped it is read again."""
+    from twin.core import aggregates
+    from twin.facility.models import CappingPolicy
+
+    cid = plant_world["cluster"].pk
+    CappingPolicy.objects.create(cluster=plant_world["cluster"], mode="apply")
+    capping_live._policies[cid] = (aggregates.version("capping"), None)  # (stale)
+    assert capping_live._policy(cid) is None, "same version: the cached value"
+    aggregates.bump("capping")  # (the other process's bump after its commit)
+    assert capping_live._policy(cid) == ("apply", "uniform")

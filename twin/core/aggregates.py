@@ -59,6 +59,7 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     # one out (a build request is a job record: no aggregate reads it)
     "inventory": ("hardware", "-hardware.ClusterBuild"),
     "alerts": ("telemetry.Alert", "auth.User"),  # (who acknowledged: a username)
+    "capping": ("facility.CappingPolicy",),  # (the live tick's policy lookup)
 }
 """Domain → the models whose tables it covers."""
 

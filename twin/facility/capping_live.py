@@ -5,7 +5,8 @@ thermal limit (``simulation.facility.capping``).
 The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the plant):
 
 * **Off by default.** A cluster without a :class:`~twin.facility.models.CappingPolicy`
-  row, or with ``mode = off``, costs one indexed query a tick and nothing else: no
+  row, or with ``mode = off``, costs one Redis read a tick (the policy is cached per
+  process until a write to the policy table, :func:`_policy`) and nothing else: no
   caps are stored, the agents' endpoint serves none.
 * **Inputs, per tick**: each card's measured power (NaN where it did not report: counted
   at its idle draw), its rack (layout order), the racks' budgets (the layout's
@@ -150,7 +151,38 @@ def _below(chain: PowerChain, rack_w: np.ndarray) -> np.ndarray:
     return out
 
 
+_policies: dict[int, tuple[str, tuple[str, str] | None]] = {}
+"""Per cluster, (the ``capping`` domain's version it was read under, (mode, policy) or
+None): :func:`_policy`'s per-process cache."""
+
+
 def _policy(cluster_id: int) -> tuple[str, str] | None:
+    """The cluster's (mode, policy) when capping is on, else None.
+
+    Cached in this process under the version of the ``capping`` domain of
+    ``twin.core.aggregates``, which every committed write to the policy table
+    replaces (from any process): a tick pays one Redis GET instead of a database
+    query (~40 ms on the tick's path with a crowd of web readers on the shared
+    PostgreSQL; ``benchmarks/serving.py``), and sees a policy change on its next
+    tick. The version is read before the row, so a write between the two leaves a
+    value under an old version that the next tick no longer takes. Redis away:
+    the query, uncached."""
+    from twin.core import aggregates
+    from twin.core.unavailable import REDIS_ERRORS
+
+    try:
+        version = aggregates.version("capping")
+    except REDIS_ERRORS:
+        return _policy_row(cluster_id)
+    hit = _policies.get(cluster_id)
+    if hit is not None and hit[0] == version:
+        return hit[1]
+    value = _policy_row(cluster_id)
+    _policies[cluster_id] = (version, value)
+    return value
+
+
+def _policy_row(cluster_id: int) -> tuple[str, str] | None:
     from twin.facility.models import CappingPolicy
 
     row = (CappingPolicy.objects.filter(cluster_id=cluster_id).exclude(mode="off")

@@ -30,7 +30,8 @@ What the tick keeps between runs:
 
 * ``tw:c<c>:tickgate`` (at most ``MAX_TICK_HZ`` ticks a second),
   ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
-  the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last) and
+  the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last, and the
+ticking thread's CPU seconds: cpu_sum, cpu_last) and
   ``tw:c<c>:trailing`` (a trailing tick is queued);
 * ``tw:c<c>:round`` and ``tw:c<c>:round:<id>:{pending,part:<k>}``: the sharded
   tick round in progress (``processing.shards``), and per shard
@@ -43,7 +44,8 @@ What the tick keeps between runs:
   written to the database.
 
 Ingestion: ``tw:ingest`` (the stream), ``tw:ingest:bytes`` (bytes queued),
-``tw:ingest:errors`` (entries that could not be applied), ``tw:drain:<slot>``
+``tw:ingest:errors`` (entries that could not be applied), ``tw:trace`` (per-stage
+timings, ``twin.telemetry.trace``, with ``TWIN_TELEMETRY_TRACE`` on), ``tw:drain:<slot>``
 (a drain slot held) and ``tw:agent:<id>:seq`` (an agent's last sequence number).
 
 Long-term history (``twin.telemetry.victoria``): ``tw:c<c>:vmgate`` (one write
@@ -97,6 +99,7 @@ __all__ = [
     "tick_pending",
     "tick_round",
     "tick_stats",
+    "trace",
     "victoria_gate",
     "victoria_stats",
     "trailing",
@@ -279,6 +282,12 @@ def ingest_refused() -> str:
 
 def ingest_errors() -> str:
     return f"{conf().prefix}:ingest:errors"
+
+
+def trace() -> str:
+    """List of the newest per-stage timing records (``twin.telemetry.trace``, kept only
+    with ``TWIN_TELEMETRY_TRACE`` on)."""
+    return f"{conf().prefix}:trace"
 
 
 def drain_kick(slot: int) -> str:

@@ -49,7 +49,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from twin.core.access import access_for
 from twin.core.perprocess import TtlCache
-from twin.telemetry import enqueue, ingest, prometheus, remote_write, state
+from twin.telemetry import enqueue, ingest, prometheus, remote_write, state, trace
 from twin.telemetry.models import TelemetryAgent, hash_token
 
 __all__ = ["AgentAuth", "authenticate_agent", "ingest_batch", "ingest_facility",
@@ -298,12 +298,15 @@ def _kick(result: enqueue.EnqueueResult, batch: ingest.Batch) -> None:
 @require_POST
 def ingest_batch(request: HttpRequest, cluster_id: int) -> HttpResponse:
     """Native batches: row form or columnar, JSON or msgpack (see ``ingest``)."""
+    span = trace.Span("ingest", cluster=cluster_id)
     auth = _authorize(request, cluster_id)
     if isinstance(auth, JsonResponse):
         return auth
+    span.mark("auth")
     body = _read_body(request)
     if isinstance(body, JsonResponse):
         return body
+    span.mark("body")
     try:
         doc = ingest.decode_document(body, request.content_type or "")
         seq = ingest.parse_seq(doc)
@@ -312,7 +315,14 @@ def ingest_batch(request: HttpRequest, cluster_id: int) -> HttpResponse:
         return JsonResponse(exc.as_dict(), status=exc.status)
     except KeyError:  # deleted since the check above
         return _missing_cluster(cluster_id)
-    return _finish(auth, seq, batch)
+    span.mark("parse")
+    response = _finish(auth, seq, batch)
+    span.mark("enqueue")
+    if trace.enabled():
+        from twin.telemetry.config import redis_client
+
+        span.finish(redis_client(), batch_ts=batch.ts, status=response.status_code)
+    return response
 
 
 @csrf_exempt

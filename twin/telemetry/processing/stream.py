@@ -23,10 +23,11 @@ import os
 import socket
 import time
 
+import msgpack
 import redis
 from django.conf import settings
 
-from twin.telemetry import keys
+from twin.telemetry import keys, trace
 from twin.telemetry.config import redis_client
 from twin.telemetry.enqueue import drainers
 from twin.telemetry.processing.apply import apply_entry
@@ -66,12 +67,19 @@ def _process(r: redis.Redis, entries: list[tuple[bytes, dict[bytes, bytes]]],
         if not payload:
             continue
         size += len(payload)
+        span = trace.Span("apply")
         try:
             cluster_id = apply_entry(payload)
         except Exception:  # noqa: BLE001 - a poison entry must not block the stream
             log.exception("telemetry entry %s could not be applied; dropped", entry_id)
             r.incr(keys.ingest_errors())
             continue
+        span.mark("apply")
+        if trace.enabled():
+            # queued: from the XADD (the entry id is Redis's clock in ms) to the apply
+            queued_ms = span.at * 1e3 - int(entry_id.split(b"-")[0])
+            span.finish(r, cluster=cluster_id, queued_ms=round(queued_ms, 3),
+                        batch_ts=msgpack.unpackb(payload, raw=False).get("t"))
         if cluster_id is not None:
             dirty.add(cluster_id)
             done += 1

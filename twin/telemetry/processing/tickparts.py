@@ -41,7 +41,7 @@ from twin.telemetry.config import conf
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.state import ALERT_EVENT, group_name
 
-__all__ = ["EWMA_TAU_S", "UTIL", "CardsRead", "clock", "ewma_alpha", "ingest_lag_s",
+__all__ = ["EWMA_TAU_S", "UTIL", "CardsRead", "clock", "data_ts", "ewma_alpha", "ingest_lag_s",
            "next_ewma", "next_seq", "publish_alerts", "queue_lag_probe", "read_cards",
            "stream_age_s"]
 
@@ -141,6 +141,17 @@ def read_cards(metrics: list[bytes | None], seen_raw: bytes | None, health_raw: 
                      reported=reported, fresh=fresh, stale=stale, age=age,
                      # (every card fresh, the usual case: the same array, not a copy)
                      fresh_values=values if fresh.all() else np.where(fresh, values, np.nan))
+
+
+def data_ts(seen: np.ndarray) -> float | None:
+    """The newest sample time in the state a tick read (None: no card has reported):
+    the tick event's ``data_ts``. A batch whose readings are all at ``ts`` is in a
+    tick's state once that tick's ``data_ts >= ts`` (agents' batches come in order),
+    so a client can tell how far the view lags the cards, and the serving benchmark
+    measures the live lag per batch from it (POST → the first tick that read it)."""
+    if not len(seen) or not np.isfinite(seen).any():
+        return None
+    return float(np.nanmax(seen))
 
 
 def ewma_alpha(last_ts_raw: bytes | None, now: float) -> float:

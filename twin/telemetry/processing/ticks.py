@@ -24,13 +24,12 @@ worker processes, and the last one to finish publishes the tick.
 from __future__ import annotations
 
 import os
-import time
 
 import msgpack
 import numpy as np
 import redis
 
-from twin.telemetry import bridge, keys, victoria
+from twin.telemetry import bridge, keys, trace, victoria
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import shards, tickparts
@@ -42,6 +41,7 @@ from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_
 from twin.telemetry.processing.minutes import POWER, sample_minute
 from twin.telemetry.processing.plant import record_minute, step_capping, step_plant
 from twin.telemetry.processing.tickparts import (
+    data_ts,
     ewma_alpha,
     next_ewma,
     next_seq,
@@ -50,7 +50,7 @@ from twin.telemetry.processing.tickparts import (
 )
 from twin.telemetry.state import TICK_EVENT, Layout, group_name, layout
 
-__all__ = ["next_seq", "retry_wait_s", "tick"]
+__all__ = ["gate_ms", "next_seq", "retry_wait_s", "tick"]
 
 _tick_cost: dict[int, float] = {}
 
@@ -65,13 +65,7 @@ def tick(cluster_id: int, *, force: bool = False,
     queue no shard tasks), else 0 (the round's last shard publishes it).
     """
     r = redis_client()
-    # At most MAX_TICK_HZ; a tick that takes longer than that (a huge cluster) waits
-    # as long again, so ticks never use more than half a worker. A sharded round
-    # spreads over several processes and waits only for its own time (rounds never
-    # overlap: the lock), so a cluster ticks as often as its rounds finish.
-    cost = max(2 * _tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
-    gate_ms = int(max(conf().tick_min_s, cost) * 1000)
-    if not r.set(keys.tick_gate(cluster_id), 1, nx=True, px=gate_ms) and not force:
+    if not r.set(keys.tick_gate(cluster_id), 1, nx=True, px=gate_ms(cluster_id)) and not force:
         return None
     lay = layout(cluster_id)
     bounds = shards.plan(lay)
@@ -82,19 +76,42 @@ def tick(cluster_id: int, *, force: bool = False,
     lock = keys.tick_lock(cluster_id)
     if not r.set(lock, os.getpid(), nx=True, px=120_000):
         return None
-    started = time.monotonic()
+    span = trace.Span("tick", cluster=cluster_id, n=lay.n)
+    seq = None
     try:
-        return _tick(r, lay, follow_ups)
+        seq = _tick(r, lay, follow_ups, span)
+        return seq
     finally:
-        cost = _tick_cost[cluster_id] = time.monotonic() - started
+        wall, cpu = span.wall_s, span.cpu_s
+        _tick_cost[cluster_id] = cpu
         pipe = r.pipeline(transaction=False)
         pipe.delete(lock)
         # For the twin's own /metrics, whichever worker ticked (twin.telemetry.monitoring).
         stats = keys.tick_stats(cluster_id)
         pipe.hincrby(stats, "count", 1)
-        pipe.hincrbyfloat(stats, "sum", cost)
-        pipe.hset(stats, "last", repr(cost))
+        pipe.hincrbyfloat(stats, "sum", wall)
+        pipe.hincrbyfloat(stats, "cpu_sum", cpu)
+        pipe.hset(stats, mapping={"last": repr(wall), "cpu_last": repr(cpu)})
         pipe.execute()
+        span.finish(r, seq=seq)
+
+
+def gate_ms(cluster_id: int) -> int:
+    """How long the tick gate stays closed after a tick of ``cluster_id`` starts (ms).
+
+    At most ``MAX_TICK_HZ``; a tick that costs more than half of that (a huge
+    cluster) waits twice its cost, so ticks never use more than half a core. The
+    cost is the last tick's *CPU* time (of its thread), not its wall time: on a
+    machine whose cores are busy with something else (a crowd of web readers) a
+    tick's wall time is mostly waiting for a core, and a gate that grew with it
+    held back the next batch's tick for that long again: the live view fell
+    further behind exactly when the machine was busiest (``benchmarks/serving.py``:
+    tick p50 1.1 s with 100 readers). A sharded round spreads over several
+    processes and waits only for its own time (rounds never overlap: the lock), so
+    a cluster ticks as often as its rounds finish.
+    """
+    cost = max(2 * _tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
+    return int(max(conf().tick_min_s, cost) * 1000)
 
 
 def retry_wait_s(cluster_id: int) -> float:
@@ -103,7 +120,7 @@ def retry_wait_s(cluster_id: int) -> float:
     return max(redis_client().pttl(keys.tick_gate(cluster_id)), 50) / 1000.0
 
 
-def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
+def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) -> int | None:
     cluster_id = lay.cluster_id
     ensure_state(lay)
     n = lay.n
@@ -125,6 +142,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     cards = read_cards(raw[:N_METRICS], raw[N_METRICS], raw[N_METRICS + 4],
                        raw[N_METRICS + 3], n, now, lag)
     alert_state = raw[N_METRICS + 2]
+    span.mark("read")
     fresh, stale, fresh_values = cards.fresh, cards.stale, cards.fresh_values
 
     # Rollups per level.
@@ -139,20 +157,25 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
         rack_draw = np.where(power[4] > 0, power[3] + racks.static_w, np.nan)
     else:
         rack_draw = np.zeros(0)
+    span.mark("rollups")
 
     # Utilization EWMA (for the sudden-drop rule).
     alpha = ewma_alpha(raw[N_METRICS + 5], now)
 
     # Alerts and health.
     plant = step_plant(r, lay, rollups, now)  # the physical twin (None: no facility)
+    span.mark("plant")
     caps = step_capping(r, lay, fresh_values[POWER], plant, now) if n else None  # (None: off)
+    span.mark("capping")
     record_minute(r, lay, plant, caps, now)  # the plant's minute history
+    span.mark("plant_minute")
     new_state, transitions, card_alerts = evaluate_alerts(
         r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
         age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state,
         plant=plant)
     ewma = next_ewma(cards.ewma, fresh_values, alpha)
     health = card_health(cards.reported, stale, card_alerts)
+    span.mark("alerts")
 
     seq = next_seq(r, cluster_id, now)
     pipe = r.pipeline(transaction=False)
@@ -167,21 +190,30 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps) -> int | None:
     pipe.set(keys.ewma_ts(cluster_id, ver), repr(now))
     pipe.set(keys.last_tick(cluster_id), repr(now))
     pipe.execute()
+    span.mark("write")
 
     synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
+    span.mark("health_db")
     failures = [f.to_dict() for f in detect_failures(
         r, lay, cluster_id, fresh_values=fresh_values, stale=stale, age=cards.age,
         seen=cards.seen, card_alerts=card_alerts)]
     if failures and not follow_ups.heal(cluster_id, failures):
         handle_failures(failures)
+    span.mark("failures")
     sample_minute(r, lay, fresh_values, now, follow_ups, rollups, reporting)
+    span.mark("minute")
     victoria.write_tick(r, lay, fresh_values, now, follow_ups)
+    span.mark("victoria")
 
     group = group_name(cluster_id)
+    newest = data_ts(cards.seen)
+    span.fields.update(now=now, data_ts=newest)
     bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
-                              "ts": now, "layout": ver})
+                              "ts": now, "layout": ver, "data_ts": newest})
+    span.mark("send")
     if transitions:
         publish_alerts(cluster_id, [(t.event, t.alert_id) for t in transitions])
         follow_ups.notify()
+        span.mark("alerts_out")
     return seq
