@@ -34,7 +34,11 @@ Filter (the default kube-scheduler filters + ``open_gpu_share.go`` ``Filter`` �
     share left (shared) or ``num`` untouched cards (whole).
 Scores (``pkg/simulator/plugin/*_score.go``), integers 0–100, the highest wins;
 ties go to the lexicographically smallest node name (the artifact's patched
-``generic_scheduler.go`` ``selectHost``):
+``generic_scheduler.go`` ``selectHost``) — and the names are *renamed at random per seed*
+first (``simulator.go`` ``syncClusterResourceList``: nodes sorted by name, the ``i``-th
+renamed ``"%04d-" % perm[i] + name`` with ``perm = rand.Perm(n)`` from the run's seeded
+generator), so a tie goes to a seeded random node, not to the first by name
+(:func:`artifact_node_rank`, ``replay(..., ties="artifact")``, the default):
 
 * ``fgd`` (``fgd_score.go`` ``calculateGpuShareFragExtendScore``):
   ``int(100·sigmoid((F_n − F_n')/1000))`` with ``F_n'`` after the pod; a shared pod
@@ -73,8 +77,8 @@ The scores live in :mod:`.scores`, shared with the general engine's policies
 Not the artifact's code: this is our own vectorised implementation (numpy over all
 nodes at once, per-type aggregates updated for the one node that changed). The
 artifact's random numbers (Go ``math/rand`` seeded 42…51) are not reproduced; our
-shuffle and resampling are NumPy's, so single runs differ and the comparison is of
-means over seeds.
+shuffle, resampling and node renaming are NumPy's, so single runs differ and the
+comparison is of means over seeds.
 
 Example (a two-node toy; FGD keeps the whole 8-card node free for an 8-card type):
     >>> from simulation.scheduling.cluster import Nodes
@@ -86,7 +90,7 @@ Example (a two-node toy; FGD keeps the whole 8-card node free for an 8-card type
     ...              duration_s=[0] * 3, num_gpu=[1, 8, 1], gpu_milli=[500, 1000, 500],
     ...              cpu_milli=[4000, 32000, 4000], memory_mib=[0] * 3,
     ...              gpu_model=[""] * 3, priority=[0] * 3, gang=[True] * 3)
-    >>> r = replay(nodes, w, "fgd", order=np.arange(3))
+    >>> r = replay(nodes, w, "fgd", order=np.arange(3), ties="name")
     >>> r.failed, round(float(r.used_milli[-1]) / 16000, 3)
     (0, 0.562)
 """
@@ -110,8 +114,9 @@ from .scores import (
 )
 from .workload import Workload
 
-__all__ = ["OPENB_POLICIES", "OpenbResult", "TypicalPods", "allocation_at_load", "replay",
-           "tuned_order", "typical_pods"]
+__all__ = ["OPENB_POLICIES", "TIES", "OpenbResult", "TypicalPods", "allocation_at_load",
+           "artifact_node_order", "artifact_node_rank", "replay", "tuned_order",
+           "typical_pods"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -119,6 +124,11 @@ BoolA = npt.NDArray[np.bool_]
 
 OPENB_POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
 """The artifact's six policies, in its order (01-Random … 06-FGD)."""
+
+TIES = ("artifact", "name", "index")
+"""How :func:`replay` breaks score ties: the artifact's seeded random renaming
+(:func:`artifact_node_rank`), the smallest node name, or the lowest node index (the
+general engine's rule, :func:`.engine.simulate`)."""
 
 _MAX_SPEC_CPU = 128_000  # open-gpu-share/utils/const.go MaxSpecCpu (milli-cores)
 _MAX_SPEC_GPU = 8_000  # MaxSpecGpu (thousandths of a card)
@@ -203,6 +213,52 @@ def tuned_order(work: Workload, total_gpus: int, ratio: float = 1.3,
     return out
 
 
+def artifact_node_rank(nodes: Nodes, seed: int = 42) -> I64:
+    """Each node's place in the artifact's tie order for the run seeded ``seed``.
+
+    ``pkg/simulator/simulator.go`` ``syncClusterResourceList`` sorts the nodes by name,
+    draws ``perm = rand.Perm(n)`` from the run's generator (``core.go`` seeds it with the
+    tuning seed) and renames the ``i``-th node ``fmt.Sprintf("%04d-", perm[i]) + name``;
+    ``selectHost`` then gives a tie to the smallest name, i.e. the smallest ``perm[i]``
+    (four zero-padded digits: numeric order while ``n`` ≤ 10 000). The rank returned is
+    ``perm[i]`` for the node that is ``i``-th by name. The permutation is drawn from
+    NumPy's generator seeded ``(seed, 1)``, not Go's ``math/rand``: a different random
+    order per seed, as there, but not the artifact's own.
+
+    >>> from simulation.scheduling.cluster import Nodes
+    >>> nodes = Nodes.from_records([dict(name=n, gpus=1) for n in "cab"])
+    >>> sorted(artifact_node_rank(nodes, 42).tolist())
+    [0, 1, 2]
+    """
+    n = len(nodes.names)
+    by_name = sorted(range(n), key=lambda k: nodes.names[k])
+    perm = np.random.default_rng((seed, 1)).permutation(n)
+    rank = np.empty(n, np.int64)
+    rank[by_name] = perm
+    return rank
+
+
+def artifact_node_order(nodes: Nodes, seed: int = 42) -> Nodes:
+    """``nodes`` reordered by :func:`artifact_node_rank`: the node that wins the artifact's
+    ties first. A scheduler that breaks ties by the lowest index (the general engine)
+    then breaks them as the artifact's run seeded ``seed`` does."""
+    records = nodes.to_records()
+    order = np.argsort(artifact_node_rank(nodes, seed), kind="stable")
+    return Nodes.from_records([records[int(k)] for k in order])
+
+
+def _tie_rank(nodes: Nodes, ties: str, seed: int) -> I64:
+    if ties == "artifact":
+        return artifact_node_rank(nodes, seed)
+    n = len(nodes.names)
+    if ties == "index":
+        return np.arange(n, dtype=np.int64)
+    order = sorted(range(n), key=lambda k: nodes.names[k])
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    return rank
+
+
 @dataclass(frozen=True, eq=False)
 class OpenbResult:
     """One replay: per arrival, the arrived GPU request, the allocated thousandths and the
@@ -241,7 +297,7 @@ def allocation_at_load(arrived_milli: I64, used_milli: I64, total_gpus: int,
 class _Cluster:
     """Node state and FGD's per-type aggregates, all nodes at once."""
 
-    def __init__(self, nodes: Nodes, types: TypicalPods) -> None:
+    def __init__(self, nodes: Nodes, types: TypicalPods, rank: I64) -> None:
         n = len(nodes.names)
         g = int(nodes.gpus.max()) if n else 0
         self.n = n
@@ -252,9 +308,7 @@ class _Cluster:
         self.mem = nodes.memory_mib.astype(np.int64).copy()
         self.model = [nodes.models[i] if nodes.gpus[k] > 0 else ""
                       for k, i in enumerate(nodes.gpu_model.tolist())]
-        order = sorted(range(n), key=lambda k: nodes.names[k])
-        self.name_rank = np.empty(n, np.int64)
-        self.name_rank[order] = np.arange(n)
+        self.tie_rank = rank  # tie order: the smallest (renamed) name wins
         self.types = types
         self.t_gpu = types.gpu_milli > 0
         self.t_access = np.array([[_accessible(m, s) for s in types.gpu_model]
@@ -294,7 +348,7 @@ class _Cluster:
 
     def pick(self, idx: I64, score: I64) -> int:
         best = idx[score == score.max()]
-        return int(best[np.argmin(self.name_rank[best])])
+        return int(best[np.argmin(self.tie_rank[best])])
 
 
 def _accessible(node_model: str, spec: str) -> bool:
@@ -325,7 +379,7 @@ def _fgd(cl: _Cluster, idx: I64, cpu: int, num: int, milli: int) -> tuple[int, l
         # per node: best score, first card on ties; then across nodes
         best = score.max()
         nodes_best = sub[score == best]
-        node = int(nodes_best[np.argmin(cl.name_rank[nodes_best])])
+        node = int(nodes_best[np.argmin(cl.tie_rank[nodes_best])])
         on = (sub == node) & (score == best)
         return node, [int(cj[on].min())]
     k = num if milli > 0 else 0
@@ -367,20 +421,25 @@ def _packing(cl: _Cluster, idx: I64, num: int, milli: int) -> int:
 
 
 def replay(nodes: Nodes, work: Workload, policy: str, *, ratio: float = 1.3, seed: int = 42,
-           order: I64 | None = None) -> OpenbResult:
+           order: I64 | None = None, ties: str = "artifact") -> OpenbResult:
     """Place ``work`` (shuffled and tuned to ``ratio``, or in ``order``) under ``policy``.
 
     Arrival-only, as the artifact's ``InitSchedule`` phase; see the module docstring.
+    ``ties`` (one of :data:`TIES`): score ties go to the node first in the artifact's
+    seeded random renaming (:func:`artifact_node_rank` with ``seed``), the smallest name,
+    or the lowest index.
     """
     if policy not in OPENB_POLICIES:
         raise SchedulingInputError("policy", f"unknown policy {policy!r}; one of "
                                    f"{list(OPENB_POLICIES)}")
+    if ties not in TIES:
+        raise SchedulingInputError("ties", f"unknown tie rule {ties!r}; one of {list(TIES)}")
     total_gpus = int(nodes.gpus.sum())
     if total_gpus <= 0:
         raise SchedulingInputError("nodes", "the cluster has no GPUs")
     types = typical_pods(work)
     seq = tuned_order(work, total_gpus, ratio, seed) if order is None else order
-    cl = _Cluster(nodes, types)
+    cl = _Cluster(nodes, types, _tie_rank(nodes, ties, seed))
     rng = np.random.default_rng(seed + 1)  # the general engine's pick_rng: the same draws
     cpu_req = work.cpu_milli
     cpu_score = _nonzero_cpu(work.cpu_milli)
