@@ -159,8 +159,8 @@ class RedfishSourceAdmin(TwinModelAdmin):
     filterset_class = RedfishSourceFilterSet
     filterset_sidebar = ("enabled",)
     list_display = ("name", "site", "base_url", "interval_s", "enabled", "last_polled",
-                    "last_error")
-    readonly_fields = ("last_polled", "last_error")
+                    "values_refused", "last_error")
+    readonly_fields = ("last_polled", "last_error", "values_refused")
     raw_id_fields = ("site",)
 
 
