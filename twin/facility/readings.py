@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ACCEPTED", "CDU_OBSERVED", "CDU_QUANTITIES", "DEFAULT_TTL_S", "OBSERVED",
-           "POWER_KINDS_READ", "POWER_QUANTITIES", "QUANTITIES", "TOLERANCES", "Reading",
-           "drift_slots", "drift_subject", "index_key",
-           "overlay", "read_fresh", "reading_key", "store", "ttl_s"]
+           "PHYSICAL_MARGIN", "POWER_KINDS_READ", "POWER_QUANTITIES", "QUANTITIES", "TOLERANCES",
+           "Reading", "drift_slots", "drift_subject", "index_key", "overlay", "read_fresh",
+           "reading_key", "store", "ttl_s"]
 
 DEFAULT_TTL_S = 60.0
 """How long a reading stands in for the model (assumption: six 10 s batches or two
@@ -66,6 +66,13 @@ chassis' ThermalSubsystem): stored and shown (``observed`` on the element), neve
 compared with the model. ``leaks``: the leak detectors reporting a leak (the
 ``cdu_leak`` alert rule)."""
 OBSERVED = {"cooling": CDU_OBSERVED, "power": {}}
+
+PHYSICAL_MARGIN = 1.5
+"""A power reading above this × the element's installed rating (``rating_kw × units``),
+or a CDU heat above this × its installed capacity (``capacity_kw × units``), is refused
+(native batches and Redfish). An assumption: UL 489 breakers must trip within an hour
+at 135 % of their rating and within minutes at 200 %, so a steady reading over 150 % is
+a wrong reading (a PDU of 2 × 100 kW reading 10 MW), not a state of the element."""
 ACCEPTED = {chain: {**QUANTITIES[chain], **OBSERVED[chain]} for chain in QUANTITIES}
 """Every quantity a reading may carry, per chain: name → (unit, lowest, highest)."""
 

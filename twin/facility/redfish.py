@@ -47,8 +47,8 @@ over connectors is dropped whole when one connector's value is refused):
   ``W``, ``%``) — a supply temperature in ``[degF]`` is refused, not converted;
 * a value outside the native batches' ranges (``readings.ACCEPTED``);
 * a value over the element's physical bound: a power reading above
-  :data:`PHYSICAL_MARGIN` × its installed rating (``rating_kw × units``), a CDU heat
-  above that × its installed capacity (``capacity_kw × units``): a PDU of 2 × 100 kW
+  ``readings.PHYSICAL_MARGIN`` (1.5) × its installed rating (``rating_kw × units``), a
+  CDU heat above that × its installed capacity (``capacity_kw × units``): a PDU of 2 × 100 kW
   cannot draw 10 MW. The margin is an assumption: UL 489 breakers must trip within an
   hour at 135 % of their rating and within minutes at 200 %, so a steady reading above
   150 % is a wrong reading, not a state of the element.
@@ -73,16 +73,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulation.facility.fluids import PG25
-from twin.facility.readings import ACCEPTED, Reading, store
+from twin.facility.readings import ACCEPTED, PHYSICAL_MARGIN, Reading, store
 
 __all__ = ["PHYSICAL_MARGIN", "UNITS", "PollResult", "RedfishReadError", "bounds_of",
            "checked", "poll_due", "poll_source", "read_cooling_unit", "read_power_distribution"]
 
 log = logging.getLogger(__name__)
-
-PHYSICAL_MARGIN = 1.5
-"""A reading above this × the element's installed rating is refused (assumption: see
-the module doc; UL 489's 135 %-in-an-hour and 200 %-in-minutes trip points)."""
 
 UNITS = {
     "SupplyTemperatureCelsius": "Cel", "ReturnTemperatureCelsius": "Cel",
@@ -354,7 +350,7 @@ def _read_power_subsystem(client: Any, uri: str, ps: dict[str, Any],
 
 def bounds_of(binding: Any) -> dict[str, float]:
     """The physical bound of each bounded quantity of the binding's element:
-    :data:`PHYSICAL_MARGIN` × its installed rating (power) or capacity (CDU heat), W."""
+    ``readings.PHYSICAL_MARGIN`` × its installed rating (power) or capacity (CDU heat), W."""
     if binding.chain == "cooling":
         el = binding.cooling_element
         return {"heat_w": PHYSICAL_MARGIN * el.capacity_kw * el.units * 1e3}
