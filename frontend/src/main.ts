@@ -237,7 +237,10 @@ async function boot(): Promise<void> {
         if (state === "live") wasLive = true;
       },
       hello: (hello) => controller.hello(hello),
-      view: (msg) => controller.frame(msg),
+      view: (msg) => {
+        controller.frame(msg);
+        facility.frame(msg);
+      },
       alerts: (events, dropped) => alerts.push(events as unknown as AlertEvent[], dropped),
       remediation: (event, r) => remediations.push(event, r as unknown as RemediationPayload),
       // A refused subscription (an object deleted meanwhile): say so where the stream is shown.

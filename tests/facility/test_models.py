@@ -61,3 +61,39 @@ def test_admin_lists_and_edits_the_plant(admin_user: Any, plant_world: dict[str,
     assert response.status_code == 200
     assert b"Saved over rating: pdu-r0" in response.content
     assert PowerElement.objects.get(pk=plant_world["pdu"].pk).rating_kw == 1.0
+
+
+def test_admin_shows_plant_minutes_read_only_and_redfish_refusals(
+        admin_user: Any, plant_world: dict[str, Any], tiny_cluster: dict[str, Any]) -> None:
+    import datetime as dt
+
+    from twin.facility.models import PlantMinute, RedfishSource
+
+    client = Client()
+    client.force_login(admin_user)
+    cluster = plant_world["cluster"]
+    t0 = dt.datetime(2026, 12, 5, 14, 0, tzinfo=dt.UTC)
+    row = PlantMinute.objects.create(cluster=cluster, minute=t0, samples=60, pue=1.0731,
+                                     it_w=4800.0, facility_w=5150.9)
+    PlantMinute.objects.create(cluster=cluster, minute=t0 + dt.timedelta(minutes=5),
+                               samples=60, pue=1.2468)
+    url = reverse("admin:facility_plantminute_changelist")
+    response = client.get(url)
+    assert response.status_code == 200 and b"1.0731" in response.content
+    # the API's filterset: since/until bound the minutes
+    response = client.get(url, {"since": (t0 + dt.timedelta(minutes=1)).isoformat()})
+    assert response.status_code == 200
+    assert b"1.2468" in response.content and b"1.0731" not in response.content
+    # read-only: no add, no delete, the change page has no save
+    assert client.get(reverse("admin:facility_plantminute_add")).status_code == 403
+    change = client.get(reverse("admin:facility_plantminute_change", args=[row.pk]))
+    assert change.status_code == 200 and b'name="_save"' not in change.content
+    assert client.post(reverse("admin:facility_plantminute_delete", args=[row.pk]),
+                       {"post": "yes"}).status_code == 403
+    assert PlantMinute.objects.filter(pk=row.pk).exists()
+    src = RedfishSource.objects.create(site=plant_world["site"], name="bmc",
+                                       base_url="http://cdu.example:8000")
+    RedfishSource.objects.filter(pk=src.pk).update(values_refused=17)
+    response = client.get(reverse("admin:facility_redfishsource_changelist"))
+    assert response.status_code == 200 and b"Values refused" in response.content
+    assert b">17<" in response.content

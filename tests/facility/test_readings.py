@@ -149,6 +149,9 @@ GOOD = {"element": "cdu-0", "supply_c": 30.0}
     ({"element": "pdu-r0", "power_w": "12"}, "readings[1].power_w", "finite number"),
     ({"element": "pdu-r0", "power_w": True}, "readings[1].power_w", "finite number"),
     ({"element": "pdu-r0", "power_w": 1e12}, "readings[1].power_w", "outside"),
+    # a PDU of 2 × 100 kW reading 10 MW (over 1.5 × its installed rating)
+    ({"element": "pdu-r0", "power_w": 1e7}, "readings[1].power_w",
+     "over 1.5 × pdu-r0's installed rating (300000 W)"),
     ({"element": "pdu-r0", "volts": 230.0}, "readings[1].volts", "unknown field"),
     ({"element": "cdu-0", "return_c": 30.0, "power_w": 5.0}, "readings[1].power_w",
      "cannot be in one reading"),
@@ -166,6 +169,16 @@ def test_a_bad_reading_refuses_the_whole_batch(world: dict[str, Any], reading: A
     errors = got.json()["errors"]
     assert words in errors[field], errors
     assert not _stored(world["cluster"].pk)  # not even the good one
+
+
+def test_a_cdu_heat_over_its_physical_bound_is_refused(world: dict[str, Any]) -> None:
+    """cdu-0 is 2 × 100 kW: 300 kW is its bound (1.5 ×), 400 kW is no reading of it."""
+    got = _post(world, {"readings": [{"element": "cdu-0", "heat_w": 4e5}]})
+    assert got.status_code == 400
+    assert "over 1.5 × cdu-0's installed rating" in got.json()["errors"]["readings[0].heat_w"]
+    assert not _stored(world["cluster"].pk)
+    assert _post(world, {"readings": [{"element": "cdu-0", "heat_w": 2.9e5}]}).status_code in (
+        200, 202)
 
 
 def test_nan_and_malformed_bodies_answer_400_per_field(world: dict[str, Any]) -> None:

@@ -255,3 +255,102 @@ def test_sources_and_bindings_are_rows_of_the_api(plant_world: dict[str, Any],
     assert again.status_code in (400, 409)
     listed = staff_client.get(f"/api/facility/redfish-bindings/?source={src}")
     assert listed.status_code == 200 and listed.json()["count"] == 1
+
+
+def test_a_cdus_leak_detection_and_its_chassis_thermal_subsystem_are_observed(
+        plant_world: dict[str, Any], sushy: str) -> None:
+    """CoolingUnit → LeakDetection → LeakDetectors (two OK, one absent: no leak), and
+    Links.Chassis → ThermalSubsystem: the temperature summary (33.5 / 24 / 29.5 °C) and
+    the mean speed of the fans present (40 and 50 %; the third bay is absent)."""
+    cid = plant_world["cluster"].pk
+    _source(plant_world, sushy, cdu="/redfish/v1/ThermalEquipment/CDUs/1")
+    call_command("poll_redfish", "--once", stdout=io.StringIO())
+    stored = _stored(cid, "cooling", "cdu-0")
+    assert stored is not None
+    values = stored["values"]
+    assert {k: values[k] for k in readings.CDU_OBSERVED} == {
+        "leaks": 0.0, "internal_c": 33.5, "intake_c": 24.0, "exhaust_c": 29.5,
+        "fan_speed_pct": 45.0}
+    s = _tick(plant_world)
+    (c,) = s["cdus"]
+    # observed, not measured: the model has no figure of them, so no drift slot either
+    assert c["measured"] == ["flow_kg_s", "heat_w", "return_c", "supply_c"]
+    assert c["observed"] == ["exhaust_c", "fan_speed_pct", "intake_c", "internal_c", "leaks"]
+    assert c["leaks"] == 0.0 and c["fan_speed_pct"] == 45.0
+
+
+def test_a_thermal_subsystem_bound_directly(plant_world: dict[str, Any], sushy: str) -> None:
+    src = _source(plant_world, sushy, cdu="/redfish/v1/Chassis/CDU1/ThermalSubsystem")
+    got = redfish.poll_source(src, state.redis_client(), PREFIX)
+    assert got.stored == 1 and not got.errors and got.refused == 0
+    stored = _stored(plant_world["cluster"].pk, "cooling", "cdu-0")
+    assert stored is not None and stored["values"] == {
+        "internal_c": 33.5, "intake_c": 24.0, "exhaust_c": 29.5, "fan_speed_pct": 45.0}
+
+
+def test_a_leak_opens_a_critical_alert_that_clears_when_the_tray_is_dry(
+        plant_world: dict[str, Any], sushy: str, settings: Any) -> None:
+    from twin.telemetry.models import Alert
+
+    settings.TELEMETRY_THRESHOLDS = {"cdu_leak": {"clear_s": 0.0}}
+    cid = plant_world["cluster"].pk
+    src = _source(plant_world, sushy, cdu="/redfish/v1/ThermalEquipment/CDUs/3")
+    assert redfish.poll_source(src, state.redis_client(), PREFIX).stored == 1
+    s = _tick(plant_world)
+    (c,) = s["cdus"]
+    assert c["leaks"] == 1.0
+    (a,) = Alert.objects.filter(cluster_id=cid, rule="cdu_leak")
+    assert a.subject == "cdu:cdu-0" and a.severity == "critical" and a.ended is None
+    assert "leak reported by 1 leak detector" in a.message
+    # the tray dries: the CDU now reads as CDUs/1 (its detectors all OK)
+    b = src.bindings.get()
+    b.uri = "/redfish/v1/ThermalEquipment/CDUs/1"
+    b.save()
+    assert redfish.poll_source(src, state.redis_client(), PREFIX).stored == 1
+    _tick(plant_world)
+    wait_until(lambda: (_tick(plant_world) and Alert.objects.get(pk=a.pk).ended is not None),
+               timeout=10.0, what="the leak alert to close")
+
+
+def test_a_lying_service_is_refused_value_by_value_and_counted(
+        plant_world: dict[str, Any], sushy: str, staff_client: Any) -> None:
+    """CDUs/4's connector A gives its flow in US gallons per minute and its supply in °F
+    (ReadingUnits not the property's unit) and a NaN return: those three values are
+    refused, and with them the mixed flow, supply and return (one connector spoils the
+    mix); the heats (30 kW, in kW as the name says, + 14 kW) are stored. RackPDUs/2
+    claims 10 MW on a PDU of 2 × 100 kW: over 1.5 × its rating, refused. The tick runs."""
+    from twin.facility.models import RedfishSource
+
+    cid = plant_world["cluster"].pk
+    src = _source(plant_world, sushy, cdu="/redfish/v1/ThermalEquipment/CDUs/4",
+                  pdu="/redfish/v1/PowerEquipment/RackPDUs/2")
+    got = redfish.poll_source(src, state.redis_client(), PREFIX)
+    assert got.refused == 4 and got.stored == 1
+    stored = _stored(cid, "cooling", "cdu-0")
+    assert stored is not None and stored["values"] == {"heat_w": 44_000.0}
+    assert _stored(cid, "power", "pdu-r0") is None
+    src.refresh_from_db()
+    assert src.values_refused == 4
+    for words in ("'[gal_us]/min', not 'L/min'", "'[degF]', not 'Cel'", "nan is not a number",
+                  "over 1.5 × the element's installed rating"):
+        assert words in src.last_error, (words, src.last_error)
+    s = _tick(plant_world)
+    (c,) = s["cdus"]
+    assert c["measured"] == ["heat_w"] and c["heat_w"] == 44_000.0
+    # counted across polls, shown by the API (read-only)
+    redfish.poll_source(RedfishSource.objects.get(pk=src.pk), state.redis_client(), PREFIX)
+    listed = staff_client.get(f"/api/facility/redfish-sources/{src.pk}/")
+    assert listed.status_code == 200 and listed.json()["values_refused"] == 8
+    patched = staff_client.patch(f"/api/facility/redfish-sources/{src.pk}/",
+                                 {"values_refused": 0}, format="json")
+    assert patched.status_code in (200, 400)
+    src.refresh_from_db()
+    assert src.values_refused == 8
+
+
+def test_the_command_counts_refused_values(plant_world: dict[str, Any], sushy: str) -> None:
+    _source(plant_world, sushy, pdu="/redfish/v1/PowerEquipment/RackPDUs/2")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="over 1.5"):
+        call_command("poll_redfish", "--once", stdout=out)
+    assert "bmc: 0 readings stored, 1 values refused" in out.getvalue()

@@ -14,10 +14,12 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from twin.core.admin.base import TwinModelAdmin, TwinModelForm
+from twin.core.filtersets import IdFilter
 from twin.facility.filtersets import (
     CapEventFilterSet,
     CappingPolicyFilterSet,
     CoolingElementFilterSet,
+    PlantMinuteFilterSet,
     PowerElementFilterSet,
     RackFacilityFilterSet,
     RedfishBindingFilterSet,
@@ -28,6 +30,7 @@ from twin.facility.models import (
     CapEvent,
     CappingPolicy,
     CoolingElement,
+    PlantMinute,
     PowerElement,
     RackFacility,
     RedfishBinding,
@@ -39,6 +42,7 @@ __all__ = [
     "CapEventAdmin",
     "CappingPolicyAdmin",
     "CoolingElementAdmin",
+    "PlantMinuteAdmin",
     "PowerElementAdmin",
     "RackFacilityAdmin",
     "RatedAdmin",
@@ -159,8 +163,8 @@ class RedfishSourceAdmin(TwinModelAdmin):
     filterset_class = RedfishSourceFilterSet
     filterset_sidebar = ("enabled",)
     list_display = ("name", "site", "base_url", "interval_s", "enabled", "last_polled",
-                    "last_error")
-    readonly_fields = ("last_polled", "last_error")
+                    "values_refused", "last_error")
+    readonly_fields = ("last_polled", "last_error", "values_refused")
     raw_id_fields = ("site",)
 
 
@@ -173,3 +177,37 @@ class RedfishBindingAdmin(TwinModelAdmin):
     list_display = ("uri", "source", "cooling_element", "power_element")
     list_select_related = ("source", "cooling_element", "power_element")
     raw_id_fields = ("source", "cooling_element", "power_element")
+
+
+class PlantMinuteAdminFilterSet(PlantMinuteFilterSet):
+    """The API's filterset with ``cluster`` optional: the changelist lists every cluster
+    the user may see until one is picked."""
+
+    cluster = IdFilter(field_name="cluster", required=False)
+
+    class Meta(PlantMinuteFilterSet.Meta):
+        pass
+
+
+@admin.register(PlantMinute)
+class PlantMinuteAdmin(TwinModelAdmin):
+    """The live plant's minute history, read-only (``twin.facility.history`` writes it)."""
+
+    cluster_field = "cluster"
+    filterset_class = PlantMinuteAdminFilterSet
+    filterset_sidebar = ("cluster",)
+    date_hierarchy = "minute"
+    list_display = ("minute", "cluster", "samples", "pue", "it_w", "facility_w",
+                    "feed_headroom_w", "caps_binding", "cards_capped")
+    list_select_related = ("cluster",)
+    readonly_fields = ("cluster", "minute", "samples", "pue", "it_w", "facility_w",
+                       "feed_headroom_w", "cdus", "feeds", "caps_binding", "cards_capped")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False if obj is not None else super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # history goes with the retention task

@@ -14,7 +14,9 @@ The body (JSON)::
 ``power_w`` a feed's, PDU's, busway's or power shelf's input; an id is looked up in
 that chain. ``ts`` (Unix seconds, optional: the time of receipt) may not be in the
 future (:data:`MAX_SKEW_S`) nor older than the readings' lifetime. At least one
-quantity per reading, each finite and inside its range, one reading per element,
+quantity per reading, each finite and inside its range (a power, or a CDU's heat, at most
+``readings.PHYSICAL_MARGIN`` × the element's installed rating: a PDU of 2 × 100 kW cannot
+read 10 MW), one reading per element,
 at most :data:`MAX_READINGS`. Any error refuses the batch: nothing is stored, and
 the 400 lists every error by its path (``readings[1].power_w``).
 """
@@ -25,7 +27,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from twin.facility.readings import CDU_QUANTITIES, POWER_KINDS_READ, QUANTITIES, Reading
+from twin.facility.readings import (
+    CDU_QUANTITIES,
+    PHYSICAL_MARGIN,
+    POWER_KINDS_READ,
+    QUANTITIES,
+    Reading,
+)
 
 __all__ = ["MAX_READINGS", "MAX_SKEW_S", "BadFacilityBatch", "parse_batch"]
 
@@ -53,17 +61,22 @@ def _elements(cluster_id: int) -> dict[str, dict[str, Any]]:
     from twin.facility.models import CoolingElement, PowerElement
 
     out: dict[str, dict[str, Any]] = {"cooling": {}, "power": {}}
-    for chain, model, kinds in (("cooling", CoolingElement, ("cdu",)),
-                                ("power", PowerElement, POWER_KINDS_READ)):
-        by = {"key": {}, "name": {}, "id": {}, "other": {}}
-        for pk, key, name, kind in model.objects.filter(site__cluster_id=cluster_id) \
-                .values_list("pk", "key", "name", "kind"):
+    for chain, model, kinds, rating in (
+            ("cooling", CoolingElement, ("cdu",), "capacity_kw"),
+            ("power", PowerElement, POWER_KINDS_READ, "rating_kw")):
+        by: dict[str, dict[Any, Any]] = {"key": {}, "name": {}, "id": {}, "other": {},
+                                         "bound": {}}
+        for pk, key, name, kind, kw, units in model.objects.filter(
+                site__cluster_id=cluster_id).values_list("pk", "key", "name", "kind", rating,
+                                                         "units"):
             if kind not in kinds:
                 by["other"][key] = kind
                 by["other"][pk] = kind
                 continue
             by["key"][key] = key
             by["id"][pk] = key
+            # the physical bound of its power (or a CDU's heat), W
+            by["bound"][key] = PHYSICAL_MARGIN * float(kw or 0.0) * int(units or 1) * 1e3
             if name:
                 by["name"].setdefault(name, []).append(key)
         out[chain] = by
@@ -165,6 +178,13 @@ def parse_batch(body: bytes, cluster_id: int, now: float, ttl: float) -> list[Re
                                           f"one reading per element and batch")
             continue
         seen[(chain, key)] = i
+        bounded = "heat_w" if chain == "cooling" else "power_w"
+        bound = known[chain]["bound"].get(key)
+        if bounded in values and bound is not None and values[bounded] > bound:
+            errors[f"{where}.{bounded}"] = (
+                f"{values[bounded]:g} W is over {PHYSICAL_MARGIN:g} × {key}'s installed "
+                f"rating ({bound:g} W): not a reading this element can give")
+            continue
         if values and f"{where}.ts" not in errors:
             out.append(Reading(chain, key, values, float(ts)))
     if errors:

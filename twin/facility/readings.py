@@ -34,9 +34,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CDU_QUANTITIES", "DEFAULT_TTL_S", "POWER_KINDS_READ", "POWER_QUANTITIES",
-           "QUANTITIES", "TOLERANCES", "Reading", "drift_slots", "drift_subject", "index_key",
-           "overlay", "read_fresh", "reading_key", "store", "ttl_s"]
+__all__ = ["ACCEPTED", "CDU_OBSERVED", "CDU_QUANTITIES", "DEFAULT_TTL_S", "OBSERVED",
+           "PHYSICAL_MARGIN", "POWER_KINDS_READ", "POWER_QUANTITIES", "QUANTITIES", "TOLERANCES",
+           "Reading", "drift_slots", "drift_subject", "index_key", "overlay", "read_fresh",
+           "reading_key", "store", "ttl_s"]
 
 DEFAULT_TTL_S = 60.0
 """How long a reading stands in for the model (assumption: six 10 s batches or two
@@ -52,6 +53,28 @@ CDU_QUANTITIES: dict[str, tuple[str, float, float]] = {
 POWER_QUANTITIES: dict[str, tuple[str, float, float]] = {"power_w": ("W", 0.0, 1e10)}
 """A power element's reading: the power it draws (its input, as the model's ``input_w``)."""
 QUANTITIES = {"cooling": CDU_QUANTITIES, "power": POWER_QUANTITIES}
+
+CDU_OBSERVED: dict[str, tuple[str, float, float]] = {
+    "leaks": ("detectors", 0.0, 10_000.0),
+    "internal_c": ("°C", -40.0, 150.0),
+    "intake_c": ("°C", -40.0, 150.0),
+    "exhaust_c": ("°C", -40.0, 150.0),
+    "fan_speed_pct": ("%", 0.0, 100.0),
+}
+"""A CDU's readings that the model has no figure of (Redfish LeakDetection and the
+chassis' ThermalSubsystem): stored and shown (``observed`` on the element), never
+compared with the model. ``leaks``: the leak detectors reporting a leak (the
+``cdu_leak`` alert rule)."""
+OBSERVED = {"cooling": CDU_OBSERVED, "power": {}}
+
+PHYSICAL_MARGIN = 1.5
+"""A power reading above this × the element's installed rating (``rating_kw × units``),
+or a CDU heat above this × its installed capacity (``capacity_kw × units``), is refused
+(native batches and Redfish). An assumption: UL 489 breakers must trip within an hour
+at 135 % of their rating and within minutes at 200 %, so a steady reading over 150 % is
+a wrong reading (a PDU of 2 × 100 kW reading 10 MW), not a state of the element."""
+ACCEPTED = {chain: {**QUANTITIES[chain], **OBSERVED[chain]} for chain in QUANTITIES}
+"""Every quantity a reading may carry, per chain: name → (unit, lowest, highest)."""
 
 POWER_KINDS_READ = ("feed", "pdu", "busway", "power_shelf")
 """Power elements whose readings the tick publishes (the ones the summary lists)."""
@@ -164,11 +187,13 @@ def overlay(cdus: list[dict[str, Any]], power: list[dict[str, Any]],
     """Put the fresh readings in place of the model's figures, in the element dicts
     (``FacilityReading.elements``: ``cdus``, and ``power`` with each one's kind in
     ``power_kinds``). Every element gets ``measured`` (the quantities read, empty
-    when none); a read one also ``model`` (the model's own figures of those),
-    ``reading_source`` and ``reading_age_s``."""
+    when none) and ``observed`` (the readings the model has no figure of,
+    :data:`OBSERVED`, set on the element under their names); a read one also ``model``
+    (the model's own figures of those), ``reading_source`` and ``reading_age_s``."""
     for chain, elems in (("cooling", cdus), ("power", power)):
         for i, e in enumerate(elems):
             e["measured"] = []
+            e["observed"] = []
             if chain == "power" and power_kinds[i] not in POWER_KINDS_READ:
                 continue
             rd = fresh.get((chain, str(e["key"])))
@@ -176,6 +201,10 @@ def overlay(cdus: list[dict[str, Any]], power: list[dict[str, Any]],
                 continue
             model: dict[str, float] = {}
             for q, v in sorted(rd.values.items()):
+                if q in OBSERVED[chain]:
+                    e[q] = float(v)
+                    e["observed"].append(q)
+                    continue
                 f = _MODEL_FIELD.get(q, q)
                 if f not in e:
                     continue

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.facility.readings import OBSERVED
 from twin.live.protocol import SubscriptionKey, ViewChoices
 from twin.telemetry import state
 from twin.telemetry.metrics import METRIC_INDEX, METRIC_KEYS, METRICS
@@ -248,9 +249,12 @@ def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | No
                                        "pumps_w", "fans_w", "chillers_w", "max_card_c",
                                        "contract_headroom_w")}
     # "measured": the quantities a fresh reading gives (they win over the model, whose
-    # own figures are under "model"; twin.facility.readings)
+    # own figures are under "model"; twin.facility.readings); "observed": readings the
+    # model has no figure of (leak detectors, the chassis' temperatures and fans)
     out["cdus"] = [{k: c.get(k) for k in ("key", "load_fraction", "supply_c", "return_c",
-                                          "flow_kg_s", "measured", "model")}
+                                          "flow_kg_s", "heat_w", "capacity_w", "measured",
+                                          "model")}
+                   | {k: c[k] for k in ("observed", *OBSERVED["cooling"]) if k in c}
                    for c in summary.get("cdus", [])]
     out["feeds"] = [{k: f.get(k) for k in ("key", "input_w", "headroom_w", "load_fraction",
                                            "measured", "model")}

@@ -35,9 +35,13 @@ model_drift           facility a facility reading departs from the model's warni
                               prediction by more than its tolerance for
                               30 s (|reading − model| / tolerance > 1;
                               2 K, 10 %: ``twin.facility.readings``)
+cdu_leak              facility a leak detector of a CDU (Redfish           critical
+                              LeakDetection) reports a leak (Warning or
+                              Critical), at once; clears 30 s after all
+                              its detectors say OK again
 ===================== ======= ============================================ ============
 
-The five plant rules read the live plant (``twin.facility.live``) of a cluster that
+The six plant rules read the live plant (``twin.facility.live``) of a cluster that
 has a facility; elsewhere their inputs are absent and they never fire. The CDU and
 feed rules see measured readings where fresh ones exist (they win over the model).
 
@@ -122,6 +126,8 @@ RULES: tuple[Rule, ...] = (
          "feed load"),
     Rule(R.MODEL_DRIFT, "facility", S.WARNING, 1.0, 0.8, 30.0, 30.0, "× tolerance",
          "reading departs from the model by"),
+    Rule(R.CDU_LEAK, "facility", S.CRITICAL, 0.0, 0.5, 0.0, 30.0, "detectors",
+         "leak detectors reporting a leak:"),
 )
 
 
@@ -150,6 +156,7 @@ class EvalInput:
     cdu_load: np.ndarray | None = None  # (CDUs,) heat / planned capacity
     feed_load: np.ndarray | None = None  # (feeds,) input / planned rating
     model_drift: np.ndarray | None = None  # (drift slots,) |reading − model| / tolerance
+    cdu_leak: np.ndarray | None = None  # (CDUs,) leak detectors reporting a leak (NaN: none read)
     cluster_silent: bool | None = None
     """Whether the whole cluster is silent, when these cards are only part of it (a
     tick shard, ``processing.shards``); None: judged from these cards."""
@@ -178,7 +185,7 @@ class EvalInput:
 
 _PLANT_INPUT = {R.COOLANT_SUPPLY: "rack_supply_c", R.COOLANT_FLOW: "rack_flow_ratio",
                 R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load",
-                R.MODEL_DRIFT: "model_drift"}
+                R.MODEL_DRIFT: "model_drift", R.CDU_LEAK: "cdu_leak"}
 
 PLANT_RULES = frozenset(_PLANT_INPUT)
 """The rules that read the live plant (``processing.plant.step_plant``), not the cards:
@@ -264,8 +271,8 @@ def _message(rule: Rule, value: float, threshold: float, subject: str) -> str:
         return f"{subject}: {value:.0f} W over 1.1 × its {threshold / 1.1:.0f} W TDP"
     if rule.key == R.MODEL_DRIFT:
         return f"{subject}, off by {value:.1f} × the tolerance"
-    if rule.key == R.MODEL_DRIFT:
-        return f"{subject}, off by {value:.1f} × the tolerance"
+    if rule.key == R.CDU_LEAK:
+        return f"{subject}: leak reported by {value:.0f} leak detector(s)"
     if rule.key == R.UTIL_DROP:
         return f"{subject}: utilization fell to {value:.0f} %"
     return f"{subject}: {rule.what} {value:.4g} {rule.unit} (threshold {threshold:g} {rule.unit})"

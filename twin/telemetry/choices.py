@@ -42,6 +42,7 @@ class AlertRuleChoices(ChoiceSet):
     CDU_LOAD = "cdu_load"
     FEED_HEADROOM = "feed_headroom"
     MODEL_DRIFT = "model_drift"
+    CDU_LEAK = "cdu_leak"
     CHOICES = [
         (RACK_POWER, "Rack power over budget", "red"),
         (GPU_TEMP, "GPU temperature high", "orange"),
@@ -64,6 +65,7 @@ class AlertRuleChoices(ChoiceSet):
         (CDU_LOAD, "CDU over 90 % of its capacity", "orange"),
         (FEED_HEADROOM, "Feed headroom low", "orange"),
         (MODEL_DRIFT, "Facility reading departs from the model", "orange"),
+        (CDU_LEAK, "CDU leak detected", "red"),
     ]
 
 

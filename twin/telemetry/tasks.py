@@ -165,6 +165,7 @@ def poll_redfish() -> dict[str, Any]:
 
     results = redfish.poll_due(redis_client(), conf().prefix)
     return {"sources": len(results), "stored": sum(x.stored for x in results),
+            "refused": sum(x.refused for x in results),
             "errors": sum(len(x.errors) for x in results)}
 
 

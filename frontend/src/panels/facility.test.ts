@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { cduRows, powerStages, sankeyLayout } from "./facility";
+import { cduLoops, cduRows, loopRow, plantSeries, powerStages, sankeyLayout } from "./facility";
 
 /** The parts of GET /api/facility/sites/<id>/plant/ these functions read. */
 const SUMMARY = {
@@ -57,5 +57,52 @@ describe("sankeyLayout", () => {
 describe("cduRows", () => {
   it("lists CDUs only, with headroom and use", () => {
     expect(cduRows(SUMMARY)).toEqual([["cdu-0", "60", "100", "40", "60 %"]]);
+  });
+});
+
+describe("cduLoops and loopRow", () => {
+  it("reads the snapshot's facility.cdus and marks measured figures", () => {
+    const loops = cduLoops({
+      cdus: [
+        {
+          key: "cdu-0",
+          supply_c: 30.5,
+          return_c: 40.5,
+          flow_kg_s: 1.356,
+          heat_w: 55000,
+          load_fraction: 0.55,
+          measured: ["supply_c", "heat_w"],
+          leaks: 0,
+        },
+        { key: "cdu-1", supply_c: null, return_c: 41, flow_kg_s: "x", load_fraction: null, leaks: 2 },
+      ],
+    });
+    expect(loops.map((c) => c.key)).toEqual(["cdu-0", "cdu-1"]);
+    expect(loopRow(loops[0])).toEqual(["cdu-0", "30.5 •", "40.5", "10.0", "1.36", "55.0 •", "55 %", "dry"]);
+    expect(loopRow(loops[1])).toEqual(["cdu-1", "—", "41.0", "—", "—", "—", "—", "LEAK (2)"]);
+    expect(cduLoops(null)).toEqual([]);
+    expect(cduLoops({ cdus: "no" })).toEqual([]);
+  });
+});
+
+describe("plantSeries", () => {
+  it("turns minute rows into aligned series in kW, the supply averaged over CDUs", () => {
+    const s = plantSeries([
+      {
+        minute: "2026-12-05T14:00:00Z",
+        pue: 1.07,
+        it_w: 4800,
+        facility_w: 5136,
+        cdus: [{ supply_c: 30 }, { supply_c: 32 }, { supply_c: null }],
+      },
+      { minute: "2026-12-05T14:01:00Z", pue: null, it_w: null, facility_w: 5000, cdus: [] },
+      { minute: "not a time", pue: 9 },
+    ]);
+    expect(s.x).toEqual([Date.parse("2026-12-05T14:00:00Z") / 1000, Date.parse("2026-12-05T14:01:00Z") / 1000]);
+    expect(s.pue).toEqual([1.07, null]);
+    expect(s.it_kw).toEqual([4.8, null]);
+    expect(s.facility_kw).toEqual([5.136, 5]);
+    expect(s.supply_c).toEqual([31, null]);
+    expect(plantSeries(undefined).x).toEqual([]);
   });
 });

@@ -8,7 +8,14 @@
  * `GET /api/facility/sites/<id>/plant/` (every element's `input_kw`, `load_kw`,
  * `usable_kw`, `headroom_kw` from the racks' nameplate draw). The layout functions
  * are pure (vitest-covered); the Sankey is a small hand-written SVG.
+ *
+ * Live: each CDU loop with its flow, supply and return temperatures, heat and load
+ * from the cluster view's snapshot (`facility.cdus[]`, twin/live/frames.py: measured
+ * readings where fresh ones exist, the model elsewhere; a leak detector's report),
+ * and the plant over the last hour (PUE, IT and facility power, CDU supply) as uPlot
+ * series from `GET /api/facility/history/?cluster=<id>&since=…` (one row a minute).
  */
+import uPlot from "uplot";
 import { h } from "./dom";
 import type { PanelHost } from "./host";
 import { formatNumber } from "./format";
@@ -213,8 +220,117 @@ export function renderSankey(s: Sankey): SVGElement {
   return root;
 }
 
+/** One CDU loop as the live snapshot's `facility.cdus[]` carries it (SI units). */
+export interface CduLoop {
+  key: string;
+  supply_c: number | null;
+  return_c: number | null;
+  flow_kg_s: number | null;
+  heat_w: number | null;
+  load_fraction: number | null;
+  measured: string[];
+  leaks: number | null;
+}
+
+const numOrNull = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+/** The CDU loops of a snapshot's `facility` section ([] when it has none). */
+export function cduLoops(facility: unknown): CduLoop[] {
+  if (!isObj(facility) || !Array.isArray(facility.cdus)) return [];
+  return facility.cdus.filter(isObj).map((c) => ({
+    key: typeof c.key === "string" ? c.key : "?",
+    supply_c: numOrNull(c.supply_c),
+    return_c: numOrNull(c.return_c),
+    flow_kg_s: numOrNull(c.flow_kg_s),
+    heat_w: numOrNull(c.heat_w),
+    load_fraction: numOrNull(c.load_fraction),
+    measured: Array.isArray(c.measured) ? c.measured.filter((m): m is string => typeof m === "string") : [],
+    leaks: numOrNull(c.leaks),
+  }));
+}
+
+/** A loop's table cells: CDU, supply, return, ΔT (°C), flow (kg/s), heat (kW), load,
+ * leak; a measured figure is marked "•" (the model's figure otherwise). */
+export function loopRow(c: CduLoop): string[] {
+  const f = (v: number | null, q: string, digits = 1): string =>
+    v === null ? "—" : `${v.toFixed(digits)}${c.measured.includes(q) ? " •" : ""}`;
+  const dt = c.supply_c !== null && c.return_c !== null ? (c.return_c - c.supply_c).toFixed(1) : "—";
+  return [
+    c.key,
+    f(c.supply_c, "supply_c"),
+    f(c.return_c, "return_c"),
+    dt,
+    f(c.flow_kg_s, "flow_kg_s", 2),
+    c.heat_w === null ? "—" : f(c.heat_w / 1000, "heat_w"),
+    c.load_fraction === null ? "—" : `${formatNumber(c.load_fraction * 100)} %`,
+    c.leaks === null ? "—" : c.leaks > 0 ? `LEAK (${c.leaks})` : "dry",
+  ];
+}
+
+/** The plant's last hour as aligned series (x: Unix seconds of each minute). */
+export interface PlantSeries {
+  x: number[];
+  pue: Array<number | null>;
+  it_kw: Array<number | null>;
+  facility_kw: Array<number | null>;
+  supply_c: Array<number | null>;
+}
+
+/** Minute rows of `GET /api/facility/history/` → series; the supply is the mean over
+ * the CDUs that report one (null where none does). Rows without a time are dropped. */
+export function plantSeries(rows: unknown): PlantSeries {
+  const out: PlantSeries = { x: [], pue: [], it_kw: [], facility_kw: [], supply_c: [] };
+  if (!Array.isArray(rows)) return out;
+  for (const r of rows.filter(isObj)) {
+    const t = typeof r.minute === "string" ? Date.parse(r.minute) : NaN;
+    if (!Number.isFinite(t)) continue;
+    out.x.push(t / 1000);
+    out.pue.push(numOrNull(r.pue));
+    const it = numOrNull(r.it_w);
+    const fac = numOrNull(r.facility_w);
+    out.it_kw.push(it === null ? null : it / 1000);
+    out.facility_kw.push(fac === null ? null : fac / 1000);
+    const sup = (Array.isArray(r.cdus) ? r.cdus : [])
+      .filter(isObj)
+      .map((c) => numOrNull(c.supply_c))
+      .filter((v): v is number => v !== null);
+    out.supply_c.push(sup.length ? sup.reduce((a, b) => a + b, 0) / sup.length : null);
+  }
+  return out;
+}
+
+const HISTORY_S = 3600;
+const HISTORY_REFRESH_MS = 60_000;
+
+function historyChart(
+  box: HTMLElement,
+  x: number[],
+  yLabel: string,
+  series: Array<[string, Array<number | null>, string]>,
+): uPlot {
+  const axis = {
+    stroke: "#98a2b3",
+    grid: { stroke: "rgba(255,255,255,0.07)", width: 1 },
+    ticks: { stroke: "rgba(255,255,255,0.15)", width: 1 },
+  };
+  box.dataset.points = String(x.length);
+  box.dataset.series = String(series.length);
+  return new uPlot(
+    {
+      width: Math.max(260, Math.floor(box.clientWidth || 420)),
+      height: 140,
+      axes: [axis, { ...axis, label: yLabel, size: 56 }],
+      series: [{}, ...series.map(([label, , stroke]) => ({ label, stroke, width: 1.5 }))],
+    },
+    [x, ...series.map(([, y]) => y)] as uPlot.AlignedData,
+    box,
+  );
+}
+
 export interface FacilityPanel {
   reset(): Promise<void>;
+  /** A live message: its `facility` section (cluster-view snapshots) redraws the loops. */
+  frame(msg: unknown): void;
 }
 
 /** The facility panel on `el` for the host's cluster (call reset() when it changes). */
@@ -222,13 +338,102 @@ export function mountFacility(el: HTMLElement, host: PanelHost): FacilityPanel {
   el.classList.add("tw-panel", "tw-facility-panel");
   if (!el.hasAttribute("data-testid")) el.setAttribute("data-testid", "facility-panel");
   const body = h("div", { "data-testid": "facility-body" });
-  el.replaceChildren(h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Facility")), body);
+  const loopsBody = h("tbody", {});
+  const loops = h(
+    "section",
+    { "data-testid": "facility-loops", hidden: "" },
+    h("h4", {}, "CDU loops (live; • measured)"),
+    h(
+      "table",
+      { class: "tw-table" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ...["CDU", "supply °C", "return °C", "ΔT", "flow kg/s", "heat kW", "load", "leak"].map((c) => h("th", {}, c)),
+        ),
+      ),
+      loopsBody,
+    ),
+  );
+  const history = h("section", { "data-testid": "facility-history" });
+  el.replaceChildren(
+    h("header", { class: "tw-head" }, h("h2", { class: "tw-title" }, "Facility")),
+    body,
+    loops,
+    history,
+  );
   let generation = 0;
+  let plots: uPlot[] = [];
+  let timer: number | null = null;
+  let shownCluster: number | null = null;
+  const loadHistory = async (mine: number, cluster: number): Promise<void> => {
+    const since = new Date(Date.now() - HISTORY_S * 1000).toISOString();
+    try {
+      const page = await host.api.get<{ results: unknown[] }>(
+        `facility/history/?cluster=${cluster}&since=${encodeURIComponent(since)}`,
+      );
+      if (mine !== generation) return;
+      const s = plantSeries(page.results);
+      plots.forEach((p) => p.destroy());
+      plots = [];
+      if (!s.x.length) {
+        history.replaceChildren(
+          h("h4", {}, "Last hour"),
+          h("p", { class: "tw-muted", "data-testid": "facility-history-empty" }, "No plant minute recorded yet."),
+        );
+        return;
+      }
+      const power = h("div", { class: "tw-chart", "data-testid": "facility-history-power" });
+      const pue = h("div", { class: "tw-chart", "data-testid": "facility-history-pue" });
+      const supply = h("div", { class: "tw-chart", "data-testid": "facility-history-supply" });
+      history.replaceChildren(h("h4", {}, "Last hour"), power, pue, supply);
+      plots = [
+        historyChart(power, s.x, "kW", [
+          ["IT", s.it_kw, "#4c8dff"],
+          ["facility", s.facility_kw, "#d29922"],
+        ]),
+        historyChart(pue, s.x, "PUE", [["PUE", s.pue, "#2ea043"]]),
+        historyChart(supply, s.x, "°C", [["CDU supply (mean)", s.supply_c, "#da3633"]]),
+      ];
+    } catch (error) {
+      if (mine === generation) {
+        history.replaceChildren(h("p", { class: "bad" }, `Plant history unavailable: ${String(error)}`));
+      }
+    }
+  };
   return {
+    frame(msg: unknown): void {
+      if (!isObj(msg) || !isObj(msg.facility)) return;
+      shownCluster = host.clusterId();
+      const rows = cduLoops(msg.facility);
+      loopsBody.replaceChildren(
+        ...rows.map((c) =>
+          h(
+            "tr",
+            { "data-cdu": c.key, ...(c.leaks !== null && c.leaks > 0 ? { class: "bad" } : {}) },
+            ...loopRow(c).map((v) => h("td", {}, v)),
+          ),
+        ),
+      );
+      loops.hidden = rows.length === 0;
+    },
     async reset(): Promise<void> {
       const mine = ++generation;
       const cluster = host.clusterId();
       body.replaceChildren(h("p", { class: "tw-muted" }, "Loading…"));
+      if (cluster !== shownCluster) {
+        // another cluster: its first snapshot redraws the loops (one of this cluster
+        // may have arrived already, while the scene was being set up: keep it)
+        loopsBody.replaceChildren();
+        loops.hidden = true;
+        shownCluster = cluster;
+      }
+      if (timer !== null) window.clearInterval(timer);
+      timer = window.setInterval(() => void loadHistory(mine, cluster), HISTORY_REFRESH_MS);
+      void loadHistory(mine, cluster);
       try {
         const sites = await host.api.get<{ results: { id: number }[] }>(`facility/sites/?cluster=${cluster}`);
         if (mine !== generation) return;

@@ -209,9 +209,10 @@ class RedfishSourceSerializer(ValidatedModelSerializer):
     class Meta:
         model = RedfishSource
         fields = ["id", "site", "name", "base_url", "username", "password_env", "interval_s",
-                  "timeout_s", "enabled", "last_polled", "last_error", "created",
-                  "last_updated"]
-        read_only_fields = ["last_polled", "last_error", "created", "last_updated"]
+                  "timeout_s", "enabled", "last_polled", "last_error", "values_refused",
+                  "created", "last_updated"]
+        read_only_fields = ["last_polled", "last_error", "values_refused", "created",
+                            "last_updated"]
 
 
 class RedfishBindingSerializer(ValidatedModelSerializer):

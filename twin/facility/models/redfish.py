@@ -40,6 +40,10 @@ class RedfishSource(TimestampedModel):
     enabled = models.BooleanField(default=True)
     last_polled = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.CharField(max_length=500, blank=True, editable=False)
+    values_refused = models.PositiveBigIntegerField(
+        default=0, editable=False, help_text="Readings refused since the source was added: "
+        "not a number, in the wrong units, out of range or over the element's physical "
+        "bound (twin.facility.redfish).")
 
     class Meta:
         ordering = ["site", "name"]

@@ -62,7 +62,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
                           f"(tolerance {slot['tolerance']:.3g})")
             return {"subject": slot["subject"], "label": label}
         if rule.level == "facility":
-            kind = "cdu" if rule.key == "cdu_load" else "feed"
+            kind = "cdu" if rule.key in ("cdu_load", "cdu_leak") else "feed"
             key = str(plant[f"{kind}s"][pos]["key"]) if plant else str(pos)
             return {"subject": f"{kind}:{key}"[:40], "label": f"{kind.upper()} {key}"}
         if rule.level == "rack":
@@ -120,6 +120,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         inp.cdu_load = np.array([_or_nan(c.get("load_fraction")) for c in plant["cdus"]])
         inp.feed_load = np.array([_or_nan(f.get("load_fraction")) for f in plant["feeds"]])
         inp.model_drift = plant.get("model_drift")
+        inp.cdu_leak = np.array([_or_nan(c.get("leaks")) for c in plant["cdus"]])
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
                         load_open=load_open, position_of=position_of, levels=levels,

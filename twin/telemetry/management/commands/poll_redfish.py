@@ -38,7 +38,8 @@ class Command(BaseCommand):
             failed = []
             for source in RedfishSource.objects.filter(enabled=True).select_related("site"):
                 res = redfish.poll_source(source, r, prefix)
-                self.stdout.write(f"{res.source}: {res.stored} readings stored")
+                self.stdout.write(f"{res.source}: {res.stored} readings stored"
+                                  + (f", {res.refused} values refused" if res.refused else ""))
                 failed += [f"{res.source} {uri}: {why}" for uri, why in res.errors.items()]
             if failed:
                 raise CommandError("; ".join(failed))
@@ -46,5 +47,6 @@ class Command(BaseCommand):
         while True:
             for res in redfish.poll_due(r, prefix):
                 self.stdout.write(f"{res.source}: {res.stored} readings stored"
+                                  + (f", {res.refused} values refused" if res.refused else "")
                                   + (f", {len(res.errors)} failed" if res.errors else ""))
             time.sleep(max(float(options["every"]), 0.1))
