@@ -357,12 +357,19 @@ class CapController:
     target (module docstring)."""
     caps_w: F64 | None = field(default=None)
     last_w: F64 | None = field(default=None)
+    #: The caps before the last update: what a card may still obey while the raised
+    #: ones have not reached it (an agent reads caps every few ticks).
+    served_w: F64 | None = field(default=None)
 
     def update(self, measured_w: F64, limits: CapLimits,
                weight: F64 | None = None) -> CapDecision:
         """New caps from this tick's measured card power."""
         prev = self.caps_w if self.caps_w is not None else self.max_w.copy()
-        capped = measured_w >= prev * (1.0 - self.capped_within)
+        # A card at its previous cap is still capped: a raised cap reaches the card
+        # only when its agent next reads it, and a tick in between would otherwise take
+        # the old cap's draw for the card's demand (and drop every limit for a tick).
+        held = prev if self.served_w is None else np.minimum(prev, self.served_w)
+        capped = measured_w >= held * (1.0 - self.capped_within)
         if self.last_w is not None:   # still ramping towards its cap: demand unknown too
             capped |= measured_w > self.last_w * (1.0 + self.capped_within)
         self.last_w = measured_w.copy()
@@ -373,6 +380,7 @@ class CapController:
         # the last sliver of a rise lands on the target (module docstring: snap)
         near = target.caps_w - raised <= self.snap * (self.max_w - self.min_w)
         caps = np.where(rising & ~near, raised, target.caps_w)
+        self.served_w = prev.copy()
         self.caps_w = caps
         return CapDecision(caps_w=caps, binding=target.binding,
                            racks_limited=target.racks_limited,

@@ -219,3 +219,28 @@ def test_op_mix_throughput_matches_the_closed_forms() -> None:
     assert float(throughput_op_mix(np.array([292.0]), allc, 700.0, 100.0,
                                    curve=curve).clock[0]) == pytest.approx(
         float(fixed.clock[0]), abs=1e-9)
+
+
+def test_a_tick_before_the_card_reads_its_raised_cap_keeps_the_limit_binding() -> None:
+    """The flaky live test's cause: a tick that ran after the caps rose but before the
+    agent read them saw every card below its new cap, took that draw for its demand and
+    dropped the rack's limit for a tick ("none"). A card at its previous cap is still
+    capped: with a tick between every publication and its reading, the limit binds on
+    every tick from the step on, and the rack never passes its budget."""
+    from simulation.facility.capping import CapController, CapLimits
+
+    n = 8
+    limits = CapLimits(card_rack=np.zeros(n, dtype=np.int64), rack_limit_w=np.array([4000.0]))
+    ctl = CapController(min_w=np.full(n, 100.0), max_w=np.full(n, 1000.0))
+    served = np.full(n, np.inf)          # the caps the cards obey (read every other tick)
+    bound = []
+    for tick in range(24):
+        demand = 300.0 if tick < 3 else 700.0
+        drawn = np.minimum(demand, served)
+        assert drawn.sum() <= 4000.0 + 1e-6
+        decision = ctl.update(drawn, limits)
+        if tick >= 3:
+            bound.append(bool((decision.binding > 0).all()))
+        if tick % 2 == 0:                # the agent reads on even ticks only
+            served = decision.caps_w.copy()
+    assert all(bound[1:]), bound
