@@ -59,7 +59,10 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     # app labels ("hardware": every model of it) or "app.Model"; "-app.Model" leaves
     # one out (a build request is a job record: no aggregate reads it)
     "inventory": ("hardware", "-hardware.ClusterBuild"),
-    "alerts": ("telemetry.Alert", "auth.User"),  # (who acknowledged: a username)
+    "alerts": ("telemetry.Alert", "auth.User"),
+    # the plant as rows (the summary's plant PUE); not the per-tick history or audit
+    "facility": ("facility.Site", "facility.PowerElement", "facility.CoolingElement",
+                 "facility.RackFacility"),  # (who acknowledged: a username)
 }
 """Domain → the models whose tables it covers."""
 
