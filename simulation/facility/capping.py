@@ -64,10 +64,12 @@ import numpy as np
 import numpy.typing as npt
 
 from simulation.facility.power_chain import PowerChain, PowerFlow
-from simulation.training.energy import clock_for_cap
+from simulation.training.energy import clock_for_cap, op_mix_power
 from simulation.training.system import default_clock_power
 
 __all__ = [
+    "OpMix",
+    "throughput_op_mix",
     "BINDING",
     "POLICIES",
     "CapController",
@@ -264,12 +266,74 @@ DEFAULT_CURVE: tuple[tuple[float, float], ...] = tuple(
     (float(f), float(g)) for f, g in default_clock_power())
 
 
+@dataclass(frozen=True)
+class OpMix:
+    """A job's step on one card at full clock, by what bounds it (the training model's
+    breakdown, :mod:`simulation.training.energy`): seconds compute-bound, memory-bound
+    and in exposed communication out of ``step_s`` (the rest idle), with the power
+    constants of :func:`~simulation.training.energy.op_mix_power`."""
+
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    step_s: float
+    hbm_w: float = 0.0
+    memory_sm: float = 0.25
+    comm_activity: float = 0.2
+
+
+def throughput_op_mix(caps_w: F64, mix: OpMix, tdp_w: float, idle_w: float, *,
+                      curve: tuple[tuple[float, float], ...] = DEFAULT_CURVE,
+                      iterations: int = 48) -> Throughput:
+    """What the caps cost a job whose step the training model priced by op class.
+
+    At clock f the compute-bound time stretches to t_c/f and the rest does not
+    (DVFS slows only compute; :mod:`simulation.training.energy`), so the step takes
+    T(f) = t_c/f + (T − t_c) and the card draws the op-mix power
+    P(f) = idle + [(tdp − idle)·g(f)·t_c/f + P_m(f)·t_m + (tdp − idle)·a_x·t_x] / T(f)
+    (:func:`~simulation.training.energy.op_mix_power` with the stretched compute
+    time). The clock is the highest f whose P(f) fits the cap (bisection: P rises
+    with f), the throughput kept T/T(f). A cap at or over P(1) costs nothing; a
+    memory-bound step fits a cap that would slow a GEMM-bound one. With t_c = T
+    this is :func:`clock_for_cap` and kept = f, exactly.
+
+    >>> mix = OpMix(compute_s=1.0, memory_s=0.0, comm_s=0.0, step_s=1.0)
+    >>> t = throughput_op_mix(np.array([292.0]), mix, 700.0, 100.0,
+    ...                       curve=((0.5, 0.32), (1.0, 1.0)))
+    >>> round(float(t.clock[0]), 6), round(float(t.kept[0]), 6)
+    (0.5, 0.5)
+    """
+    caps = np.asarray(caps_w, dtype=np.float64)
+    f_min = float(curve[0][0])
+    fixed = max(mix.step_s - mix.compute_s, 0.0)
+
+    def power(f: F64) -> F64:
+        stretched = mix.compute_s / f
+        return op_mix_power(stretched, np.full_like(f, mix.memory_s),
+                            np.full_like(f, mix.comm_s), stretched + fixed, f, tdp_w,
+                            idle_w, curve, mix.hbm_w, mix.memory_sm, mix.comm_activity)
+
+    lo, hi = np.full_like(caps, f_min), np.ones_like(caps)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        fits = power(mid) <= caps
+        lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
+    clock = np.where(power(np.ones_like(caps)) <= caps, 1.0, lo)
+    kept = mix.step_s / (mix.compute_s / clock + fixed) if mix.step_s > 0 else np.ones_like(
+        caps)
+    return Throughput(clock=clock, kept=np.asarray(kept, dtype=np.float64))
+
+
 def throughput(caps_w: F64, demand_w: F64, tdp_w: float, idle_w: float, *,
                compute_share: float = 0.7,
                curve: tuple[tuple[float, float], ...] = DEFAULT_CURVE) -> Throughput:
     """What the caps cost: clock from the cap through the DVFS curve of
     :mod:`simulation.training.energy` (the cap scaled to a fully busy card's), step
-    time compute_share/f + (1 − compute_share)."""
+    time compute_share/f + (1 − compute_share).
+
+    The fixed ``compute_share`` (0.7) is a **labelled fallback** for cards whose job
+    has no training model (the share of a typical LLM step that is GEMM-bound, an
+    assumption); a job the training model priced uses :func:`throughput_op_mix`."""
     dyn = np.maximum(demand_w - idle_w, 1e-9)
     busy_equiv = idle_w + (np.minimum(caps_w, demand_w) - idle_w) * (tdp_w - idle_w) / dyn
     clock = np.where(caps_w >= demand_w, 1.0, clock_for_cap(busy_equiv, tdp_w, idle_w, curve))
@@ -293,12 +357,19 @@ class CapController:
     target (module docstring)."""
     caps_w: F64 | None = field(default=None)
     last_w: F64 | None = field(default=None)
+    #: The caps before the last update: what a card may still obey while the raised
+    #: ones have not reached it (an agent reads caps every few ticks).
+    served_w: F64 | None = field(default=None)
 
     def update(self, measured_w: F64, limits: CapLimits,
                weight: F64 | None = None) -> CapDecision:
         """New caps from this tick's measured card power."""
         prev = self.caps_w if self.caps_w is not None else self.max_w.copy()
-        capped = measured_w >= prev * (1.0 - self.capped_within)
+        # A card at its previous cap is still capped: a raised cap reaches the card
+        # only when its agent next reads it, and a tick in between would otherwise take
+        # the old cap's draw for the card's demand (and drop every limit for a tick).
+        held = prev if self.served_w is None else np.minimum(prev, self.served_w)
+        capped = measured_w >= held * (1.0 - self.capped_within)
         if self.last_w is not None:   # still ramping towards its cap: demand unknown too
             capped |= measured_w > self.last_w * (1.0 + self.capped_within)
         self.last_w = measured_w.copy()
@@ -309,6 +380,7 @@ class CapController:
         # the last sliver of a rise lands on the target (module docstring: snap)
         near = target.caps_w - raised <= self.snap * (self.max_w - self.min_w)
         caps = np.where(rising & ~near, raised, target.caps_w)
+        self.served_w = prev.copy()
         self.caps_w = caps
         return CapDecision(caps_w=caps, binding=target.binding,
                            racks_limited=target.racks_limited,

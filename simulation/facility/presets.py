@@ -30,7 +30,7 @@ from simulation.facility.plant import (
     Site,
 )
 
-__all__ = ["UPS_CURVE", "demo_plant"]
+__all__ = ["BUSWAY_CURVE", "ECO_UPS_CURVE", "UPS_CURVE", "demo_plant", "efficient_plant"]
 
 UPS_CURVE = EfficiencyCurve((0.1, 0.25, 0.5, 0.75, 1.0), (0.90, 0.95, 0.97, 0.975, 0.97))
 """A double-conversion UPS in its efficient mode, the shape of Schneider Electric
@@ -87,4 +87,81 @@ def demo_plant(racks: int = 107, *, rack_kw: float = 40.0, racks_per_cdu: int = 
         cooling_parent=2 + idx // racks_per_cdu,
         budget_w=np.full(racks, rack_kw * 1e3), liquid_fraction=np.full(racks, liquid_fraction))
     return Plant(Site("demo", dry_bulb_c=dry_bulb_c, wet_bulb_c=wet_bulb_c),
+                 tuple(power), tuple(cooling), rack_set)
+
+
+ECO_UPS_CURVE = EfficiencyCurve((0.1, 0.25, 0.5, 0.75, 1.0), (0.975, 0.985, 0.99, 0.99, 0.99))
+"""A UPS in eco-mode (the inverter on standby, the load on the filtered bypass): "up
+to 99 %" from ≈ 25 % load (Schneider Electric Galaxy VX datasheet, ECOnversion mode;
+Eaton 9395 ESS: 99 %); the light-load end (97.5 % at 10 %) is an **assumption** of the
+preset (the datasheets give no figure below 25 %)."""
+
+BUSWAY_CURVE = EfficiencyCurve((0.1, 1.0), (0.999, 0.996))
+"""Overhead busway instead of a PDU: I²R only, ≈ 0.4 % at full load over a row's run
+(**assumption** of the preset, the order of the copper losses Schneider Electric's
+Canalis/I-Line catalogues tabulate per metre at rated current; no transformer)."""
+
+
+def efficient_plant(racks: int = 107, *, rack_kw: float = 40.0, racks_per_cdu: int = 28,
+                    racks_per_row: int = 8, liquid_fraction: float = 0.9,
+                    wet_bulb_c: float = 18.0, dry_bulb_c: float = 25.0,
+                    facility_supply_c: float = 32.0) -> Plant:
+    """The seeds' "40 kW liquid racks at PUE ≤ 1.05": the demo plant's racks on a power
+    chain and heat rejection chosen for efficiency. Each choice is an assumption of
+    this preset, labelled with its source (docs/facility.md, "Which preset reaches
+    PUE ≤ 1.05"):
+
+    * power: 2N feeds → MV transformer (DOE 10 CFR 431, ≈ 99 %) → UPS in eco-mode
+      (:data:`ECO_UPS_CURVE`, ≈ 99 %) → a busway per row (:data:`BUSWAY_CURVE`);
+    * heat rejection: dry coolers, no chillers and no evaporation, at ASHRAE TC 9.9
+      class W32 (facility supply 32 °C design; it floats up towards W40 on a hot
+      day): approach 5 K to the dry bulb, fans 0.5 % of the heat at full speed
+      (EC fans; **assumption**, cf. the 0.8 % of the demo's towers);
+    * CDUs with a 3 K approach (CoolIT/Vertiv row CDUs rate 3–5 K), pumps 0.4 % of
+      their capacity, the facility pump 0.3 % of IT (**assumptions**, the order of
+      ExaDigiT's Frontier shares);
+    * the racks' air share (``1 − liquid_fraction``) to the CDU water through rear-door
+      exchangers (no CRAH fans: the plant has no CRAH);
+    * a temperate site's design day, 25 °C dry bulb (**assumption**; a hot day of
+      35 °C lets the supply float to 40 °C, the W40 edge).
+
+    >>> from simulation.facility.model import compile_model
+    >>> plant = efficient_plant(racks=56)
+    >>> round(compile_model(plant).settle(plant.racks.budget_w).pue, 3) <= 1.05
+    True
+    """
+    n_cdu = math.ceil(racks / racks_per_cdu)
+    n_row = math.ceil(racks / racks_per_row)
+    it_kw = racks * rack_kw
+    cdu_cap = racks_per_cdu * rack_kw * 1.1
+    flow = PG25.kg_s_from_l_min(1.5 * cdu_cap)
+    cooling: list[CoolingElement] = [
+        CoolingElement("dry", "dry_cooler", it_kw * 1.2 / 3, units=4, redundancy="N+1",
+                       approach_c=5.0, fan_kw=it_kw * 0.005, volume_l=it_kw * 0.5),
+        CoolingElement("fws", "facility_loop", it_kw * 1.2, parent="dry",
+                       design_flow_kg_s=flow * n_cdu, pump_kw=it_kw * 0.003, units=2,
+                       redundancy="N+1", supply_setpoint_c=facility_supply_c,
+                       volume_l=it_kw * 2.0),
+    ]
+    for k in range(n_cdu):
+        cooling.append(CoolingElement(
+            f"cdu-{k}", "cdu", cdu_cap, parent="fws", units=2, redundancy="N+1",
+            design_flow_kg_s=flow, approach_c=3.0, pump_kw=cdu_cap * 0.004,
+            volume_l=cdu_cap * 0.6))
+    power: list[PowerElement] = [
+        PowerElement("feed", "feed", it_kw * 1.35, units=2, redundancy="2N"),
+        PowerElement("tx", "transformer", it_kw * 1.2, parent="feed",
+                     efficiency=TRANSFORMER_CURVE),
+        PowerElement("ups", "ups", it_kw * 1.15 / 2, parent="tx", units=3,
+                     redundancy="N+1", efficiency=ECO_UPS_CURVE),
+    ]
+    for k in range(n_row):
+        power.append(PowerElement(f"busway-{k}", "busway", racks_per_row * rack_kw * 1.05,
+                                  parent="ups", efficiency=BUSWAY_CURVE))
+    idx = np.arange(racks, dtype=np.int64)
+    rack_set = RackSet(
+        ids=idx + 1, power_parent=3 + idx // racks_per_row,
+        cooling_parent=2 + idx // racks_per_cdu,
+        budget_w=np.full(racks, rack_kw * 1e3), liquid_fraction=np.full(racks, liquid_fraction))
+    return Plant(Site("efficient", dry_bulb_c=dry_bulb_c, wet_bulb_c=wet_bulb_c),
                  tuple(power), tuple(cooling), rack_set)

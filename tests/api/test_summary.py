@@ -11,9 +11,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from tests.facility import conftest as facility_fixtures
 from twin.hardware.models import Card, Cluster, Link, Rack
 
 from .conftest import add_supernodes
+
+plant_world = facility_fixtures.plant_world  # the hand-built plant on the tiny cluster
 
 R0, NET0 = 7_485, 1_500
 
@@ -43,6 +46,7 @@ def test_power_of_the_tiny_cluster(reader_client, tiny_cluster):
         "it_w": R0 + NET0,
         "facility_w": pytest.approx((R0 + NET0) * 1.05),
         "pue": pytest.approx(1.05),
+        "pue_source": "nameplate",
         "budget_w": 80_000,
         "utilization": pytest.approx((R0 + NET0) / 80_000, abs=1e-4),
         "racks_over_budget": {"count": 0, "names": []},
@@ -79,7 +83,8 @@ def test_statuses_and_racks_over_budget(reader_client, tiny_cluster):
 def test_summary_of_an_empty_cluster(reader_client, db):
     body = summary(reader_client, Cluster.objects.create(name="empty"))
     assert body["counts"]["cards"] == 0
-    assert body["power"] == {"it_w": 0, "facility_w": 0.0, "pue": None, "budget_w": 0,
+    assert body["power"] == {"it_w": 0, "facility_w": 0.0, "pue": None,
+                             "pue_source": "nameplate", "budget_w": 0,
                              "utilization": None,
                              "racks_over_budget": {"count": 0, "names": []}}
     assert body["racks_per_supernode"] == {"min": None, "max": None, "avg": None,
@@ -110,3 +115,23 @@ def test_summary_query_count_does_not_grow_with_the_cluster(reader_client, tiny_
 def test_summary_needs_login(anon_client, tiny_cluster):
     url = reverse("api:cluster-summary", args=[tiny_cluster["cluster"].pk])
     assert anon_client.get(url).status_code == 401
+
+
+def test_a_cluster_with_a_plant_publishes_the_plant_computed_pue(reader_client, plant_world):
+    """PUE from the components (the plant model at the racks' nameplate draw), not the
+    racks' stored 1.05; a write to the plant's rows is seen at once (the cache)."""
+    from simulation.facility.model import compile_model
+    from twin.facility.models import CoolingElement
+    from twin.facility.plant import plant_for_cluster
+
+    cluster = plant_world["cluster"]
+    plant = plant_for_cluster(cluster)
+    expected = compile_model(plant).settle(plant.racks.nameplate_w.copy()).pue
+    power = summary(reader_client, cluster)["power"]
+    assert power["pue_source"] == "plant"
+    assert power["pue"] == pytest.approx(expected, abs=1e-4)
+    assert power["pue"] != pytest.approx(1.05, abs=1e-3)
+    assert power["facility_w"] == pytest.approx(power["it_w"] * expected, rel=1e-6)
+    CoolingElement.objects.filter(pk=plant_world["cdu"].pk).update(pump_kw=3.0)
+    again = summary(reader_client, cluster)["power"]
+    assert again["pue"] > power["pue"]     # 2 kW more pumping on ~9 kW of IT

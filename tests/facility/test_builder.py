@@ -154,3 +154,17 @@ def test_a_taken_site_name_does_not_fail_the_build(db: Any) -> None:
     Site.objects.create(cluster=Cluster.objects.create(name="other"), name="named-like")
     r = build_cluster("seed-512", supernodes=1, name="named-like")
     assert Site.objects.get(cluster_id=r["cluster_id"]).name == f"named-like-{r['cluster_id']}"
+
+
+def test_the_build_report_gives_the_plant_computed_pue(built: dict[str, Any]) -> None:
+    """The report's PUE is the plant model's at the racks' nameplate draw, not the
+    preset's stored 1.05 (docs/facility.md: the built plants compute ≈ 1.12-1.13)."""
+    from simulation.facility.model import compile_model
+    from twin.facility.plant import plant_for_cluster
+
+    plant = plant_for_cluster(built["cluster_id"])
+    expected = compile_model(plant).settle(plant.racks.nameplate_w.copy()).pue
+    assert built["pue_source"] == "plant"
+    assert built["pue"] == pytest.approx(expected, abs=1e-4)
+    assert built["facility_power_w"] == pytest.approx(built["it_power_w"] * expected, abs=1.0)
+    print(f"built seed plant PUE {expected:.4f}")

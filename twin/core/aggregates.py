@@ -60,6 +60,9 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "inventory": ("hardware", "-hardware.ClusterBuild"),
     "alerts": ("telemetry.Alert", "auth.User"),  # (who acknowledged: a username)
     "capping": ("facility.CappingPolicy",),  # (the live tick's policy lookup)
+    # the plant as rows (the summary's plant PUE); not the per-tick history or audit
+    "facility": ("facility.Site", "facility.PowerElement", "facility.CoolingElement",
+                 "facility.RackFacility"),
 }
 """Domain → the models whose tables it covers."""
 

@@ -293,6 +293,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
         if st.get("v") == version and len(st["caps"]) == 8 * len(hi):
             ctl.caps_w = np.frombuffer(st["caps"], dtype="<f8").copy()
             ctl.last_w = np.frombuffer(st["last"], dtype="<f8").copy()
+            if len(st.get("served", b"")) == 8 * len(hi):
+                ctl.served_w = np.frombuffer(st["served"], dtype="<f8").copy()
             sig_prev = str(st.get("sig", ""))
     coolant, r_k_w, limit_c = _ceilings(card_rack, rack_coolant_c, rack_air_c, thermal)
     card_rack = np.asarray(card_rack, dtype=np.int64)
@@ -321,7 +323,9 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     pipe = r.pipeline(transaction=False)
     pipe.set(state_key(prefix, cluster_id), msgpack.packb(
         {"v": version, "caps": caps.astype("<f8").tobytes(),
-         "last": measured.astype("<f8").tobytes(), "sig": sig}))
+         "last": measured.astype("<f8").tobytes(), "sig": sig,
+         "served": (ctl.served_w if ctl.served_w is not None else caps).astype("<f8")
+         .tobytes()}))
     pipe.set(caps_key(prefix, cluster_id), msgpack.packb(
         {"v": version, "mode": mode, "policy": policy, "ts": now,
          "caps_w": caps.astype("<f4").tobytes()}))

@@ -16,7 +16,11 @@ power and cooling chains on it.
 """
 from django.dispatch import Signal
 
-__all__ = ["cluster_built", "rack_draw_rising"]
+__all__ = ["cluster_built", "plant_pue", "rack_draw_rising"]
 
 cluster_built = Signal()
 rack_draw_rising = Signal()
+#: ``plant_pue(sender=Cluster, cluster_id=…)``: a receiver returns the PUE its plant model
+#: computes from the components at the racks' nameplate draw, or None (no plant built);
+#: the cluster summary publishes it (``pue_source: "plant"``). The facility app answers.
+plant_pue = Signal()

@@ -183,3 +183,64 @@ def test_a_rising_cap_lands_exactly_on_its_target_within_the_stated_ticks(snap: 
     never = caps_after_release(0.0, bound + 5)
     assert not np.array_equal(never[-1], target)
     assert np.abs(never[-1] - target).max() < snap * (hi - lo)
+
+
+def test_op_mix_throughput_matches_the_closed_forms() -> None:
+    """Closed forms of the training model's DVFS (simulation.training.energy): with the
+    curve g = ((0.5, 0.32), (1, 1)), tdp 700 W, idle 100 W."""
+    from simulation.facility.capping import OpMix, throughput, throughput_op_mix
+
+    curve = ((0.5, 0.32), (1.0, 1.0))
+    # all compute: P = idle + 600 g(f) → the busy-card clock_for_cap, kept = f
+    allc = OpMix(compute_s=1.0, memory_s=0.0, comm_s=0.0, step_s=1.0)
+    t = throughput_op_mix(np.array([292.0, 496.0, 700.0, 900.0]), allc, 700.0, 100.0,
+                          curve=curve)
+    g = (np.array([292.0, 496.0]) - 100.0) / 600.0        # 0.32 and 0.66
+    f = 0.5 + (g - 0.32) / (1.0 - 0.32) * 0.5             # the curve inverted
+    assert t.clock[:2] == pytest.approx(f, abs=1e-9)
+    assert t.kept == pytest.approx(np.r_[f, 1.0, 1.0], abs=1e-9)
+    # half compute, half idle: at f = 0.5, T(f) = 0.5/0.5 + 0.5 = 1.5 and
+    # P = 100 + 600·0.32·(1/1.5) = 228 W; a 228 W cap runs f = 0.5, keeps 1/1.5
+    half = OpMix(compute_s=0.5, memory_s=0.0, comm_s=0.0, step_s=1.0)
+    t = throughput_op_mix(np.array([228.0]), half, 700.0, 100.0, curve=curve)
+    assert float(t.clock[0]) == pytest.approx(0.5, abs=1e-9)
+    assert float(t.kept[0]) == pytest.approx(1.0 / 1.5, abs=1e-9)
+    # the same step's full-clock power (100 + 600·0.5 = 400 W) is not slowed at 400 W
+    assert float(throughput_op_mix(np.array([400.0]), half, 700.0, 100.0,
+                                   curve=curve).kept[0]) == 1.0
+    # memory-bound: a cap that slows a GEMM step costs a memory-bound one less
+    mem = OpMix(compute_s=0.1, memory_s=0.9, comm_s=0.0, step_s=1.0, hbm_w=100.0)
+    cap = np.array([300.0])
+    assert float(throughput_op_mix(cap, mem, 700.0, 100.0, curve=curve).kept[0]) > float(
+        throughput_op_mix(cap, allc, 700.0, 100.0, curve=curve).kept[0])
+    # the fixed-share fallback is the same closed form with the share as t_c/T
+    fixed = throughput(np.array([292.0]), np.array([700.0]), 700.0, 100.0, curve=curve)
+    assert float(fixed.kept[0]) == pytest.approx(1.0 / (0.7 / 0.5 + 0.3))
+    assert float(throughput_op_mix(np.array([292.0]), allc, 700.0, 100.0,
+                                   curve=curve).clock[0]) == pytest.approx(
+        float(fixed.clock[0]), abs=1e-9)
+
+
+def test_a_tick_before_the_card_reads_its_raised_cap_keeps_the_limit_binding() -> None:
+    """The flaky live test's cause: a tick that ran after the caps rose but before the
+    agent read them saw every card below its new cap, took that draw for its demand and
+    dropped the rack's limit for a tick ("none"). A card at its previous cap is still
+    capped: with a tick between every publication and its reading, the limit binds on
+    every tick from the step on, and the rack never passes its budget."""
+    from simulation.facility.capping import CapController, CapLimits
+
+    n = 8
+    limits = CapLimits(card_rack=np.zeros(n, dtype=np.int64), rack_limit_w=np.array([4000.0]))
+    ctl = CapController(min_w=np.full(n, 100.0), max_w=np.full(n, 1000.0))
+    served = np.full(n, np.inf)          # the caps the cards obey (read every other tick)
+    bound = []
+    for tick in range(24):
+        demand = 300.0 if tick < 3 else 700.0
+        drawn = np.minimum(demand, served)
+        assert drawn.sum() <= 4000.0 + 1e-6
+        decision = ctl.update(drawn, limits)
+        if tick >= 3:
+            bound.append(bool((decision.binding > 0).all()))
+        if tick % 2 == 0:                # the agent reads on even ticks only
+            served = decision.caps_w.copy()
+    assert all(bound[1:]), bound

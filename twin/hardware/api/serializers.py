@@ -329,8 +329,13 @@ class _SummaryCounts(serializers.Serializer):
 
 class _SummaryPower(serializers.Serializer):
     it_w = serializers.IntegerField(help_text="Σ rack nameplate draw (W).")
-    facility_w = serializers.FloatField(help_text="Σ rack draw × rack PUE (W).")
+    facility_w = serializers.FloatField(help_text="it_w × the plant's PUE, or Σ rack draw × "
+                                                  "rack PUE without a plant (W).")
     pue = serializers.FloatField(allow_null=True, help_text="facility_w / it_w.")
+    pue_source = serializers.ChoiceField(
+        choices=["plant", "nameplate"],
+        help_text="plant: computed by the plant model from its components at the "
+                  "nameplate draw; nameplate: the racks' stored PUE (no plant built).")
     budget_w = serializers.IntegerField(help_text="Σ rack power budgets (W).")
     utilization = serializers.FloatField(allow_null=True, help_text="it_w / budget_w.")
     racks_over_budget = _RacksOverBudget()

@@ -5,7 +5,10 @@ millions of links), so nothing here iterates rows in Python: every figure is a
 ``COUNT``/``SUM`` grouped by at most a handful of keys.
 
 Power is the rack draw of ``twin.hardware.models.racks``: IT power is Σ rack
-draws, facility power is Σ rack draw × that rack's PUE. The per-rack draws are
+draws. PUE is the plant model's, computed from the components at that draw
+(``pue_source: "plant"``, answered by the facility app on ``signals.plant_pue``),
+and facility power IT × it; a cluster without a built plant falls back to Σ rack
+draw × that rack's stored PUE (``pue_source: "nameplate"``). The per-rack draws are
 ``Rack.objects.draw_by_rack()`` (one grouped pass over the parts), from which a
 single query takes IT, facility and the over-budget count.
 ``Rack.objects.with_power()`` gives the same figures rack by rack (correlated
@@ -80,6 +83,14 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
 
     power = rack_power_totals(cid)
     it_w, facility_w = power["it_w"], power["facility_w"]
+    pue, pue_source = (round(facility_w / it_w, 4) if it_w else None), "nameplate"
+    from twin.hardware.signals import plant_pue
+
+    computed = next((v for _, v in plant_pue.send(Cluster, cluster_id=cid)
+                     if isinstance(v, float)), None)
+    if computed is not None and it_w:
+        pue, pue_source = round(computed, 4), "plant"
+        facility_w = it_w * computed
     budget_w = int(rack_totals["budget"] or 0)
     servers = Server.objects.filter(rack__cluster_id=cid).count()
 
@@ -107,7 +118,8 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
         "power": {
             "it_w": it_w,
             "facility_w": round(facility_w, 3),
-            "pue": round(facility_w / it_w, 4) if it_w else None,
+            "pue": pue,
+            "pue_source": pue_source,
             "budget_w": budget_w,
             "utilization": round(it_w / budget_w, 4) if budget_w else None,
             "racks_over_budget": {"count": power["over_count"],

@@ -90,7 +90,7 @@ class ClusterViewSet(TwinModelViewSet):
         Cached in Redis until the next committed write to the inventory
         (``twin.core.aggregates``): every dashboard asks for it."""
         cluster = self.get_object()
-        return Response(cached("inventory", f"summary:{cluster.pk}",
+        return Response(cached(("inventory", "facility"), f"summary:{cluster.pk}",
                                lambda: cluster_summary(cluster)))
 
     @extend_schema(responses=geo.FloorSerializer, filters=False)

@@ -114,6 +114,16 @@ def build_cluster(
     seconds = time.perf_counter() - started
     report(1.0, f"built {cluster_name!r} in {seconds:.1f} s")
     summary = plan.summary()
+    # The plant the facility app built (if any) computes the PUE from its parts; the
+    # preset's per-rack PUE is only the fallback (``pue_source``).
+    from twin.hardware.signals import plant_pue
+
+    computed = next((v for _, v in plant_pue.send(Cluster, cluster_id=cluster.pk)
+                     if isinstance(v, float)), None)
+    if computed is not None:
+        summary = {**summary, "pue": round(computed, 4),
+                   "facility_power_w": round(summary["it_power_w"] * computed)}
+    summary["pue_source"] = "plant" if computed is not None else "nameplate"
     return {
         "cluster_id": cluster.pk,
         "name": cluster_name,

@@ -77,7 +77,8 @@ class Command(BaseCommand):
             ("links", f"{r['links']:,}"),
             ("storage", _storage_line(r.get("storage") or {})),
             ("IT power", f"{r['it_power_w'] / 1e3:,.1f} kW"),
-            ("facility power", f"{r['facility_power_w'] / 1e3:,.1f} kW (IT × PUE)"),
+            ("facility power", f"{r['facility_power_w'] / 1e3:,.1f} kW (IT × PUE "
+                               f"{r.get('pue', 0):.3f}, {_PUE_SOURCE[r.get('pue_source', '')]})"),
             ("fullest rack", f"{r['max_rack_w']:,} W of {r['rack_budget_w']:,} W budget"),
             ("time", f"{r['seconds']:.2f} s"),
         ]
@@ -103,3 +104,7 @@ def _storage_line(s: dict[str, Any]) -> str:
                  f"{s['pfs_read_gb_per_s']:g} GB/s read, {s['pfs_write_gb_per_s']:g} GB/s "
                  f"write, {s['pfs_capacity_tb']:g} TB")
     return line
+
+
+_PUE_SOURCE = {"plant": "computed by the plant model", "nameplate": "the racks' nameplate PUE",
+               "": "the racks' nameplate PUE"}
