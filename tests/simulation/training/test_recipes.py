@@ -59,7 +59,7 @@ def test_cast_traffic_is_elements_times_recipe_bytes_over_hbm() -> None:
 def test_ops_and_exposed_comm_make_the_step() -> None:
     """The op classes are the critical stage's busy time: with the bubble and the
     exposed communication they sum to the step, for every recomputation."""
-    for rc in ("none", "selective", "full"):
+    for rc in ("none", "selective", "full", "op"):
         r = _run("fp8", "current", tp=2, sequence_parallel=True, recompute=rc)
         assert set(r["ops"]) == set(OP_CLASSES)
         b = r["breakdown"]
