@@ -17,7 +17,9 @@ hundreds of thousands. Formulas (each in its module's docstring):
   element (+ the weights once a step), one more kernel per cast;
 * MoE (:mod:`.layer`): a grouped GEMM over the card's E/ep experts, the token
   permute / unpermute and the router's softmax as memory-bound passes;
-* recompute: full repeats the forward, selective the attention core;
+* recompute: full repeats the forward, selective the attention core, op (torchtitan's
+  op-level SAC, :func:`.layer.op_sac_mms`) every second mm and every memory-bound op of
+  the forward (the attention core's output is saved);
 * TP: 2 AllReduces of b·s·h 16-bit values per layer forward and 2 backward
   (Megatron-LM; with SP a ReduceScatter + AllGather pair each, same volume,
   Korthikanti §4.2.2); +2 with full recomputation; overlapped with the
@@ -90,7 +92,7 @@ from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
-from .recipes import CAST_KERNELS, cast_bytes
+from .recipes import CAST_KERNELS, GEMM_RATE, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
 __all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "kernel_rates", "memory_arrays",
@@ -99,7 +101,7 @@ __all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "kernel_rates", "memory_a
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B8 = npt.NDArray[np.bool_]
-RECOMPUTE_CODES = ("none", "selective", "full")
+RECOMPUTE_CODES = ("none", "selective", "full", "op")
 ADAM_BYTES = 28.0
 """FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
 OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0, 10.0)
@@ -109,6 +111,8 @@ CAST_RECIPES = ("none", "delayed", "current", "block", "mx", "nvfp4")
 """Codes of ``Batch.recipe`` (:mod:`.recipes`)."""
 _CAST_B = np.array([cast_bytes(r) for r in CAST_RECIPES])
 _CAST_K = np.array([CAST_KERNELS.get(r, 0.0) for r in CAST_RECIPES])
+_GEMM_RATE = np.array([GEMM_RATE.get(r, 1.0) for r in CAST_RECIPES])
+"""The recipe's GEMM kernel rate over its precision's (MXFP8 0.951, :mod:`.recipes`)."""
 ZERO_GRAD_BYTES = 4.0
 ACCUM_BYTES = 2.0
 """Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
@@ -208,7 +212,8 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     ``clock`` (the fixed clock, lowered by a power cap: :mod:`.energy`); ``peaks``
     each precision's dense peak × the fraction its GEMMs reach
     (``SystemSpec.efficiency``), FLOP/s; ``peak_gemm`` the projection/MLP GEMMs' rate
-    at the run's precision and clock; ``peak_core`` and ``peak_flash`` the attention
+    at the run's precision, recipe (MXFP8's kernel at 0.951 of per-tensor FP8's,
+    :data:`.recipes.MX_GEMM_RATE`) and clock; ``peak_core`` and ``peak_flash`` the attention
     core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction;
     ``peak_flash_bwd`` its backward's, ``SystemSpec.flash_bwd_efficiency``);
     ``hbm`` achievable B/s; ``act_scale`` 2 for FP32 activations; ``tokens`` per
@@ -225,7 +230,7 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     return {
         "clock": clock,
         "peaks": peaks,
-        "peak_gemm": peaks[b.precision] * clock,
+        "peak_gemm": peaks[b.precision] * _GEMM_RATE[b.recipe] * clock,
         "peak_core": np.where(low, peaks[1], peaks[b.precision]) * clock,
         "peak_flash": np.where(low, raw[1], raw[b.precision]) * flash_eff * clock,
         "peak_flash_bwd": np.where(low, raw[1], raw[b.precision]) * flash_bwd * clock,
@@ -279,8 +284,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     fwd = fwd_comp + fwd_fixed
     bwd = bwd_comp + bwd_fixed
     rc = b.recompute
-    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"], 0.0))
-    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"], 0.0))
+    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"],
+                                                   np.where(rc == 3, k["op_rc_gemm"], 0.0)))
+    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"],
+                                                     np.where(rc == 3, fwd_fixed, 0.0)))
     t_rc = rc_comp + rc_fixed
 
     # ---- kernel gaps per layer and micro-batch
@@ -288,7 +295,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     k_cast = CAST_TENSORS * _CAST_K[b.recipe]  # cast kernels, forward and backward each
     gap_f = (k_fwd + k_cast) * KERNEL_GAP_S
     gap_b = (2.0 * k_fwd + k_cast + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
-    gap_rc = np.where(rc == 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
+    gap_rc = np.where(rc >= 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
                                                * KERNEL_GAP_S, 0.0))
     fwd = fwd + gap_f
     bwd = bwd + gap_b
@@ -484,18 +491,20 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
     # ---- the critical stage's busy time by class of op (:mod:`.recipes`): per step
-    rc_gemm = np.where(rc == 2, k["fwd_gemm"], 0.0)
-    rc_core = np.where(rc >= 1, k["fwd_core"], 0.0)
-    rc_mem = np.where(rc == 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, k["core_mem"],
+    rc_gemm = np.where(rc == 2, k["fwd_gemm"], np.where(rc == 3, k["op_rc_gemm"], 0.0))
+    rc_core = np.where((rc == 1) | (rc == 2), k["fwd_core"], 0.0)
+    rc_mem = np.where(rc >= 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, k["core_mem"],
                                                                       0.0))
-    rc_cast = np.where(rc == 2, cast_f, 0.0)
+    rc_cast = np.where(rc >= 2, cast_f, 0.0)
     per_step = m * L_stage
     op_cast_w = p_card * cast_b / hbm
     # ---- FLOPs, utilisation
     mflops, hflops = step_flops(model, 1.0, "none")
     _, hf_sel = step_flops(model, 1.0, "selective")
     _, hf_full = step_flops(model, 1.0, "full")
-    hw_per_seq = np.where(rc == 2, hf_full, np.where(rc == 1, hf_sel, hflops))
+    _, hf_op = step_flops(model, 1.0, "op")
+    hw_per_seq = np.where(rc == 2, hf_full, np.where(rc == 1, hf_sel,
+                                                     np.where(rc == 3, hf_op, hflops)))
     dense_peak = np.array([system.peak(p) for p in PRECISIONS])[b.precision] * 1e12
     model_flops = mflops * b.gb
     mfu = model_flops / (step * cards * dense_peak)

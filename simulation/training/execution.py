@@ -23,7 +23,7 @@ from .models import ModelSpec
 
 __all__ = ["MAX_SCALE_UP_DOMAIN", "RECOMPUTE", "SCHEDULES", "Execution", "execution_from_params"]
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "op")
 MAX_SCALE_UP_DOMAIN = 65536
 """The largest NVLink domain a run may ask for (the catalogue's bound on
 ``nvlink_domain_cards``)."""

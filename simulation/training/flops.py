@@ -30,6 +30,7 @@ recomputation hardware FLOPs to Narayanan et al.'s 96·B·s·l·h²(1 + s/6h + V
 
 from __future__ import annotations
 
+from .layer import op_sac_mms
 from .models import ModelSpec
 
 __all__ = ["layer_flops", "logit_flops", "step_flops"]
@@ -72,4 +73,7 @@ def step_flops(model: ModelSpec, sequences: float, recompute: str = "none") -> t
         extra = dense * (g_d + c_d) + model.moe_layers * (g_mh + c_m)
     elif recompute == "selective":
         extra = model.layers * c_d
+    elif recompute == "op":  # every second mm (:func:`.layer.op_sac_mms`)
+        extra = model.layers * tokens * sum(2.0 * n * k for n, k, _, saved
+                                            in op_sac_mms(model) if not saved)
     return 3 * fwd, 3 * fwd_hw + extra

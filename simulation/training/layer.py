@@ -60,7 +60,7 @@ from .gemm import gemm_time
 from .models import ModelSpec
 
 __all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "cast_elements", "eager_elements", "layer_kernels",
-           "logit_kernels"]
+           "logit_kernels", "op_sac_mms"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
@@ -80,6 +80,40 @@ HBM pass per op, in bytes per element: RMSNorm ``x.float()`` 2 + 4, ``pow(2)`` 4
 elements); rotary ``float()`` 2 + 4, complex multiply 4 + 4, ``type_as`` 4 + 2 = 20 B
 (10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: 1.5×,
 as for the fused kernels (:data:`BWD_TRAFFIC`)."""
+
+
+def op_sac_mms(model: ModelSpec) -> tuple[tuple[int, int, str, bool], ...]:
+    """The layer's matmuls in the order they run, (n, k, split, saved), under op-level SAC.
+
+    torchtitan's op-level selective activation checkpointing (``selective_ac_option =
+    "op"``, the Llama 3.1 8B default of its ``train_configs/llama3_8b.toml``; policy in
+    ``torchtitan/parallelisms/parallelize_llama.py`` of its Dec. 2024 release, now
+    ``torchtitan/distributed/activation_checkpoint.py``): per transformer block, the
+    outputs of ``aten.mm``, SDPA (flash / efficient) and the reduce-scatter are saved,
+    "except every second mm"; every other op (norms, rotary, SiLU, multiply, residual
+    adds, casts) is recomputed in the backward. torchtitan's Llama runs wq, wk, wv, wo
+    as four mms, then w1, w3, w2 (SwiGLU): wq, wv, w1, w2 saved, wk, wo, w3 recomputed.
+    A GeLU MLP has up, down; MLA its projections in order. The MLP's mms are taken at the
+    per-token MLP width (:meth:`ModelSpec.mlp_width_per_token`, the routed experts' as
+    if they were mms: an approximation for MoE models, which torchtitan's rows are not).
+
+    >>> from simulation.training.models import MODELS
+    >>> [(n, s) for n, _, _, s in op_sac_mms(MODELS["llama3-8b"])][:4]
+    [(4096, True), (1024, False), (1024, True), (4096, False)]
+    >>> [(n, s) for n, _, _, s in op_sac_mms(MODELS["llama3-8b"])][4:]
+    [(14336, True), (14336, False), (4096, True)]
+    """
+    h = model.hidden
+    if model.mla:
+        attn = [(n, k, split) for _, n, k, split in model.attention_projections()]
+    else:
+        kv = model.kv_heads * model.head_dim
+        attn = [(model.q_dim, h, "col"), (kv, h, "col"), (kv, h, "col"),
+                (h, model.q_dim, "row")]
+    fw = int(model.mlp_width_per_token())
+    mlp = ([(fw, h, "col"), (fw, h, "col")] if model.activation == "swiglu"
+           else [(fw, h, "col")]) + [(h, fw, "row")]
+    return tuple((n, k, split, i % 2 == 0) for i, (n, k, split) in enumerate(attn + mlp))
 
 
 def eager_elements(model: ModelSpec, eager: B8 | bool) -> tuple[F64 | float, F64 | float,
@@ -184,7 +218,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     fwd_core, fwd_mem, core_mem, bwd_gemm, bwd_core, bwd_mem (``*_core``: the
     attention core, what selective recomputation repeats), and col_dgrad /
     col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
-    the ones Megatron-LM overlaps its backward TP collectives with.
+    the ones Megatron-LM overlaps its backward TP collectives with; op_rc_gemm: the
+    forward of the mms op-level SAC recomputes (:func:`op_sac_mms`).
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
@@ -243,6 +278,14 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         up_w = (1 - share) * up_w + share * e_w
         routed = 1 + share * (routed - 1)
 
+    # op-level SAC (:func:`op_sac_mms`): the forward of every second mm, recomputed
+    op_rc = np.zeros_like(T)
+    for n_, k_, split, saved in op_sac_mms(model):
+        if not saved:
+            nn = n_ / tp if split == "col" else n_ * one
+            kk = k_ / tp if split == "row" else k_ * one
+            op_rc = op_rc + gemm_time(T, nn, kk, one, elem, flops, hbm, sms, store_overlap=st)
+
     # attention core
     dq, dv = float(model.qk_dim), float(model.v_dim)  # d, d (MLA: d_nope + d_rope, d_v)
     sc_f, sc_b = _fwd_bwd(sq, s * one, dq * one, heads, 2.0, flops_core, hbm, sms, st)
@@ -282,6 +325,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem),
         "col_dgrad": qkv_d + up_d,
         "col_wgrad": qkv_w + up_w,
+        "op_rc_gemm": op_rc,
     }
 
 

@@ -95,6 +95,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .layer import op_sac_mms
+
 if TYPE_CHECKING:
     from .models import ModelSpec
 
@@ -150,8 +152,9 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
 
     Tensor by tensor (module docstring); ``recompute`` codes 0 none, 1
     selective (drops the attention core), 2 full (keeps the layer input, 2h
-    per token, ÷t with SP). Context parallelism ``cp`` splits the sequence:
-    a card holds s/cp queries (and their rows of the scores) of every tensor.
+    per token, ÷t with SP), 3 op (torchtitan's op-level SAC: the layer input, the
+    outputs of every other mm and of the attention core). Context parallelism ``cp``
+    splits the sequence: a card holds s/cp queries (and their rows of the scores) of every tensor.
     MoE layers keep top_k × capacity copies of the MLP tensors (the routed
     tokens), the shared experts' MLP tensors at their width, dense layers at
     ``dense_width``; MLA keeps its up-projected Q, K, V and output (split by t) and
@@ -173,7 +176,14 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
     core = np.where(flash, 4.0 * a / tp, (2.0 + 3.0 * drop) * a * s / tp)
     per_token = boundary + split + np.where(recompute == 1, 0.0, core)
     full = 2.0 * h / np.where(sp, tp, 1.0)
-    out: F64 = tokens * np.where(recompute == 2, full, per_token)
+    # op-level SAC (:func:`.layer.op_sac_mms`): the layer input, the saved mms' outputs,
+    # the attention output and its FP32 log-sum-exp (flash: SDPA's outputs are saved)
+    op = full + 2.0 * a * model.v_dim / tp + np.where(flash, 4.0 * a / tp, core)
+    for n_, _, split_, saved in op_sac_mms(model):
+        if saved:
+            op = op + 2.0 * n_ / (tp if split_ == "col" else np.where(sp, tp, 1.0))
+    kept = np.where(recompute == 3, op, per_token)
+    out: F64 = tokens * np.where(recompute == 2, full, kept)
     return out
 
 

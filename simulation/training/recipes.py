@@ -53,6 +53,19 @@ of gradient accumulation, ``is_first_microbatch``) at the same bytes per element
 Each cast is one more kernel on the stream (``current``: two), priced with the
 kernel gap of :mod:`.core`.
 
+**GEMM rate by recipe** (the kernel alone, the casts priced above): Transformer Engine's
+GEMM profiling tutorial (NVIDIA/TransformerEngine ``docs/examples/gemm_profiling/
+gemm_profiling.rst``, "Autocast vs Pre-quantized", measured on a B300 SXM6: the 12 GEMMs
+of a layer of hidden 4,096, MLP 16,384, 15,872 tokens, inputs quantized before the timed
+loop) gives 24 layers in 163.493 ms with per-tensor FP8 (``FP8Current``), 171.869 ms with
+MXFP8 and 90.337 ms with NVFP4. So an MXFP8 GEMM runs at 163.493 / 171.869 = 0.951 of a
+per-tensor FP8 one (the block-scaled MMA and its scale loads), and NVFP4 at 163.493 /
+90.337 = 1.81× per-tensor FP8 — not the 2× (B200, GB200) or 3× (B300) of the datasheets'
+peaks. Measured on a B300 only: applied to B200 and GB200 as well (an assumption,
+docs/training.md). (:data:`MX_GEMM_RATE`, :data:`FP4_OVER_FP8`.)
+
+>>> round(MX_GEMM_RATE, 3), round(FP4_OVER_FP8, 2)
+(0.951, 1.81)
 >>> cast_bytes("delayed"), cast_bytes("current"), cast_bytes("nvfp4")
 (4.0, 6.0, 5.125)
 >>> gemm_dtype("fp8", "output"), gemm_dtype("fp8", "mlp"), gemm_dtype("bf16", "mlp")
@@ -61,8 +74,8 @@ kernel gap of :mod:`.core`.
 
 from __future__ import annotations
 
-__all__ = ["CAST_BYTES", "CAST_KERNELS", "FP8_RECIPES", "LOW_PRECISIONS", "cast_bytes",
-           "gemm_dtype", "recipe_name"]
+__all__ = ["CAST_BYTES", "CAST_KERNELS", "FP4_OVER_FP8", "FP8_RECIPES", "GEMM_RATE",
+           "LOW_PRECISIONS", "MX_GEMM_RATE", "cast_bytes", "gemm_dtype", "recipe_name"]
 
 FP8_RECIPES = ("delayed", "current", "block", "mx")
 """Ways to find FP8 scaling factors (``Execution.fp8_recipe``); FP4 is NVFP4 only."""
@@ -81,6 +94,17 @@ CAST_BYTES: dict[str, float] = {
 CAST_KERNELS: dict[str, float] = {"delayed": 1.0, "current": 2.0, "block": 1.0, "mx": 1.0,
                                   "nvfp4": 2.0}
 """Kernels launched per cast tensor (``current``, ``nvfp4``: amax, then cast)."""
+
+_TE_B300_MS = {"fp8_current": 163.493, "mxfp8": 171.869, "nvfp4": 90.337}
+"""Transformer Engine's GEMM profiling tutorial, B300, pre-quantized: the 24 layers' GEMM
+milliseconds per recipe (module docstring, "GEMM rate by recipe")."""
+MX_GEMM_RATE = _TE_B300_MS["fp8_current"] / _TE_B300_MS["mxfp8"]
+"""An MXFP8 GEMM's rate over a per-tensor FP8 GEMM's of the same shape (0.951)."""
+FP4_OVER_FP8 = _TE_B300_MS["fp8_current"] / _TE_B300_MS["nvfp4"]
+"""An NVFP4 GEMM's rate over a per-tensor FP8 GEMM's (1.81; B300, applied to every
+Blackwell part: an assumption)."""
+GEMM_RATE: dict[str, float] = {"mx": MX_GEMM_RATE}
+"""Rate of a recipe's GEMM kernel over its precision's measured rate (others 1)."""
 
 _SIXTEEN_BIT_OPS = ("attention", "output", "router")
 

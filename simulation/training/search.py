@@ -134,7 +134,8 @@ def _dimensions(model: ModelSpec, system: SystemSpec, cards: int,
         "ep": [int(e) for e in _limit_list(limits, "ep", _divisors(model.experts))],
         "cp": [integer(c, f"limits.cp[{i}]", high=4096)
                for i, c in enumerate(_limit_list(limits, "cp", [1]))],
-        "recompute": _limit_list(limits, "recompute", list(RECOMPUTE_CODES)),
+        # op-level SAC (torchtitan's) only when asked: the default space is Megatron's
+        "recompute": _limit_list(limits, "recompute", list(RECOMPUTE_CODES[:3])),
         "zero": [int(z) for z in _limit_list(limits, "zero", [0, 1, 2, 3])],
         "precision": _limit_list(limits, "precision",
                                  [p for p in ("bf16", "fp8") if system.peak(p) > 0]),

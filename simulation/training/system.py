@@ -40,6 +40,7 @@ from typing import Any
 
 from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
+from .recipes import FP4_OVER_FP8
 
 __all__ = [
     "FLASH_BWD_SMEM_BOUND",
@@ -95,9 +96,9 @@ MATMUL_EFFICIENCY_BY_PRECISION: dict[str, dict[str, float]] = {
     "h100-sxm5-80gb": {"fp8": 1402.6 / 1979},
     "h800-sxm5-80gb": {"fp8": 1402.6 / 1979},
     "h200-sxm-141gb": {"fp8": 1453.4 / 1979},
-    "b200-sxm-180gb": {"bf16": 1745.0 / 2250, "fp8": 3432.5 / 4500, "fp4": 3432.5 / 4500},
-    "gb200-186gb": {"bf16": 1822.0 / 2500, "fp8": 3615.6 / 5000, "fp4": 3615.6 / 5000},
-    "gb300-288gb": {"bf16": 1769.0 / 2250, "fp8": 3353.3 / 4500, "fp4": 3353.3 / 4500},
+    "b200-sxm-180gb": {"bf16": 1745.0 / 2250, "fp8": 3432.5 / 4500},
+    "gb200-186gb": {"bf16": 1822.0 / 2500, "fp8": 3615.6 / 5000},
+    "gb300-288gb": {"bf16": 1769.0 / 2250, "fp8": 3353.3 / 4500},
 }
 """The achieved fraction of each precision's own dense peak, where it differs from
 ``matmul_efficiency`` (the BF16 figure): the MAMF table's measured maximum for that
@@ -105,8 +106,10 @@ accelerator and dtype (``_MAMF``): H100 SXM FP8 1,402.6 of 1,979 (0.709, below B
 0.80: the FP8 main loop is twice as fast, the rest of a tile's work is not), H200
 1,453.4; B200 BF16 1,745 of 2,250, FP8 3,432.5 of 4,500; GB200 1,822 of 2,500 and
 3,615.6 of 5,000; GB300 the table's B300 SXM row (1,769 / 3,353.3 of 2,250 / 4,500,
-"same as B200, newer torch/cuda"). FP4: no MAMF measurement is published; the FP8
-fraction is used (an assumption, docs/training.md)."""
+"same as B200, newer torch/cuda"). FP4: no MAMF measurement is published; an NVFP4 GEMM
+runs at :data:`~simulation.training.recipes.FP4_OVER_FP8` = 1.81× the card's FP8 rate
+(Transformer Engine's GEMM profiling tutorial, measured on a B300; an assumption for the
+other Blackwell parts, docs/training.md), set by :func:`system_for_accelerator`."""
 
 FLASH_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.73,
@@ -471,6 +474,13 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
     if "bf16" not in peaks:
         raise TrainingInputError("accelerator", f"{slug} has no BF16/FP16 peak in the catalogue")
     vendor_tech = "hccs" if "ascend" in slug else "nvlink"
+    bf16_eff = MATMUL_EFFICIENCY.get(slug, MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}).get(
+        "bf16", DEFAULT_MATMUL_EFFICIENCY))
+    precision_eff = dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}))
+    if "fp4" in peaks and "fp8" in peaks and "fp4" not in precision_eff:
+        # NVFP4 at 1.81x the FP8 rate (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)
+        precision_eff["fp4"] = (FP4_OVER_FP8 * precision_eff.get("fp8", bf16_eff)
+                                * peaks["fp8"] / peaks["fp4"])
     data: dict[str, Any] = {
         "accelerator": slug,
         "peak_tflops": peaks,
@@ -481,10 +491,8 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "cards": cards,
         "scale_up_gbps": float(figures.get("scaleup_gbps") or 0) * 8 / 2 or 800.0,
         "scale_up_technology": vendor_tech,
-        "matmul_efficiency": MATMUL_EFFICIENCY.get(
-            slug, MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}).get(
-                "bf16", DEFAULT_MATMUL_EFFICIENCY)),
-        "precision_efficiency": dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {})),
+        "matmul_efficiency": bf16_eff,
+        "precision_efficiency": precision_eff,
         "sm_count": SM_COUNT.get(slug, 0),
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "flash_bwd_efficiency": flash_bwd_efficiency(slug, SM_COUNT.get(slug, 0),

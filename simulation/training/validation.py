@@ -79,9 +79,11 @@ TORCHTITAN_SOURCE = ("Liang et al. 2025, TorchTitan (ICLR 2025) / pytorch/torcht
                      "docs/performance.md, {release}: Llama 3.1 8B, FSDP2, local batch 2, "
                      "selective activation checkpointing, {system}")
 TORCHTITAN: tuple[tuple[str, Any], ...] = (
-    ("recompute", "selective"), ("fp32_grads", True), ("power_cap_w", 500.0),
+    ("recompute", "op"), ("fp32_grads", True), ("power_cap_w", 500.0),
     ("fused_elementwise", False))
-"""What torchtitan's page states: selective activation checkpointing, FSDP2 (ZeRO-3,
+"""What torchtitan's page states: selective activation checkpointing (op-level, the
+``selective_ac_option = "op"`` of its Llama 3.1 8B config: ``recompute`` ``op``,
+:func:`.layer.op_sac_mms`), FSDP2 (ZeRO-3,
 prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
 ``mixed_precision_reduce``), "the default 500W power limit" (priced by the DVFS model,
 :mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:

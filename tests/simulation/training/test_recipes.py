@@ -59,7 +59,7 @@ def test_cast_traffic_is_elements_times_recipe_bytes_over_hbm() -> None:
 def test_ops_and_exposed_comm_make_the_step() -> None:
     """The op classes are the critical stage's busy time: with the bubble and the
     exposed communication they sum to the step, for every recomputation."""
-    for rc in ("none", "selective", "full"):
+    for rc in ("none", "selective", "full", "op"):
         r = _run("fp8", "current", tp=2, sequence_parallel=True, recompute=rc)
         assert set(r["ops"]) == set(OP_CLASSES)
         b = r["breakdown"]
@@ -111,7 +111,7 @@ def test_system_reads_the_nvlink_domain_and_the_fp4_peak() -> None:
 
 TABLE = validation_table()
 #: The figures reached (the test holds them: a change that makes them worse fails).
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.172, 0.222, 0.550, 1.94
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.196, 0.545, 1.94
 
 
 def test_validation_table_sources_and_reached_error() -> None:
@@ -134,7 +134,7 @@ def test_validation_table_sources_and_reached_error() -> None:
     assert statistics.mean(hopper) <= 0.081 and max(hopper) <= 0.15
     blackwell = [abs(r["error"]) for r in dense if r["accelerator"] != "h100-sxm5-80gb"]
     assert len(blackwell) == 21
-    assert statistics.mean(blackwell) <= BW_MEAN and max(blackwell) <= 0.40
+    assert statistics.mean(blackwell) <= BW_MEAN and max(blackwell) <= 0.35
     assert statistics.mean(abs(r["error"]) for r in dense) <= DENSE_MEAN
     moe = [abs(r["error"]) for r in TABLE if r["moe"]]
     assert len(moe) >= 19 and statistics.mean(moe) <= MOE_MEAN and max(moe) <= MOE_MAX
@@ -147,9 +147,10 @@ def test_validation_row(row: int) -> None:
     """Each row fits HBM in its published layout and is within the error reached: dense on
     Hopper (Megatron) optimistic by at most 15 %, dense on Blackwell between −10 % (the 70B
     FSDP rows, whose recipes offload activations to the CPU where the model recomputes, and
-    GB300 8B) and +40 % (NVFP4 70B on GB200), MoE at most the MOE_MAX reached (Qwen3 30B-A3B
+    GB300 8B) and +35 % (NVFP4 70B on GB200), MoE at most the MOE_MAX reached (Qwen3 30B-A3B
     on 16 H100s; the 25.11 H100 Qwen3 235B row with expert TP 1 and DeepSeek-V3's own run
-    are within 3 % either way), torchtitan's eager FSDP rows at most +34 %, llm-foundry's
+    are within 3 % either way), torchtitan's eager FSDP rows (op-level SAC) at most +26 %,
+    llm-foundry's
     MPT rows at most +67 % (MPT 760M)."""
     r = TABLE[row]
     assert r["fits"]
@@ -166,13 +167,13 @@ def test_validation_row(row: int) -> None:
     if r["moe"]:
         bound = MOE_MAX
     elif r["eager"]:
-        bound = 0.34
+        bound = 0.26
     elif r["pytorch_fsdp"]:
         bound = 0.67
     elif r["accelerator"] == "h100-sxm5-80gb":
         bound = 0.15
     else:
-        low, bound = -0.10, 0.40
+        low, bound = -0.10, 0.35
     assert low < r["error"] <= bound
 
 

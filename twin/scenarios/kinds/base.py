@@ -47,7 +47,7 @@ __all__ = [
     "split_params",
 ]
 
-ENGINE_VERSION = "4"
+ENGINE_VERSION = "5"
 """Bump when a kind's results change for the same inputs: it is part of the
 cache key, so older cached results stop matching."""
 

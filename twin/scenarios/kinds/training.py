@@ -116,7 +116,8 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "vpp": ("Virtual stages per card", "Interleaved 1F1B (needs PP > 1)."),
     "sequence_parallel": ("Sequence parallel", "Split norms and dropout along the sequence "
                           "inside the TP group."),
-    "recompute": ("Activation recomputation", "none, selective (attention) or full."),
+    "recompute": ("Activation recomputation",
+                  "none, selective (attention), full or op (torchtitan's op-level SAC)."),
     "zero": ("ZeRO stage", "1: optimizer states sharded, 2: + gradients, 3: + weights."),
     "distributed_optimizer": ("Distributed optimizer", "Megatron's = ZeRO 1."),
     "precision": ("Precision", "fp32, bf16/fp16 (mixed, loss scaling), fp8 or fp4 "
