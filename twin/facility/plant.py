@@ -1,8 +1,9 @@
 """A cluster's facility rows → ``simulation.facility.plant.Plant`` (the engine's input).
 
 Elements become tuples of frozen dataclasses (a site has a few thousand at a million
-cards; an element whose ``status`` is failed or maintenance is ``down``); racks become arrays built from ``values_list`` with element ids mapped to
-tuple positions by ``searchsorted`` — no Python object per rack. A rack's budget is
+cards; an element whose ``status`` is failed or maintenance is ``down``); racks become
+arrays built from ``values_list`` with element ids mapped to tuple positions by
+``searchsorted`` — no Python object per rack. A rack's budget is
 its ``power_budget_w``; racks without a place in the plant are left out (the builder
 gives every rack one).
 """
