@@ -263,7 +263,9 @@ class CardReadings:
     """Latest readings per card, aligned with ``card_ids`` (the live layout's order).
 
     float32, NaN where a card never reported (or, for ``cap_w``, has no cap).
-    ``cap_w`` is None while the twin has no power capping.
+    ``cap_w`` is None when the snapshot carries no caps: the twin has live power
+    capping (``twin.facility.capping_live``), but its freeze
+    (``twin.scenarios.snapshot.freeze``) does not read the live caps yet.
     """
 
     card_ids: npt.NDArray[np.int64]

@@ -33,7 +33,7 @@ from simulation.facility.thermal import (
     settle,
     step,
 )
-from simulation.facility.validate import validate
+from simulation.facility.validate import usable_units, validate
 
 __all__ = ["FacilityModel", "FacilityReading", "compile_model"]
 
@@ -48,6 +48,8 @@ class FacilityReading:
     thermal: ThermalState
     power: PowerFlow
     pue: float
+    cond: Conditions | None = None
+    """The weather and units out of service the step ran under (None: design, none)."""
 
     def summary(self) -> dict[str, Any]:
         """Site-level figures as plain JSON."""
@@ -58,15 +60,36 @@ class FacilityReading:
 
     def elements(self, model: FacilityModel) -> dict[str, list[dict[str, Any]]]:
         """Per CDU and per power element, what an operator watches: load against
-        rating (the planned one: redundancy counts), temperatures, flows, headroom."""
+        rating (the planned one: redundancy counts, and no more than the running units
+        give), temperatures, flows, headroom; ``cooling``: every rated cooling element
+        (CDUs, towers, dry coolers, chillers, CRAHs) with its heat, planned and available
+        capacity (design conditions) and headroom."""
         t, pw, net = self.thermal, self.power, model.net
+        els = model.plant.cooling
+        failed = (self.cond or Conditions.of(model.plant)).failed(len(els))
+
+        def rated(i: int, heat: float) -> dict[str, Any]:
+            e = els[i]
+            running = 0 if e.down else max(e.units - int(failed[i]), 0)
+            planned = e.capacity_kw * 1e3 * usable_units(e.units, e.redundancy)
+            available = e.capacity_kw * 1e3 * running
+            limit = min(planned, available)
+            return {"key": e.key, "kind": e.kind, "heat_w": heat, "capacity_w": planned,
+                    "available_w": available, "headroom_w": limit - heat,
+                    "load_fraction": heat / limit if limit > 0 else float("inf")}
+
         cdus = []
         for k, e in enumerate(net.cdu_elem.tolist()):
-            cap = float(net.cdu_cap_w[k])
-            cdus.append({"key": model.plant.cooling[e].key, "heat_w": float(t.cdu_heat_w[k]),
-                         "capacity_w": cap, "load_fraction": float(t.cdu_heat_w[k]) / cap,
-                         "supply_c": float(t.cdu_sup_c[k]), "return_c": float(t.cdu_ret_c[k]),
-                         "flow_kg_s": float(t.cdu_flow_kg_s[k])})
+            c = rated(e, float(t.cdu_heat_w[k]))
+            c.update(supply_c=float(t.cdu_sup_c[k]), return_c=float(t.cdu_ret_c[k]),
+                     flow_kg_s=float(t.cdu_flow_kg_s[k]))
+            del c["kind"]
+            cdus.append(c)
+        cooling = [rated(e, float(t.cdu_heat_w[k])) for k, e in enumerate(net.cdu_elem.tolist())]
+        cooling += [rated(e, float(t.root_heat_w[k]) if t.root_heat_w.size else 0.0)
+                    for k, e in enumerate(net.root_elem.tolist())]
+        cooling += [rated(e, float(t.crah_heat_w[k]) if t.crah_heat_w.size else 0.0)
+                    for k, e in enumerate(net.crah_elem.tolist())]
         power = []
         for i, key in enumerate(model.chain.keys):
             limit = float(min(pw.planned_w[i], pw.available_w[i]))
@@ -76,7 +99,7 @@ class FacilityReading:
                           "headroom_w": float(pw.headroom_w[i]),
                           "load_fraction": float(pw.input_w[i]) / limit if limit > 0
                           else float("inf")})
-        return {"cdus": cdus, "power": power}
+        return {"cdus": cdus, "power": power, "cooling": cooling}
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +120,7 @@ class FacilityModel:
         c = cond or Conditions.of(self.plant)
         powered = power_flow(self.chain, rack_w, failed_units=power_failed).rack_powered
         s = settle(self.net, np.where(powered, rack_w, 0.0), c)
-        return self._reading(s, rack_w, power_failed)
+        return self._reading(s, rack_w, power_failed, c)
 
     def step(self, state: ThermalState, rack_w: F64, dt: float,
              cond: Conditions | None = None, *, card_w: F64 | None = None,
@@ -107,14 +130,14 @@ class FacilityModel:
         flow0 = power_flow(self.chain, rack_w, failed_units=power_failed)
         it = np.where(flow0.rack_powered, rack_w, 0.0)
         s = step(self.net, state, it, dt, c, card_w)
-        return self._reading(s, it, power_failed)
+        return self._reading(s, it, power_failed, c)
 
     def _reading(self, s: ThermalState, rack_w: F64,
-                 power_failed: I64 | None) -> FacilityReading:
+                 power_failed: I64 | None, cond: Conditions | None = None) -> FacilityReading:
         flow = power_flow(self.chain, rack_w, failed_units=power_failed,
                           mechanical_w=s.mechanical_w)
         pue = flow.facility_w / flow.it_w if flow.it_w > 0 else float("nan")
-        return FacilityReading(s, flow, pue)
+        return FacilityReading(s, flow, pue, cond)
 
 
 def compile_model(plant: Plant, params: ThermalParams | None = None) -> FacilityModel:

@@ -74,6 +74,16 @@ def test_a_minute_of_ticks_is_one_plant_row(plant_world: dict[str, Any],
     assert row.feed_headroom_w == pytest.approx(headroom, abs=0.1)
     assert row.feeds[0]["key"] == "feed-0"
     assert row.feeds[0]["headroom_w"] == pytest.approx(headroom, abs=0.1)
+    # every rated element: its least headroom and peak load over the minute
+    rated = {e["key"]: e for e in row.rated}
+    assert set(rated) == {"feed-0", "ups-0", "pdu-r0", "ct-0", "cdu-0", "crah-0"}
+    for key in ("pdu-r0", "ct-0"):
+        ticks = [next(e for e in s["rated"] if e["key"] == key) for s in seen]
+        assert rated[key]["headroom_w"] == pytest.approx(min(e["headroom_w"] for e in ticks),
+                                                         abs=0.1)
+        assert rated[key]["load_fraction_max"] == pytest.approx(
+            max(e["load_fraction"] for e in ticks), rel=1e-3)
+    assert rated["pdu-r0"]["chain"] == "power" and rated["ct-0"]["kind"] == "cooling_tower"
     assert row.caps_binding is None and row.cards_capped is None  # capping off
     # the next minute's accumulator is there, this one's is gone; written once
     r = redis_client()

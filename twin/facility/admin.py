@@ -92,9 +92,10 @@ class SiteAdmin(TwinModelAdmin):
 class PowerElementAdmin(RatedAdmin):
     cluster_field = "site__cluster"
     filterset_class = PowerElementFilterSet
-    filterset_sidebar = ("kind", "redundancy")
+    filterset_sidebar = ("kind", "redundancy", "status")
     search_fields = PowerElementFilterSet.search_fields
-    list_display = ("key", "kind", "site", "parent", "rating_kw", "units", "redundancy")
+    list_display = ("key", "kind", "site", "parent", "rating_kw", "units", "redundancy",
+                    "status", "units_failed")
     raw_id_fields = ("site", "parent")
 
 
@@ -102,10 +103,11 @@ class PowerElementAdmin(RatedAdmin):
 class CoolingElementAdmin(RatedAdmin):
     cluster_field = "site__cluster"
     filterset_class = CoolingElementFilterSet
-    filterset_sidebar = ("kind", "redundancy")
+    filterset_sidebar = ("kind", "redundancy", "status")
     search_fields = CoolingElementFilterSet.search_fields
     list_display = ("key", "kind", "site", "parent", "capacity_kw", "units", "redundancy",
-                    "design_flow_kg_s", "approach_c", "pump_kw", "fan_kw")
+                    "status", "units_failed", "design_flow_kg_s", "approach_c", "pump_kw",
+                    "fan_kw")
     raw_id_fields = ("site", "parent")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from simulation.facility.plant import COOLING_KINDS, POWER_KINDS, REDUNDANCY
 from twin.core.choices import ChoiceSet
 
-__all__ = ["CoolingKindChoices", "PowerKindChoices", "RackClassChoices", "RedundancyChoices"]
+__all__ = ["CoolingKindChoices", "ElementStatusChoices", "PowerKindChoices", "RackClassChoices",
+           "RedundancyChoices"]
 
 
 class PowerKindChoices(ChoiceSet):
@@ -52,3 +53,19 @@ class RackClassChoices(ChoiceSet):
     NVL72 = "nvl72"
     CHOICES = [(AIR, "Air (15-40 kW)", "gray"), (LIQUID, "Liquid 40 kW (the seeds')", "blue"),
                (NVL72, "NVL72-class liquid (120-140 kW)", "purple")]
+
+
+class ElementStatusChoices(ChoiceSet):
+    """The live state of a power or cooling element (the words of the cards' status).
+
+    ``failed`` and ``maintenance`` take the whole element out of service in the live
+    plant (``OUT_OF_SERVICE``); ``degraded`` keeps it running (a flag for the operator:
+    the units it lost are ``units_failed``)."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    MAINTENANCE = "maintenance"
+    CHOICES = [(OK, "OK", "green"), (DEGRADED, "Degraded", "orange"),
+               (FAILED, "Failed", "red"), (MAINTENANCE, "Maintenance", "gray")]
+    OUT_OF_SERVICE = (FAILED, MAINTENANCE)

@@ -9,9 +9,11 @@ telemetry):
   blob at :func:`minute_key` per tick, under the tick lock): Σ IT and facility power and
   the step count (PUE over the minute = Σ facility / Σ IT, the energy ratio The Green
   Grid defines, not a mean of ratios), per CDU the sum and peak of its load fraction
-  and supply temperature, per feed the least headroom and the peak load fraction, and
+  and supply temperature, per feed the least headroom and the peak load fraction, per
+  rated element (every power element, CDU, tower, dry cooler, chiller and CRAH: the
+  summary's ``rated``) the least headroom and the peak load fraction, and
   the most limits binding the caps and cards capped at once (``None`` while capping is
-  off). A plant whose CDUs or feeds change within the minute restarts the minute's
+  off). A plant whose CDUs, feeds or rated elements change within the minute restarts the minute's
   per-element figures (the row describes the plant as it ended the minute).
 * **Written once** (:func:`persist_minute`): one row per cluster and minute (a unique
   constraint; a retried write adds nothing), and the accumulator is deleted. An
@@ -47,10 +49,13 @@ def _arr(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, "<f8").copy()
 
 
-def _fresh(cdu_keys: list[str], feed_keys: list[str]) -> dict[str, Any]:
+def _fresh(cdu_keys: list[str], feed_keys: list[str],
+           rated_keys: list[list[str]]) -> dict[str, Any]:
     c, f = len(cdu_keys), len(feed_keys)
     nan_c, nan_f = np.full(c, np.nan).tobytes(), np.full(f, np.nan).tobytes()
-    return {"n": 0, "n_power": 0, "it": 0.0, "fac": 0.0, "cdu_keys": cdu_keys,
+    nan_r = np.full(len(rated_keys), np.nan).tobytes()
+    return {"rated_keys": rated_keys, "rated_headroom_min": nan_r, "rated_load_max": nan_r,
+            "n": 0, "n_power": 0, "it": 0.0, "fac": 0.0, "cdu_keys": cdu_keys,
             "feed_keys": feed_keys, "cdu_load": np.zeros(c).tobytes(),
             "cdu_load_n": np.zeros(c).tobytes(), "cdu_load_max": nan_c,
             "cdu_sup": np.zeros(c).tobytes(), "cdu_sup_n": np.zeros(c).tobytes(),
@@ -67,11 +72,14 @@ def add_sample(r: Any, prefix: str, cluster_id: int, plant: Mapping[str, Any],
     key = minute_key(prefix, cluster_id, minute)
     cdus, feeds = list(plant.get("cdus") or []), list(plant.get("feeds") or [])
     cdu_keys, feed_keys = [str(c["key"]) for c in cdus], [str(f["key"]) for f in feeds]
+    rated = list(plant.get("rated") or [])
+    rated_keys = [[str(e["key"]), str(e["kind"]), str(e["chain"])] for e in rated]
     raw = r.get(key)
     acc = dict(msgpack.unpackb(raw)) if raw else None
-    if acc is None or acc["cdu_keys"] != cdu_keys or acc["feed_keys"] != feed_keys:
+    if (acc is None or acc["cdu_keys"] != cdu_keys or acc["feed_keys"] != feed_keys
+            or acc.get("rated_keys") != rated_keys):
         kept = acc
-        acc = _fresh(cdu_keys, feed_keys)
+        acc = _fresh(cdu_keys, feed_keys, rated_keys)
         if kept is not None:  # the site-level sums still describe this minute
             for name in ("n", "n_power", "it", "fac", "caps_binding", "cards_capped"):
                 acc[name] = kept[name]
@@ -92,6 +100,10 @@ def add_sample(r: Any, prefix: str, cluster_id: int, plant: Mapping[str, Any],
                                            _values(feeds, "headroom_w")).tobytes()
         acc["feed_load_max"] = np.fmax(_arr(acc["feed_load_max"]),
                                        _values(feeds, "load_fraction")).tobytes()
+        acc["rated_headroom_min"] = np.fmin(_arr(acc["rated_headroom_min"]),
+                                            _values(rated, "headroom_w")).tobytes()
+        acc["rated_load_max"] = np.fmax(_arr(acc["rated_load_max"]),
+                                        _values(rated, "load_fraction")).tobytes()
     if caps is not None:
         acc["caps_binding"] = max(int(acc["caps_binding"] or 0),
                                   int(caps.get("limits_binding", 0)))
@@ -121,6 +133,8 @@ def persist_minute(r: Any, prefix: str, cluster_id: int, minute: int) -> bool:
         sup = np.where(sup_n > 0, _arr(acc["cdu_sup"]) / np.maximum(sup_n, 1), np.nan)
     load_max, sup_max = _arr(acc["cdu_load_max"]), _arr(acc["cdu_sup_max"])
     headroom, feed_max = _arr(acc["feed_headroom_min"]), _arr(acc["feed_load_max"])
+    r_head = _arr(acc["rated_headroom_min"]) if "rated_keys" in acc else np.zeros(0)
+    r_load = _arr(acc["rated_load_max"]) if "rated_keys" in acc else np.zeros(0)
     n_power = int(acc["n_power"])
     it = acc["it"] / n_power if n_power else float("nan")
     fac = acc["fac"] / n_power if n_power else float("nan")
@@ -138,6 +152,9 @@ def persist_minute(r: Any, prefix: str, cluster_id: int, minute: int) -> bool:
         feeds=[{"key": k, "headroom_w": _num(headroom[i], 1),
                 "load_fraction_max": _num(feed_max[i])}
                for i, k in enumerate(acc["feed_keys"])],
+        rated=[{"key": k, "kind": kind, "chain": chain, "headroom_w": _num(r_head[i], 1),
+                "load_fraction_max": _num(r_load[i])}
+               for i, (k, kind, chain) in enumerate(acc.get("rated_keys", []))],
         caps_binding=acc["caps_binding"], cards_capped=acc["cards_capped"])],
         ignore_conflicts=True)
     r.delete(key)

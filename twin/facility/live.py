@@ -19,6 +19,13 @@ arrays, and this module imports nothing of telemetry):
   msgpack blob at :func:`state_key`, read and written each tick. A missing state, one
   of another layout, or a gap over ``MAX_GAP_S`` starts from the steady state under
   the current load (``settle``): the plant is not stepped across a long outage.
+* **Under today's weather and what is out of service.** The site's dry and wet bulb
+  at the tick's time (``simulation.facility.weather.ambient_at``: the weather series
+  interpolated at now, else the design day) drive heat rejection; an element whose
+  ``status`` is failed or maintenance is down, and its ``units_failed`` are out
+  (redundancy decides what the rest carry: an N+1 CDU that loses one module keeps its
+  flow, a second loss cuts the flow of its racks in proportion, a failed CDU stops it).
+  A status edit reaches the plant with the facility revision check above.
 * **Stepped with the tick's dt** (the time since the state's last step, at least
   ``MIN_DT_S``) and the tick's rack power: cards' summed power + the rack's static
   draw (servers, switches, network devices: ``Rack.objects.draw_by_rack(static_only)``,
@@ -28,7 +35,9 @@ arrays, and this module imports nothing of telemetry):
 * **What it publishes** (:func:`summary_key`, JSON; :func:`racks_key`, float32 arrays
   per rack in the layout's rack order): PUE now, IT/facility/loss/mechanical power,
   per CDU heat, capacity, load fraction, supply/return and flow, per power element
-  input, planned rating and headroom, and per rack coolant supply/return, flow and
+  input, planned rating and headroom, ``rated`` (every rated element, power and
+  cooling: load, rating, available, headroom, load fraction), ``ambient`` and
+  ``out_of_service``, and per rack coolant supply/return, flow and
   card temperature (``air_c``, air racks: the air reaching the cards). Measured
   readings (``twin.facility.readings``: native batches and Redfish) stand in
   for the model's figures of their CDU or power element while fresh;
@@ -56,7 +65,8 @@ import numpy as np
 from simulation.facility.capping import it_limits
 from simulation.facility.model import FacilityModel, compile_model
 from simulation.facility.plant import PlantError
-from simulation.facility.thermal import ThermalState
+from simulation.facility.thermal import Conditions, ThermalState
+from simulation.facility.weather import ambient_at
 from twin.facility import readings
 
 __all__ = ["MAX_GAP_S", "MIN_DT_S", "LivePlant", "live_plant", "racks_key", "state_key",
@@ -96,6 +106,12 @@ class LivePlant:
     """Plant rack index of each layout rack (-1: not in the plant)."""
     owner: np.ndarray
     """Layout rack index of each plant rack (-1: not in the layout)."""
+    cooling_failed: tuple[int, ...] = ()
+    """Units out of service per cooling element (its ``units_failed``)."""
+    power_failed: np.ndarray | None = None
+    """Units out of service per power element."""
+    out_of_service: tuple[dict[str, Any], ...] = ()
+    """Elements not plainly in service (``twin.facility.plant.units_out``)."""
 
 
 _cache: dict[int, tuple[str, tuple[Any, ...], float, LivePlant | None]] = {}
@@ -137,7 +153,7 @@ def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> Li
         rev = _revision(cluster_id)
     from twin.facility.capacity import positions  # the models: after the apps load
     from twin.facility.models import Site
-    from twin.facility.plant import plant_for_site
+    from twin.facility.plant import plant_for_site, units_out
 
     plant: LivePlant | None = None
     site = Site.objects.filter(cluster_id=cluster_id).first()
@@ -149,8 +165,10 @@ def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> Li
                         "runs without it", cluster_id, err.field, err.message)
         else:
             ids = np.asarray(layout_rack_ids, dtype=np.int64)
+            cooling_failed, power_failed, out = units_out(site)
             plant = LivePlant(version, model, positions(model.plant.racks.ids, ids),
-                              positions(ids, model.plant.racks.ids))
+                              positions(ids, model.plant.racks.ids), cooling_failed,
+                              power_failed, tuple(out))
     with _lock:
         _cache[cluster_id] = (version, rev, now, plant)
     return plant
@@ -203,12 +221,16 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     if nameplate is not None:
         w[~has] = nameplate[~has]
     w = np.maximum(w, 0.0)
+    dry, wet, ambient = ambient_at(model.plant.site, now)
+    cond = Conditions(wet, dry, live.cooling_failed)
+    pf = live.power_failed
     prev = _unpack(r.get(state_key(prefix, cluster_id)), version, model)
     if prev is None or not (0.0 <= now - prev[1] <= MAX_GAP_S):
-        reading = model.settle(w)
-        reading = model.step(reading.thermal, w, MIN_DT_S, card_w=card)
+        reading = model.settle(w, cond, power_failed=pf)
+        reading = model.step(reading.thermal, w, MIN_DT_S, cond, card_w=card, power_failed=pf)
     else:
-        reading = model.step(prev[0], w, max(now - prev[1], MIN_DT_S), card_w=card)
+        reading = model.step(prev[0], w, max(now - prev[1], MIN_DT_S), cond, card_w=card,
+                             power_failed=pf)
     s = reading.thermal
     elements = reading.elements(model)
     kinds = [e.kind for e in model.plant.power]
@@ -235,6 +257,9 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
         "pdus": [_round(p) for p, e in zip(elements["power"], model.plant.power, strict=True)
                  if e.kind in ("pdu", "busway", "power_shelf")],
         "readings": {"elements": len(fresh), "ttl_s": readings.ttl_s()},
+        "ambient": {"dry_bulb_c": dry, "wet_bulb_c": wet, "source": ambient},
+        "out_of_service": list(live.out_of_service),
+        "rated": [_round(x) for x in _rated(elements, model)],
     }
     m = len(layout_rack_ids)
     per_rack = {}
@@ -274,6 +299,29 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     summary["drift"] = slots
     summary["model_drift"] = np.asarray(drift, dtype=np.float64)
     return summary
+
+
+def _rated(elements: dict[str, list[dict[str, Any]]], model: FacilityModel
+           ) -> list[dict[str, Any]]:
+    """Every rated element's load against its rating, after the readings' overlay:
+    ``{key, kind, chain, load_w, rating_w, available_w, headroom_w, load_fraction}``
+    (power: input against the planned rating; cooling: heat against the planned
+    capacity at design conditions; ``headroom_w`` against the lesser of planned and
+    what the running units give)."""
+    out = [{"key": p["key"], "kind": e.kind, "chain": "power", "load_w": p["input_w"],
+            "rating_w": p["planned_w"], "available_w": p["available_w"],
+            "headroom_w": p["headroom_w"], "load_fraction": p["load_fraction"]}
+           for p, e in zip(elements["power"], model.plant.power, strict=True)]
+    measured = {str(c["key"]): c for c in elements["cdus"]}
+    for c in elements["cooling"]:
+        m = measured.get(str(c["key"]), c)  # a CDU: its (maybe measured) figures
+        heat = float(m["heat_w"])
+        limit = min(float(c["capacity_w"]), float(c["available_w"]))
+        out.append({"key": c["key"], "kind": c["kind"], "chain": "cooling", "load_w": heat,
+                    "rating_w": c["capacity_w"], "available_w": c["available_w"],
+                    "headroom_w": limit - heat,
+                    "load_fraction": heat / limit if limit > 0 else float("inf")})
+    return out
 
 
 def _num(x: float) -> float | None:

@@ -1,8 +1,9 @@
 """A cluster's facility rows → ``simulation.facility.plant.Plant`` (the engine's input).
 
 Elements become tuples of frozen dataclasses (a site has a few thousand at a million
-cards); racks become arrays built from ``values_list`` with element ids mapped to
-tuple positions by ``searchsorted`` — no Python object per rack. A rack's budget is
+cards; an element whose ``status`` is failed or maintenance is ``down``); racks become
+arrays built from ``values_list`` with element ids mapped to tuple positions by
+``searchsorted`` — no Python object per rack. A rack's budget is
 its ``power_budget_w``; racks without a place in the plant are left out (the builder
 gives every rack one).
 """
@@ -28,10 +29,12 @@ from simulation.facility.plant import (
     Site as PlantSite,
 )
 from twin.facility.capacity import positions
-from twin.facility.choices import RackClassChoices
+from twin.facility.choices import ElementStatusChoices, RackClassChoices
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
 
-__all__ = ["plant_for_cluster", "plant_for_site"]
+__all__ = ["plant_for_cluster", "plant_for_site", "units_out"]
+
+OUT_OF_SERVICE = ElementStatusChoices.OUT_OF_SERVICE
 
 
 def plant_for_cluster(cluster: Any) -> Plant:
@@ -47,23 +50,26 @@ def plant_for_cluster(cluster: Any) -> Plant:
 
 def plant_for_site(site: Site) -> Plant:
     power_rows = list(PowerElement.objects.filter(site=site).order_by("pk").values_list(
-        "pk", "key", "kind", "parent__key", "rating_kw", "units", "redundancy", "efficiency"))
+        "pk", "key", "kind", "parent__key", "rating_kw", "units", "redundancy", "efficiency",
+        "status"))
     cooling_rows = list(CoolingElement.objects.filter(site=site).order_by("pk").values_list(
         "pk", "key", "kind", "parent__key", "capacity_kw", "units", "redundancy",
-        "design_flow_kg_s", "approach_c", "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l"))
+        "design_flow_kg_s", "approach_c", "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l",
+        "status"))
     power = tuple(PlantPower(
         key=key, kind=kind, rating_kw=float(rating), parent=parent, units=int(units),
         redundancy=redundancy, efficiency=EfficiencyCurve(
             tuple(float(p[0]) for p in points), tuple(float(p[1]) for p in points))
-        if points else EfficiencyCurve())
-        for _, key, kind, parent, rating, units, redundancy, points in power_rows)
+        if points else EfficiencyCurve(), down=status in OUT_OF_SERVICE)
+        for _, key, kind, parent, rating, units, redundancy, points, status in power_rows)
     cooling = tuple(PlantCooling(
         key=key, kind=kind, capacity_kw=float(capacity), parent=parent, units=int(units),
         redundancy=redundancy, design_flow_kg_s=float(flow), approach_c=float(approach),
         supply_setpoint_c=None if setpoint is None else float(setpoint),
-        pump_kw=float(pump), fan_kw=float(fan), volume_l=float(volume))
+        pump_kw=float(pump), fan_kw=float(fan), volume_l=float(volume),
+        down=status in OUT_OF_SERVICE)
         for _, key, kind, parent, capacity, units, redundancy, flow, approach, setpoint,
-        pump, fan, volume in cooling_rows)
+        pump, fan, volume, status in cooling_rows)
     power_ids = np.array([r[0] for r in power_rows], dtype=np.int64)
     cooling_ids = np.array([r[0] for r in cooling_rows], dtype=np.int64)
 
@@ -99,3 +105,20 @@ def plant_for_site(site: Site) -> Plant:
                       liquid_fraction=np.where(is_air, 0.0, fraction), names=names,
                       air_parent=air, nameplate_w=nameplate),
     )
+
+
+def units_out(site: Site) -> tuple[tuple[int, ...], np.ndarray, list[dict[str, Any]]]:
+    """What is out of service on ``site`` now: failed units per cooling element and per
+    power element (in :func:`plant_for_site`'s order: by pk), and every element not
+    plainly in service (status other than ok, or units failed) as
+    ``{key, kind, chain, status, units, units_failed}``."""
+    out: list[dict[str, Any]] = []
+    counts: list[list[int]] = []
+    for chain, model in (("cooling", CoolingElement), ("power", PowerElement)):
+        rows = list(model.objects.filter(site=site).order_by("pk").values_list(
+            "key", "kind", "status", "units", "units_failed"))
+        counts.append([int(r[4]) for r in rows])
+        out += [{"key": key, "kind": kind, "chain": chain, "status": status, "units": units,
+                 "units_failed": failed} for key, kind, status, units, failed in rows
+                if status != ElementStatusChoices.OK or failed]
+    return tuple(counts[0]), np.array(counts[1], dtype=np.int64), out

@@ -239,7 +239,8 @@ def _build_plant(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> Bu
 
 def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | None:
     """The plant at the last tick, compact: PUE, power, per CDU its load and
-    temperatures, per feed its headroom, per rack (the frame's rack order) coolant
+    temperatures, per feed its headroom, every rated element's headroom, the weather,
+    what is out of service, per rack (the frame's rack order) coolant
     supply and card temperature. None for a cluster without a facility."""
     summary = state.plant_summary(cluster_id)
     if summary is None:
@@ -261,6 +262,13 @@ def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | No
                     for f in summary.get("feeds", [])]
     out["pdus"] = [{k: p.get(k) for k in ("key", "input_w", "load_fraction", "measured",
                                           "model")} for p in summary.get("pdus", [])]
+    # every rated element (power and cooling) against its rating; the weather the plant
+    # ran under and what is out of service (twin.facility.live)
+    out["rated"] = [{k: e.get(k) for k in ("key", "kind", "chain", "load_w", "headroom_w",
+                                           "load_fraction")}
+                    for e in summary.get("rated", [])]
+    out["ambient"] = summary.get("ambient")
+    out["out_of_service"] = summary.get("out_of_service", [])
     if racks is not None:
         out["rack_supply_c"] = encode_values(racks["supply_c"], 1)
         out["rack_card_c"] = encode_values(racks["card_c"], 1)

@@ -38,6 +38,14 @@ twin_facility_cdu_load_ratio{cluster,cdu}   gauge  CDU heat / planned capacity
 twin_facility_cdu_temperature_celsius{cluster,cdu,side}  gauge  supply / return
 twin_facility_cdu_flow_kg_per_second{cluster,cdu}  gauge  technology-loop flow
 twin_facility_feed_headroom_watts{cluster,feed}  gauge  planned rating − input
+twin_facility_pdu_load_ratio{cluster,pdu}   gauge  PDU (busway, shelf) input / its rating
+twin_facility_pdu_input_watts{cluster,pdu}  gauge  PDU (busway, shelf) input
+twin_facility_element_headroom_watts{cluster,element,kind,chain}  gauge  every rated element:
+                                                   rating (planned, running) − load
+twin_facility_element_load_ratio{cluster,element,kind,chain}  gauge  load / that rating
+twin_facility_ambient_celsius{cluster,bulb}  gauge  dry / wet bulb the plant ran under
+twin_facility_elements_out_of_service{cluster}  gauge  elements failed, in maintenance,
+                                                   degraded or with units failed
 twin_capping_cards_capped{cluster}         gauge  cards a limit caps (live capping on)
 twin_capping_capped_watts{cluster}         gauge  sum of those cards' caps
 twin_capping_throughput_lost_ratio{cluster}  gauge  throughput the caps cost (DVFS)
@@ -238,6 +246,26 @@ class _PlantFamilies:
         self.feed = GaugeMetricFamily("twin_facility_feed_headroom_watts",
                                       "A feed's planned rating minus its input.",
                                       labels=["cluster", "feed"])
+        self.pdu_load = GaugeMetricFamily("twin_facility_pdu_load_ratio",
+                                          "A PDU's (busway's, power shelf's) input over its "
+                                          "rating.", labels=["cluster", "pdu"])
+        self.pdu_input = GaugeMetricFamily("twin_facility_pdu_input_watts",
+                                           "A PDU's (busway's, power shelf's) input.",
+                                           labels=["cluster", "pdu"])
+        self.headroom = GaugeMetricFamily(
+            "twin_facility_element_headroom_watts", "Every rated element: its rating (planned, "
+            "no more than its running units give) minus its load.",
+            labels=["cluster", "element", "kind", "chain"])
+        self.load = GaugeMetricFamily(
+            "twin_facility_element_load_ratio", "Every rated element: load over that rating.",
+            labels=["cluster", "element", "kind", "chain"])
+        self.ambient = GaugeMetricFamily("twin_facility_ambient_celsius",
+                                         "Dry and wet bulb the plant ran under (weather "
+                                         "series at now, else the design day).",
+                                         labels=["cluster", "bulb"])
+        self.out = GaugeMetricFamily("twin_facility_elements_out_of_service",
+                                     "Elements failed, in maintenance, degraded or with "
+                                     "units failed.", labels=["cluster"])
         self.reading = GaugeMetricFamily(
             "twin_facility_reading", "A measured facility reading that stands in for the "
             "model (native batch or Redfish; the other gauges show it too).",
@@ -285,6 +313,24 @@ class _PlantFamilies:
         for feed in s.get("feeds") or []:  # type: ignore[attr-defined]
             if feed.get("headroom_w") is not None:
                 self.feed.add_metric([c, str(feed["key"])], float(feed["headroom_w"]))
+        for pdu in s.get("pdus") or []:  # type: ignore[attr-defined]
+            if pdu.get("load_fraction") is not None:
+                self.pdu_load.add_metric([c, str(pdu["key"])], float(pdu["load_fraction"]))
+            if pdu.get("input_w") is not None:
+                self.pdu_input.add_metric([c, str(pdu["key"])], float(pdu["input_w"]))
+        for e in s.get("rated") or []:  # type: ignore[attr-defined]
+            labels = [c, str(e["key"]), str(e["kind"]), str(e["chain"])]
+            if e.get("headroom_w") is not None:
+                self.headroom.add_metric(labels, float(e["headroom_w"]))
+            if e.get("load_fraction") is not None:
+                self.load.add_metric(labels, float(e["load_fraction"]))
+        amb = s.get("ambient")
+        if isinstance(amb, dict):
+            for bulb in ("dry", "wet"):
+                if amb.get(f"{bulb}_bulb_c") is not None:
+                    self.ambient.add_metric([c, bulb], float(amb[f"{bulb}_bulb_c"]))
+        if isinstance(s.get("out_of_service"), list):
+            self.out.add_metric([c], float(len(s["out_of_service"])))  # type: ignore[arg-type]
         for e in [*(s.get("cdus") or []), *(s.get("feeds") or []),  # type: ignore[misc]
                   *(s.get("pdus") or [])]:
             model = e.get("model") or {}
@@ -298,4 +344,5 @@ class _PlantFamilies:
 
     def families(self) -> list[Metric]:
         return [self.pue, self.power, self.cdu_load, self.cdu_temp, self.cdu_flow, self.feed,
+                self.pdu_load, self.pdu_input, self.headroom, self.load, self.ambient, self.out,
                 self.reading, self.predicted, *self.caps]

@@ -87,7 +87,7 @@ class SiteSerializer(ValidatedModelSerializer):
 
 
 ELEMENT_FIELDS = ["id", "url", "display", "site", "key", "name", "kind", "parent", "units",
-                  "redundancy"]
+                  "redundancy", "status", "units_failed"]
 
 
 class PowerElementSerializer(RatedSerializer):
@@ -189,16 +189,26 @@ class _FeedMinute(serializers.Serializer):
     load_fraction_max = serializers.FloatField(allow_null=True)
 
 
+class _RatedMinute(serializers.Serializer):
+    key = serializers.CharField()
+    kind = serializers.CharField()
+    chain = serializers.ChoiceField(choices=["power", "cooling"])
+    headroom_w = serializers.FloatField(allow_null=True, help_text="Least headroom (W).")
+    load_fraction_max = serializers.FloatField(allow_null=True)
+
+
 class PlantMinuteSerializer(serializers.ModelSerializer):
     """One minute of a cluster's live plant (``twin.facility.history``)."""
 
     cdus = _CduMinute(many=True, read_only=True)
     feeds = _FeedMinute(many=True, read_only=True)
+    rated = _RatedMinute(many=True, read_only=True)
 
     class Meta:
         model = PlantMinute
         fields = ["id", "cluster", "minute", "samples", "pue", "it_w", "facility_w",
-                  "feed_headroom_w", "cdus", "feeds", "caps_binding", "cards_capped"]
+                  "feed_headroom_w", "cdus", "feeds", "rated", "caps_binding",
+                  "cards_capped"]
         read_only_fields = fields
 
 

@@ -21,7 +21,7 @@ from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.core.validators import printable, printable_constraint
-from twin.facility.choices import RedundancyChoices
+from twin.facility.choices import ElementStatusChoices, RedundancyChoices
 from twin.hardware.models.budget import OVER_BUDGET
 
 __all__ = ["MAX_UNITS", "ChainElement", "RatedWrite", "usable_units"]
@@ -94,6 +94,14 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
     units = models.PositiveIntegerField(default=1, validators=bounded(1, MAX_UNITS))
     redundancy = models.CharField(max_length=4, choices=RedundancyChoices.choices(),
                                   default=RedundancyChoices.N)
+    status = models.CharField(
+        max_length=12, choices=ElementStatusChoices.choices(), default=ElementStatusChoices.OK,
+        help_text="Live state: failed or maintenance takes the whole element out of service "
+                  "in the live plant (its racks lose its power or cooling).")
+    units_failed = models.PositiveIntegerField(
+        default=0, validators=bounded(0, MAX_UNITS),
+        help_text="Units out of service now (a tripped CDU pump module, a lost tower cell): "
+                  "the live plant runs the others; redundancy decides what they carry.")
 
     #: kind → kinds its parent may be (empty: a root).
     parents: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -122,6 +130,11 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
                                    name=f"{prefix}_n_plus_1_has_a_spare"),
             models.CheckConstraint(condition=~Q(redundancy="2N") | Q(units__gte=2),
                                    name=f"{prefix}_2n_has_two"),
+            models.CheckConstraint(condition=Q(units_failed__gte=0)
+                                   & Q(units_failed__lte=models.F("units")),
+                                   name=f"{prefix}_units_failed_bounded"),
+            models.CheckConstraint(condition=Q(status__in=ElementStatusChoices.values()),
+                                   name=f"{prefix}_status_valid"),
             models.CheckConstraint(condition=Q(parent__isnull=True) | ~Q(parent=models.F("pk")),
                                    name=f"{prefix}_not_own_parent"),
             # The key is a slug (stricter than printable); the database checks at least this.
@@ -149,6 +162,9 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
         elif units is not None and redundancy == RedundancyChoices.TWO_N and (
                 units < 2 or units % 2):
             errors["units"] = "2N needs an even number of units (two sides, A and B)."
+        if units is not None and self.units_failed is not None and self.units_failed > units:
+            errors["units_failed"] = (f"{self.units_failed} units failed, but the element has "
+                                      f"{units}: at most {units}.")
         kind = self.kind
         if kind not in self.parents:
             return  # clean_fields() names the bad choice

@@ -10,7 +10,8 @@ __all__ = ["PlantMinute"]
 class PlantMinute(models.Model):
     """One minute of the live plant of a cluster: PUE (Σ facility / Σ IT energy over
     the minute), mean IT and facility power, per CDU the mean and peak load fraction
-    and supply temperature, per feed the least headroom, and how many limits bound
+    and supply temperature, per feed the least headroom, per rated element its least
+    headroom and peak load fraction (``rated``), and how many limits bound
     the caps (null: capping off all minute). Rows older than
     ``TELEMETRY_RETENTION_DAYS`` go with the telemetry minutes (cleanup beat task)."""
 
@@ -30,6 +31,10 @@ class PlantMinute(models.Model):
         "supply_c_max."))
     feeds = models.JSONField(default=list, blank=True, help_text=(
         "Per feed: key, headroom_w (least), load_fraction_max."))
+    rated = models.JSONField(default=list, blank=True, help_text=(
+        "Per rated element (feeds, transformers, UPS, PDUs, busways, power shelves, CDUs, "
+        "towers, dry coolers, chillers, CRAHs): key, kind, chain, headroom_w (least), "
+        "load_fraction_max."))
     caps_binding = models.IntegerField(
         null=True, blank=True,
         help_text="Most limits binding the caps at once in the minute (null: capping off).")
