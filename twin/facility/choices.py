@@ -4,7 +4,8 @@ from __future__ import annotations
 from simulation.facility.plant import COOLING_KINDS, POWER_KINDS, REDUNDANCY
 from twin.core.choices import ChoiceSet
 
-__all__ = ["CoolingKindChoices", "PowerKindChoices", "RackClassChoices", "RedundancyChoices"]
+__all__ = ["CoolingKindChoices", "ElementStatusChoices", "PowerKindChoices", "RackClassChoices",
+           "RedundancyChoices"]
 
 
 class PowerKindChoices(ChoiceSet):
@@ -52,3 +53,16 @@ class RackClassChoices(ChoiceSet):
     NVL72 = "nvl72"
     CHOICES = [(AIR, "Air (15-40 kW)", "gray"), (LIQUID, "Liquid 40 kW (the seeds')", "blue"),
                (NVL72, "NVL72-class liquid (120-140 kW)", "purple")]
+
+
+class ElementStatusChoices(ChoiceSet):
+    """An element's state as operators record it: ``degraded`` (one unit out),
+    ``failed`` or ``maintenance`` (the whole element out). A what-if forks it
+    (``twin.scenarios.snapshot``: the snapshot's ``facility_down``)."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    MAINTENANCE = "maintenance"
+    CHOICES = [(OK, "OK", "green"), (DEGRADED, "Degraded (one unit out)", "orange"),
+               (FAILED, "Failed", "red"), (MAINTENANCE, "Maintenance", "gray")]

@@ -6,6 +6,7 @@ import django_filters as df
 from twin.core.filtersets import IdFilter, SearchFilterSet, TwinFilterSet, UtcDateTimeFilter
 from twin.facility.choices import (
     CoolingKindChoices,
+    ElementStatusChoices,
     PowerKindChoices,
     RackClassChoices,
     RedundancyChoices,
@@ -47,6 +48,7 @@ class PowerElementFilterSet(SearchFilterSet):
     search_fields = ("key", "name")
     kind = df.MultipleChoiceFilter(choices=PowerKindChoices.choices())
     redundancy = df.MultipleChoiceFilter(choices=RedundancyChoices.choices())
+    status = df.MultipleChoiceFilter(choices=ElementStatusChoices.choices())
     cluster = IdFilter(field_name="site__cluster")
 
     class Meta:
@@ -58,6 +60,7 @@ class CoolingElementFilterSet(SearchFilterSet):
     search_fields = ("key", "name")
     kind = df.MultipleChoiceFilter(choices=CoolingKindChoices.choices())
     redundancy = df.MultipleChoiceFilter(choices=RedundancyChoices.choices())
+    status = df.MultipleChoiceFilter(choices=ElementStatusChoices.choices())
     cluster = IdFilter(field_name="site__cluster")
 
     class Meta:

@@ -87,7 +87,7 @@ class SiteSerializer(ValidatedModelSerializer):
 
 
 ELEMENT_FIELDS = ["id", "url", "display", "site", "key", "name", "kind", "parent", "units",
-                  "redundancy"]
+                  "redundancy", "status"]
 
 
 class PowerElementSerializer(RatedSerializer):

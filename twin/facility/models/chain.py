@@ -21,7 +21,7 @@ from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.core.validators import printable, printable_constraint
-from twin.facility.choices import RedundancyChoices
+from twin.facility.choices import ElementStatusChoices, RedundancyChoices
 from twin.hardware.models.budget import OVER_BUDGET
 
 __all__ = ["MAX_UNITS", "ChainElement", "RatedWrite", "usable_units"]
@@ -94,6 +94,10 @@ class ChainElement(GuardedDeletion, RatedWrite, TimestampedModel):
     units = models.PositiveIntegerField(default=1, validators=bounded(1, MAX_UNITS))
     redundancy = models.CharField(max_length=4, choices=RedundancyChoices.choices(),
                                   default=RedundancyChoices.N)
+    status = models.CharField(max_length=12, choices=ElementStatusChoices.choices(),
+                              default=ElementStatusChoices.OK,
+                              help_text="degraded: one unit out; failed or maintenance: the "
+                                        "whole element out (a what-if forks it).")
 
     #: kind → kinds its parent may be (empty: a root).
     parents: ClassVar[dict[str, tuple[str, ...]]] = {}
