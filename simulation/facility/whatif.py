@@ -378,7 +378,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             newly = capped & np.isnan(t_cap)
             t_cap[newly] = t
             want = np.minimum(want, dec.caps_w)
-            ceiling = np.minimum(ceiling, dec.caps_w)
+            # a cap is a ceiling only where it binds (elsewhere it tracks the demand)
+            ceiling = np.where(capped, np.minimum(ceiling, dec.caps_w), ceiling)
             if racks_capped:
                 max_racks_capped = max(max_racks_capped, racks_capped)
                 min_cap_fraction = min(min_cap_fraction,

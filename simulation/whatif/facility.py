@@ -32,9 +32,11 @@ facility events (``cdu_trip`` → a CDU trip, ``feed_trip`` → the loss of one 
 of a power element, ``raise_wet_bulb`` → a hot day of + ``value`` °C) — and returns
 PUE, energy, thermal limits and capping side by side. A ``change_contract`` reaches
 the plant too: the perturbed run's site contract is the lowest in force
-(:func:`contract_plant`); the cards' capping under it is the engine's. The racks are matched by
-position when the plant has as many racks as the layout; otherwise the plant runs
-at the cluster's mean load fraction of its budgets (and says so).
+(:func:`contract_plant`); the cards' capping under it is the engine's. The racks are
+matched by id (:func:`rack_map`: a plant rack the layout does not have — a network rack
+— draws its nameplate), else by position when the plant has as many racks as the
+layout; otherwise the plant runs at the cluster's mean load fraction of its budgets
+(and says so).
 """
 from __future__ import annotations
 
@@ -97,10 +99,11 @@ def facility_events(plant: Plant, spec: WhatIfSpec) -> tuple[FacilityEvent, ...]
 
 def forked_plant(plant: Plant, snapshot: LiveSnapshot | None
                  ) -> tuple[Plant, tuple[FacilityEvent, ...], list[str]]:
-    """The plant as the snapshot froze it: its ``failed`` / ``maintenance`` elements down,
+    """The plant as the snapshot froze it: its ``failed`` / ``maintenance`` elements down
+    (and no other, whatever the plant's rows say now),
     a ``degraded`` one with one unit out from time 0 (the events returned); and the keys
     the plant does not have (ignored: the facility changed since the fork)."""
-    if snapshot is None or not snapshot.facility_down:
+    if snapshot is None:
         return plant, (), []
     fd = snapshot.facility_down
     down = {k for r in ("failed", "maintenance") for k in fd.get(r, ())}
@@ -108,10 +111,13 @@ def forked_plant(plant: Plant, snapshot: LiveSnapshot | None
     known = {f"cooling:{c.key}" for c in plant.cooling} | {f"power:{p.key}"
                                                            for p in plant.power}
     unknown = sorted((down | degraded) - known)
-    cooling = tuple(replace(c, down=True) if f"cooling:{c.key}" in down else c
-                    for c in plant.cooling)
-    power = tuple(replace(p, down=True) if f"power:{p.key}" in down else p
-                  for p in plant.power)
+    # the snapshot's states, not the plant's today (the same run gives the same answer)
+    cooling = tuple(c if c.down == (f"cooling:{c.key}" in down) else
+                    replace(c, down=f"cooling:{c.key}" in down) for c in plant.cooling)
+    power = tuple(p if p.down == (f"power:{p.key}" in down) else
+                  replace(p, down=f"power:{p.key}" in down) for p in plant.power)
+    if not fd and cooling == plant.cooling and power == plant.power:
+        return plant, (), []
     events = []
     for c in plant.cooling:
         if f"cooling:{c.key}" in degraded:
@@ -125,11 +131,40 @@ def forked_plant(plant: Plant, snapshot: LiveSnapshot | None
     return replace(plant, cooling=cooling, power=power), tuple(events), unknown
 
 
-def _rack_input(plant: Plant, case: CaseResult, racks: int) -> dict[str, Any]:
+def rack_map(plant: Plant, rack_ids: Sequence[int] | None, racks: int
+             ) -> npt.NDArray[np.int64] | None:
+    """The plant rack index of each layout rack: by id when the plant has every layout
+    rack (``rack_ids``, ``Layout.rack_index`` order), else by position when the counts
+    are equal; None: the racks cannot be matched."""
+    ids = [int(x) for x in np.asarray(plant.racks.ids).tolist()]
+    pos = {r: i for i, r in enumerate(ids)}
+    if rack_ids is not None and len(rack_ids) == racks and all(int(r) in pos
+                                                               for r in rack_ids):
+        return np.array([pos[int(r)] for r in rack_ids], np.int64)
+    if len(ids) == racks:
+        return np.arange(racks, dtype=np.int64)
+    return None
+
+
+def _plant_w(plant: Plant, at: npt.NDArray[np.int64], rack_w: npt.NDArray[np.float64]
+             ) -> npt.NDArray[np.float64]:
+    """Layout racks' power (``… × layout racks``) as the plant's racks (``… × plant
+    racks``): a plant rack outside the layout at its nameplate draw (0 without one)."""
+    n = len(plant.racks)
+    np_w = plant.racks.nameplate_w
+    out = np.broadcast_to(np.zeros(n) if np_w is None else np.asarray(np_w, float),
+                          (*rack_w.shape[:-1], n)).copy()
+    out[..., at] = rack_w
+    return out
+
+
+def _rack_input(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None
+                ) -> dict[str, Any]:
     mean_w = case.totals["mean_power_kw"] * 1e3
     budget = np.asarray(plant.racks.budget_w, dtype=float)
-    if len(plant.racks) == racks and "mean_rack_w" in case.per_job:
-        return {"rack_w": tuple(float(x) for x in case.per_job["mean_rack_w"])}
+    if at is not None and "mean_rack_w" in case.per_job:
+        w = _plant_w(plant, at, np.asarray(case.per_job["mean_rack_w"], float))
+        return {"rack_w": tuple(float(x) for x in w)}
     return {"load_fraction": float(min(1.0, max(0.01, mean_w / max(budget.sum(), 1.0))))}
 
 
@@ -142,8 +177,9 @@ def _cards_per_rack(layout: Layout) -> int:
 
 
 def _run_plant(plant: Plant, spec: WhatIfSpec, case: CaseResult, events: Sequence[FacilityEvent],
-               layout: Layout | None, capping: bool, racks: int) -> WhatIfResult:
-    matched = len(plant.racks) == racks
+               layout: Layout | None, capping: bool, at: npt.NDArray[np.int64] | None
+               ) -> WhatIfResult:
+    matched = at is not None
     extra: dict[str, Any] = {}
     if layout is not None:
         extra = {"cards_per_rack": _cards_per_rack(layout), "card_tdp_w": layout.tdp_w,
@@ -153,7 +189,7 @@ def _run_plant(plant: Plant, spec: WhatIfSpec, case: CaseResult, events: Sequenc
     try:
         return run_facility(plant, WhatIfInput(horizon_s=spec.horizon_s, dt_s=FACILITY_DT_S,
                                                events=tuple(events), points=spec.points,
-                                               **_rack_input(plant, case, racks), **extra))
+                                               **_rack_input(plant, case, at), **extra))
     except PlantError as exc:
         raise WhatIfInputError(f"facility.{exc.field}", exc.message) from exc
 
@@ -183,9 +219,11 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
     forked, fork_events, unknown = forked_plant(plant, snapshot)
     events = facility_events(forked, spec)
     racks = len(base.rack_peak_w)
+    at = rack_map(plant, layout.rack_index()[0], racks)
+    owner = {int(p): k for k, p in enumerate([] if at is None else at.tolist())}
     capping = (snapshot is not None and snapshot.readings is not None
                and snapshot.readings.cap_w is not None)
-    out: dict[str, Any] = {"matched_racks": len(plant.racks) == racks, "capping": capping,
+    out: dict[str, Any] = {"matched_racks": at is not None, "capping": capping,
                            "limit_step": LIMIT_STEP}
     if fork_events or forked is not plant:
         out["fork"] = {"down": sorted(k for r in ("failed", "maintenance")
@@ -196,9 +234,9 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
     for name, evs, site in (("baseline", fork_events, forked),
                             ("perturbed", (*fork_events, *events),
                              contract_plant(forked, spec))):
-        res = _run_plant(site, spec, cases[name], evs, layout, capping, racks)
+        res = _run_plant(site, spec, cases[name], evs, layout, capping, at)
         out[name] = _summary(site, res)
-        limits: Limits = list(res.card_limits)
+        limits: Limits = [(t, owner[r], w) for t, r, w in res.card_limits if r in owner]
         out[name]["job_limits"] = {
             "changes": len(limits), "racks_limited": len({r for _, r, _ in limits}),
             "racks_out": len({r for _, r, w in limits if w == 0.0}),
@@ -211,26 +249,26 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
                                                   "racks_tripped")}
     for name in ("baseline", "perturbed"):
         site = forked if name == "baseline" else contract_plant(forked, spec)
-        cases[name].totals["peak_feed_kw"] = peak_feed_kw(site, cases[name], fork_events
-                                                          if name == "baseline" else
-                                                          (*fork_events, *events))
+        cases[name].totals["peak_feed_kw"] = peak_feed_kw(site, cases[name], at)
     return cases["baseline"], cases["perturbed"], out
 
 
 def peak_feed_kw(plant: Plant, case: CaseResult,
-                 events: Sequence[FacilityEvent] = ()) -> float | None:
+                 at: npt.NDArray[np.int64] | None) -> float | None:
     """The highest input of any utility feed (kW) over the case: the chain's
     ``power_flow`` (IT load and every element's losses) at the instants where the racks
     under each feed draw most, from the case's exact rack-power step function. Feeds
     lost by a ``feed_loss`` event are counted as if they still ran (their peak is the
-    planned load's). None when the plant's racks are not the layout's or it has no feed."""
+    planned load's). The racks' power is the cards' (the what-if's), a plant rack outside
+    the layout at its nameplate. None when the racks cannot be matched (``at``: the
+    layout racks' plant indices, :func:`rack_map`) or the plant has no feed."""
     steps = case.rack_steps
     feeds = [i for i, e in enumerate(plant.power) if e.kind == "feed"]
-    if steps is None or not feeds or len(plant.racks) != steps[1].shape[1]:
+    if steps is None or not feeds or at is None:
         return None
-    rack_w: npt.NDArray[np.float64] = steps[1]
-    if not len(rack_w):
+    if not len(steps[1]):
         return 0.0
+    rack_w = _plant_w(plant, at, steps[1])
     chain = compile_chain(plant.power, plant.racks.power_parent)
     root = np.arange(chain.n)
     for _ in range(len(chain.levels)):
@@ -265,12 +303,12 @@ def facility_pair(plant: Plant, spec: WhatIfSpec, base: CaseResult,
     """Baseline and perturbed facility runs on the plant as given, without feeding the
     plant's limits back to the jobs (:func:`compose` does)."""
     events = facility_events(plant, spec)
-    racks = len(base.rack_peak_w)
-    out: dict[str, Any] = {"matched_racks": len(plant.racks) == racks}
+    at = rack_map(plant, None, len(base.rack_peak_w))
+    out: dict[str, Any] = {"matched_racks": at is not None}
     perturbed_plant = contract_plant(plant, spec)
     for name, case, evs, site in (("baseline", base, (), plant),
                                   ("perturbed", pert, events, perturbed_plant)):
-        out[name] = _summary(site, _run_plant(site, spec, case, evs, None, False, racks))
+        out[name] = _summary(site, _run_plant(site, spec, case, evs, None, False, at))
     b, p = out["baseline"], out["perturbed"]
     out["difference"] = {k: p[k] - b[k] for k in ("mean_pue", "facility_mwh", "it_lost_mwh",
                                                   "racks_at_thermal_limit", "racks_capped")}

@@ -28,10 +28,14 @@ from simulation.facility.plant import (
     Site as PlantSite,
 )
 from twin.facility.capacity import positions
-from twin.facility.choices import RackClassChoices
+from twin.facility.choices import ElementStatusChoices, RackClassChoices
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
 
-__all__ = ["plant_for_cluster", "plant_for_site"]
+__all__ = ["DOWN_STATES", "plant_for_cluster", "plant_for_site"]
+
+DOWN_STATES = (ElementStatusChoices.FAILED, ElementStatusChoices.MAINTENANCE)
+"""An element in one of these states is out of the plant (``down``: the live tick runs
+without it; a what-if takes the states its snapshot froze instead)."""
 
 
 def plant_for_cluster(cluster: Any) -> Plant:
@@ -47,23 +51,26 @@ def plant_for_cluster(cluster: Any) -> Plant:
 
 def plant_for_site(site: Site) -> Plant:
     power_rows = list(PowerElement.objects.filter(site=site).order_by("pk").values_list(
-        "pk", "key", "kind", "parent__key", "rating_kw", "units", "redundancy", "efficiency"))
+        "pk", "key", "kind", "parent__key", "rating_kw", "units", "redundancy", "efficiency",
+        "status"))
     cooling_rows = list(CoolingElement.objects.filter(site=site).order_by("pk").values_list(
         "pk", "key", "kind", "parent__key", "capacity_kw", "units", "redundancy",
-        "design_flow_kg_s", "approach_c", "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l"))
+        "design_flow_kg_s", "approach_c", "supply_setpoint_c", "pump_kw", "fan_kw", "volume_l",
+        "status"))
     power = tuple(PlantPower(
         key=key, kind=kind, rating_kw=float(rating), parent=parent, units=int(units),
         redundancy=redundancy, efficiency=EfficiencyCurve(
             tuple(float(p[0]) for p in points), tuple(float(p[1]) for p in points))
-        if points else EfficiencyCurve())
-        for _, key, kind, parent, rating, units, redundancy, points in power_rows)
+        if points else EfficiencyCurve(), down=status in DOWN_STATES)
+        for _, key, kind, parent, rating, units, redundancy, points, status in power_rows)
     cooling = tuple(PlantCooling(
         key=key, kind=kind, capacity_kw=float(capacity), parent=parent, units=int(units),
         redundancy=redundancy, design_flow_kg_s=float(flow), approach_c=float(approach),
         supply_setpoint_c=None if setpoint is None else float(setpoint),
-        pump_kw=float(pump), fan_kw=float(fan), volume_l=float(volume))
+        pump_kw=float(pump), fan_kw=float(fan), volume_l=float(volume),
+        down=status in DOWN_STATES)
         for _, key, kind, parent, capacity, units, redundancy, flow, approach, setpoint,
-        pump, fan, volume in cooling_rows)
+        pump, fan, volume, status in cooling_rows)
     power_ids = np.array([r[0] for r in power_rows], dtype=np.int64)
     cooling_ids = np.array([r[0] for r in cooling_rows], dtype=np.int64)
 
