@@ -52,7 +52,7 @@ def test_admin_lists_and_edits_the_plant(admin_user: Any, plant_world: dict[str,
     # The rating rule in the admin: a PDU under its racks' draw is refused on the field.
     form = {"site": plant_world["site"].pk, "key": "pdu-r0", "name": "", "kind": "pdu",
             "parent": plant_world["ups"].pk, "units": 2, "redundancy": "2N",
-            "rating_kw": 1.0, "efficiency": "[]"}
+            "rating_kw": 1.0, "efficiency": "[]", "status": "ok"}
     response = client.post(url, form)
     assert response.status_code == 200 and b"would carry" in response.content
     assert PowerElement.objects.get(pk=plant_world["pdu"].pk).rating_kw == 100.0
