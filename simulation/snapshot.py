@@ -54,6 +54,7 @@ __all__ = [
     "CardReadings",
     "LiveSnapshot",
     "PendingJob",
+    "PlantReadings",
     "RackPower",
     "RunningJob",
     "pack_floats",
@@ -335,6 +336,68 @@ class RackPower:
         return cls(ids, cols[0], cols[1])
 
 
+def _opt_floats(values: Any, n: int, path: str) -> tuple[float | None, ...]:
+    if not isinstance(values, list) or len(values) != n:
+        raise TopologyError(path, f"a list of {n} numbers (null: no reading)")
+    return tuple(_num(v, f"{path}[{i}]", optional=True) for i, v in enumerate(values))
+
+
+@dataclass(frozen=True)
+class PlantReadings:
+    """The plant at the last tick (``twin.facility.live``): per rack (layout rack ids)
+    coolant supply and return and the hottest card, °C (None: the rack is not in the
+    plant); per CDU its supply, return (°C), flow (kg/s) and heat (W); the PUE."""
+
+    rack_ids: tuple[int, ...]
+    supply_c: tuple[float | None, ...]
+    return_c: tuple[float | None, ...]
+    card_c: tuple[float | None, ...]
+    cdus: tuple[Mapping[str, Any], ...] = ()
+    pue: float | None = None
+
+    CDU_FIELDS = ("supply_c", "return_c", "flow_kg_s", "heat_w")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rack_ids": list(self.rack_ids), "supply_c": list(self.supply_c),
+                "return_c": list(self.return_c), "card_c": list(self.card_c),
+                "cdus": [dict(c) for c in self.cdus], "pue": self.pue}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "plant.") -> PlantReadings:
+        if not isinstance(data, Mapping):
+            raise TopologyError(path.rstrip("."), "a JSON object")
+        ids = _req(data, "rack_ids", path)
+        if not isinstance(ids, list):
+            raise TopologyError(f"{path}rack_ids", "a list of rack ids")
+        n = len(ids)
+        cols = [_opt_floats(_req(data, k, path), n, f"{path}{k}")
+                for k in ("supply_c", "return_c", "card_c")]
+        cdus = []
+        for i, c in enumerate(data.get("cdus") or []):
+            if not isinstance(c, Mapping) or not isinstance(c.get("key"), str):
+                raise TopologyError(f"{path}cdus[{i}]", '{"key", "supply_c", …}')
+            cdus.append({"key": c["key"], **{
+                k: _num(c.get(k), f"{path}cdus[{i}].{k}", optional=True)
+                for k in cls.CDU_FIELDS}})
+        return cls(tuple(int(v) for v in ids), cols[0], cols[1], cols[2], tuple(cdus),
+                   _num(data.get("pue"), f"{path}pue", optional=True))
+
+
+def _facility(value: Any, path: str) -> dict[str, tuple[str, ...]]:
+    """``facility_down``: reason → element keys (``"cooling:cdu-0"``); a bare list (the
+    first shape) is read as ``failed``."""
+    if isinstance(value, list):
+        value = {"failed": value} if value else {}
+    if not isinstance(value, Mapping):
+        raise TopologyError(path, 'an object {reason: ["cooling:cdu-0", …]}')
+    out = {}
+    for k, keys in value.items():
+        if not isinstance(keys, list) or not all(isinstance(x, str) for x in keys):
+            raise TopologyError(f"{path}.{k}", "a list of element keys")
+        out[str(k)] = tuple(keys)
+    return out
+
+
 # ------------------------------------------------------------------ the snapshot
 @dataclass(frozen=True)
 class LiveSnapshot:
@@ -345,9 +408,12 @@ class LiveSnapshot:
     ``readings`` and ``racks`` are None and ``note`` says so. The ``*_down``
     maps go from a reason (``failed``, ``maintenance``, ``degraded``, ``down``,
     ``stale``, ``critical``, ``warning``) to the ids it applies to (an element
-    is listed under its worst reason only). ``facility_down`` holds the keys of
-    facility elements (CDUs, feeds, …) down — empty until the facility model
-    reports any.
+    is listed under its worst reason only). ``devices_down`` maps a reason to
+    network device ids (switches, NICs…); ``facility_down`` a reason (``failed``,
+    ``maintenance``: the whole element out; ``degraded``: one unit out) to facility
+    elements as ``"<chain>:<key>"`` (``"cooling:cdu-0"``, ``"power:feed-a"``).
+    ``readings.cap_w`` holds each card's binding power cap (live capping under
+    ``apply``; NaN: none) and ``plant`` the plant's temperatures at the last tick.
     """
 
     taken_at: float
@@ -358,13 +424,14 @@ class LiveSnapshot:
     servers_down: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     links_down: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     devices_down: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    facility_down: tuple[str, ...] = ()
+    facility_down: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     running: tuple[RunningJob, ...] = ()
     queue: tuple[PendingJob, ...] = ()
     readings: CardReadings | None = None
     racks: RackPower | None = None
     seq: int = 0
     note: str = ""
+    plant: PlantReadings | None = None
 
     def down_cards(self, *reasons: str) -> set[int]:
         """Card ids down for any of ``reasons`` (all reasons if none given)."""
@@ -382,11 +449,13 @@ class LiveSnapshot:
             "has_live_state": self.has_live_state, "seq": self.seq, "note": self.note,
             "cards_down": down(self.cards_down), "servers_down": down(self.servers_down),
             "links_down": down(self.links_down), "devices_down": down(self.devices_down),
-            "facility_down": list(self.facility_down),
+            "facility_down": {k: sorted(v) for k, v in sorted(self.facility_down.items())
+                              if v},
             "running": [j.to_dict() for j in self.running],
             "queue": [j.to_dict() for j in self.queue],
             "readings": None if self.readings is None else self.readings.to_dict(),
             "racks": None if self.racks is None else self.racks.to_dict(),
+            **({} if self.plant is None else {"plant": self.plant.to_dict()}),
         }
 
     @classmethod
@@ -410,7 +479,7 @@ class LiveSnapshot:
             servers_down=_down(data.get("servers_down", {}), f"{path}servers_down"),
             links_down=_down(data.get("links_down", {}), f"{path}links_down"),
             devices_down=_down(data.get("devices_down", {}), f"{path}devices_down"),
-            facility_down=tuple(str(k) for k in data.get("facility_down", [])),
+            facility_down=_facility(data.get("facility_down", {}), f"{path}facility_down"),
             running=tuple(RunningJob.from_dict(j, f"{path}running[{i}].")
                           for i, j in enumerate(data.get("running", []))),
             queue=tuple(PendingJob.from_dict(j, f"{path}queue[{i}].")
@@ -418,7 +487,9 @@ class LiveSnapshot:
             readings=None if readings is None else CardReadings.from_dict(
                 readings, f"{path}readings."),
             racks=None if racks is None else RackPower.from_dict(racks, f"{path}racks."),
-            seq=int(data.get("seq", 0)), note=str(data.get("note", "")))
+            seq=int(data.get("seq", 0)), note=str(data.get("note", "")),
+            plant=None if data.get("plant") is None else PlantReadings.from_dict(
+                data["plant"], f"{path}plant."))
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON: equal digests, equal snapshots."""
@@ -434,7 +505,10 @@ class LiveSnapshot:
                 "has_live_state": self.has_live_state, "seq": self.seq, "note": self.note,
                 "cards_down": count(self.cards_down), "servers_down": count(self.servers_down),
                 "links_down": count(self.links_down), "devices_down": count(self.devices_down),
-                "facility_down": len(self.facility_down), "running": len(self.running),
+                "facility_down": {k: len(v) for k, v in sorted(self.facility_down.items()) if v},
+                "caps": 0 if self.readings is None or self.readings.cap_w is None
+                else int(np.isfinite(self.readings.cap_w).sum()),
+                "plant": self.plant is not None, "running": len(self.running),
                 "queued": len(self.queue),
                 "reporting": 0 if self.readings is None else self.readings.reporting,
                 "digest": self.digest()}

@@ -311,6 +311,7 @@ SPECTACULAR_SETTINGS = {
     "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
     # Several models have a "status" or "kind" field with different choices: name each enum.
     "ENUM_NAME_OVERRIDES": {
+        # also the devices' status (DeviceStatusChoices: the same choices)
         "CardStatusEnum": "twin.hardware.choices.CardStatusChoices.choices",
         "LinkStatusEnum": "twin.hardware.choices.LinkStatusChoices.choices",
         "JobStatusEnum": "twin.core.choices.JobStatusChoices.choices",
@@ -318,6 +319,7 @@ SPECTACULAR_SETTINGS = {
         "DeviceKindEnum": "twin.hardware.choices.DeviceKindChoices.choices",
         "EndpointKindEnum": "twin.hardware.api.serializers.ENDPOINT_KINDS",
         "CappingShareEnum": "twin.facility.models.capping.SHARES",
+        "ElementStatusEnum": "twin.facility.choices.ElementStatusChoices.choices",
     },
 }
 

@@ -123,6 +123,10 @@ class WhatIfInput:
     shutdown_margin_c: float = 10.0
     points: int = 500
     quiescent_k: float = 1e-3
+    limit_step: float = 0.0
+    """> 0: record each rack's per-card power limit over time (``WhatIfResult.card_limits``),
+    floored to multiples of ``limit_step`` × ``card_tdp_w`` (0: not recorded). The
+    what-if engine composes it with the jobs (``simulation.whatif.facility``)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -161,6 +165,12 @@ class WhatIfResult:
     steps: int
     steps_computed: int
     events: list[dict[str, Any]] = field(default_factory=list)
+    card_limits: list[tuple[float, int, float | None]] = field(default_factory=list)
+    """With ``limit_step`` > 0: (time s, plant rack index, W per card or None: no limit)
+    at every change of a rack's limit — the tighter of the thermal ceiling
+    (T_limit − T_coolant)/R and the capping controller's cap (per card), floored to the
+    step; 0 for a rack that tripped or lost its power. A rack's first entry is at its
+    first limit (none: never limited)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,6 +187,8 @@ def _check(plant: Plant, inp: WhatIfInput) -> None:
         raise PlantError("dt_s", "more than 10 million steps; use a longer step")
     if not (math.isfinite(inp.quiescent_k) and 0 <= inp.quiescent_k <= 0.1):
         raise PlantError("quiescent_k", "must be a number of kelvin in [0, 0.1]")
+    if not (math.isfinite(inp.limit_step) and 0 <= inp.limit_step <= 1):
+        raise PlantError("limit_step", "must be a fraction of the TDP in [0, 1]")
     if not 2 <= inp.points <= 100_000:
         raise PlantError("points", "must be between 2 and 100000")
     pos("card_tdp_w", inp.card_tdp_w)
@@ -322,6 +334,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     hyd = None
     flow_cache: tuple[F64, Any] | None = None
     computed = 0
+    limit_log: list[tuple[float, int, float | None]] = []
+    last_limit = np.full(n, np.inf)
     prev_moved = 0.0
     ratios: list[float] = []
     k = 0
@@ -344,6 +358,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         thermal_cap = np.where(net.liquid_rack, thermal_cap, np.inf)
         tripped |= s.card_c >= shutdown_c
         want = np.minimum(demand, thermal_cap)
+        ceiling = thermal_cap.copy()   # rack W its cards may draw, whatever their load
         racks_capped = 0
         if capping:
             if flow_cache is None:
@@ -363,6 +378,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             newly = capped & np.isnan(t_cap)
             t_cap[newly] = t
             want = np.minimum(want, dec.caps_w)
+            # a cap is a ceiling only where it binds (elsewhere it tracks the demand)
+            ceiling = np.where(capped, np.minimum(ceiling, dec.caps_w), ceiling)
             if racks_capped:
                 max_racks_capped = max(max_racks_capped, racks_capped)
                 min_cap_fraction = min(min_cap_fraction,
@@ -375,6 +392,14 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             flow_cache = (rack_w.copy(), power_flow(chain, rack_w, failed_units=pow_failed))
         flow0 = flow_cache[1]
         rack_w = np.where(flow0.rack_powered, rack_w, 0.0)
+        if inp.limit_step > 0:
+            q = inp.limit_step * inp.card_tdp_w
+            per_card = np.floor(ceiling / cards / q) * q
+            lim = np.where(tripped | ~flow0.rack_powered, 0.0,
+                           np.where(per_card < inp.card_tdp_w, per_card, np.inf))
+            for r in np.flatnonzero(lim != last_limit).tolist():
+                limit_log.append((t, int(r), None if math.isinf(lim[r]) else float(lim[r])))
+            last_limit = lim
         nxt = step(net, s, rack_w, dt, cond, rack_w / cards, hyd)
         computed += 1
         hit = (nxt.card_c >= limit_c - 1e-9) & np.isnan(t_limit)
@@ -450,4 +475,4 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                  "max_racks_capped": max_racks_capped,
                  "min_cap_fraction": min_cap_fraction},
         steps=n_steps, steps_computed=computed,
-        events=[e.to_dict() for e in inp.events])
+        events=[e.to_dict() for e in inp.events], card_limits=limit_log)

@@ -29,7 +29,15 @@ policies, EASY backfilling): :class:`_Case` extends it with what a live cluster 
 
 With a :class:`~simulation.facility.plant.Plant`, the racks' mean power feeds the
 facility engine (:func:`simulation.facility.whatif.run`) with the facility events (CDU
-trip, feed trip, wet bulb raised): PUE, thermal limits and capping come from it.
+trip, feed trip, wet bulb raised): PUE, thermal limits and capping come from it, and
+the plant's per-rack limits come back to the jobs (:func:`.facility.compose`: a rack
+at its thermal ceiling or cap runs its cards at the clock it allows, a tripped or
+unpowered rack goes down and its jobs restart from their checkpoints).
+
+**The fork** also brings: cards cut off by a switch recorded down
+(:func:`unavailable_cards`), the live caps per rack (:func:`live_rack_caps`, held over
+the horizon in both cases, the tighter of them and any other cap applies), and the
+facility elements down (the plant's, in both cases).
 
 The baseline is the same snapshot, seed and failures without the events.
 """
@@ -38,8 +46,8 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -104,6 +112,60 @@ def draw_failures(layout: Layout, spec: WhatIfSpec) -> list[_Failure]:
     return out
 
 
+@dataclass
+class _PlantLog:
+    """What the plant's limits did to one case: limits applied, racks slowed below full
+    clock, racks taken out (tripped or unpowered), jobs they stopped, the lowest clock."""
+
+    limits: int = 0
+    racks_throttled: set[int] = field(default_factory=set)
+    racks_out: set[int] = field(default_factory=set)
+    jobs_hit: int = 0
+    lowest_clock: float = 1.0
+
+
+def unavailable_cards(snapshot: LiveSnapshot, layout: Layout) -> set[int]:
+    """Card ids out at the fork: failed or in maintenance, and every card of a server a
+    switch recorded ``failed`` or in ``maintenance`` carries (the snapshot's
+    ``devices_down``; a switch down cuts its servers off, as ``fail_switch`` does)."""
+    out = snapshot.down_cards("failed", "maintenance")
+    dead = {d for k in ("failed", "maintenance") for d in snapshot.devices_down.get(k, ())}
+    servers = {s for d in dead for s in layout.switches.get(d, ())}
+    if servers:
+        for sid, row in zip(layout.server_ids, layout.cards, strict=True):
+            if sid in servers:
+                out.update(c for c in row if c >= 0)
+    return out
+
+
+def live_rack_caps(snapshot: LiveSnapshot, layout: Layout) -> F64:
+    """W per card each rack (``layout.rack_index`` order) is capped to at the fork by live
+    capping (``readings.cap_w``), inf where none binds. The engine clocks a rack as one,
+    so a rack's caps are averaged over its cards, an uncapped card counting at its TDP
+    (the rack's capped power shared evenly: **assumption**; exact under the controller's
+    uniform policy)."""
+    racks, rack_of_node = layout.rack_index()
+    out = np.full(len(racks), np.inf)
+    r = snapshot.readings
+    if r is None or r.cap_w is None:
+        return out
+    cap = dict(zip(r.card_ids.tolist(), np.asarray(r.cap_w, np.float64).tolist(),
+                   strict=True))
+    total = np.zeros(len(racks))
+    count = np.zeros(len(racks))
+    for node, row in enumerate(layout.cards):
+        k = int(rack_of_node[node])
+        for c in row:
+            if c >= 0:
+                v = cap.get(c, math.nan)
+                total[k] += min(v, layout.tdp_w) if math.isfinite(v) else layout.tdp_w
+                count[k] += 1
+    mean = total / np.maximum(count, 1.0)
+    capped = (count > 0) & (mean < layout.tdp_w * (1 - 1e-9))
+    out[capped] = mean[capped]
+    return out
+
+
 def _call(fn: Callable[..., Any], *args: Any) -> None:
     """A SimPy callback (it passes the event) that calls ``fn(*args)``."""
     fn(*args[:-1])
@@ -134,6 +196,10 @@ class _Case(_Run):
         self.racks, self.rack_of_node = layout.rack_index()
         self.clock = np.ones(len(self.racks))
         self.rack_cap = np.full(len(self.racks), np.inf)  # cap_power's W per card
+        self.live_cap = np.asarray(info.get("live_cap", self.rack_cap), np.float64)
+        self.plant_cap = np.full(len(self.racks), np.inf)  # the plant's limit per card
+        self.plant_out: set[int] = set()  # racks the plant took out (tripped, unpowered)
+        self.plant_applied = _PlantLog()
         self.contract_kw = spec.contract_kw
         self.site_cap = self.contract_cap(spec.contract_kw)
         self.clock = self.clocks(np.arange(len(self.racks)))
@@ -326,7 +392,8 @@ class _Case(_Run):
     def clocks(self, racks: npt.NDArray[np.int64]) -> F64:
         """The racks' clocks under the tighter of their cap and the contract's."""
         lay = self.layout
-        cap = np.minimum(self.rack_cap[racks], self.site_cap)
+        cap = np.minimum(np.minimum(self.rack_cap[racks], self.site_cap),
+                         np.minimum(self.live_cap[racks], self.plant_cap[racks]))
         capped = np.isfinite(cap) & (cap < lay.tdp_w)
         f = np.ones(len(racks))
         if capped.any():
@@ -368,6 +435,37 @@ class _Case(_Run):
         self.seq += 1
         self.start(new, j, pl, float(self.work.arrival_s[j]))
         self.ckpt_origin[j] = ck
+
+    # -------------------------------------------------------------- the plant
+    def rack_cells(self, rack: int) -> list[tuple[int, int]]:
+        """The in-service slots of rack index ``rack``."""
+        healthy, grid = self.info["healthy"], self.info["grid"]
+        return [(int(n), int(s)) for n in np.flatnonzero(self.rack_of_node == rack).tolist()
+                for s in np.nonzero(grid[n] >= 0)[0].tolist() if healthy[n, s]]
+
+    def plant_limit(self, rack: int, card_w: float | None) -> None:
+        """The plant's limit on rack index ``rack`` from now (``simulation.whatif.facility``):
+        W per card (its cards run at the clock it allows, as under ``cap_power``), None
+        (no limit), or 0 — the rack tripped or lost its power: its cards go down and
+        their jobs lose the work since their checkpoint and are requeued, as on a
+        failure, until the plant powers it again."""
+        log = self.plant_applied
+        log.limits += 1
+        if card_w == 0.0:
+            if rack not in self.plant_out:
+                self.plant_out.add(rack)
+                log.racks_out.add(rack)
+                log.jobs_hit += self.take_down(self.rack_cells(rack), lose=True,
+                                               back_after=None)
+            return
+        if rack in self.plant_out:
+            self.plant_out.discard(rack)
+            self.bring_back(self.rack_cells(rack))
+        self.plant_cap[rack] = math.inf if card_w is None else float(card_w)
+        self.reclock([rack])
+        if self.clock[rack] < 1.0:
+            log.racks_throttled.add(rack)
+            log.lowest_clock = min(log.lowest_clock, float(self.clock[rack]))
 
     # -------------------------------------------------------------- events
     def cells_of(self, ev: Event, where: str) -> list[tuple[int, int]]:
@@ -489,6 +587,8 @@ class CaseResult:
     applied: list[dict[str, Any]]
     #: rows (start s, end s, rack index, card share) of every busy card (not in the JSON)
     segments: F64 | None = None
+    #: the racks' power as a step function: (change times s, W per time × rack)
+    rack_steps: tuple[F64, F64] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": self.jobs, "totals": self.totals, "series": self.series,
@@ -502,7 +602,7 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
     records: list[dict[str, Any]] = []
     ids: list[Any] = []
     pins: list[dict[str, Any]] = []
-    unavailable = snapshot.down_cards("failed", "maintenance")
+    unavailable = unavailable_cards(snapshot, layout)
     train: list[tuple[str, int] | None] = []
 
     def training(model: str | None, batch: int | None, cards: int, milli: int) -> None:
@@ -560,19 +660,23 @@ def _inputs(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec,
 def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
              events: tuple[Event, ...] | None = None,
              failures: list[_Failure] | None = None,
-             speed: StepTimes | None = None) -> CaseResult:
+             speed: StepTimes | None = None,
+             plant_limits: Sequence[tuple[float, int, float | None]] = ()) -> CaseResult:
     """One case: ``events`` (default: the spec's; ``()`` for the baseline). ``speed``:
     the training model's step times (default: :func:`step_times_for` the layout; share
-    one between cases so its cache serves both)."""
+    one between cases so its cache serves both). ``plant_limits``: (time s, rack index,
+    W per card / None / 0) from the plant (:func:`.facility.plant_limits`). The live
+    caps of the snapshot hold in both cases over the whole horizon."""
     events = spec.events if events is None else events
-    unavailable = snapshot.down_cards("failed", "maintenance")
+    unavailable = unavailable_cards(snapshot, layout)
     nodes = layout.nodes(unavailable)
     work, info, pins = _inputs(snapshot, layout, spec, spec.events)
     # FGD's target workload as the scheduling engine builds it (the artifact's typical pods)
     types, specs = workload_types(work)
     grid = layout.card_grid()
     info.update(grid=grid, card_place=layout.card_place(), healthy=nodes.healthy(),
-                node_of={s: i for i, s in enumerate(layout.server_ids)})
+                node_of={s: i for i, s in enumerate(layout.server_ids)},
+                live_cap=live_rack_caps(snapshot, layout))
     if speed is None:
         speed = step_times_for(layout)
     case = _Case(nodes, work, spec, layout, types, info, speed)
@@ -604,6 +708,9 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
             continue  # the facility engine's
         where = f"events[{i}]"
         timed.append((ev.at_s, 1, partial(case.apply, ev, where)))
+    for at, rack, card_w in plant_limits:
+        if at < spec.horizon_s:
+            timed.append((at, 2, partial(case.plant_limit, rack, card_w)))
     timed.sort(key=lambda x: (x[0], x[1]))
     case.env.process(case.events([(t, fn) for t, _, fn in timed]))
     case.env.run(until=spec.horizon_s)
@@ -707,6 +814,10 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "waiting_jobs_peak": float(waiting.max()) if len(waiting) else 0.0,
         "queued_cards_mean": _step_integral(times, queued_cards, horizon) / horizon,
         "cards": n_cards,
+        "plant_throttled_racks": len(case.plant_applied.racks_throttled),
+        "plant_out_racks": len(case.plant_applied.racks_out),
+        "plant_jobs_hit": case.plant_applied.jobs_hit,
+        "plant_lowest_clock": case.plant_applied.lowest_clock,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))
                     .round().astype(np.int64)) if len(times) else np.zeros(0, np.int64)
@@ -721,7 +832,7 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
                "lost_card_h": case.lost_card_s / 3600.0, "restarts": case.restarts,
                "cards": cards, "cancelled": case.cancelled}
     return CaseResult(jobs, totals, series, per_job, rack_w.max(axis=0) if len(times)
-                      else np.zeros(n_racks), case.applied, busy)
+                      else np.zeros(n_racks), case.applied, busy, (times, rack_w))
 
 
 @dataclass(frozen=True)
@@ -817,10 +928,19 @@ def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     facility = None
     if plant is not None:
         if progress:
-            progress(0.8, "facility")
-        from .facility import facility_pair
+            progress(0.7, "facility")
+        from .facility import compose
 
-        facility = facility_pair(plant, spec, base, pert)
+        def rerun(perturbed: bool, limits: list[tuple[float, int, float | None]]
+                  ) -> CaseResult:
+            if progress:
+                progress(0.8 if perturbed else 0.75, "the plant's limits on the "
+                                                     + ("perturbed case" if perturbed
+                                                        else "baseline"))
+            return run_case(snapshot, layout, spec, events=None if perturbed else (),
+                            failures=failures, speed=speed, plant_limits=limits)
+
+        base, pert, facility = compose(plant, spec, snapshot, layout, base, pert, rerun)
     work, info, _ = _inputs(snapshot, layout, spec, spec.events)
     racks, _ = layout.rack_index()
     used = None if speed is None else {
@@ -835,7 +955,10 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, value) lines for the command."""
     out = []
     for key in ("energy_mwh", "utilisation", "availability", "lost_card_hours",
-                "queue_wait_mean_s", "peak_rack_kw"):
-        b, p = result["baseline"]["totals"][key], result["perturbed"]["totals"][key]
+                "queue_wait_mean_s", "peak_rack_kw", "peak_feed_kw"):
+        b = result["baseline"]["totals"].get(key)
+        p = result["perturbed"]["totals"].get(key)
+        if b is None or p is None:
+            continue
         out.append((key, f"{b:,.4g} → {p:,.4g} ({p - b:+,.4g})"))
     return out

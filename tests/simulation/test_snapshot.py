@@ -11,6 +11,7 @@ from simulation.snapshot import (
     CardReadings,
     LiveSnapshot,
     PendingJob,
+    PlantReadings,
     RackPower,
     RunningJob,
     pack_ids,
@@ -29,14 +30,39 @@ def snapshot(n: int = 16, cap: bool = False) -> LiveSnapshot:
     return LiveSnapshot(
         taken_at=1_764_800_000.25, cluster_id=7, cluster_name="demo", has_live_state=True,
         cards_down={"failed": (101, 102), "stale": (5000,)}, servers_down={"down": (3,)},
-        links_down={"down": (9, 10, 11), "degraded": (40,)}, facility_down=("cdu-1",),
+        links_down={"down": (9, 10, 11), "degraded": (40,)},
+        facility_down={"failed": ("cooling:cdu-1",), "degraded": ("power:feed-b",)},
+        devices_down={"failed": (900,)},
         running=(RunningJob(1, "train", "team-a", 5, (100, 104), (1000, 500),
                             1_764_790_000.0, 1_764_810_000.0, 0.5),
                  RunningJob(2, "infer", "team-b", 0, (105,), (250,), None, None, None)),
         queue=(PendingJob(3, "big", "team-a", 9, 64, 1000, True, 3600.0, 1_764_799_000.0),),
         readings=CardReadings(ids, power, temp, util,
                               rng.uniform(300, 700, n).astype(np.float32) if cap else None),
-        racks=RackPower((1, 2), (31_000.5, None), (40_000.0, 40_000.0)), seq=42, note="")
+        racks=RackPower((1, 2), (31_000.5, None), (40_000.0, 40_000.0)), seq=42, note="",
+        plant=PlantReadings((1, 2), (32.5, None), (44.0, None), (61.25, None),
+                            ({"key": "cdu-0", "supply_c": 32.0, "return_c": 44.5,
+                              "flow_kg_s": 3.5, "heat_w": 61_000.0},), 1.07))
+
+
+def test_the_plant_caps_and_elements_down_are_kept_and_summarised() -> None:
+    """What a fork freezes beyond cards and jobs: facility elements and devices down,
+    the binding caps, the plant's temperatures — in the JSON and the summary."""
+    snap = snapshot(cap=True)
+    d = json.loads(json.dumps(snap.to_dict()))
+    assert d["facility_down"] == {"degraded": ["power:feed-b"], "failed": ["cooling:cdu-1"]}
+    assert d["plant"]["supply_c"] == [32.5, None] and d["plant"]["cdus"][0]["key"] == "cdu-0"
+    summary = snap.summary()
+    assert summary["facility_down"] == {"degraded": 1, "failed": 1}
+    assert summary["caps"] == 16 and summary["plant"] is True
+    assert summary["devices_down"] == {"failed": 1}
+    # the first shape (a bare list of keys) reads as failed
+    d["facility_down"] = ["cooling:cdu-1"]
+    assert LiveSnapshot.from_dict(d).facility_down == {"failed": ("cooling:cdu-1",)}
+    d["plant"]["return_c"] = [1.0]
+    with pytest.raises(TopologyError) as exc:
+        LiveSnapshot.from_dict(d)
+    assert exc.value.field == "snapshot.plant.return_c"
 
 
 @pytest.mark.parametrize("cap", [False, True])

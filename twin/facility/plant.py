@@ -32,9 +32,12 @@ from twin.facility.capacity import positions
 from twin.facility.choices import ElementStatusChoices, RackClassChoices
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
 
-__all__ = ["plant_for_cluster", "plant_for_site", "units_out"]
+__all__ = ["DOWN_STATES", "plant_for_cluster", "plant_for_site", "units_out"]
 
 OUT_OF_SERVICE = ElementStatusChoices.OUT_OF_SERVICE
+DOWN_STATES = OUT_OF_SERVICE
+"""An element in one of these states is out of the plant (``down``: the live tick runs
+without it; a what-if takes the states its snapshot froze instead)."""
 
 
 def plant_for_cluster(cluster: Any) -> Plant:

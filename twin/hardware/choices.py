@@ -6,6 +6,7 @@ __all__ = [
     "SelfHealingChoices",
     "CoolingChoices",
     "DeviceKindChoices",
+    "DeviceStatusChoices",
     "FabricChoices",
     "LinkKindChoices",
     "LinkStatusChoices",
@@ -93,3 +94,15 @@ class LinkStatusChoices(ChoiceSet):
     DOWN = "down"
     CHOICES = [(UP, "Up", "green"), (DEGRADED, "Degraded", "orange"), (DOWN, "Down", "red")]
 
+
+
+class DeviceStatusChoices(ChoiceSet):
+    """A network device's state as operators record it (a what-if forks the devices
+    ``failed`` or in ``maintenance``: a switch down cuts off the servers it carries)."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+    MAINTENANCE = "maintenance"
+    CHOICES = [(OK, "OK", "green"), (DEGRADED, "Degraded", "orange"), (FAILED, "Failed", "red"),
+               (MAINTENANCE, "Maintenance", "gray")]

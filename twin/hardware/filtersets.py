@@ -12,6 +12,7 @@ from twin.hardware.choices import (
     CardStatusChoices,
     CoolingChoices,
     DeviceKindChoices,
+    DeviceStatusChoices,
     FabricChoices,
     LinkKindChoices,
     LinkStatusChoices,
@@ -111,6 +112,7 @@ class CardFilterSet(SearchFilterSet):
 class NetworkDeviceFilterSet(SearchFilterSet):
     search_fields = ("name", "model")
     kind = df.MultipleChoiceFilter(choices=DeviceKindChoices.choices())
+    status = df.MultipleChoiceFilter(choices=DeviceStatusChoices.choices())
 
     class Meta:
         model = NetworkDevice

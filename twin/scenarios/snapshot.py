@@ -4,9 +4,13 @@
 per card), the inventory's unavailable cards, servers and links, the running
 jobs with their allocations and the queue (database), and the latest readings
 per card, each card's health and the racks' draw (``twin.telemetry.state``, the
-live state's read API: never its Redis keys). A cluster without live telemetry
-(never reported, or Redis unreachable) forks its inventory: ``has_live_state``
-is False and ``note`` says why.
+live state's read API: never its Redis keys). It also freezes the facility elements
+and network devices whose ``status`` is not ``ok`` (database), the cards' binding
+power caps from live capping (``state.card_caps``: under ``apply`` only) and the
+plant's temperatures at the last tick (``state.plant_racks`` per rack: coolant supply
+and return, hottest card; ``state.plant_summary`` per CDU, and the PUE). A cluster
+without live telemetry (never reported, or Redis unreachable) forks its inventory:
+``has_live_state`` is False and ``note`` says why.
 
 A scenario run holds the snapshot its inputs came from (``ScenarioRun.snapshot``)
 so it can be computed again later from the same state. One mechanism for every
@@ -30,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from simulation.snapshot import CardReadings, LiveSnapshot, PendingJob, RackPower, RunningJob
+from simulation.snapshot import (
+    CardReadings,
+    LiveSnapshot,
+    PendingJob,
+    PlantReadings,
+    RackPower,
+    RunningJob,
+)
 from simulation.topology import TopologyError
 
 __all__ = ["READINGS", "Fork", "fork_summary", "forking", "freeze", "live_state",
@@ -114,7 +125,7 @@ def freeze(cluster: Any) -> LiveSnapshot:
     taken_at = time.time()
     cid = int(cluster.pk)
     status_down = _inventory_cards(cid)
-    readings, health_down, racks, seq, note = _live(cid)
+    readings, health_down, racks, seq, note, plant = _live(cid)
     cards_down: dict[str, set[int]] = defaultdict(set)
     seen: set[int] = set()
     for reason in CARD_REASONS:
@@ -133,8 +144,10 @@ def freeze(cluster: Any) -> LiveSnapshot:
         has_live_state=readings is not None,
         cards_down={k: tuple(sorted(v)) for k, v in cards_down.items()},
         servers_down=_servers_down(cid, status_down, readings, health_down),
-        links_down=_links_down(cid), devices_down={}, facility_down=(),
-        running=running, queue=queue, readings=readings, racks=racks, seq=seq, note=note)
+        links_down=_links_down(cid), devices_down=_devices_down(cid),
+        facility_down=_facility_down(cid),
+        running=running, queue=queue, readings=readings, racks=racks, seq=seq, note=note,
+        plant=plant)
 
 
 def _inventory_cards(cid: int) -> dict[str, set[int]]:
@@ -151,8 +164,9 @@ def _inventory_cards(cid: int) -> dict[str, set[int]]:
 
 
 def _live(cid: int) -> tuple[CardReadings | None, dict[str, set[int]], RackPower | None,
-                             int, str]:
-    """Readings, health-down cards, rack draw, tick seq — or None and why not."""
+                             int, str, PlantReadings | None]:
+    """Readings (with the binding caps), health-down cards, rack draw, tick seq, the
+    plant's temperatures — or None and why not."""
     from redis.exceptions import RedisError
 
     from twin.telemetry import state
@@ -161,16 +175,20 @@ def _live(cid: int) -> tuple[CardReadings | None, dict[str, set[int]], RackPower
         lay = state.layout(cid)
         seen = state.last_seen(cid)
         if lay.n == 0 or not np.isfinite(seen).any():
-            return None, {}, None, 0, "no card has ever reported"
+            return None, {}, None, 0, "no card has ever reported", None
         values = state.latest_many(cid, list(READINGS.values()))
         codes = state.health(cid)
         rollup = state.rollup(cid, "rack", "power_w")
+        caps = state.card_caps(cid, lay.version)
+        plant = _plant(cid, lay)
     except RedisError as exc:
         log.warning("fork of cluster %s: live state unreadable (%s)", cid, exc)
-        return None, {}, None, 0, f"the live state could not be read: {exc}"
+        return None, {}, None, 0, f"the live state could not be read: {exc}", None
     card_ids = lay.card_ids.astype(np.int64)
+    if caps is not None and len(caps) != len(card_ids):
+        caps = None
     readings = CardReadings(card_ids, *(values[READINGS[k]] for k in ("power_w", "temp_c",
-                                                                      "util")))
+                                                                      "util")), cap_w=caps)
     health_down: dict[str, set[int]] = {}
     for name in ("critical", "warning", "stale"):
         picked = card_ids[codes == state.HEALTH_CODES[name]]
@@ -179,7 +197,55 @@ def _live(cid: int) -> tuple[CardReadings | None, dict[str, set[int]], RackPower
     racks = RackPower(tuple(int(v) for v in rollup["ids"]),
                       tuple(_opt(v) for v in rollup["draw_w"].tolist()),
                       tuple(_opt(v) for v in rollup["budget_w"].tolist()))
-    return readings, health_down, racks, int(rollup["seq"]), ""
+    return readings, health_down, racks, int(rollup["seq"]), "", plant
+
+
+def _plant(cid: int, lay: Any) -> PlantReadings | None:
+    """The plant's last tick: per layout rack its coolant and hottest card, per CDU its
+    temperatures, flow and heat, the PUE (None: no facility, or no tick yet)."""
+    from twin.telemetry import state
+
+    racks = state.plant_racks(cid, lay.version)
+    summary = state.plant_summary(cid)
+    if racks is None or summary is None:
+        return None
+    ids = tuple(int(v) for v in lay.groups["rack"].ids)
+
+    def col(name: str) -> tuple[float | None, ...]:
+        values = racks.get(name)
+        if values is None or len(values) != len(ids):
+            return (None,) * len(ids)
+        return tuple(_opt(float(v)) for v in values.tolist())
+
+    cdus = tuple({"key": str(c["key"]), **{k: _opt(float(c[k])) if isinstance(
+        c.get(k), int | float) else None for k in PlantReadings.CDU_FIELDS}}
+        for c in summary.get("cdus") or [] if isinstance(c, dict) and "key" in c)
+    pue = summary.get("pue")
+    return PlantReadings(ids, col("supply_c"), col("return_c"), col("card_c"), cdus,
+                         float(pue) if isinstance(pue, int | float) else None)
+
+
+def _facility_down(cid: int) -> dict[str, tuple[str, ...]]:
+    """Facility elements whose status is not ok, per status, as ``"<chain>:<key>"``."""
+    from twin.facility.models import CoolingElement, PowerElement
+
+    out: dict[str, list[str]] = defaultdict(list)
+    for model, chain in ((CoolingElement, "cooling"), (PowerElement, "power")):
+        for key, status in (model.objects.filter(site__cluster_id=cid).exclude(status="ok")
+                            .order_by("key").values_list("key", "status")):
+            out[str(status)].append(f"{chain}:{key}")
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def _devices_down(cid: int) -> dict[str, tuple[int, ...]]:
+    """Network devices whose status is not ok, per status."""
+    from twin.hardware.models import NetworkDevice
+
+    out: dict[str, list[int]] = defaultdict(list)
+    for did, status in (NetworkDevice.objects.filter(cluster_id=cid).exclude(status="ok")
+                        .order_by("id").values_list("id", "status")):
+        out[str(status)].append(int(did))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _opt(value: float) -> float | None:

@@ -167,4 +167,23 @@ describe("the what-if comparison table", () => {
       ["job 8 completes (s)", "100", "—", "—"],
     ]);
   });
+
+  it("shows the peak feed and rack power (kW) and what the plant did to the racks", () => {
+    const totals = (feed: number | null, out: number) => ({
+      peak_rack_kw: 30,
+      peak_feed_kw: feed,
+      plant_throttled_racks: 0,
+      plant_out_racks: out,
+    });
+    const t = resultTable("whatif", {
+      baseline: { totals: totals(120.5, 0) },
+      perturbed: { totals: totals(110, 2) },
+    });
+    expect(t.rows).toEqual([
+      ["peak rack (kW)", "30", "30", "0"],
+      ["peak feed (kW)", "120.5", "110", "-10.5"],
+      ["racks throttled by the plant", "0", "0", "0"],
+      ["racks taken out by the plant", "0", "2", "+2"],
+    ]);
+  });
 });

@@ -99,6 +99,7 @@ const WHATIF_TOTALS: [string, string][] = [
   ["mean_power_kw", "mean power (kW)"],
   ["peak_power_kw", "peak power (kW)"],
   ["peak_rack_kw", "peak rack (kW)"],
+  ["peak_feed_kw", "peak feed (kW)"],
   ["utilisation", "utilisation"],
   ["availability", "availability"],
   ["lost_card_hours", "lost card-hours"],
@@ -106,6 +107,8 @@ const WHATIF_TOTALS: [string, string][] = [
   ["queue_wait_p90_s", "queue wait, p90 (s)"],
   ["waiting_jobs_mean", "waiting jobs, mean"],
   ["queued_cards_mean", "queued cards, mean"],
+  ["plant_throttled_racks", "racks throttled by the plant"],
+  ["plant_out_racks", "racks taken out by the plant"],
 ];
 
 /** A what-if: each total in both cases and the difference, then the most changed jobs. */

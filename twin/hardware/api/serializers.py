@@ -201,7 +201,7 @@ class NetworkDeviceSerializer(BudgetedSerializer):
     class Meta:
         model = NetworkDevice
         fields = [
-            "id", "url", "display", "cluster", "rack", "server", "kind", "tier", "name",
+            "id", "url", "display", "cluster", "rack", "server", "kind", "status", "tier", "name",
             "model", "ports", "port_gbps", "latency_ns", "power_w", "capacity_tb",
             "read_gb_per_s", "write_gb_per_s", "created", "last_updated",
             "allow_over_budget", "racks_over_budget",

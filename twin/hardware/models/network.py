@@ -12,7 +12,7 @@ from twin.core.bounds import bounded
 from twin.core.deletion import GuardedDeletion
 from twin.core.models import TimestampedModel
 from twin.core.validators import printable, printable_constraint
-from twin.hardware.choices import DeviceKindChoices
+from twin.hardware.choices import DeviceKindChoices, DeviceStatusChoices
 from twin.hardware.constants import (
     DEVICE_TIER,
     MAX_DEVICE_LATENCY_NS,
@@ -46,6 +46,8 @@ class NetworkDevice(GuardedDeletion, BudgetedWrite, TimestampedModel):
         "hardware.Server", on_delete=models.CASCADE, null=True, blank=True, related_name="devices"
     )
     kind = models.CharField(max_length=20, choices=DeviceKindChoices.choices(), db_index=True)
+    status = models.CharField(max_length=12, choices=DeviceStatusChoices.choices(),
+                              default=DeviceStatusChoices.OK)
     name = models.CharField(max_length=100, validators=[printable])
     model = models.CharField(max_length=100, blank=True, validators=[printable])
     ports = models.PositiveSmallIntegerField(validators=bounded(1, MAX_DEVICE_PORTS, "ports"))

@@ -127,7 +127,7 @@ from twin.telemetry.state.layouts import (
     touch_layout,
     was_deleted,
 )
-from twin.telemetry.state.plant import plant_racks, plant_summary
+from twin.telemetry.state.plant import card_caps, plant_racks, plant_summary
 from twin.telemetry.state.rollups import frame_seq, rollup, summary
 
 __all__ = [
@@ -155,6 +155,7 @@ __all__ = [
     "latest",
     "latest_many",
     "layout",
+    "card_caps",
     "plant_racks",
     "plant_summary",
     "redis_client",

@@ -10,7 +10,7 @@ import numpy as np
 
 from twin.telemetry.config import conf, redis_client
 
-__all__ = ["plant_racks", "plant_summary"]
+__all__ = ["card_caps", "plant_racks", "plant_summary"]
 
 
 def plant_summary(cluster_id: int) -> dict[str, Any] | None:
@@ -35,3 +35,15 @@ def plant_racks(cluster_id: int, version: str) -> dict[str, np.ndarray] | None:
     if d.pop("v", None) != version:
         return None
     return {k: np.frombuffer(v, dtype="<f4") for k, v in d.items()}
+
+
+def card_caps(cluster_id: int, version: str) -> np.ndarray | None:
+    """Each card's binding power cap (W, float32, layout ``version``'s card order) from
+    live capping at the last tick: only under ``apply`` (``propose`` caps bind nothing)
+    and only caps of that layout (None otherwise, or when capping is off)."""
+    from twin.facility.capping_live import read_caps
+
+    got = read_caps(redis_client(), conf().prefix, cluster_id)
+    if got is None or got.get("v") != version or got.get("mode") != "apply":
+        return None
+    return np.asarray(got["caps_w"], dtype=np.float32)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('facility', '0005_h3_redfish_sources'),
+        ('facility', '0006_h2_element_status_and_rated_history'),
     ]
 
     operations = [
