@@ -25,12 +25,15 @@ from tests.telemetry.conftest import flush_namespace
 
 @pytest.fixture
 def plant_namespace(settings: Any) -> Iterator[Callable[[], None]]:
-    """An empty telemetry namespace and no cached live plant, before and after the test."""
-    from twin.facility import live
+    """An empty telemetry namespace and no cached live plant (nor capping weights),
+    before and after the test."""
+    from twin.facility import capping_live, live
 
     def reset() -> None:
         flush_namespace()
         live._cache.clear()
+        capping_live._policies.clear()  # (a rolled-back test bumps no version)
+        capping_live._weight_cache.clear()
 
     settings.TELEMETRY_AUTO_DRAIN = False
     reset()

@@ -60,6 +60,8 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     "inventory": ("hardware", "-hardware.ClusterBuild"),
     "alerts": ("telemetry.Alert", "auth.User"),  # (who acknowledged: a username)
     "capping": ("facility.CappingPolicy",),  # (the live tick's policy lookup)
+    # who holds which card at what priority (the live tick's priority capping weights)
+    "jobs": ("jobs.Job", "jobs.Allocation"),
     # the plant as rows (the summary's plant PUE); not the per-tick history or audit
     "facility": ("facility.Site", "facility.PowerElement", "facility.CoolingElement",
                  "facility.RackFacility"),

@@ -37,8 +37,12 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   of the running job that holds it (:func:`priority_weights`; the job priority is 0–1000,
   so a priority-100 job gives half as much of a cut per flexible watt as a priority-0
   one, the highest 1/11), the highest priority where jobs share a card; a card no job
-  holds weighs 0.5, below any job, so idle cards give first. One query a tick
-  (allocations of the cluster's running jobs), only under that policy.
+  holds weighs 0.5, below any job, so idle cards give first. Only under that policy;
+  kept per process and cluster under the version of the ``jobs`` domain of
+  ``twin.core.aggregates`` (every committed write to the job and allocation tables
+  replaces it: a job submitted, placed, finished or re-prioritised is seen on the
+  next tick), so a steady tick pays one Redis GET instead of one query over the
+  cluster's allocations (:func:`_weights`).
 * **Seen** (:func:`summary_key`, a small blob next to the caps): per layout rack the sum
   of its cards' caps and whether a limit binds one of its cards, and the cluster's
   mode, binding kinds, cards capped, capped watts, throughput lost and the number of
@@ -225,6 +229,32 @@ def priority_weights(cluster_id: int, card_ids: np.ndarray) -> np.ndarray:
     return w
 
 
+_weight_cache: dict[int, tuple[str, str, int, np.ndarray]] = {}
+"""Per cluster, (the ``jobs`` domain's version, the layout version, the card count,
+the weights): :func:`_weights`' per-process cache."""
+
+
+def _weights(cluster_id: int, version: str, card_ids: np.ndarray) -> np.ndarray:
+    """:func:`priority_weights` of the layout ``version``'s cards, cached in this
+    process under the ``jobs`` domain's version (read before the rows, as
+    :func:`_policy` does: a write between the two leaves weights under an old version
+    that the next tick no longer takes). Redis away: the query, uncached."""
+    from twin.core import aggregates
+    from twin.core.unavailable import REDIS_ERRORS
+
+    try:
+        jobs = aggregates.version("jobs")
+    except REDIS_ERRORS:
+        return priority_weights(cluster_id, card_ids)
+    hit = _weight_cache.get(cluster_id)
+    if hit is not None and hit[:3] == (jobs, version, len(card_ids)):
+        return hit[3]
+    w = priority_weights(cluster_id, card_ids)
+    w.setflags(write=False)  # shared by every tick under this version
+    _weight_cache[cluster_id] = (jobs, version, len(card_ids), w)
+    return w
+
+
 def _ceilings(card_rack: np.ndarray, rack_coolant_c: np.ndarray | None,
               rack_air_c: np.ndarray | None, thermal: tuple[float, float, float] | None
               ) -> tuple[np.ndarray | None, float | np.ndarray, float]:
@@ -314,7 +344,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
                        chain=chain, element_limit_w=elem_w, element_groups=groups,
                        site_limit_w=site_limit_w, coolant_c=coolant, r_k_w=r_k_w,
                        limit_c=limit_c)
-    weight = (priority_weights(cluster_id, card_ids)
+    weight = (_weights(cluster_id, version, card_ids)
               if policy == "priority" and card_ids is not None else None)
     decision = ctl.update(measured, limits, weight)
     caps = decision.caps_w

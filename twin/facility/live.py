@@ -7,12 +7,20 @@ arrays, and this module imports nothing of telemetry):
 * **Compiled once per layout version and facility revision.** ``plant_for_site`` →
   ``compile_model`` is read from the database the first time a process ticks a
   cluster under a layout version (hardware edits bump it), and again when the
-  facility's rows changed (their count and newest ``last_updated``, checked at most
-  every ``settings.FACILITY_LIVE_RECHECK_S``, default 10 s: an edit in the admin or
-  the API reaches the live plant within that); a cluster without a facility is
-  remembered as such and costs a dictionary lookup per tick between checks. A plant
-  the engine refuses (``PlantError``) is logged and treated as no facility: never a
-  broken tick.
+  facility's rows changed: the revision is the version of the ``facility`` domain of
+  ``twin.core.aggregates``, which every committed write to the site, power, cooling
+  and rack-facility tables replaces (from any process, whatever the write: admin,
+  API, ``QuerySet.update``), so a steady tick pays one Redis GET and no query, and an
+  edit reaches the live plant on the next tick. (Before: four aggregate queries —
+  count and newest ``last_updated`` per table — every
+  ``FACILITY_LIVE_RECHECK_S`` inside the tick, ~40 ms each on the shared PostgreSQL
+  under the read load, ``docs/benchmarks.md`` "serving".) The version is read
+  before the rows, so a write between the two leaves a plant under an old version
+  that the next tick no longer takes. Redis away: the version cannot be read, and
+  the rows' revision (those four queries) is checked at most every
+  ``settings.FACILITY_LIVE_RECHECK_S`` (default 10 s) instead. A cluster without a
+  facility is remembered as such. A plant the engine refuses (``PlantError``) is
+  logged and treated as no facility: never a broken tick.
 * **State in Redis**, not in the worker: ticks of one cluster run in any worker
   process (one at a time: the tick lock), so the thermal state (rack and CDU
   temperatures, the supply pipes' delay buffer, the heat-rejection loops) is one
@@ -115,12 +123,15 @@ class LivePlant:
 
 
 _cache: dict[int, tuple[str, tuple[Any, ...], float, LivePlant | None]] = {}
+"""Per cluster: (layout version, facility revision, when it was checked (monotonic),
+the plant or None). The revision is ``("v", <facility domain version>)``, or the rows'
+count and newest ``last_updated`` per table when Redis was away."""
 _lock = threading.Lock()
 
 
 def _revision(cluster_id: int) -> tuple[Any, ...]:
     """What changes when the facility's rows do: per table, the count and the newest
-    ``last_updated`` (one aggregate query each)."""
+    ``last_updated`` (one aggregate query each). Only used while Redis is away."""
     from django.db.models import Count, Max
 
     from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
@@ -135,21 +146,36 @@ def _revision(cluster_id: int) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _domain_version() -> tuple[Any, ...] | None:
+    """``("v", version)`` of the ``facility`` domain (one Redis GET), None: Redis away."""
+    from twin.core import aggregates
+    from twin.core.unavailable import REDIS_ERRORS
+
+    try:
+        return ("v", aggregates.version("facility"))
+    except REDIS_ERRORS:
+        return None
+
+
 def live_plant(cluster_id: int, version: str, layout_rack_ids: np.ndarray) -> LivePlant | None:
     """The compiled plant of ``cluster_id`` under layout ``version`` (None: no facility)."""
     from django.conf import settings
 
     hit = _cache.get(cluster_id)
     now = time.monotonic()
-    recheck = float(getattr(settings, "FACILITY_LIVE_RECHECK_S", 10.0))
+    rev = _domain_version()
     if hit is not None and hit[0] == version:
-        if now - hit[2] < recheck:
+        if rev is not None and rev == hit[1]:
             return hit[3]
-        rev = _revision(cluster_id)
-        if rev == hit[1]:
-            _cache[cluster_id] = (version, rev, now, hit[3])
-            return hit[3]
-    else:
+        if rev is None:  # Redis away: the rows' revision, at most every recheck
+            recheck = float(getattr(settings, "FACILITY_LIVE_RECHECK_S", 10.0))
+            if hit[1][:1] != ("v",) and now - hit[2] < recheck:
+                return hit[3]
+            rev = _revision(cluster_id)
+            if rev == hit[1]:
+                _cache[cluster_id] = (version, rev, now, hit[3])
+                return hit[3]
+    elif rev is None:
         rev = _revision(cluster_id)
     from twin.facility.capacity import positions  # the models: after the apps load
     from twin.facility.models import Site
