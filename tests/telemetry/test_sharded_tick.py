@@ -407,3 +407,57 @@ def test_readings_refused_as_busy_are_not_silence(twins, fake_clock, settings):
         assert processing.tick(cid, force=True)
         assert set(state.health(cid).tolist()) == {state.HEALTH_CODES["stale"]}, name
     _assert_same(_snapshot(twins["whole"]), _snapshot(twins["split"]))
+
+
+def test_the_round_gate_follows_its_cpu_time_not_its_wall_time(twins, fake_clock, settings,
+                                                               monkeypatch):
+    """As the whole tick's gate (``test_tick_trace``): a round that waits for a core
+    (here: for the interpreter lock, held by a busy thread) takes longer in wall time
+    than in CPU time, and the gate after it is its CPU time on the critical path
+    (start + slowest shard + merge), not its wall time."""
+    import threading
+
+    from twin.telemetry.processing import ticks
+
+    settings.TELEMETRY_MAX_TICK_HZ = 1000  # (the floor out of the way: 1 ms)
+    cid = twins["split"]
+    _mode(settings, True)
+    n = 3 * SN
+    _put(cid, {"gpu_util": np.full(n, 50.0)}, fake_clock[0], np.arange(n))
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    busy = threading.Thread(target=spin)
+    busy.start()
+    try:
+        assert processing.tick(cid, force=True)
+    finally:
+        stop.set()
+        busy.join()
+    stats = {k.decode(): float(v) for k, v in
+             state.redis_client().hgetall(keys.tick_stats(cid)).items()}
+    assert stats["shards"] == 3
+    wall, cpu = stats["last"], stats["cpu_last"]
+    assert cpu < wall, "the round waited for the lock"
+    assert stats["last_shard_cpu"] / 3 <= cpu  # at least the slowest shard
+    assert stats["cpu_sum"] == pytest.approx(cpu)
+    assert shards.round_cost[cid] == pytest.approx(cpu)
+    assert ticks.gate_ms(cid) == int(max(0.001, cpu) * 1000)
+    assert ticks.gate_ms(cid) < int(wall * 1000)
+    # Another process learns the cost from the stats at its round's start (seen
+    # here as the shards of the next round start).
+    shards.round_cost.clear()
+    _put(cid, {"gpu_util": np.full(n, 60.0)}, fake_clock[0] + 1, np.arange(n))
+    real = shards.run_shard
+    seen: list[float] = []
+
+    def spy(*args: Any, **kwargs: Any) -> int | None:
+        seen.append(shards.round_cost[cid])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shards, "run_shard", spy)
+    assert processing.tick(cid, force=True)
+    assert seen and seen[0] == pytest.approx(cpu)

@@ -31,7 +31,8 @@ What the tick keeps between runs:
 * ``tw:c<c>:tickgate`` (at most ``MAX_TICK_HZ`` ticks a second),
   ``tw:c<c>:ticklock`` (one tick at a time), ``tw:c<c>:lasttick`` (Unix time of
   the last tick), ``tw:c<c>:tickstats`` (tick durations: count, sum, last, and the
-ticking thread's CPU seconds: cpu_sum, cpu_last) and
+ticking thread's CPU seconds: cpu_sum, cpu_last; a sharded round's is its critical
+  path, ``processing.shards.round_cpu``) and
   ``tw:c<c>:trailing`` (a trailing tick is queued);
 * ``tw:c<c>:round`` and ``tw:c<c>:round:<id>:{pending,part:<k>}``: the sharded
   tick round in progress (``processing.shards``), and per shard

@@ -34,12 +34,18 @@ A tick is then a *round*:
    cluster's capping policy on) — the next ``seq``, the rollup ``meta`` of
    every level, the VictoriaMetrics step, and the one ``telemetry.tick`` event —
    so readers see the same keys and formats as after an unsharded tick. It
-   records the round's wall time (start → publish) in ``keys.tick_stats`` and
-   releases the lock.
+   records the round's wall time (start → publish, ``last``) and its CPU time
+   (``cpu_last``, see below) in ``keys.tick_stats`` and releases the lock.
 
 The tick gate (``ticks.tick``) keeps rounds at ≤ ``MAX_TICK_HZ`` and starts one
-no sooner than the last round's wall time after the previous start (a whole tick
-waits twice its time: it holds one process; a round is spread over several).
+no sooner than the last round's *CPU* time after the previous start, as the whole
+tick's gate follows its CPU time, never its wall time (on a loaded machine a wall
+time is mostly waiting for a core, and a gate that grew with it held the next
+tick back exactly when the machine was busiest). A round's CPU time is its
+critical path: the start's, the slowest shard's and the merge's (each its own
+thread's ``time.thread_time``), what the round takes with a core per shard. A
+whole tick waits twice its CPU time: it holds one process; a round is spread over
+several, and two rounds never overlap (the lock), so it waits its CPU time once.
 
 What differs from the whole-cluster tick, by design: readers may see some
 racks' rollups of round *N+1* next to others of round *N* until the round's
@@ -100,7 +106,8 @@ from twin.telemetry.processing.tickparts import (
 )
 from twin.telemetry.state import TICK_EVENT, GroupIndex, Layout, group_name, layout
 
-__all__ = ["DEFAULT_SHARD_CARDS", "ROUND_LOCK_MS", "plan", "round_cost", "round_running",
+__all__ = ["DEFAULT_SHARD_CARDS", "ROUND_LOCK_MS", "plan", "round_cost", "round_cpu",
+           "round_running",
            "run_shard", "shard_cards", "shard_layout", "start_round"]
 
 log = logging.getLogger(__name__)
@@ -120,7 +127,8 @@ SHARD_RULE_KEYS = frozenset(r.key for r in RULES if r.level in CARD_RULES) - PLA
 """What a shard runs: its cards' card and rack rules, less the plant's (the merge's)."""
 
 round_cost: dict[int, float] = {}
-"""Wall time of each cluster's last round seen by this process (for the tick gate)."""
+"""CPU time (critical path) of each cluster's last round seen by this process (for the
+tick gate)."""
 
 _plans: dict[int, tuple[Layout, int, list[tuple[int, int]]]] = {}
 _subs: dict[tuple[int, int], tuple[Layout, Layout]] = {}
@@ -237,7 +245,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
     round_id = uuid.uuid4().hex[:16]
     if not r.set(keys.tick_lock(cid), round_id, nx=True, px=ROUND_LOCK_MS):
         return None
-    started = time.time()
+    started, cpu0 = time.time(), time.thread_time()
     finished: list[tuple[int, str, int]] = []  # a finished minute, written after the shards
     try:
         ensure_state(lay)
@@ -247,7 +255,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
         now = tickparts.clock()
         pipe = r.pipeline(transaction=False)
         pipe.get(keys.seen(cid, ver))
-        pipe.hget(keys.tick_stats(cid), "last")
+        pipe.hget(keys.tick_stats(cid), "cpu_last")
         tickparts.queue_lag_probe(pipe)
         seen_raw, last_cost, *probe = pipe.execute()
         lag = tickparts.ingest_lag_s(*probe)
@@ -273,7 +281,7 @@ def start_round(r: redis.Redis, lay: Layout, bounds: list[tuple[int, int]],
             "started": repr(started), "sample": int(sample),
             "silent": int(any_reported and not any_fresh), "any_fresh": int(any_fresh),
             "any_reported": int(any_reported), "max_seen": repr(max_seen), "lag": repr(lag),
-            "capping": int(capping)})
+            "capping": int(capping), "start_cpu": repr(time.thread_time() - cpu0)})
         pipe.expire(keys.tick_round(cid), 3600)
         pipe.set(keys.tick_pending(cid, round_id), len(bounds), ex=120)
         # The unsharded tick's damping state goes stale while shards keep their own:
@@ -308,7 +316,7 @@ def run_shard(cluster_id: int, round_id: str, shard: int,
     if rnd.get("id") != round_id:
         return None  # a round given up (its lock expired) or replaced
     part: dict[str, Any] = {"round": round_id}
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), time.thread_time()
     try:
         lay = layout(cluster_id)
         # The round's bounds, not this process's plan: settings may differ by process.
@@ -321,7 +329,7 @@ def run_shard(cluster_id: int, round_id: str, shard: int,
     except Exception:
         log.exception("tick shard %s of cluster %s failed", shard, cluster_id)
         part["skip"] = "failed"
-    part["wall"], part["cpu"] = time.perf_counter() - wall, time.process_time() - cpu
+    part["wall"], part["cpu"] = time.perf_counter() - wall, time.thread_time() - cpu
     pipe = r.pipeline(transaction=False)
     pipe.set(keys.tick_part(cluster_id, round_id, shard), msgpack.packb(part), ex=120)
     pipe.decr(keys.tick_pending(cluster_id, round_id))
@@ -413,6 +421,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
 def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
            follow_ups: FollowUps) -> int | None:
     """The round's last shard: cluster rollup and rules, seq, meta, the tick event."""
+    cpu0 = time.thread_time()
     shards = int(rnd["shards"])
     ver = rnd["version"]
     published = False
@@ -479,15 +488,17 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
         return seq
     finally:
         pipe = r.pipeline(transaction=False)
-        if published:  # the round's wall time, start → publish
-            cost = round_cost[cid] = time.time() - float(rnd["started"])
+        if published:  # the round's wall time, start → publish, and its CPU time
+            wall = time.time() - float(rnd["started"])
+            cpu = round_cost[cid] = round_cpu(rnd, parts, time.thread_time() - cpu0)
             stats = keys.tick_stats(cid)
             pipe.hincrby(stats, "count", 1)
-            pipe.hincrbyfloat(stats, "sum", cost)
+            pipe.hincrbyfloat(stats, "sum", wall)
+            pipe.hincrbyfloat(stats, "cpu_sum", cpu)
             # What the shards cost (seconds, summed over shards; the slowest one's wall
             # time): the per-process rate of ``benchmarks/live_million.py``.
             pipe.hset(stats, mapping={
-                "last": repr(cost), "shards": shards,
+                "last": repr(wall), "cpu_last": repr(cpu), "shards": shards,
                 "last_shard_cpu": repr(sum(p.get("cpu", 0.0) for p in parts)),
                 "last_shard_wall": repr(sum(p.get("wall", 0.0) for p in parts)),
                 "last_shard_wall_max": repr(max(p.get("wall", 0.0) for p in parts))})
@@ -495,6 +506,14 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
                     *[keys.tick_part(cid, round_id, k) for k in range(shards)])
         pipe.execute()
         _release(r, cid, round_id)
+
+
+def round_cpu(rnd: dict[str, str], parts: list[dict[str, Any]], merge_cpu: float) -> float:
+    """A round's CPU time on its critical path (s): the start's, the slowest shard's
+    and the merge's, each the CPU time of the thread that ran it — the round's wall
+    time on idle cores, whatever the machine's load (the tick gate's cost)."""
+    slowest = max((float(p.get("cpu", 0.0)) for p in parts), default=0.0)
+    return float(rnd.get("start_cpu", 0.0)) + slowest + merge_cpu
 
 
 def _step_plant(r: redis.Redis, lay: Layout, now: float) -> dict[str, Any] | None:

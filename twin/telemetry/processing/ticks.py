@@ -106,9 +106,10 @@ def gate_ms(cluster_id: int) -> int:
     tick's wall time is mostly waiting for a core, and a gate that grew with it
     held back the next batch's tick for that long again: the live view fell
     further behind exactly when the machine was busiest (``benchmarks/serving.py``:
-    tick p50 1.1 s with 100 readers). A sharded round spreads over several
-    processes and waits only for its own time (rounds never overlap: the lock), so
-    a cluster ticks as often as its rounds finish.
+    tick p50 1.1 s with 100 readers). A sharded round is gated on CPU time too:
+    its critical path (start, slowest shard, merge: ``shards.round_cpu``), once,
+    not twice — it spreads over several processes, and rounds never overlap (the
+    lock).
     """
     cost = max(2 * _tick_cost.get(cluster_id, 0.0), shards.round_cost.get(cluster_id, 0.0))
     return int(max(conf().tick_min_s, cost) * 1000)
