@@ -29,7 +29,8 @@ seconds (``/proc/<pid>/stat`` of the server and its children) over ``--cpu-reque
 requests of ``/healthz/`` and of each read, less their idle rate; and ``cores`` ÷ the
 mix's figure, the most req/s the server could answer with every core to itself. On a
 shared machine this is the figure to compare, not req/s (``--cpu-only``: just this).
-The web processes run at ``--web-nice`` (default 10, as ``scripts/demo`` runs them).
+The web processes run at ``--web-nice`` (default 10, as ``scripts/demo`` runs them), the
+Celery worker at ``--worker-nice`` (``TWIN_WORKER_NICE``; default: as started).
 
 Steps: for each client count (10, 50, 100) first the *baseline* — ``/healthz/``
 (it touches the database and Redis, nothing else) served by the same server at
@@ -129,8 +130,10 @@ class Stack:
     """The server (``manage.py serve``), a Celery worker on both queues and beat."""
 
     def __init__(self, env: dict[str, str], workers: int, logdir: Path,
-                 redis_url: str | None = None, web_nice: int = 0) -> None:
+                 redis_url: str | None = None, web_nice: int = 0,
+                 worker_nice: int | None = None) -> None:
         self.env = dict(env, TWIN_WEB_WORKERS=str(workers), TWIN_WEB_NICE=str(web_nice))
+        self.worker_nice = worker_nice
         if redis_url:
             self.env["REDIS_URL"] = redis_url
         self.port = free_port()
@@ -138,9 +141,10 @@ class Stack:
         self.logdir = logdir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _start(self, name: str, argv: list[str],
+               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.logdir / f"{name}.log", "ab")  # noqa: SIM115 - kept by the process
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log,
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env or self.env, stdout=log,
                                 stderr=subprocess.STDOUT)
         log.close()
         self.procs[name] = proc
@@ -158,8 +162,14 @@ class Stack:
         worker = self._start("worker", [
             sys.executable, "-m", "celery", "-A", "twin", "worker", "-Q", worker_queues(queue),
             "-n", f"{queue}@%h", "--concurrency", "2", "-l", "warning", "--without-gossip",
-            "--without-mingle"])
+            "--without-mingle"], env=(None if self.worker_nice is None else
+                                     dict(self.env, TWIN_WORKER_NICE=str(self.worker_nice))))
         wait_celery(app, queue, worker, str(self.logdir / "worker.log"))
+
+    def worker_nice_now(self) -> int | None:
+        """The nice value the worker runs at (it may not get a higher priority)."""
+        proc = self.procs.get("worker")
+        return None if proc is None else os.getpriority(os.PRIO_PROCESS, proc.pid)
 
     def start_beat(self) -> None:
         self._start("beat", [sys.executable, "-m", "celery", "-A", "twin", "beat", "-l",
@@ -258,6 +268,41 @@ async def http_load(port: int, paths: list[str], clients: int, duration: float,
     return {"clients": clients, "ok": len(latencies), "errors": dict(errors),
             "rps": len(latencies) / duration, "p50_s": pct(latencies, 50),
             "p99_s": pct(latencies, 99)}
+
+
+def _load_here(port: int, paths: list[str], clients: int, duration: float,
+               token: str | None = None) -> dict[str, Any]:
+    return asyncio.run(http_load(port, paths, clients, duration, token))
+
+
+class Readers:
+    """Where the readers' load runs: a process of its own (the default), or this one
+    (``--readers-in-process``, as until 2026-12-05).
+
+    Why a process of its own: the readers are a busy asyncio loop that takes about a
+    core, and the agent's thread (its POST, so the batch's start) and the tick
+    listener's thread (the event's arrival) of this process wait for the interpreter
+    lock behind it: the tick figure then measured the load generator's own lock as
+    well as the server (the "tick" piece of each batch's lag, start of the tick →
+    its event here, up to 0.8 s longer than the tick itself). A browser follows the
+    live state on its own machine."""
+
+    def __init__(self, separate: bool) -> None:
+        import concurrent.futures
+        import multiprocessing
+
+        self.pool = (concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")) if separate else None)
+
+    def load(self, port: int, paths: list[str], clients: int, duration: float,
+             token: str | None = None) -> dict[str, Any]:
+        if self.pool is None:
+            return _load_here(port, paths, clients, duration, token)
+        return self.pool.submit(_load_here, port, paths, clients, duration, token).result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
 
 
 def agent_loop(base: str, cluster: int, token: str, stop: threading.Event,
@@ -611,6 +656,14 @@ def main() -> int:
     parser.add_argument("--web-threads", type=int, default=4,
                         help="TWIN_WEB_THREADS: requests per web process run at once, the "
                              "agents' batches excepted (0: no limit; the demo's 4)")
+    parser.add_argument("--worker-nice", type=int, default=None,
+                        help="the Celery worker's nice value (TWIN_WORKER_NICE, e.g. -5: "
+                             "the tick ahead of everything at nice 0; needs CAP_SYS_NICE; "
+                             "default: as started)")
+    parser.add_argument("--readers-in-process", action="store_true",
+                        help="run the readers' load in this process, beside the agent and "
+                             "the tick listener (as until 2026-12-05; default: a process "
+                             "of its own)")
     parser.add_argument("--no-trace", action="store_true",
                         help="run without TWIN_TELEMETRY_TRACE (no per-stage breakdown)")
     args = parser.parse_args()
@@ -623,11 +676,16 @@ def main() -> int:
     ready = prepare()
     cluster, token = ready["cluster"], ready["token"]
     logdir = Path(tempfile.mkdtemp(prefix="serving-bench-"))
-    stack = Stack(env, args.workers, logdir, web_nice=args.web_nice)
+    stack = Stack(env, args.workers, logdir, web_nice=args.web_nice,
+                  worker_nice=args.worker_nice)
+    readers = Readers(separate=not args.readers_in_process)
     stop, pause = threading.Event(), threading.Event()
     batches: list[dict[str, Any]] = []
     ticks: list[tuple[float, float, float | None]] = []
     results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
+                               "worker_nice": args.worker_nice,
+                               "readers": ("in process" if args.readers_in_process
+                                           else "own process"),
                                "web_threads": args.web_threads,
                                "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
@@ -641,8 +699,10 @@ def main() -> int:
         for thread in threads:
             thread.start()
         time.sleep(5)  # the first ticks (every card's health goes unknown -> ok)
+        results["worker_nice"] = stack.worker_nice_now()
         print(f"server: manage.py serve --workers {args.workers} --nice {args.web_nice} "
-              f"(TWIN_WEB_THREADS={args.web_threads}) on "
+              f"(TWIN_WEB_THREADS={args.web_threads}), Celery worker at nice "
+              f"{results['worker_nice']}, readers in {results['readers']}, on "
               f"{os.cpu_count()} cores; "
               f"load average before: {results['load_before'][0]:.2f}  (logs in {logdir})")
         if args.cpu_requests:
@@ -650,9 +710,8 @@ def main() -> int:
         measured_from = time.time()
         stats_from = tick_stats(cluster)
         for clients in ([] if args.cpu_only else [int(c) for c in args.clients.split(",")]):
-            base = asyncio.run(http_load(stack.port, ["/healthz/"], clients, args.duration))
-            mix = asyncio.run(http_load(stack.port, endpoints(cluster), clients,
-                                        args.duration, token))
+            base = readers.load(stack.port, ["/healthz/"], clients, args.duration)
+            mix = readers.load(stack.port, endpoints(cluster), clients, args.duration, token)
             ratio = mix["rps"] / base["rps"] if base["rps"] else float("nan")
             load = os.getloadavg()[0]
             results["steps"].append({"clients": clients, "baseline": base, "mix": mix,
@@ -670,6 +729,7 @@ def main() -> int:
     finally:
         stop.set()
         stack.stop()
+        readers.close()
     results["load_after"] = os.getloadavg()
     last = results["steps"][-1]
     met = (last["clients"] >= 100 and last["mix"]["rps"] >= TARGET_RPS

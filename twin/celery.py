@@ -16,7 +16,7 @@ from celery.worker.consumer import Consumer as CeleryConsumer
 
 from twin.core import collector
 
-__all__ = ["Consumer", "app", "embedded_broker", "freeze_startup_objects"]
+__all__ = ["Consumer", "app", "embedded_broker", "freeze_startup_objects", "worker_priority"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,18 @@ def embedded_broker(**_: Any) -> None:
     from twin.embedded import ensure_for_process
 
     ensure_for_process()
+
+
+@celeryd_init.connect
+def worker_priority(**_: Any) -> None:
+    """The worker's CPU priority from ``TWIN_WORKER_NICE`` (``twin.core.priority``),
+    set in the main process before its pool forks, so every pool process has it;
+    ``scripts/demo`` and docker-compose give it to the telemetry worker."""
+    from twin.core.priority import apply_nice, worker_nice
+
+    nice = worker_nice()
+    if nice is not None:
+        apply_nice(nice, "the Celery worker")
 
 
 @worker_process_init.connect
