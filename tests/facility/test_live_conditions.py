@@ -77,7 +77,7 @@ def test_a_cdu_that_fails_through_the_api_stops_its_loop_and_the_flow_alert_fire
     assert down["cdus"][0]["flow_kg_s"] == 0.0 and first["flow_kg_s"] == 0.0
     assert first["flow_ratio"] == 0.0
     assert first["return_c"] > design["return_c"]
-    cdu = next(e for e in down["rated"] if e["key"] == "cdu-0")
+    cdu = next(e for e in live.rated_rows(down["rated"]) if e["key"] == "cdu-0")
     assert cdu["available_w"] == 0.0 and cdu["headroom_w"] <= 0.0
     opened = Alert.objects.get(cluster_id=cid, rule="coolant_flow", ended__isnull=True)
     assert opened.severity == "critical" and opened.subject == f"rack:{w['rack'].pk}"
@@ -127,7 +127,7 @@ def test_every_rated_element_s_headroom_in_the_frame_and_metrics(
 
     cid = plant_world["cluster"].pk
     s = _tick(plant_world)
-    rated = {e["key"]: e for e in s["rated"]}
+    rated = {e["key"]: e for e in live.rated_rows(s["rated"])}
     assert set(rated) == {"feed-0", "ups-0", "pdu-r0", "ct-0", "cdu-0", "crah-0"}
     pdu = rated["pdu-r0"]
     # the PDU carries the racks' IT (and the loss of its own conversion): 2N of 100 kW
@@ -139,7 +139,7 @@ def test_every_rated_element_s_headroom_in_the_frame_and_metrics(
     assert tower["rating_w"] == 300e3 and 0 < tower["load_fraction"] < 1
     built = frames.build(cid, SubscriptionKey("cluster", None, "power_w"))
     plant = built.extra["facility"]
-    assert {e["key"]: e["headroom_w"] for e in plant["rated"]} == {
+    assert {e["key"]: e["headroom_w"] for e in live.rated_rows(plant["rated"])} == {
         k: e["headroom_w"] for k, e in rated.items()}
     assert plant["ambient"]["source"] == "design" and plant["out_of_service"] == []
     got = scrape()

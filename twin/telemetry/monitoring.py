@@ -72,6 +72,7 @@ from prometheus_client.core import (
 )
 
 from twin.facility.capping_live import read_summary
+from twin.facility.live import rated_rows
 from twin.telemetry import keys, state
 from twin.telemetry.config import conf
 from twin.telemetry.processing.stream import GROUP
@@ -337,7 +338,7 @@ class _PlantFamilies:
                 self.pdu_load.add_metric([c, str(pdu["key"])], float(pdu["load_fraction"]))
             if pdu.get("input_w") is not None:
                 self.pdu_input.add_metric([c, str(pdu["key"])], float(pdu["input_w"]))
-        for e in s.get("rated") or []:  # type: ignore[attr-defined]
+        for e in rated_rows(s.get("rated")):  # type: ignore[arg-type]
             labels = [c, str(e["key"]), str(e["kind"]), str(e["chain"])]
             if e.get("headroom_w") is not None:
                 self.headroom.add_metric(labels, float(e["headroom_w"]))
