@@ -150,6 +150,15 @@ class LivePlant:
         return [self.model.plant.power[i].kind for i in self.published_power.tolist()]
 
     @cached_property
+    def power_units_out(self) -> np.ndarray:
+        """Units out of service per power element: its failed units, or all of them when
+        the element is down (failed or in maintenance): what ``feed_failed`` counts."""
+        chain = self.model.chain
+        failed = (np.zeros(chain.n, dtype=np.int64) if self.power_failed is None
+                  else np.asarray(self.power_failed, dtype=np.int64))
+        return np.where(chain.down, chain.units, np.minimum(failed, chain.units))
+
+    @cached_property
     def wanted(self) -> list[tuple[str, str]]:
         """The elements whose fresh readings stand in for the model."""
         return [("cooling", k) for k in self.cdu_keys] + [
@@ -301,12 +310,13 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
                      loads.cdu_return_c, loads.cdu_flow_kg_s)])
     published = live.published_power
     power = _rows(("key", "input_w", "loss_w", "planned_w", "available_w", "headroom_w",
-                   "load_fraction"),
+                   "load_fraction", "units", "units_out"),
                   [[live.power_keys[i] for i in published.tolist()], *_cols(
                       *(a[published] for a in (
                           loads.power_input_w, loads.power_loss_w, loads.power_planned_w,
                           loads.power_available_w, loads.power_headroom_w,
-                          loads.power_load_fraction)))])
+                          loads.power_load_fraction))),
+                   model.chain.units[published].tolist(), live.power_units_out[published].tolist()])
     # the readings stand in for the model's figures of the few elements read
     read_cdus = [c for c in cdus if ("cooling", c["key"]) in fresh]
     read_power = [p for p in power if ("power", p["key"]) in fresh]
