@@ -23,15 +23,34 @@ facility), same process, same Redis:
 Prints the median tick with and without, the added milliseconds and the ratio, and the
 compile time. Target: the plant adds <= 50 ms to a tick of a cluster the size of the
 million-card preset's unsharded tick shard (131,072 cards), and under 10 % at the demo.
+
+``--million NAME`` (issue 24: one step of the million-card plant adds <= 50 ms on one
+core to a 1 s tick) measures instead, on the built ``million`` preset named ``NAME``
+(built with its facility if missing: setup, not timed), in CPU time
+(``time.process_time``, one process, numpy single-threaded):
+
+* **the whole live-plant addition**: ``step_live`` (Redis state in, the engine's step,
+  every element's load against its rating, readings, drift slots, the publish) plus
+  the plant's alert rules (``evaluate_plant_alerts``: coolant supply and flow per rack,
+  CDU load, feed headroom and feed units out, model drift, leaks) — median of
+  ``--ticks``;
+* **every rated element's load**, vectorised (``FacilityReading.loads`` + ``_rated``'s
+  columns) against the per-element loop it replaced (``FacilityReading.elements``'
+  dicts, a dict per element, rounded per value: :func:`_rated_loop` below), on the same
+  step, in the same run: the ratio.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
-import sys
-import time
-from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core (the issue's budget)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -118,10 +137,110 @@ def run(supernodes: int, ticks: int) -> None:
           f"{len(summary['feeds'])} feeds")
 
 
+def _rated_loop(reading, model) -> list[dict]:
+    """The per-element loop ``twin.facility.live._rated`` was before it was vectorised
+    (kept here as the benchmark's baseline): the engine's per-element dicts, one more
+    dict per rated element, each value rounded in Python."""
+    from twin.facility.live import _round
+
+    elements = reading.elements(model)
+    out = [{"key": p["key"], "kind": e.kind, "chain": "power", "load_w": p["input_w"],
+            "rating_w": p["planned_w"], "available_w": p["available_w"],
+            "headroom_w": p["headroom_w"], "load_fraction": p["load_fraction"]}
+           for p, e in zip(elements["power"], model.plant.power, strict=True)]
+    measured = {str(c["key"]): c for c in elements["cdus"]}
+    for c in elements["cooling"]:
+        m = measured.get(str(c["key"]), c)
+        heat = float(m["heat_w"])
+        limit = min(float(c["capacity_w"]), float(c["available_w"]))
+        out.append({"key": c["key"], "kind": c["kind"], "chain": "cooling", "load_w": heat,
+                    "rating_w": c["capacity_w"], "available_w": c["available_w"],
+                    "headroom_w": limit - heat,
+                    "load_fraction": heat / limit if limit > 0 else float("inf")})
+    return [_round(x) for x in out]
+
+
+def million(name: str, ticks: int) -> None:
+    import numpy as np
+
+    from simulation.facility.thermal import Conditions
+    from twin.facility import live
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+    from twin.telemetry import state
+    from twin.telemetry.processing.health import evaluate_plant_alerts
+
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        t0 = time.perf_counter()
+        cluster = Cluster.objects.get(pk=build_cluster("million", name=name)["cluster_id"])
+        print(f"built {name!r} in {time.perf_counter() - t0:.0f} s (setup, not timed)")
+    cid = cluster.pk
+    lay = state.layout(cid)
+    rk = lay.groups["rack"]
+    plant = live.live_plant(cid, lay.version, rk.ids)
+    assert plant is not None, "the cluster has no facility"
+    model = plant.model
+    print(f"\nmillion-card plant {name!r}: {lay.n:,} cards, {len(rk.ids):,} racks, "
+          f"{len(plant.cdu_keys):,} CDUs, {len(model.plant.cooling):,} cooling and "
+          f"{len(model.plant.power):,} power elements")
+    r = state.redis_client()
+    prefix = state.conf().prefix
+    rng = np.random.default_rng(0)
+    rack_w = np.asarray(rk.static_w, float) + rng.uniform(0.6, 0.9, len(rk.ids)) * np.asarray(
+        rk.budget_w, float)
+    card_w = np.full(len(rk.ids), 600.0)
+    alerts_key = f"{prefix}:bench:c{cid}:plant-alerts"
+    steps, rules, whole = [], [], []
+    now = time.time()
+    for k in range(ticks + 1):
+        now += 1.0
+        t0 = time.process_time()
+        summary = live.step_live(r, prefix, cid, lay.version, rk.ids, rack_w, card_w, now)
+        t1 = time.process_time()
+        assert summary is not None
+        st, _ = evaluate_plant_alerts(r, lay, now=now, plant=summary, state_key=alerts_key)
+        r.set(alerts_key, st)
+        t2 = time.process_time()
+        if k:  # the first step settles the plant (a new state): not a tick's cost
+            steps.append(t1 - t0)
+            rules.append(t2 - t1)
+            whole.append(t2 - t0)
+    r.delete(alerts_key)
+    plant_w = model.plant.racks.budget_w * rng.uniform(0.6, 0.9, len(model.plant.racks))
+    reading = model.step(model.settle(plant_w, Conditions.of(model.plant)).thermal, plant_w,
+                         1.0)
+    vec, loop = [], []
+    for _ in range(ticks):
+        t0 = time.process_time()
+        live._rated(plant, reading.loads(model), [], [])
+        vec.append(time.process_time() - t0)
+        t0 = time.process_time()
+        _rated_loop(reading, model)
+        loop.append(time.process_time() - t0)
+    new = live.rated_rows(live._rated(plant, reading.loads(model), [], []))
+    old = _rated_loop(reading, model)
+    assert [e["key"] for e in new] == [e["key"] for e in old]
+    worst = max(abs((a["headroom_w"] or 0.0) - (b["headroom_w"] or 0.0))
+                for a, b in zip(new, old, strict=True))
+    med = {n: statistics.median(x) * 1e3 for n, x in
+           (("step", steps), ("rules", rules), ("whole", whole), ("vec", vec), ("loop", loop))}
+    print(f"  CPU ms (process_time), medians of {ticks}:")
+    print(f"  step_live (step, loads, rated, readings, drift, publish): {med['step']:.1f} ms")
+    print(f"  the plant's alert rules:                                  {med['rules']:.1f} ms")
+    print(f"  whole live-plant addition:                                {med['whole']:.1f} ms "
+          f"(target <= 50 ms: {'met' if med['whole'] <= 50 else 'NOT met'})")
+    print(f"  rated, vectorised: {med['vec']:.2f} ms; per-element loop (baseline, same run): "
+          f"{med['loop']:.1f} ms; ratio {med['loop'] / med['vec']:.1f}x "
+          f"({len(new):,} elements, max |headroom difference| {worst:.2g} W)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--supernodes", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--ticks", type=int, default=20)
+    parser.add_argument("--million", metavar="NAME",
+                        help="measure the million-card plant of the cluster NAME instead")
     args = parser.parse_args()
 
     import django
@@ -130,6 +249,9 @@ def main() -> None:
     from django.conf import settings
 
     settings.TELEMETRY_AUTO_DRAIN = False
+    if args.million:
+        million(args.million, args.ticks)
+        return
     for n in args.supernodes:
         run(n, args.ticks)
 

@@ -77,7 +77,7 @@ def test_a_cdu_that_fails_through_the_api_stops_its_loop_and_the_flow_alert_fire
     assert down["cdus"][0]["flow_kg_s"] == 0.0 and first["flow_kg_s"] == 0.0
     assert first["flow_ratio"] == 0.0
     assert first["return_c"] > design["return_c"]
-    cdu = next(e for e in down["rated"] if e["key"] == "cdu-0")
+    cdu = next(e for e in live.rated_rows(down["rated"]) if e["key"] == "cdu-0")
     assert cdu["available_w"] == 0.0 and cdu["headroom_w"] <= 0.0
     opened = Alert.objects.get(cluster_id=cid, rule="coolant_flow", ended__isnull=True)
     assert opened.severity == "critical" and opened.subject == f"rack:{w['rack'].pk}"
@@ -127,7 +127,7 @@ def test_every_rated_element_s_headroom_in_the_frame_and_metrics(
 
     cid = plant_world["cluster"].pk
     s = _tick(plant_world)
-    rated = {e["key"]: e for e in s["rated"]}
+    rated = {e["key"]: e for e in live.rated_rows(s["rated"])}
     assert set(rated) == {"feed-0", "ups-0", "pdu-r0", "ct-0", "cdu-0", "crah-0"}
     pdu = rated["pdu-r0"]
     # the PDU carries the racks' IT (and the loss of its own conversion): 2N of 100 kW
@@ -139,7 +139,7 @@ def test_every_rated_element_s_headroom_in_the_frame_and_metrics(
     assert tower["rating_w"] == 300e3 and 0 < tower["load_fraction"] < 1
     built = frames.build(cid, SubscriptionKey("cluster", None, "power_w"))
     plant = built.extra["facility"]
-    assert {e["key"]: e["headroom_w"] for e in plant["rated"]} == {
+    assert {e["key"]: e["headroom_w"] for e in live.rated_rows(plant["rated"])} == {
         k: e["headroom_w"] for k, e in rated.items()}
     assert plant["ambient"]["source"] == "design" and plant["out_of_service"] == []
     got = scrape()
@@ -155,3 +155,78 @@ def test_every_rated_element_s_headroom_in_the_frame_and_metrics(
     assert got[("twin_facility_pdu_input_watts", (("cluster", c), ("pdu", "pdu-r0")))] == \
         pytest.approx(pdu["load_w"])
     assert got[("twin_facility_ambient_celsius", (("bulb", "wet"), ("cluster", c)))] == 24.0
+
+
+def test_a_failed_feed_moves_its_load_to_the_survivor_and_an_alert_names_it(
+        plant_world: dict[str, Any], staff_client: Any, settings: Any) -> None:
+    """A feed element's units are its utility feeds (lines A and B of a 2N pair). A
+    failed one has no capacity: its load moves to the units left (the model's
+    ``available_w``), the ``feed_headroom`` rule fires on them when they are short, and
+    ``feed_failed`` names the feed, through the real tick."""
+    from django.utils import timezone
+
+    from twin.facility.models import PowerElement
+    from twin.telemetry.models import Alert
+
+    settings.TELEMETRY_THRESHOLDS = {k: {"min_s": 0.0, "clear_s": 0.0}
+                                     for k in ("feed_headroom", "feed_failed")}
+    w = plant_world
+    cid = w["cluster"].pk
+    url = f"/api/facility/power/{w['feed'].pk}/"
+
+    def open_alerts() -> dict[str, Alert]:
+        return {a.rule: a for a in Alert.objects.filter(
+            cluster_id=cid, rule__in=("feed_headroom", "feed_failed"), ended__isnull=True)}
+
+    # 2N: each of the two feeds carries the whole load; one fails, the other carries it
+    # within its rating: the feed is named, no headroom alert
+    ok = _tick(w)
+    load = ok["feeds"][0]["input_w"]
+    assert ok["feeds"][0]["units_out"] == 0 and not open_alerts()
+    assert staff_client.patch(url, {"units_failed": 1}, format="json").status_code == 200
+    one = _tick(w)
+    feed = one["feeds"][0]
+    assert feed["units"] == 2 and feed["units_out"] == 1
+    assert feed["available_w"] == 400e3 and feed["input_w"] == pytest.approx(load, rel=1e-3)
+    assert one["it_w"] == pytest.approx(ok["it_w"], rel=1e-3)  # its racks keep their power
+    alerts = open_alerts()
+    assert set(alerts) == {"feed_failed"}
+    failed = alerts["feed_failed"]
+    assert failed.subject == "feed:feed-0" and failed.severity == "critical"
+    assert failed.value == 1.0
+    assert "FEED feed-0 failed: 1 of 2 units out; the 1 left carry its load at" in failed.message
+    # repaired: the alert closes
+    assert staff_client.patch(url, {"units_failed": 0}, format="json").status_code == 200
+    _tick(w)
+    assert not open_alerts()
+    # N: two feeds that share the load, each rated for 70 % of it (behind the rating
+    # rule's back, as a plant planned too tight): one fails, the survivor is short
+    PowerElement.objects.filter(pk=w["feed"].pk).update(
+        redundancy="N", rating_kw=0.7 * load / 1e3, last_updated=timezone.now())
+    shared = _tick(w)["feeds"][0]
+    assert shared["load_fraction"] == pytest.approx(shared["input_w"] / (1.4 * load), rel=1e-3)
+    assert shared["load_fraction"] < 0.9 and not open_alerts()
+    assert staff_client.patch(url, {"units_failed": 1}, format="json").status_code == 200
+    short = _tick(w)["feeds"][0]
+    assert short["available_w"] == pytest.approx(0.7 * load, rel=1e-6)
+    assert short["load_fraction"] == pytest.approx(short["input_w"] / (0.7 * load), rel=1e-3)
+    assert short["load_fraction"] > 1.0 and short["headroom_w"] < 0
+    alerts = open_alerts()
+    assert set(alerts) == {"feed_headroom", "feed_failed"}
+    assert alerts["feed_headroom"].subject == "feed:feed-0"
+    assert alerts["feed_headroom"].value == pytest.approx(short["load_fraction"], rel=1e-6)
+    assert f"carry its load at {short['load_fraction'] * 100:.0f} % of their rating" in \
+        alerts["feed_failed"].message
+    # the whole feed fails: no unit left, its racks have no power (the tick goes on)
+    got = staff_client.patch(url, {"status": "failed", "units_failed": 0}, format="json")
+    assert got.status_code == 200, got.content
+    dark = _tick(w)
+    assert dark["feeds"][0]["units_out"] == 2 and dark["it_w"] == 0.0
+    assert dark["out_of_service"][0]["key"] == "feed-0"
+    failed = Alert.objects.get(cluster_id=cid, rule="feed_failed", ended__isnull=True)
+    assert failed.pk == alerts["feed_failed"].pk  # the same alert: still open
+    # back in service and re-rated: both close
+    PowerElement.objects.filter(pk=w["feed"].pk).update(
+        redundancy="2N", rating_kw=400.0, status="ok", last_updated=timezone.now())
+    _tick(w)
+    assert not open_alerts()

@@ -21,6 +21,7 @@ from django.core.management import CommandError, call_command
 
 from tests.conftest import wait_until
 from tests.telemetry.conftest import PREFIX
+from tests.telemetry.test_monitoring import scrape
 from tests.telemetry.test_state import put
 from twin.facility import readings, redfish
 from twin.telemetry import processing, state
@@ -331,6 +332,9 @@ def test_a_lying_service_is_refused_value_by_value_and_counted(
     assert _stored(cid, "power", "pdu-r0") is None
     src.refresh_from_db()
     assert src.values_refused == 4
+    refused = ("twin_facility_redfish_values_refused_total",
+               (("cluster", str(cid)), ("source", "bmc")))
+    assert scrape()[refused] == 4
     for words in ("'[gal_us]/min', not 'L/min'", "'[degF]', not 'Cel'", "nan is not a number",
                   "over 1.5 × the element's installed rating"):
         assert words in src.last_error, (words, src.last_error)
@@ -341,6 +345,8 @@ def test_a_lying_service_is_refused_value_by_value_and_counted(
     redfish.poll_source(RedfishSource.objects.get(pk=src.pk), state.redis_client(), PREFIX)
     listed = staff_client.get(f"/api/facility/redfish-sources/{src.pk}/")
     assert listed.status_code == 200 and listed.json()["values_refused"] == 8
+    # and /metrics counts them per source (the row's counter: every poller process adds)
+    assert scrape()[refused] == 8
     patched = staff_client.patch(f"/api/facility/redfish-sources/{src.pk}/",
                                  {"values_refused": 0}, format="json")
     assert patched.status_code in (200, 400)

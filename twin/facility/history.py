@@ -45,6 +45,12 @@ def _values(items: list[Mapping[str, Any]], name: str) -> np.ndarray:
                     dtype="<f8")
 
 
+def _column(columns: Mapping[str, Any], name: str) -> np.ndarray:
+    """A column of the summary's ``rated`` (None → NaN), vectorised."""
+    return np.array(columns.get(name, []), dtype=object).astype("<f8") if columns.get(
+        name) else np.zeros(0, "<f8")
+
+
 def _arr(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, "<f8").copy()
 
@@ -72,8 +78,9 @@ def add_sample(r: Any, prefix: str, cluster_id: int, plant: Mapping[str, Any],
     key = minute_key(prefix, cluster_id, minute)
     cdus, feeds = list(plant.get("cdus") or []), list(plant.get("feeds") or [])
     cdu_keys, feed_keys = [str(c["key"]) for c in cdus], [str(f["key"]) for f in feeds]
-    rated = list(plant.get("rated") or [])
-    rated_keys = [[str(e["key"]), str(e["kind"]), str(e["chain"])] for e in rated]
+    rated = plant.get("rated") or {}
+    rated_keys = [list(k) for k in zip(rated.get("key", []), rated.get("kind", []),
+                                       rated.get("chain", []), strict=True)]
     raw = r.get(key)
     acc = dict(msgpack.unpackb(raw)) if raw else None
     if (acc is None or acc["cdu_keys"] != cdu_keys or acc["feed_keys"] != feed_keys
@@ -101,9 +108,9 @@ def add_sample(r: Any, prefix: str, cluster_id: int, plant: Mapping[str, Any],
         acc["feed_load_max"] = np.fmax(_arr(acc["feed_load_max"]),
                                        _values(feeds, "load_fraction")).tobytes()
         acc["rated_headroom_min"] = np.fmin(_arr(acc["rated_headroom_min"]),
-                                            _values(rated, "headroom_w")).tobytes()
+                                            _column(rated, "headroom_w")).tobytes()
         acc["rated_load_max"] = np.fmax(_arr(acc["rated_load_max"]),
-                                        _values(rated, "load_fraction")).tobytes()
+                                        _column(rated, "load_fraction")).tobytes()
     if caps is not None:
         acc["caps_binding"] = max(int(acc["caps_binding"] or 0),
                                   int(caps.get("limits_binding", 0)))

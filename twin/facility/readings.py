@@ -36,8 +36,8 @@ from typing import Any
 
 __all__ = ["ACCEPTED", "CDU_OBSERVED", "CDU_QUANTITIES", "DEFAULT_TTL_S", "OBSERVED",
            "PHYSICAL_MARGIN", "POWER_KINDS_READ", "POWER_QUANTITIES", "QUANTITIES", "TOLERANCES",
-           "Reading", "drift_slots", "drift_subject", "index_key", "overlay", "read_fresh",
-           "reading_key", "store", "ttl_s"]
+           "DriftSlots", "Reading", "drift_slots", "drift_subject", "index_key", "overlay",
+           "read_fresh", "reading_key", "store", "ttl_s"]
 
 DEFAULT_TTL_S = 60.0
 """How long a reading stands in for the model (assumption: six 10 s batches or two
@@ -265,3 +265,34 @@ def drift_slots(cdus: Sequence[Mapping[str, Any]], power: Sequence[Mapping[str, 
                 slots.append(slot)
                 values.append(value)
     return slots, values
+
+
+class DriftSlots:
+    """:func:`drift_slots` for a plant whose elements do not change: the slots (subjects,
+    labels) built once, and each tick only the elements with a fresh reading evaluated
+    (a million-card plant has ~19,000 slots and a handful of readings). Same answer as
+    :func:`drift_slots` on every element."""
+
+    def __init__(self, cdu_keys: Sequence[str], power_keys: Sequence[str],
+                 power_kinds: Sequence[str]) -> None:
+        cdus = [{"key": k} for k in cdu_keys]
+        power = [{"key": k} for k in power_keys]
+        self.slots, self.values = drift_slots(cdus, power, power_kinds)
+        self.at: dict[tuple[str, str], int] = {}
+        for i, slot in enumerate(self.slots):
+            self.at.setdefault((str(slot["chain"]), str(slot["key"])), i)
+
+    def evaluate(self, read: Iterable[tuple[str, Mapping[str, Any]]]
+                 ) -> tuple[list[dict[str, Any]], list[float]]:
+        """The slots and values with the elements of ``read`` ((chain, element dict after
+        :func:`overlay`) pairs) evaluated; the others' slots are the shared static ones."""
+        slots, values = list(self.slots), list(self.values)
+        for chain, e in read:
+            at = self.at.get((chain, str(e["key"])))
+            if at is None:
+                continue
+            sub, vals = (drift_slots([e], [], []) if chain == "cooling"
+                         else drift_slots([], [e], [next(iter(POWER_KINDS_READ))]))
+            slots[at:at + len(sub)] = sub
+            values[at:at + len(sub)] = vals
+        return slots, values

@@ -264,9 +264,10 @@ def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | No
                                           "model")} for p in summary.get("pdus", [])]
     # every rated element (power and cooling) against its rating; the weather the plant
     # ran under and what is out of service (twin.facility.live)
-    out["rated"] = [{k: e.get(k) for k in ("key", "kind", "chain", "load_w", "headroom_w",
-                                           "load_fraction")}
-                    for e in summary.get("rated", [])]
+    # (columns: one list per field, an entry per element, as the summary keeps them)
+    rated = summary.get("rated") or {}
+    out["rated"] = {k: rated.get(k, []) for k in ("key", "kind", "chain", "load_w",
+                                                   "headroom_w", "load_fraction")}
     out["ambient"] = summary.get("ambient")
     out["out_of_service"] = summary.get("out_of_service", [])
     if racks is not None:

@@ -39,9 +39,16 @@ cdu_leak              facility a leak detector of a CDU (Redfish           criti
                               LeakDetection) reports a leak (Warning or
                               Critical), at once; clears 30 s after all
                               its detectors say OK again
+feed_failed           facility a power feed has units out of service       critical
+                              (``units_failed``, or the whole feed failed
+                              or in maintenance), at once; names the feed
+                              and what its surviving units carry (its load
+                              moved to them: ``feed_headroom`` fires on
+                              them if they are short; a feed with none left
+                              leaves its racks without power)
 ===================== ======= ============================================ ============
 
-The six plant rules read the live plant (``twin.facility.live``) of a cluster that
+The seven plant rules read the live plant (``twin.facility.live``) of a cluster that
 has a facility; elsewhere their inputs are absent and they never fire. The CDU and
 feed rules see measured readings where fresh ones exist (they win over the model).
 
@@ -128,6 +135,8 @@ RULES: tuple[Rule, ...] = (
          "reading departs from the model by"),
     Rule(R.CDU_LEAK, "facility", S.CRITICAL, 0.0, 0.5, 0.0, 30.0, "detectors",
          "leak detectors reporting a leak:"),
+    Rule(R.FEED_FAILED, "facility", S.CRITICAL, 0.0, 0.5, 0.0, 10.0, "units",
+         "feed units out of service:"),
 )
 
 
@@ -157,6 +166,7 @@ class EvalInput:
     feed_load: np.ndarray | None = None  # (feeds,) input / planned rating
     model_drift: np.ndarray | None = None  # (drift slots,) |reading − model| / tolerance
     cdu_leak: np.ndarray | None = None  # (CDUs,) leak detectors reporting a leak (NaN: none read)
+    feed_out: np.ndarray | None = None  # (feeds,) units out of service (failed, or all: down)
     cluster_silent: bool | None = None
     """Whether the whole cluster is silent, when these cards are only part of it (a
     tick shard, ``processing.shards``); None: judged from these cards."""
@@ -185,7 +195,8 @@ class EvalInput:
 
 _PLANT_INPUT = {R.COOLANT_SUPPLY: "rack_supply_c", R.COOLANT_FLOW: "rack_flow_ratio",
                 R.CDU_LOAD: "cdu_load", R.FEED_HEADROOM: "feed_load",
-                R.MODEL_DRIFT: "model_drift", R.CDU_LEAK: "cdu_leak"}
+                R.MODEL_DRIFT: "model_drift", R.CDU_LEAK: "cdu_leak",
+                R.FEED_FAILED: "feed_out"}
 
 PLANT_RULES = frozenset(_PLANT_INPUT)
 """The rules that read the live plant (``processing.plant.step_plant``), not the cards:
@@ -273,6 +284,8 @@ def _message(rule: Rule, value: float, threshold: float, subject: str) -> str:
         return f"{subject}, off by {value:.1f} × the tolerance"
     if rule.key == R.CDU_LEAK:
         return f"{subject}: leak reported by {value:.0f} leak detector(s)"
+    if rule.key == R.FEED_FAILED:
+        return subject  # the label says what failed and what is left
     if rule.key == R.UTIL_DROP:
         return f"{subject}: utilization fell to {value:.0f} %"
     return f"{subject}: {rule.what} {value:.4g} {rule.unit} (threshold {threshold:g} {rule.unit})"

@@ -43,6 +43,7 @@ class AlertRuleChoices(ChoiceSet):
     FEED_HEADROOM = "feed_headroom"
     MODEL_DRIFT = "model_drift"
     CDU_LEAK = "cdu_leak"
+    FEED_FAILED = "feed_failed"
     CHOICES = [
         (RACK_POWER, "Rack power over budget", "red"),
         (GPU_TEMP, "GPU temperature high", "orange"),
@@ -66,6 +67,7 @@ class AlertRuleChoices(ChoiceSet):
         (FEED_HEADROOM, "Feed headroom low", "orange"),
         (MODEL_DRIFT, "Facility reading departs from the model", "orange"),
         (CDU_LEAK, "CDU leak detected", "red"),
+        (FEED_FAILED, "Power feed failed (units out of service)", "red"),
     ]
 
 

@@ -32,6 +32,9 @@ twin_racks_over_budget{cluster}             gauge  racks drawing more than their
 twin_rack_power_draw_watts{cluster,rack}    gauge  per rack (clusters of ≤ TWIN_METRICS_MAX_RACKS)
 twin_rack_power_budget_watts{cluster,rack}  gauge  per rack, the same
 twin_alerts_open{cluster,rule,severity}     gauge  open alerts
+twin_facility_redfish_values_refused_total{cluster,source}  ctr  readings a Redfish source
+                                                   gave that were refused (wrong units,
+                                                   NaN, out of bounds; its ``values_refused``)
 twin_facility_pue{cluster}                  gauge  PUE now (clusters with a facility)
 twin_facility_power_watts{cluster,part}     gauge  it, facility, losses, pumps, fans, chillers
 twin_facility_cdu_load_ratio{cluster,cdu}   gauge  CDU heat / planned capacity
@@ -69,6 +72,7 @@ from prometheus_client.core import (
 )
 
 from twin.facility.capping_live import read_summary
+from twin.facility.live import rated_rows
 from twin.telemetry import keys, state
 from twin.telemetry.config import conf
 from twin.telemetry.processing.stream import GROUP
@@ -126,7 +130,23 @@ def _database() -> Iterator[Metric]:
                 .order_by("cluster_id", "rule", "severity")):
         alerts.add_metric([str(row["cluster_id"]), row["rule"], row["severity"]], row["n"])
     out.append(alerts)
+    out.append(_redfish_refused())
     yield from out
+
+
+def _redfish_refused() -> Metric:
+    """Per Redfish source, the readings refused since it was added (the source row's
+    ``values_refused``, which every poller process adds to in the database)."""
+    from twin.facility.models import RedfishSource
+
+    family = CounterMetricFamily(
+        "twin_facility_redfish_values_refused", "Readings a Redfish source gave that were "
+        "refused (not a number, wrong units, out of range or over the element's physical "
+        "bound), since the source was added.", labels=["cluster", "source"])
+    for cluster_id, name, refused in (RedfishSource.objects.order_by("site__cluster_id", "name")
+                                      .values_list("site__cluster_id", "name", "values_refused")):
+        family.add_metric([str(cluster_id), name], float(refused))
+    return family
 
 
 def _redis() -> Iterator[Metric]:
@@ -318,7 +338,7 @@ class _PlantFamilies:
                 self.pdu_load.add_metric([c, str(pdu["key"])], float(pdu["load_fraction"]))
             if pdu.get("input_w") is not None:
                 self.pdu_input.add_metric([c, str(pdu["key"])], float(pdu["input_w"]))
-        for e in s.get("rated") or []:  # type: ignore[attr-defined]
+        for e in rated_rows(s.get("rated")):  # type: ignore[arg-type]
             labels = [c, str(e["key"]), str(e["kind"]), str(e["chain"])]
             if e.get("headroom_w") is not None:
                 self.headroom.add_metric(labels, float(e["headroom_w"]))

@@ -64,7 +64,10 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         if rule.level == "facility":
             kind = "cdu" if rule.key in ("cdu_load", "cdu_leak") else "feed"
             key = str(plant[f"{kind}s"][pos]["key"]) if plant else str(pos)
-            return {"subject": f"{kind}:{key}"[:40], "label": f"{kind.upper()} {key}"}
+            label = f"{kind.upper()} {key}"
+            if rule.key == "feed_failed" and plant:
+                label += _feed_out_label(plant["feeds"][pos])
+            return {"subject": f"{kind}:{key}"[:40], "label": label}
         if rule.level == "rack":
             rid = int(racks.ids[pos])
             out_rack: dict[str, Any] = {"subject": f"rack:{rid}", "rack_id": rid,
@@ -121,6 +124,7 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         inp.feed_load = np.array([_or_nan(f.get("load_fraction")) for f in plant["feeds"]])
         inp.model_drift = plant.get("model_drift")
         inp.cdu_leak = np.array([_or_nan(c.get("leaks")) for c in plant["cdus"]])
+        inp.feed_out = np.array([_or_nan(f.get("units_out")) for f in plant["feeds"]])
     try:
         return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
                         load_open=load_open, position_of=position_of, levels=levels,
@@ -149,6 +153,18 @@ def evaluate_plant_alerts(r: redis.Redis, lay: Layout, *, now: float,
         rack_draw=np.full(len(lay.groups["rack"].ids), np.nan), alert_state=r.get(state_key),
         state_key=state_key, plant=plant, rule_keys=PLANT_RULES)
     return state, transitions
+
+
+def _feed_out_label(feed: dict[str, Any]) -> str:
+    """What a feed with units out has left: its units out of how many, and what the
+    survivors carry (their load over the rating they give), or that none is left."""
+    units, out = int(feed.get("units") or 0), int(feed.get("units_out") or 0)
+    if units and out >= units:
+        return f" failed: {out} of {units} units out, none left: its racks have no power"
+    frac = feed.get("load_fraction")
+    carry = "" if frac is None else (f"; the {units - out} left carry its load at "
+                                     f"{float(frac) * 100:.0f} % of their rating")
+    return f" failed: {out} of {units} units out{carry}"
 
 
 def _or_nan(value: Any) -> float:

@@ -2,7 +2,6 @@
 what ``twin.facility.live`` published at the cluster's last tick."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgpack
@@ -18,7 +17,7 @@ def plant_summary(cluster_id: int) -> dict[str, Any] | None:
     from twin.facility import live  # here: the state's readers load before the apps
 
     raw = redis_client().get(live.summary_key(conf().prefix, cluster_id))
-    return None if raw is None else dict(json.loads(raw))
+    return None if raw is None else dict(msgpack.unpackb(raw))
 
 
 def plant_racks(cluster_id: int, version: str) -> dict[str, np.ndarray] | None:
