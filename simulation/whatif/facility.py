@@ -27,7 +27,11 @@ power goes back to the plant (a rack held out is fed the demand that took it out
 would alternate), and the rounds repeat — jobs → plant → limits → jobs — until the
 limits repeat exactly or the jobs' power under the limits is within
 :data:`FIXED_POINT_TOL` of the power that set them (:func:`fixed_point_residual`), at
-most :data:`MAX_ROUNDS` rounds (``fixed_point``: rounds, converged, residual). A plant
+most :data:`MAX_ROUNDS` rounds (``fixed_point``: rounds, converged, residual). This is
+successive substitution (Picard iteration), the fixed-point coupling co-simulation uses
+between two simulators that exchange values at communication steps (Gomes et al.,
+"Co-simulation: a survey", ACM Computing Surveys 51(3), 2018, §4 — here the steps are
+the windows and the exchanged values the racks' power and limits). A plant
 that never limits a rack below the TDP leaves the jobs exactly as they were (one round).
 The facility figures reported are the last plant run's, the one that set the final
 case's limits.
