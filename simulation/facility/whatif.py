@@ -10,7 +10,11 @@ Every step is :func:`simulation.facility.thermal.step` (at ``dt_s``, 1 s by defa
 plus the power chain for PUE. Cards protect themselves as firmware does: above the
 card limit a rack's power falls to what the limit allows on its coolant,
 cards × (T_limit − T_coolant)/R (the hardware slowdown), never below idle; a rack
-whose cards pass the shutdown temperature trips (draws nothing). With capping on,
+whose cards pass the shutdown temperature trips (draws nothing) — to the horizon, or,
+with ``trip_cooldown_s``, until that long has passed and its cards (at no power, its
+coolant) are back under the limit. The demand is each rack's ``rack_w`` (or a fraction
+of its budget), or a per-rack schedule over time (``rack_w_schedule``: the what-if
+engine's jobs, window by window). With capping on,
 :class:`~simulation.facility.capping.CapController` sets the caps each step (one
 representative card per rack: the rack's cards are identical here). The result:
 time series downsampled to at most ``points`` samples, per rack the time until it
@@ -127,11 +131,20 @@ class WhatIfInput:
     """> 0: record each rack's per-card power limit over time (``WhatIfResult.card_limits``),
     floored to multiples of ``limit_step`` × ``card_tdp_w`` (0: not recorded). The
     what-if engine composes it with the jobs (``simulation.whatif.facility``)."""
+    rack_w_schedule: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    """(time s, W per rack) in ascending time: each rack's demand from that time on
+    (before the first entry: ``rack_w`` / ``load_fraction``). The what-if engine passes
+    its jobs' per-rack power, window by window."""
+    trip_cooldown_s: float | None = None
+    """A tripped rack comes back once at least this long has passed since its trip *and*
+    its cards (at no power: its coolant) are back under the card limit; None: a tripped
+    rack stays out to the horizon."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["events"] = [e.to_dict() for e in self.events]
         out["rack_w"] = list(self.rack_w) if self.rack_w is not None else None
+        out["rack_w_schedule"] = [[t, list(w)] for t, w in self.rack_w_schedule]
         return out
 
     @classmethod
@@ -145,6 +158,11 @@ class WhatIfInput:
                             for i, e in enumerate(d.get("events", ())))
         if d.get("rack_w") is not None:
             d["rack_w"] = tuple(float(x) for x in d["rack_w"])
+        try:
+            d["rack_w_schedule"] = tuple((float(t), tuple(float(x) for x in w))
+                                         for t, w in d.get("rack_w_schedule") or ())
+        except (TypeError, ValueError) as err:
+            raise PlantError("rack_w_schedule", "a list of [time s, [W per rack]]") from err
         try:
             return cls(**d)
         except TypeError as err:
@@ -202,6 +220,18 @@ def _check(plant: Plant, inp: WhatIfInput) -> None:
             raise PlantError("rack_w", f"needs {len(plant.racks)} finite values ≥ 0")
     elif not 0 <= inp.load_fraction <= 2:
         raise PlantError("load_fraction", "must be in [0, 2]")
+    last = -math.inf
+    for i, (at, w) in enumerate(inp.rack_w_schedule):
+        if not (math.isfinite(at) and at >= max(last, 0.0)):
+            raise PlantError(f"rack_w_schedule[{i}]", "times must be finite, ≥ 0 and ascending")
+        arr = np.asarray(w, dtype=float)
+        if arr.shape != (len(plant.racks),) or not np.all(np.isfinite(arr)) or (arr < 0).any():
+            raise PlantError(f"rack_w_schedule[{i}]",
+                             f"needs {len(plant.racks)} finite values ≥ 0")
+        last = at
+    if inp.trip_cooldown_s is not None and not (math.isfinite(inp.trip_cooldown_s)
+                                                and inp.trip_cooldown_s >= 0):
+        raise PlantError("trip_cooldown_s", "must be a number of seconds ≥ 0 (or null)")
     from simulation.facility.capping import POLICIES
 
     if inp.policy not in POLICIES:
@@ -251,6 +281,9 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     budget = np.asarray(plant.racks.budget_w, dtype=float)
     base = (np.asarray(inp.rack_w, dtype=float) if inp.rack_w is not None
             else budget * inp.load_fraction)
+    schedule = [np.asarray(w, dtype=float) for _, w in inp.rack_w_schedule]
+    if schedule and inp.rack_w_schedule[0][0] <= 0:
+        base = schedule[0]
     cards = inp.cards_per_rack
     idle_rack = cards * inp.card_idle_w
     # timeline of changes: (time, sign, event); reverts apply the opposite change
@@ -265,6 +298,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         while t_w < inp.horizon_s:
             changes.append((t_w, 0, -1))
             t_w += 60.0
+    for i, (at, _) in enumerate(inp.rack_w_schedule):
+        changes.append((at, 0, -2 - i))   # the demand from then on
     changes.sort(key=lambda c: (c[0], c[1]))
     wb0 = inp.wet_bulb_c if inp.wet_bulb_c is not None else plant.site.wet_bulb_c
     db0 = inp.dry_bulb_c if inp.dry_bulb_c is not None else plant.site.dry_bulb_c
@@ -276,7 +311,10 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     wb, db = wb0, db0
 
     def apply(sign: int, i: int) -> None:
-        nonlocal hot, surge, capping, wb, db
+        nonlocal hot, surge, capping, wb, db, base
+        if i <= -2:   # the demand schedule
+            base = schedule[-2 - i]
+            return
         if i < 0:   # weather point
             ts = np.array([w[0] for w in weather])
             t_now = t
@@ -315,7 +353,11 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     s = reading.thermal
     limit_c = p.card_limit_c
     shutdown_c = limit_c + inp.shutdown_margin_c
-    tripped = np.zeros(n, dtype=bool)
+    tripped = np.zeros(n, dtype=bool)   # ever tripped
+    out = np.zeros(n, dtype=bool)       # tripped and not back yet
+    trip_at = np.full(n, np.nan)
+    trips = np.zeros(n, dtype=np.int64)
+    cooldown = inp.trip_cooldown_s
     t_limit = np.full(n, np.nan)
     t_cap = np.full(n, np.nan)
     delivered = base.copy()
@@ -348,15 +390,26 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             ci += 1
             changed = True
         if changed or hyd is None:
-            cond = Conditions(wb + hot, db + hot, tuple(int(x) for x in cool_failed))
-            hyd = hydraulics(net, dt, cond)
-            flow_cache = None
+            now_cond = Conditions(wb + hot, db + hot, tuple(int(x) for x in cool_failed))
+            if hyd is None or now_cond != cond:
+                cond = now_cond
+                hyd = hydraulics(net, dt, cond)
+            flow_cache = None   # a feed lost or back changes the flow too
         demand = base * surge
         # firmware protection: slow down at the limit, trip past shutdown
         coolant = 0.5 * (s.rack_sup_c + s.rack_ret_c)
         thermal_cap = np.maximum(cards * (limit_c - coolant) / p.r_liquid_k_w, idle_rack)
         thermal_cap = np.where(net.liquid_rack, thermal_cap, np.inf)
-        tripped |= s.card_c >= shutdown_c
+        if cooldown is not None and out.any():
+            # back once cooled down: long enough since the trip, cards under the limit
+            back = out & (t - trip_at >= cooldown - 1e-9) & (s.card_c < limit_c)
+            out &= ~back
+        new = (s.card_c >= shutdown_c) & ~out
+        if new.any():
+            out |= new
+            tripped |= new
+            trip_at[new] = t
+            trips[new] += 1
         want = np.minimum(demand, thermal_cap)
         ceiling = thermal_cap.copy()   # rack W its cards may draw, whatever their load
         racks_capped = 0
@@ -387,7 +440,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         else:   # no capping: a rack "hits its cap" when its demand passes its budget
             over = (demand > budget * (1 + 1e-9)) & np.isnan(t_cap)
             t_cap[over] = t
-        rack_w = np.where(tripped, 0.0, want)
+        rack_w = np.where(out, 0.0, want)
         if flow_cache is None or not np.array_equal(flow_cache[0], rack_w):
             flow_cache = (rack_w.copy(), power_flow(chain, rack_w, failed_units=pow_failed))
         flow0 = flow_cache[1]
@@ -395,7 +448,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         if inp.limit_step > 0:
             q = inp.limit_step * inp.card_tdp_w
             per_card = np.floor(ceiling / cards / q) * q
-            lim = np.where(tripped | ~flow0.rack_powered, 0.0,
+            lim = np.where(out | ~flow0.rack_powered, 0.0,
                            np.where(per_card < inp.card_tdp_w, per_card, np.inf))
             for r in np.flatnonzero(lim != last_limit).tolist():
                 limit_log.append((t, int(r), None if math.isinf(lim[r]) else float(lim[r])))
@@ -430,6 +483,11 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         if skip_quiescent and (moved < 1e-9 or left < inp.quiescent_k) \
                 and np.array_equal(rack_w, delivered) and not changed:
             nxt_change = changes[ci][0] if ci < len(changes) else inp.horizon_s
+            if cooldown is not None and out.any():
+                due = trip_at[out] + cooldown
+                due = due[due > t + 1e-9]
+                if due.size:   # a rack's cool-down ends before the next change
+                    nxt_change = min(nxt_change, float(due.min()))
             span = max(1, min(n_steps - k, int(math.floor((nxt_change - t) / dt + 1e-9))))
         delivered = rack_w
         s = nxt
@@ -465,7 +523,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     return WhatIfResult(
         t_s=t_out, series=series, cdu_sup_c=cdu_out,
         racks={"time_to_limit_s": opt(t_limit), "time_to_cap_s": opt(t_cap),
-               "tripped": tripped.tolist(),
+               "tripped": tripped.tolist(), "trips": trips.tolist(),
+               "out_at_end": out.tolist(),
                "names": list(plant.racks.names) or [str(int(x)) for x in plant.racks.ids]},
         energy={"facility_kwh": e_fac / hours, "it_kwh": e_it / hours,
                 "it_lost_kwh": max(e_demand - e_it, 0.0) / hours,

@@ -27,12 +27,14 @@ policies, EASY backfilling): :class:`_Case` extends it with what a live cluster 
   energy, peak rack power, utilisation and availability are integrals of step
   functions, not samples.
 
-With a :class:`~simulation.facility.plant.Plant`, the racks' mean power feeds the
-facility engine (:func:`simulation.facility.whatif.run`) with the facility events (CDU
-trip, feed trip, wet bulb raised): PUE, thermal limits and capping come from it, and
-the plant's per-rack limits come back to the jobs (:func:`.facility.compose`: a rack
-at its thermal ceiling or cap runs its cards at the clock it allows, a tripped or
-unpowered rack goes down and its jobs restart from their checkpoints).
+With a :class:`~simulation.facility.plant.Plant`, each rack's power over time (window
+means of its cards' step function plus its static non-card load) drives the facility
+engine (:func:`simulation.facility.whatif.run`) with the facility events (CDU trip, feed
+trip, wet bulb raised): PUE, thermal limits and capping come from it, and the plant's
+per-rack limits come back to the jobs (:func:`.facility.compose`: a rack at its thermal
+ceiling or cap runs its cards at the clock it allows, a tripped or unpowered rack goes
+down and its jobs restart from their checkpoints, back after its cool-down), round after
+round until the jobs' power under the limits is the power that set them.
 
 **The fork** also brings: cards cut off by a switch recorded down
 (:func:`unavailable_cards`), the live caps per rack (:func:`live_rack_caps`, held over

@@ -1,30 +1,50 @@
 """The facility side of a what-if: the plant's engine fed with the racks' power, and
 what the plant does to the jobs.
 
-**Composition** (:func:`compose`, one round): each case's jobs run first as if the
-plant held every card at full clock; the plant then runs under that case's mean rack
-power (with the facility events in the perturbed case) and records, per rack, the power
-per card it allows over time — the tighter of the thermal ceiling
-(T_limit − T_coolant)/R of :mod:`simulation.facility.whatif` (the firmware's slowdown)
-and, when live capping was applying at the fork, the capping controller's cap
+**Composition** (:func:`compose`, to a fixed point): each case's jobs run first as if
+the plant held every card at full clock. The plant then runs under that case's
+**per-rack** power — each rack's cards as the jobs' placement and clock make them, plus
+its static non-card IT load (``Layout.rack_static_w``: servers' CPUs and fans, switches
+and optics) — as a step function of windows (:func:`window_s`: at most
+:data:`PLANT_WINDOWS` over the horizon, none shorter than :data:`MIN_WINDOW_S`; each
+window's exact mean per rack, :func:`window_means`), with the facility events in the
+perturbed case, and records per rack the power per card it allows over time — the
+tighter of the thermal ceiling (T_limit − T_coolant)/R of
+:mod:`simulation.facility.whatif` (the firmware's slowdown) and, when live capping was
+applying at the fork, the capping controller's cap
 (:class:`simulation.facility.capping.CapController`) — floored to :data:`LIMIT_STEP` of
-the TDP, and 0 for a rack that tripped (cards past their shutdown temperature) or lost
-its power. The case's jobs then run again under those limits: a limited rack's cards
-run at the clock whose busy power fits (``clock_for_cap``: the training model's step
-time at that clock for a job that names a model, c/f + 1 − c otherwise, as under
-``cap_power``), and a rack at 0 goes down — its jobs lose the work since their last
-checkpoint and are requeued, as on a failure. A plant that never limits a rack below
-the TDP leaves the jobs exactly as they were. The facility figures reported are the
-plant's run that set the limits (one round: the lower power of the throttled jobs is
-not fed back again — an upper bound on the throttling).
+the TDP, and 0 while a rack is tripped (cards past their shutdown temperature, back
+after :data:`TRIP_COOLDOWN_S` once its cards are under the limit again) or unpowered.
+The case's jobs then run again under those limits: a limited rack's cards run at the
+clock whose busy power fits (``clock_for_cap``: the training model's step time at that
+clock for a job that names a model, c/f + 1 − c otherwise, as under ``cap_power``), a
+rack at 0 goes down — its jobs lose the work since their last checkpoint and are
+requeued, as on a failure — and comes back when the plant powers it again.
+
+The throttled jobs draw less and run longer, and a rack's jobs move when it trips: that
+power goes back to the plant (a rack held out is fed the demand that took it out,
+:func:`held_demand`: fed as nothing, the plant would not take it out and the rounds
+would alternate), and the rounds repeat — jobs → plant → limits → jobs — until the
+limits repeat exactly or the jobs' power under the limits is within
+:data:`FIXED_POINT_TOL` of the power that set them (:func:`fixed_point_residual`), at
+most :data:`MAX_ROUNDS` rounds (``fixed_point``: rounds, converged, residual). This is
+successive substitution (Picard iteration), the fixed-point coupling co-simulation uses
+between two simulators that exchange values at communication steps (Gomes et al.,
+"Co-simulation: a survey", ACM Computing Surveys 51(3), 2018, §4 — here the steps are
+the windows and the exchanged values the racks' power and limits). A plant
+that never limits a rack below the TDP leaves the jobs exactly as they were (one round).
+The facility figures reported are the last plant run's, the one that set the final
+case's limits.
 
 **The fork**: elements the snapshot lists ``failed`` or in ``maintenance``
 (``facility_down``) are down in both cases (the plant's ``down``); a ``degraded`` one
 has one unit out from time 0 (pump, cooling or feed loss of one unit).
 
-**Peak feed power** (:func:`peak_feed_kw`): each utility feed's input (its IT load and
-the chain's losses, ``simulation.facility.power_chain.power_flow``) at the instants of
-the case's exact rack-power step function where the racks under it draw most.
+**Peak feed power** (:func:`peak_feed_kw`): each utility feed's input — its IT load (the
+cards' and the racks' static non-card load), the chain's losses and its share of the
+mechanical plant (``simulation.facility.power_chain.power_flow``; the plant run's peak
+mechanical draw, an upper bound) — at the instants of the case's exact rack-power step
+function where the racks under it draw most.
 
 :func:`facility_pair` runs :func:`simulation.facility.whatif.run` twice — the
 baseline's and the perturbed case's mean rack power, the perturbed case with the
@@ -60,8 +80,11 @@ if TYPE_CHECKING:
     from .engine import CaseResult
     from .layout import Layout
 
-__all__ = ["FACILITY_DT_S", "LIMIT_STEP", "compose", "contract_plant", "facility_events",
-           "facility_pair", "forked_plant", "peak_feed_kw"]
+__all__ = ["FACILITY_DT_S", "FIXED_POINT_TOL", "LIMIT_STEP", "MAX_ROUNDS", "MIN_WINDOW_S",
+           "PLANT_WINDOWS", "TRIP_COOLDOWN_S", "compose", "contract_plant", "facility_events",
+           "facility_pair", "fixed_point_residual", "forked_plant", "held_demand",
+           "out_intervals", "peak_feed_kw", "plant_limits", "rack_schedule", "window_means",
+           "window_s"]
 
 Limits = list[tuple[float, int, float | None]]
 
@@ -69,6 +92,28 @@ LIMIT_STEP = 0.02
 """The plant's per-card limits reach the jobs in steps of 2 % of the TDP, floored (never
 looser than the plant's): a transient of minutes re-times a rack's jobs tens of times,
 not once per facility step. An assumption of resolution, not of physics."""
+
+F64 = npt.NDArray[np.float64]
+
+PLANT_WINDOWS = 48
+"""The jobs' per-rack power drives the plant as a step function of at most this many
+windows over the horizon (each window's exact mean per rack): an assumption of
+resolution — within a window the plant sees the mean, not every job start."""
+MIN_WINDOW_S = 600.0
+"""No drive window is shorter than 10 minutes, the slowest time constant of the plant
+(the demo plant's τ ≈ 600 s): shorter changes are what the plant's own capacitance
+averages anyway."""
+MAX_ROUNDS = 6
+"""At most this many rounds of jobs → plant → limits → jobs per case (see
+:func:`compose`)."""
+FIXED_POINT_TOL = 0.01
+"""Converged when the limits repeat exactly, or when no rack's power under the limits
+differs from the power that set them by more than 1 % of a full rack's card power (cards
+per rack × TDP) on average over the horizon (:func:`fixed_point_residual`)."""
+TRIP_COOLDOWN_S = 600.0
+"""A rack the plant tripped comes back once 10 minutes have passed *and* its cards (at
+no power: its coolant) are back under the card limit — an **assumption** (a firmware
+restart and the operator's reset), not a measured figure."""
 
 FACILITY_DT_S = 10.0
 """The facility engine's step over a what-if horizon (its transients are minutes;
@@ -158,13 +203,90 @@ def _plant_w(plant: Plant, at: npt.NDArray[np.int64], rack_w: npt.NDArray[np.flo
     return out
 
 
-def _rack_input(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None
+def window_s(horizon_s: float) -> float:
+    """The plant's drive window over ``horizon_s``: :data:`PLANT_WINDOWS` windows, none
+    shorter than :data:`MIN_WINDOW_S`."""
+    return max(MIN_WINDOW_S, horizon_s / PLANT_WINDOWS)
+
+
+def window_means(times: F64, rack_w: F64, horizon_s: float, window: float) -> F64:
+    """Each window's mean of a per-rack step function (``rack_w[i]`` from ``times[i]`` to
+    the next time, the last to the horizon): windows × racks, exact integrals
+    (a cumulative sum evaluated at the window edges), the last window possibly shorter.
+
+    >>> window_means(np.array([0.0, 30.0]), np.array([[2.0], [4.0]]), 100.0, 50.0).tolist()
+    [[2.8], [4.0]]
+    """
+    edges = np.append(np.arange(0.0, horizon_s, window), horizon_s)
+    if not len(times):
+        return np.zeros((len(edges) - 1, rack_w.shape[-1]))
+    dt = np.diff(np.append(times, horizon_s))
+    cum = np.vstack([np.zeros(rack_w.shape[1]), np.cumsum(rack_w * dt[:, None], axis=0)])
+    i = np.clip(np.searchsorted(times, edges, side="right") - 1, 0, None)
+    at = cum[i] + rack_w[i] * np.clip(edges - times[i], 0.0, None)[:, None]
+    at[edges < times[0]] = 0.0
+    return np.diff(at, axis=0) / np.diff(edges)[:, None]
+
+
+Steps = tuple[F64, F64]
+"""A per-rack step function: (change times s, W per time × layout rack)."""
+
+
+def rack_schedule(plant: Plant, demand: Steps, at: npt.NDArray[np.int64], static_w: F64,
+                  horizon_s: float) -> tuple[tuple[tuple[float, tuple[float, ...]], ...], F64]:
+    """The plant's drive from the jobs' per-rack power (``demand``): per window
+    (:func:`window_s`) each layout rack's mean — its cards' as the jobs' placement and
+    clock make it, plus its static non-card IT load (``static_w``) — as the plant's racks
+    (one outside the layout at its nameplate). Returns the schedule (a window whose
+    demand repeats the previous one dropped) and the windows × layout racks means (the
+    fixed-point residual's)."""
+    w = window_s(horizon_s)
+    means = window_means(demand[0], demand[1], horizon_s, w) + static_w[None, :]
+    full = _plant_w(plant, at, means)
+    out: list[tuple[float, tuple[float, ...]]] = []
+    for k in range(len(full)):
+        if k == 0 or not np.array_equal(full[k], full[k - 1]):
+            out.append((k * w, tuple(float(x) for x in full[k])))
+    return tuple(out), means
+
+
+def out_intervals(limits: Limits, horizon_s: float) -> list[tuple[int, float, float]]:
+    """(layout rack, from s, to s) of every stretch the limits hold a rack out (at 0)."""
+    out: list[tuple[int, float, float]] = []
+    since: dict[int, float] = {}
+    for t, r, w in sorted(limits, key=lambda x: (x[0], x[1])):
+        if w == 0.0:
+            since.setdefault(r, t)
+        elif r in since:
+            out.append((r, since.pop(r), t))
+    out.extend((r, t, horizon_s) for r, t in since.items())
+    return out
+
+
+def held_demand(case: Steps, before: Steps, intervals: Sequence[tuple[int, float, float]]
+                ) -> Steps:
+    """The case's per-rack power, except where the plant held a rack out: there the
+    demand that made the plant take it out (``before``'s). Fed back as it is, a rack
+    out would draw nothing, the plant would not take it out, and the rounds would
+    alternate: the rack's *demand* while out is what its jobs would draw there."""
+    if not intervals:
+        return case
+    t = np.union1d(case[0], before[0])
+    a = case[1][np.clip(np.searchsorted(case[0], t, side="right") - 1, 0, None)]
+    b = before[1][np.clip(np.searchsorted(before[0], t, side="right") - 1, 0, None)]
+    for r, t0, t1 in intervals:
+        m = (t >= t0) & (t < t1)
+        a[m, r] = b[m, r]
+    return t, a
+
+
+def _rack_input(plant: Plant, case: CaseResult, demand: Steps | None,
+                at: npt.NDArray[np.int64] | None, static_w: F64, horizon_s: float
                 ) -> dict[str, Any]:
-    mean_w = case.totals["mean_power_kw"] * 1e3
+    if at is not None and demand is not None:
+        return {"rack_w_schedule": rack_schedule(plant, demand, at, static_w, horizon_s)[0]}
+    mean_w = case.totals["mean_power_kw"] * 1e3 + float(static_w.sum())
     budget = np.asarray(plant.racks.budget_w, dtype=float)
-    if at is not None and "mean_rack_w" in case.per_job:
-        w = _plant_w(plant, at, np.asarray(case.per_job["mean_rack_w"], float))
-        return {"rack_w": tuple(float(x) for x in w)}
     return {"load_fraction": float(min(1.0, max(0.01, mean_w / max(budget.sum(), 1.0))))}
 
 
@@ -177,19 +299,23 @@ def _cards_per_rack(layout: Layout) -> int:
 
 
 def _run_plant(plant: Plant, spec: WhatIfSpec, case: CaseResult, events: Sequence[FacilityEvent],
-               layout: Layout | None, capping: bool, at: npt.NDArray[np.int64] | None
-               ) -> WhatIfResult:
+               layout: Layout | None, capping: bool, at: npt.NDArray[np.int64] | None,
+               demand: Steps | None = None) -> WhatIfResult:
     matched = at is not None
     extra: dict[str, Any] = {}
+    static = layout.static_w() if layout is not None else np.zeros(len(case.rack_peak_w))
     if layout is not None:
         extra = {"cards_per_rack": _cards_per_rack(layout), "card_tdp_w": layout.tdp_w,
                  "card_idle_w": min(layout.idle_w, layout.tdp_w * 0.999),
                  "compute_share": spec.compute_share, "capping": capping,
-                 "limit_step": LIMIT_STEP if matched else 0.0}
+                 "limit_step": LIMIT_STEP if matched else 0.0,
+                 "trip_cooldown_s": TRIP_COOLDOWN_S}
     try:
         return run_facility(plant, WhatIfInput(horizon_s=spec.horizon_s, dt_s=FACILITY_DT_S,
                                                events=tuple(events), points=spec.points,
-                                               **_rack_input(plant, case, at), **extra))
+                                               **_rack_input(plant, case, demand or case.rack_steps,
+                                                             at, static,
+                                                             spec.horizon_s), **extra))
     except PlantError as exc:
         raise WhatIfInputError(f"facility.{exc.field}", exc.message) from exc
 
@@ -200,6 +326,7 @@ def _summary(site: Plant, res: WhatIfResult) -> dict[str, Any]:
     return {"contract_kw": site.site.contract_kw,
             "mean_pue": res.energy["mean_pue"],
             "facility_mwh": res.energy["facility_kwh"] / 1e3,
+            "it_mwh": res.energy["it_kwh"] / 1e3,
             "it_lost_mwh": res.energy["it_lost_kwh"] / 1e3,
             "racks_at_thermal_limit": len(limit),
             "first_thermal_limit_s": min(limit) if limit else None,
@@ -210,65 +337,138 @@ def _summary(site: Plant, res: WhatIfResult) -> dict[str, Any]:
                        "max_card_c": res.series["max_card_c"]}}
 
 
+def fixed_point_residual(power: Steps, demand: Steps, horizon_s: float) -> float:
+    """W: the largest, over racks, of the mean absolute difference over the horizon between
+    the racks' power under the plant's limits (``power``) and the power that set those
+    limits (``demand``), both as the plant sees them (window means, :func:`window_s`). A
+    job that ends a few seconds later moves little; a rack throttled differently all
+    along moves by its difference."""
+    w = window_s(horizon_s)
+    diff = np.abs(window_means(*power, horizon_s, w) - window_means(*demand, horizon_s, w))
+    edges = np.append(np.arange(0.0, horizon_s, w), horizon_s)
+    return float((diff * np.diff(edges)[:, None]).sum(axis=0).max(initial=0.0) / horizon_s)
+
+
+def _limits(res: WhatIfResult, owner: dict[int, int]) -> Limits:
+    return [(t, owner[r], w) for t, r, w in res.card_limits if r in owner]
+
+
+def plant_limits(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None,
+                 layout: Layout, case: CaseResult, *, perturbed: bool) -> Limits:
+    """The plant's limits — (time s, layout rack index, W per card; None: no limit, 0: out)
+    — for ``case``'s per-rack power as it ran: one step of :func:`compose`'s rounds, for
+    checking its fixed point from outside."""
+    forked, fork_events, _ = forked_plant(plant, snapshot)
+    evs = (*fork_events, *facility_events(forked, spec)) if perturbed else fork_events
+    site = contract_plant(forked, spec) if perturbed else forked
+    at = rack_map(plant, layout.rack_index()[0], len(case.rack_peak_w))
+    if at is None:
+        return []
+    capping = (snapshot is not None and snapshot.readings is not None
+               and snapshot.readings.cap_w is not None)
+    res = _run_plant(site, spec, case, evs, layout, capping, at, case.rack_steps)
+    return _limits(res, {int(p): k for k, p in enumerate(at.tolist())})
+
+
 def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layout: Layout,
             base: CaseResult, pert: CaseResult,
             rerun: Callable[[bool, Limits], CaseResult]
             ) -> tuple[CaseResult, CaseResult, dict[str, Any]]:
-    """Both cases through the plant and back into the jobs (see the module doc).
-    ``rerun(perturbed, limits)`` runs a case again under the plant's limits."""
+    """Both cases through the plant and back into the jobs, to a fixed point (see the
+    module doc). ``rerun(perturbed, limits)`` runs a case again under the plant's
+    limits."""
     forked, fork_events, unknown = forked_plant(plant, snapshot)
     events = facility_events(forked, spec)
     racks = len(base.rack_peak_w)
-    at = rack_map(plant, layout.rack_index()[0], racks)
+    rack_ids = layout.rack_index()[0]
+    at = rack_map(plant, rack_ids, racks)
     owner = {int(p): k for k, p in enumerate([] if at is None else at.tolist())}
     capping = (snapshot is not None and snapshot.readings is not None
                and snapshot.readings.cap_w is not None)
+    static = layout.static_w()
     out: dict[str, Any] = {"matched_racks": at is not None, "capping": capping,
-                           "limit_step": LIMIT_STEP}
+                           "limit_step": LIMIT_STEP, "static_kw": float(static.sum()) / 1e3,
+                           "window_s": window_s(spec.horizon_s)}
     if fork_events or forked is not plant:
         out["fork"] = {"down": sorted(k for r in ("failed", "maintenance")
                                       for k in (snapshot.facility_down.get(r, ())
                                                 if snapshot else ())),
                        "degraded": [e.target for e in fork_events], "unknown": unknown}
     cases = {"baseline": base, "perturbed": pert}
+    tol_w = FIXED_POINT_TOL * _cards_per_rack(layout) * layout.tdp_w
     for name, evs, site in (("baseline", fork_events, forked),
                             ("perturbed", (*fork_events, *events),
                              contract_plant(forked, spec))):
-        res = _run_plant(site, spec, cases[name], evs, layout, capping, at)
+        case = cases[name]
+        demand = case.rack_steps
+        res = _run_plant(site, spec, case, evs, layout, capping, at, demand)
+        applied: Limits = []
+        limits = _limits(res, owner)
+        rounds, residual, converged = 1, None, True
+        # jobs → plant → limits → jobs, until the limits repeat or the power stops moving
+        while limits != applied and at is not None and demand is not None:
+            case = rerun(name == "perturbed", limits)
+            applied = limits
+            assert case.rack_steps is not None
+            now = held_demand(case.rack_steps, demand,
+                              out_intervals(limits, spec.horizon_s))
+            residual = fixed_point_residual(now, demand, spec.horizon_s)
+            demand = now
+            if residual <= tol_w:
+                break
+            if rounds >= MAX_ROUNDS:
+                converged = False
+                break
+            res = _run_plant(site, spec, case, evs, layout, capping, at, demand)
+            limits = _limits(res, owner)
+            rounds += 1
+        cases[name] = case
         out[name] = _summary(site, res)
-        limits: Limits = [(t, owner[r], w) for t, r, w in res.card_limits if r in owner]
         out[name]["job_limits"] = {
-            "changes": len(limits), "racks_limited": len({r for _, r, _ in limits}),
-            "racks_out": len({r for _, r, w in limits if w == 0.0}),
-            "lowest_card_w": min((w for _, _, w in limits if w), default=None)}
-        if limits:
-            cases[name] = rerun(name == "perturbed", limits)
+            "changes": len(applied), "racks_limited": len({r for _, r, _ in applied}),
+            "racks_out": len({r for _, r, w in applied if w == 0.0}),
+            "lowest_card_w": min((w for _, _, w in applied if w), default=None)}
+        out[name]["fixed_point"] = {"rounds": rounds, "converged": converged,
+                                    "residual_kw": None if residual is None
+                                    else residual / 1e3, "tolerance_kw": tol_w / 1e3}
+        out[name]["peak_mechanical_kw"] = max(res.series["mechanical_w"], default=0.0) / 1e3
+        if at is not None:
+            lim = res.racks["time_to_limit_s"]
+            trips = res.racks["trips"]
+            out[name]["racks"] = {"ids": list(rack_ids),
+                                  "time_to_limit_s": [lim[int(i)] for i in at.tolist()],
+                                  "trips": [int(trips[int(i)]) for i in at.tolist()]}
+        cases[name].totals["peak_feed_kw"] = peak_feed_kw(
+            site, cases[name], at, static, max(res.series["mechanical_w"], default=0.0))
+        cases[name].totals["it_static_kw"] = float(static.sum()) / 1e3
     b, p = out["baseline"], out["perturbed"]
     out["difference"] = {k: p[k] - b[k] for k in ("mean_pue", "facility_mwh", "it_lost_mwh",
                                                   "racks_at_thermal_limit", "racks_capped",
                                                   "racks_tripped")}
-    for name in ("baseline", "perturbed"):
-        site = forked if name == "baseline" else contract_plant(forked, spec)
-        cases[name].totals["peak_feed_kw"] = peak_feed_kw(site, cases[name], at)
     return cases["baseline"], cases["perturbed"], out
 
 
-def peak_feed_kw(plant: Plant, case: CaseResult,
-                 at: npt.NDArray[np.int64] | None) -> float | None:
+def peak_feed_kw(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
+                 static_w: F64 | None = None, mechanical_w: float = 0.0) -> float | None:
     """The highest input of any utility feed (kW) over the case: the chain's
     ``power_flow`` (IT load and every element's losses) at the instants where the racks
     under each feed draw most, from the case's exact rack-power step function. Feeds
     lost by a ``feed_loss`` event are counted as if they still ran (their peak is the
-    planned load's). The racks' power is the cards' (the what-if's), a plant rack outside
-    the layout at its nameplate. None when the racks cannot be matched (``at``: the
-    layout racks' plant indices, :func:`rack_map`) or the plant has no feed."""
+    planned load's). The racks' power is the cards' (the what-if's) plus ``static_w``
+    (each layout rack's non-card IT load, W), a plant rack outside the layout at its
+    nameplate; ``mechanical_w`` (the plant's pumps, fans and chillers) is spread over
+    the feeds as ``power_flow`` does. With constant efficiencies η along a chain of k
+    elements and one feed: (cards + static) / η^k + mechanical. None when the racks
+    cannot be matched (``at``: the layout racks' plant indices, :func:`rack_map`) or the
+    plant has no feed."""
     steps = case.rack_steps
     feeds = [i for i, e in enumerate(plant.power) if e.kind == "feed"]
     if steps is None or not feeds or at is None:
         return None
     if not len(steps[1]):
         return 0.0
-    rack_w = _plant_w(plant, at, steps[1])
+    rack_w = _plant_w(plant, at, steps[1] if static_w is None
+                      else steps[1] + static_w[None, :])
     chain = compile_chain(plant.power, plant.racks.power_parent)
     root = np.arange(chain.n)
     for _ in range(len(chain.levels)):
@@ -282,7 +482,7 @@ def peak_feed_kw(plant: Plant, case: CaseResult,
             candidates.add(int(np.argmax(rack_w[:, mask].sum(axis=1))))
     best = 0.0
     for t in sorted(candidates):
-        flow = power_flow(chain, rack_w[t])
+        flow = power_flow(chain, rack_w[t], mechanical_w=mechanical_w)
         best = max(best, float(flow.input_w[feeds].max()))
     return best / 1e3
 

@@ -47,6 +47,12 @@ class Layout:
     """The cards' catalogue figures (``simulation.training.system_for_accelerator``'s
     input): with them, jobs that name a training model run at its speed
     (:mod:`.speed`); None: every job keeps its expected duration's pace."""
+    rack_static_w: tuple[float, ...] = ()
+    """The non-card IT load of each rack (:meth:`rack_index` order), W drawn whatever the
+    load: its servers' static draw (CPUs, fans, NICs: ``Server.overhead_w``) and its
+    network devices (switches and optics: ``NetworkDevice.power_w``), the terms of the
+    hardware's rack draw besides the cards. Empty: none known (0). It reaches the plant
+    and the feeds (:mod:`.facility`), not the cards' figures."""
 
     def __post_init__(self) -> None:
         n = len(self.server_ids)
@@ -57,6 +63,12 @@ class Layout:
             raise WhatIfInputError("layout.server_ids", "no servers to run on")
         if not 0 <= self.idle_w <= self.tdp_w:
             raise WhatIfInputError("layout.idle_w", "0 ≤ idle ≤ TDP")
+        if self.rack_static_w:
+            racks = len(dict.fromkeys(self.rack_ids))
+            w = np.asarray(self.rack_static_w, float)
+            if w.shape != (racks,) or not np.all(np.isfinite(w)) or (w < 0).any():
+                raise WhatIfInputError("layout.rack_static_w",
+                                       f"one finite W ≥ 0 per rack ({racks})")
 
     # ------------------------------------------------------------ lookups
     @property
@@ -76,6 +88,12 @@ class Layout:
         n, s = np.nonzero(grid >= 0)
         return {int(c): (int(a), int(b)) for c, a, b in zip(grid[n, s].tolist(), n.tolist(),
                                                             s.tolist(), strict=True)}
+
+    def static_w(self) -> npt.NDArray[np.float64]:
+        """W of non-card IT load per rack (:meth:`rack_index` order; zeros if unknown)."""
+        if self.rack_static_w:
+            return np.asarray(self.rack_static_w, np.float64)
+        return np.zeros(len(dict.fromkeys(self.rack_ids)))
 
     def rack_index(self) -> tuple[list[int], I64]:
         """(distinct rack ids in first-seen order, rack index per node)."""
@@ -103,7 +121,9 @@ class Layout:
                 "switches": {str(k): list(v) for k, v in self.switches.items()},
                 "tdp_w": self.tdp_w, "idle_w": self.idle_w,
                 "clock_power": [list(p) for p in self.clock_power],
-                **({"accelerator": dict(self.accelerator)} if self.accelerator else {})}
+                **({"accelerator": dict(self.accelerator)} if self.accelerator else {}),
+                **({"rack_static_w": list(self.rack_static_w)} if self.rack_static_w
+                   else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layout:
@@ -117,6 +137,7 @@ class Layout:
                        float(data.get("tdp_w", 700.0)), float(data.get("idle_w", 100.0)),
                        tuple((float(a), float(b)) for a, b in
                              data.get("clock_power") or DEFAULT_CLOCK_POWER),
-                       dict(data["accelerator"]) if data.get("accelerator") else None)
+                       dict(data["accelerator"]) if data.get("accelerator") else None,
+                       tuple(float(w) for w in data.get("rack_static_w") or ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise WhatIfInputError("layout", f"not a layout: {exc}") from exc

@@ -285,3 +285,50 @@ def test_a_contract_change_on_a_built_cluster_caps_its_cards_and_reaches_the_pla
     facility = result["facility"]
     assert facility["baseline"]["contract_kw"] == site.contract_kw
     assert facility["perturbed"]["contract_kw"] == half
+
+
+def test_the_layout_carries_each_racks_static_draw_and_the_feed_peak_counts_it(db):
+    """Issue 25, the non-card IT load: the layout a what-if runs on carries each rack's
+    servers' overhead (CPUs, fans, NICs) and network devices (switches, optics) — summed
+    here per rack straight from the rows — and the run reports it as ``it_static_kw`` and
+    adds it to the plant's drive: the plant's IT energy is the cards' energy plus the static
+    load over the horizon, plus the nameplate of the plant's racks the layout has not (the
+    network racks; no throttling on a cool plant)."""
+    from django.db.models import Sum
+    from django.db.models.functions import Coalesce
+
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster, NetworkDevice, Server
+    from twin.scenarios.kinds.whatif import cluster_layout, plant_for
+
+    built = build_cluster("seed-512", supernodes=1, name="static-whatif")
+    cluster = Cluster.objects.get(pk=built["cluster_id"])
+    expect: dict[int, float] = {}
+    for rack, w in Server.objects.filter(rack__cluster=cluster).values_list("rack_id") \
+            .annotate(w=Sum("overhead_w")).order_by():
+        expect[rack] = expect.get(rack, 0.0) + float(w)
+    for rack, w in NetworkDevice.objects.filter(cluster=cluster) \
+            .annotate(r=Coalesce("rack_id", "server__rack_id")).values_list("r") \
+            .annotate(w=Sum("power_w")).order_by():
+        if rack is not None:
+            expect[rack] = expect.get(rack, 0.0) + float(w)
+    layout = cluster_layout(cluster)
+    racks, _ = layout.rack_index()
+    assert racks and layout.rack_static_w == tuple(expect.get(r, 0.0) for r in racks)
+    assert sum(layout.rack_static_w) > 0
+    out = StringIO()
+    call_command("run_scenario", "whatif", "--cluster", "static-whatif", "--no-progress",
+                 "--json", "--params", json.dumps({"horizon_h": 2, "failure_rate": 0,
+                                                   "events": []}), stdout=out)
+    result = json.loads(out.getvalue()[out.getvalue().index("{"):])
+    static_kw = sum(layout.rack_static_w) / 1e3
+    base = result["baseline"]["totals"]
+    assert base["it_static_kw"] == pytest.approx(static_kw)
+    assert result["facility"]["static_kw"] == pytest.approx(static_kw)
+    plant = plant_for(cluster.pk)
+    others = sum(float(w) for i, w in zip(np.asarray(plant.racks.ids).tolist(),
+                                          np.asarray(plant.racks.nameplate_w).tolist(),
+                                          strict=True) if int(i) not in set(racks))
+    assert result["facility"]["baseline"]["it_mwh"] == pytest.approx(
+        base["energy_mwh"] + (static_kw + others / 1e3) * 2 / 1e3, rel=1e-6)
+    assert base["peak_feed_kw"] > base["peak_power_kw"] + static_kw

@@ -157,15 +157,26 @@ def test_a_switch_down_at_the_fork_cuts_its_servers_off():
 @pytest.mark.parametrize("eff", [1.0, 0.95])
 def test_peak_feed_power_is_the_peak_it_load_through_the_chains_losses(eff):
     """Every element of the power chain at a constant efficiency η: the feed draws the IT
-    load / η⁴ (feed → transformer → UPS → PDU), so its peak is the cards' peak / η⁴ —
-    kW, next to the peak rack power."""
+    load / η⁴ (feed → transformer → UPS → PDU) and the mechanical plant beside it (no
+    conversion loss, one feed). The IT load is the cards' and the racks' static non-card
+    load (servers, switches and optics: 1, 2, 3 and 4 kW on the four racks), so its peak
+    is (cards' peak + 10 kW) / η⁴ + the plant's peak mechanical draw — kW, next to the
+    peak rack power (the cards')."""
     lay, plant, s = _world()
+    lay = replace(lay, rack_static_w=(1000.0, 2000.0, 3000.0, 4000.0))
     curve = EfficiencyCurve((1.0,), (eff,))
     flat = replace(plant, power=tuple(replace(p, efficiency=curve) for p in plant.power))
     res = run_whatif(s, lay, spec(horizon_s=3 * 3600.0), plant=flat)
-    for case in (res.baseline, res.perturbed):
+    for name, case in (("baseline", res.baseline), ("perturbed", res.perturbed)):
         t = case.totals
-        assert t["peak_feed_kw"] == pytest.approx(t["peak_power_kw"] / eff ** 4, rel=1e-9)
+        mech = res.facility[name]["peak_mechanical_kw"]
+        assert mech > 0
+        assert t["it_static_kw"] == 10.0
+        assert t["peak_feed_kw"] == pytest.approx((t["peak_power_kw"] + 10.0) / eff ** 4 + mech,
+                                                  rel=1e-9)
         assert t["peak_rack_kw"] == pytest.approx(16 * 0.7)
+        # the plant is driven with the same IT load: the cards' energy + 10 kW × 3 h
+        assert res.facility[name]["it_mwh"] == pytest.approx(t["energy_mwh"] + 0.03, rel=1e-9)
     d = res.to_dict()
     assert "peak_feed_kw" in d["difference"]
+    assert res.facility["static_kw"] == 10.0

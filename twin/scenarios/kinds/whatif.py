@@ -218,10 +218,12 @@ class WhatIfKind(ScenarioKind):
 
 # ------------------------------------------------------------------ the cluster
 def cluster_layout(cluster: Any) -> Layout:
-    """The cluster's servers, cards by slot, racks, supernodes, switches (bulk queries)."""
+    """The cluster's servers, cards by slot, racks, supernodes, switches, and each rack's
+    static non-card draw (servers' overhead, network devices: the hardware's draw terms
+    without the cards, one grouped query) — bulk queries."""
     from django.db.models import Max, Min
 
-    from twin.hardware.models import Card, NetworkDevice, Server
+    from twin.hardware.models import Card, NetworkDevice, Rack, Server
 
     servers = list(Server.objects.filter(rack__cluster=cluster).order_by("rack_id", "id")
                    .values_list("id", "rack_id", "supernode_id"))
@@ -247,11 +249,15 @@ def cluster_layout(cluster: Any) -> Layout:
         tdp=Max("accelerator__tdp_w"), idle=Min("accelerator__idle_w"),
         slug=Min("accelerator__slug"))
     figures = accelerator_figures(power["slug"]) if power["slug"] else None
+    racks = list(dict.fromkeys(r for _, r, _ in servers))
+    static = {d.rack_id: float(d.w) for d in
+              Rack.objects.filter(pk__in=racks).draw_by_rack(static_only=True).rows()}
     return Layout(tuple(s for s, _, _ in servers), tuple(r for _, r, _ in servers),
                   tuple(n or 0 for _, _, n in servers), tuple(cards), switches,
                   float(power["tdp"] or 700.0), float(power["idle"] or 100.0),
                   accelerator={k: float(v) if isinstance(v, int | float) or hasattr(v, "is_nan")
-                               else v for k, v in figures.items()} if figures else None)
+                               else v for k, v in figures.items()} if figures else None,
+                  rack_static_w=tuple(static.get(r, 0.0) for r in racks))
 
 
 def check_targets(spec: WhatIfSpec, layout: Layout, snapshot: LiveSnapshot, plant: Any | None,
