@@ -41,9 +41,9 @@ from .models import MODELS, ModelSpec
 from .step import evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "FULL_ITERATION_MOE", "LLM_FOUNDRY", "MEGATRON_BRIDGE", "MEGATRON_CORE",
-           "MODERN_RUNS", "ModernRun", "RELEASE_RUNS", "VALIDATION_MODELS", "release_table",
-           "validation_table"]
+__all__ = ["ACCELERATORS", "DROPLESS_REGRESSION", "FULL_ITERATION_MOE", "LLM_FOUNDRY",
+           "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "ModernRun", "RELEASE_RUNS",
+           "VALIDATION_MODELS", "release_table", "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -133,13 +133,15 @@ DEEPSEEK_SOURCE = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.1
                    "PP 16, EP 64 over 8 nodes, ZeRO-1, DualPipe, FP8 1×128 / 128×128 "
                    "(§3.2-3.3), batch 15,360 × 4,096 tokens (§4.2)")
 DEEPSEEK_TRAINING: tuple[tuple[str, Any], ...] = (
-    ("fp8_recipe", "block"), ("ep_overlap", True))
+    ("fp8_recipe", "block"), ("ep_overlap", True), ("ep_overlap_schedule", "dualpipe"))
 """What DeepSeek-V3's report states beyond the layout: FP8 with 1×128 activation and
 128×128 weight tiles (§3.3.1, :mod:`.recipes` ``block``); DualPipe overlaps the
 dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
-``ep_overlap``). The micro-batch is not stated: 1 sequence (the model's assumption).
-Not priced: the multi-token-prediction module (D = 1, §2.2), in the measured hours;
-DualPipe's smaller bubble; node-limited routing (≤ 4 nodes per token)."""
+``ep_overlap``; the report: "both all-to-all and PP communication can be fully hidden",
+``ep_overlap_schedule`` ``dualpipe``: under the whole paired chunk). The micro-batch is
+not stated: 1 sequence (the model's assumption). Not priced: the multi-token-prediction
+module (D = 1, §2.2), in the measured hours; DualPipe's smaller bubble; node-limited
+routing (≤ 4 nodes per token)."""
 QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
 """Megatron-Bridge ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``,
 ``QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2`` (GBS 8192): expert TP 1, the
@@ -184,6 +186,9 @@ class ModernRun:
     figures: tuple[tuple[str, Any], ...] = ()
     """Accelerator figures that differ from :data:`ACCELERATORS` (the source's part)."""
     source: str = MEGATRON_BRIDGE
+    regression: str = ""
+    """The publisher's own statement that this figure is a software regression (kept in
+    the table and its means; :data:`DROPLESS_REGRESSION`)."""
 
     @property
     def name(self) -> str:
@@ -214,6 +219,16 @@ class ModernRun:
             out["zero"] = 3
         out.update(dict(self.settings))
         return out
+
+
+DROPLESS_REGRESSION = (
+    "NVIDIA-NeMo/Megatron-Bridge issue 1998 (2026-01-20, labels performance/release): "
+    "\"We have 2X slower performance in QWEN3 30B on H100 and B200 with the dropless "
+    "schedule compared to the token-drop schedule. Basically, the perf in 25.11 is 2X slower "
+    "than 25.09\"; the 25.09 table's same layouts, token-drop: {before:,} tokens/s/GPU")
+"""The two 25.11 Qwen3 30B-A3B rows their publisher calls a 2× regression, with the 25.09
+figure of the same layout (``docs/performance-summary-archive.md``, 25.09: H100 10,494,
+B200 18,066)."""
 
 
 def _h(model: str, gpus: int, gbs: int, mbs: int, tok: float, release: str = "25.11",
@@ -273,7 +288,8 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 4, 8, 1, 4,
               tokens_per_gpu=988, release="26.02", system="GB300"),
     # mixture of experts (the tables: token distribution force-balanced, dropless)
-    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8),
+    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8,
+       regression=DROPLESS_REGRESSION.format(before=10494)),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
               tokens_per_gpu=5630),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 1280, 1, pp=4, ep=8,
@@ -281,7 +297,8 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 512, 4, ep=8,
               tokens_per_gpu=8213, system="DGX-B200"),
     ModernRun("qwen3-30b-a3b", "b200-sxm-180gb", 8, "FP8-MX", 512, 1, ep=8,
-              tokens_per_gpu=9299, system="DGX-B200"),
+              tokens_per_gpu=9299, system="DGX-B200",
+              regression=DROPLESS_REGRESSION.format(before=18066)),
     ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
               tokens_per_gpu=3269, system="DGX-B200"),
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
@@ -410,7 +427,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
             "published": run.tokens_per_gpu, "model": value,
             "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
             "source": base.source, "fits": bool(res.values["fits"]),
-            "chosen": {"recompute": ex.recompute}}
+            "chosen": {"recompute": ex.recompute}, "regression": run.regression}
 
 
 def _choose(run: PublishedRun, model: Any, system: Any) -> tuple[Any, Any]:
@@ -450,5 +467,5 @@ def validation_table() -> list[dict[str, Any]]:
                     "error": value / run.published - 1, "metric": "mfu",
                     "source": run.source, "fits": bool(res.values["fits"]),
                     "chosen": {"micro_batch": ex.micro_batch, "vpp": ex.vpp,
-                               "recompute": ex.recompute}})
+                               "recompute": ex.recompute}, "regression": ""})
     return out
