@@ -11,6 +11,7 @@ from simulation.training.validation import (
     MODERN_RUNS,
     QWEN3_B200_2511,
     QWEN3_B200_REGRESSION,
+    ModernRun,
     validation_table,
 )
 
@@ -56,3 +57,21 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
     assert 1.45 < row["error"] < 1.50
     without = 1024 * 4096 / 64 / 16.9  # the fixed recipe, overlap and VP off
     assert without / run.tokens_per_gpu == pytest.approx(1.19, abs=0.01)
+
+
+def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
+    """Megatron-Bridge's 26.02 MoE rows in layouts the 25.11 table lacks (ten, on parts the
+    model has), priced with the defaults: every one fits and is optimistic, +17 to +204 %,
+    mean 62.8 % — the MoE gap of the 56-row table (55.9 %) is not an artefact of its rows.
+    The bounds are the figures reached."""
+    from simulation.training.validation import MOE_2602_RUNS, moe_2602_table
+
+    rows = moe_2602_table()
+    assert len(rows) == len(MOE_2602_RUNS) == 10
+    assert all(r["moe"] and r["fits"] and r["run"].endswith("(26.02)") for r in rows)
+    def key(r: ModernRun) -> tuple[object, ...]:  # layout and precision
+        return (r.model, r.accelerator, r.gpus, r.precision, r.gbs, r.mbs, r.pp, r.vp, r.ep)
+
+    assert not {key(r) for r in MODERN_RUNS} & {key(r) for r in MOE_2602_RUNS}
+    assert all(0.16 < r["error"] <= 2.04 for r in rows)
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.628
