@@ -26,8 +26,18 @@ hundreds of thousands. Formulas (each in its module's docstring):
   layer's GEMMs when ``overlap_tp`` (exposed = max(0, comm − GEMM));
 * EP: 2 AllToAlls forward + 2 backward per MoE layer of the tokens × top_k ×
   capacity × h values a card routes (Lepikhin et al. 2021, GShard), exposed; with
-  ``ep_overlap`` the part hidden under the paired micro-batch holds ``comm_sms`` SMs
-  (DeepSeek-V3 §3.2.2), adding hidden·c/(sm − c) as for DP;
+  ``ep_overlap`` (Megatron-Core's ``overlap_moe_expert_parallel_comm``, DualPipe's
+  pairing) a forward and a backward micro-batch run in three phases, each the longer of
+  its communication and its compute (the schedule of Megatron-LM pull request 2719,
+  "Refine A2A overlap": combine_bwd ‖ attn_fwd → post_attn_fwd; dispatch_fwd →
+  dispatch_bwd ‖ mlp_bwd → mlp_bwd_dw → mlp_fwd; combine_fwd ‖ post_attn_bwd →
+  attn_bwd): with a = one all-to-all, A_f / A_b the layer's forward / backward without
+  its expert GEMMs M_f / M_b, exposed = max(0, a − A_f) + max(0, 2a − M_f − M_b) +
+  max(0, a − A_b) (each all-to-all hides only under its phase's compute, not under the
+  whole paired layer); with ``ep_overlap_schedule`` ``dualpipe`` (DeepSeek-V3 §3.2.1,
+  whose SM split is tuned so that "both all-to-all and PP communication can be fully
+  hidden") under the whole paired chunk, max(0, a2a − fwd − bwd); the hidden part holds
+  ``comm_sms`` SMs (DeepSeek-V3 §3.2.2), adding hidden·c/(sm − c) as for DP;
 * PP: step = m × (critical stage time per micro-batch) + bubble
   (p − 1)/v × the per-micro-batch time of a stage without the output layer (the
   fill and drain pass through the other stages; :mod:`.pipeline`); stage sends of b·s·h/t values
@@ -95,8 +105,8 @@ from .models import ModelSpec
 from .recipes import CAST_KERNELS, GEMM_RATE, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "kernel_rates", "memory_arrays",
-           "step_arrays"]
+__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed", "kernel_rates",
+           "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -164,6 +174,9 @@ class Batch:
     recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     ep_overlap: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """EP all-to-alls hidden under the paired micro-batch's compute (``Execution.ep_overlap``)."""
+    ep_dualpipe: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """The overlap hides under the whole paired chunk (``Execution.ep_overlap_schedule``
+    ``dualpipe``), not phase by phase."""
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
     moe_sync: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
@@ -188,7 +201,8 @@ class Batch:
             self.grad_fusion = np.ones(self.tp.size, dtype=np.bool_)
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
-        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager", "ep_overlap"):
+        for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager", "ep_overlap",
+                     "ep_dualpipe"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
         if self.moe_sync.size != self.tp.size:
@@ -204,6 +218,49 @@ class Batch:
     def take(self, idx: I64) -> Batch:
         """The configurations at ``idx``."""
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
+
+
+def ep_overlap_exposed(a2a: F64, fwd: F64, bwd: F64, mlp_f: F64, mlp_b: F64) -> F64:
+    """Exposed seconds of an MoE layer's four all-to-alls under the EP overlap.
+
+    Megatron-Core's ``overlap_moe_expert_parallel_comm`` (the batch-level overlap of
+    DeepSeek-V3's DualPipe, §3.2.1 and Fig. 4) pairs one micro-batch's forward with
+    another's backward and runs them in three phases, the communication stream beside
+    the compute stream (the schedule as Megatron-LM pull request 2719, "Refine A2A
+    overlap", tabulates it):
+
+    ====== ============================ ===============================================
+    phase  communication                compute
+    ====== ============================ ===============================================
+    1      combine (backward)           attention, router (forward)
+    2      dispatch (fwd), dispatch     expert MLP backward, its weight gradient,
+           (bwd)                        expert MLP forward
+    3      combine (forward)            router, attention (backward)
+    ====== ============================ ===============================================
+
+    Each phase lasts the longer of its two streams, so with ``a2a`` the four
+    all-to-alls (one is a2a/4), ``fwd`` / ``bwd`` the layer's forward / backward and
+    ``mlp_f`` / ``mlp_b`` its expert GEMMs:
+
+        exposed = max(0, a − (fwd − mlp_f)) + max(0, 2a − (mlp_f + mlp_b))
+                  + max(0, a − (bwd − mlp_b)),   a = a2a / 4
+
+    — never less than the whole-layer bound max(0, a2a − fwd − bwd): an all-to-all
+    hides only under its own phase's compute.
+
+    >>> one = np.array([1.0])
+    >>> float(ep_overlap_exposed(4 * one, 3 * one, 5 * one, 1 * one, 2 * one)[0])  # a = 1
+    0.0
+    >>> # a = 2: phase 1 hides it (A_f 2), phase 2 exposes 4 − 3, phase 3 none (A_b 3)
+    >>> float(ep_overlap_exposed(8 * one, 3 * one, 5 * one, 1 * one, 2 * one)[0])
+    1.0
+    >>> float(np.maximum(8 - 3 - 5, 0.0))  # the whole-layer bound would hide it all
+    0.0
+    """
+    a = 0.25 * a2a
+    out: F64 = (np.maximum(a - (fwd - mlp_f), 0.0) + np.maximum(2.0 * a - (mlp_f + mlp_b), 0.0)
+                + np.maximum(a - (bwd - mlp_b), 0.0))
+    return out
 
 
 def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F64]:
@@ -350,9 +407,18 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         k_ep, n_ep = group_split(b.ep, b.etp, dom)  # EP strides etp
         a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
         if np.any(b.ep_overlap):
-            # DualPipe / DeepEP: one micro-batch's dispatch + combine under the other's
-            # forward + backward of the layer; no partner with a single micro-batch
-            exposed = np.where(b.ep_overlap & (m >= 2), np.maximum(a2a - (fwd + bwd), 0.0), a2a)
+            # Megatron-Core's EP all-to-all overlap (``overlap_moe_expert_parallel_comm``):
+            # a forward and a backward micro-batch paired in three phases, each as long as
+            # the longer of its communication and its compute (Megatron-LM pull request
+            # 2719's schedule): the backward combine under the forward's attention and
+            # router; the forward dispatch and the backward dispatch under the expert GEMMs
+            # (backward, weight gradient, forward); the forward combine under the
+            # backward's router and attention. DualPipe (``ep_dualpipe``): under the whole
+            # paired chunk. No partner with a single micro-batch
+            phased = np.where(b.ep_dualpipe, np.maximum(a2a - (fwd + bwd), 0.0),
+                              ep_overlap_exposed(a2a, fwd, bwd, k["moe_mlp_f"],
+                                                 k["moe_mlp_b"]))
+            exposed = np.where(b.ep_overlap & (m >= 2), phased, a2a)
             # the hidden part holds ``comm_sms`` SMs (DeepSeek-V3 §3.2.2: 20 of 132 SMs run
             # the dispatch and combine): the compute under it takes sm/(sm − c) as long
             if 0 < system.comm_sms < system.sm_count:

@@ -21,13 +21,17 @@ from ._check import check_keys, choice, flag, integer, number
 from .errors import TrainingInputError
 from .models import ModelSpec
 
-__all__ = ["MAX_SCALE_UP_DOMAIN", "RECOMPUTE", "SCHEDULES", "Execution", "execution_from_params"]
+__all__ = ["EP_OVERLAP_SCHEDULES", "MAX_SCALE_UP_DOMAIN", "RECOMPUTE", "SCHEDULES", "Execution",
+           "execution_from_params"]
 
 RECOMPUTE = ("none", "selective", "full", "op")
 MAX_SCALE_UP_DOMAIN = 65536
 """The largest NVLink domain a run may ask for (the catalogue's bound on
 ``nvlink_domain_cards``)."""
 SCHEDULES = ("1f1b", "gpipe")
+EP_OVERLAP_SCHEDULES = ("megatron", "dualpipe")
+"""How ``ep_overlap`` pairs the micro-batches (:func:`.core.ep_overlap_exposed`):
+Megatron-Core's three phases, or DualPipe's whole paired chunk."""
 
 
 @dataclass(frozen=True)
@@ -95,9 +99,15 @@ class Execution:
     torchtitan without ``torch.compile``)."""
     ep_overlap: bool = False
     """The expert-parallel dispatch/combine all-to-alls run under the other micro-batch's
-    compute (DeepSeek-V3 report §3.2.1 DualPipe; DeepEP's hook-based overlap): exposed
-    only beyond one MoE layer's forward + backward compute, and only with ≥ 2
-    micro-batches per pipeline to pair."""
+    compute (Megatron-Core's ``overlap_moe_expert_parallel_comm``; DeepSeek-V3 report
+    §3.2.1 DualPipe), only with ≥ 2 micro-batches per pipeline to pair; how much hides
+    is ``ep_overlap_schedule``'s."""
+    ep_overlap_schedule: str = "megatron"
+    """``megatron``: a forward and a backward paired in three phases, each all-to-all
+    hidden only under its phase's compute (Megatron-LM pull request 2719's schedule,
+    :func:`.core.ep_overlap_exposed`); ``dualpipe``: hidden under the whole paired
+    chunk's forward + backward (DeepSeek-V3 §3.2.1: with its SM split tuned, "both
+    all-to-all and PP communication can be fully hidden")."""
     fp8_recipe: str = "delayed"
     """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
     ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
@@ -221,6 +231,8 @@ def execution_from_params(
                   "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
+    ep_schedule = choice(data.get("ep_overlap_schedule", "megatron"),
+                         f"{path}ep_overlap_schedule", EP_OVERLAP_SCHEDULES)
     clock = number(data.get("clock", 1.0), f"{path}clock", low=0.1, high=1.0)
     cap = data.get("power_cap_w")
     cap_w = None if cap is None else number(cap, f"{path}power_cap_w", open_low=True, high=1e5)
@@ -237,7 +249,7 @@ def execution_from_params(
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
-                   nvlink_domain=nvlink_domain, **flags)
+                   nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

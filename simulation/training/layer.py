@@ -219,7 +219,10 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     attention core, what selective recomputation repeats), and col_dgrad /
     col_wgrad: the backward GEMMs of the column-parallel layers (QKV, MLP up),
     the ones Megatron-LM overlaps its backward TP collectives with; op_rc_gemm: the
-    forward of the mms op-level SAC recomputes (:func:`op_sac_mms`).
+    forward of the mms op-level SAC recomputes (:func:`op_sac_mms`); moe_mlp_f /
+    moe_mlp_b: an MoE layer's expert GEMMs (routed and shared, forward / backward; 0 on
+    a dense model), the compute the EP all-to-all overlap pairs with the dispatch
+    (:mod:`.core`, ``ep_overlap``).
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
@@ -257,6 +260,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
     mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0, float(model.dense_width))
+    moe_mlp_f, moe_mlp_b = np.zeros_like(T), np.zeros_like(T)
     routed = 1.0
     if model.moe:
         share = model.moe_layers / model.layers
@@ -272,6 +276,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         if model.shared_width:  # the shared experts: a dense MLP every token runs
             s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))
             e_f, e_b, e_d, e_w = e_f + s_f, e_b + s_b, e_d + s_d, e_w + s_w
+        moe_mlp_f, moe_mlp_b = e_f, e_b
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
         up_d = (1 - share) * up_d + share * e_d
@@ -326,6 +331,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         "col_dgrad": qkv_d + up_d,
         "col_wgrad": qkv_w + up_w,
         "op_rc_gemm": op_rc,
+        "moe_mlp_f": moe_mlp_f,
+        "moe_mlp_b": moe_mlp_b,
     }
 
 

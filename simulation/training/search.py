@@ -307,6 +307,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         fused_elementwise=not bool(batch.eager[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
+        ep_overlap_schedule="dualpipe" if batch.ep_dualpipe[i] else "megatron",
         moe_dispatcher="alltoall" if batch.moe_sync[i] else "device",
         etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]

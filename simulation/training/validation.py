@@ -41,8 +41,9 @@ from .models import MODELS, ModelSpec
 from .step import evaluate
 from .system import system_for_accelerator
 
-__all__ = ["ACCELERATORS", "FULL_ITERATION_MOE", "LLM_FOUNDRY", "MEGATRON_BRIDGE", "MEGATRON_CORE",
-           "MODERN_RUNS", "ModernRun", "RELEASE_RUNS", "VALIDATION_MODELS", "release_table",
+__all__ = ["ACCELERATORS", "DROPLESS_REGRESSION", "FULL_ITERATION_MOE", "LLM_FOUNDRY",
+           "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "MOE_2602_RUNS", "ModernRun",
+           "RELEASE_RUNS", "VALIDATION_MODELS", "moe_2602_table", "release_table",
            "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
@@ -133,19 +134,34 @@ DEEPSEEK_SOURCE = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.1
                    "PP 16, EP 64 over 8 nodes, ZeRO-1, DualPipe, FP8 1×128 / 128×128 "
                    "(§3.2-3.3), batch 15,360 × 4,096 tokens (§4.2)")
 DEEPSEEK_TRAINING: tuple[tuple[str, Any], ...] = (
-    ("fp8_recipe", "block"), ("ep_overlap", True))
+    ("fp8_recipe", "block"), ("ep_overlap", True), ("ep_overlap_schedule", "dualpipe"))
 """What DeepSeek-V3's report states beyond the layout: FP8 with 1×128 activation and
 128×128 weight tiles (§3.3.1, :mod:`.recipes` ``block``); DualPipe overlaps the
 dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
-``ep_overlap``). The micro-batch is not stated: 1 sequence (the model's assumption).
-Not priced: the multi-token-prediction module (D = 1, §2.2), in the measured hours;
-DualPipe's smaller bubble; node-limited routing (≤ 4 nodes per token)."""
+``ep_overlap``; the report: "both all-to-all and PP communication can be fully hidden",
+``ep_overlap_schedule`` ``dualpipe``: under the whole paired chunk). The micro-batch is
+not stated: 1 sequence (the model's assumption). Not priced: the multi-token-prediction
+module (D = 1, §2.2), in the measured hours; DualPipe's smaller bubble; node-limited
+routing (≤ 4 nodes per token)."""
 QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
 """Megatron-Bridge ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``,
 ``QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2`` (GBS 8192): expert TP 1, the
 ``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
 other micro-batch's compute: ``ep_overlap``). The earlier preset file
 (``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
+QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (("ep_overlap", True),)
+"""The 25.11 B200 Qwen3 235B MXFP8 run had the all-to-all overlap on: Megatron-Bridge pull
+request 1760 (merged 2025-12-17), "Update Qwen3 235B A22B B200 performance recipe to
+address performance regression from 25.09. MXFP8 step time improved from 20.1s to 16.9s
+[...] Disable moe_a2a_overlap due to CPU overhead for BF16 and MXFP8. Disable VP for
+mxfp8" — 1,024 × 4,096 tokens / 64 GPUs / 20.1 s = 3,261 tokens/s/GPU, the table's 3,269;
+the release's preset (tag ``v0.2.0``, ``QWEN3_235B_A22B_B200_FP8_CS_BASE_CONFIG``, which
+MXFP8 reuses) sets ``moe_a2a_overlap=True``."""
+QWEN3_B200_REGRESSION = (
+    "NVIDIA-NeMo/Megatron-Bridge pull request 1760: the 25.11 recipe's MXFP8 step (20.1 s) "
+    "is a \"performance regression from 25.09\" (25.09, same layout, MXFP8: 4,275 "
+    "tokens/s/GPU); 16.9 s with the all-to-all overlap and VP off")
+"""The publisher's statement that the 25.11 B200 Qwen3 235B figure is a regression."""
 H800: tuple[tuple[str, Any], ...] = (("scaleup_gbps", 400.0),)
 """H800 SXM: the H100 SXM die, clocks and HBM with NVLink cut to 400 GB/s (NVIDIA H800
 product brief); the report's 160 GB/s NVLink / 50 GB/s IB (§3.2.2) are achieved
@@ -184,6 +200,9 @@ class ModernRun:
     figures: tuple[tuple[str, Any], ...] = ()
     """Accelerator figures that differ from :data:`ACCELERATORS` (the source's part)."""
     source: str = MEGATRON_BRIDGE
+    regression: str = ""
+    """The publisher's own statement that this figure is a software regression (kept in
+    the table and its means; :data:`DROPLESS_REGRESSION`)."""
 
     @property
     def name(self) -> str:
@@ -214,6 +233,16 @@ class ModernRun:
             out["zero"] = 3
         out.update(dict(self.settings))
         return out
+
+
+DROPLESS_REGRESSION = (
+    "NVIDIA-NeMo/Megatron-Bridge issue 1998 (2026-01-20, labels performance/release): "
+    "\"We have 2X slower performance in QWEN3 30B on H100 and B200 with the dropless "
+    "schedule compared to the token-drop schedule. Basically, the perf in 25.11 is 2X slower "
+    "than 25.09\"; the 25.09 table's same layouts, token-drop: {before:,} tokens/s/GPU")
+"""The two 25.11 Qwen3 30B-A3B rows their publisher calls a 2× regression, with the 25.09
+figure of the same layout (``docs/performance-summary-archive.md``, 25.09: H100 10,494,
+B200 18,066)."""
 
 
 def _h(model: str, gpus: int, gbs: int, mbs: int, tok: float, release: str = "25.11",
@@ -273,7 +302,8 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 4, 8, 1, 4,
               tokens_per_gpu=988, release="26.02", system="GB300"),
     # mixture of experts (the tables: token distribution force-balanced, dropless)
-    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8),
+    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8,
+       regression=DROPLESS_REGRESSION.format(before=10494)),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
               tokens_per_gpu=5630),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 1280, 1, pp=4, ep=8,
@@ -281,9 +311,11 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 512, 4, ep=8,
               tokens_per_gpu=8213, system="DGX-B200"),
     ModernRun("qwen3-30b-a3b", "b200-sxm-180gb", 8, "FP8-MX", 512, 1, ep=8,
-              tokens_per_gpu=9299, system="DGX-B200"),
+              tokens_per_gpu=9299, system="DGX-B200",
+              regression=DROPLESS_REGRESSION.format(before=18066)),
     ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
-              tokens_per_gpu=3269, system="DGX-B200"),
+              tokens_per_gpu=3269, system="DGX-B200", settings=QWEN3_B200_2511,
+              regression=QWEN3_B200_REGRESSION),
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
               tokens_per_gpu=15876, system="GB200"),
     ModernRun("qwen3-30b-a3b", "gb200-186gb", 8, "FP8-MX", 512, 4, ep=8,
@@ -393,6 +425,41 @@ def release_table() -> list[dict[str, Any]]:
     return [_modern_row(r) for r in RELEASE_RUNS]
 
 
+def _m26(model: str, acc: str, gpus: int, precision: str, gbs: int, mbs: int, tok: float,
+         system: str, ep: int, pp: int = 1, vp: int = 1) -> ModernRun:
+    return ModernRun(model, acc, gpus, precision, gbs, mbs, pp=pp, vp=vp, ep=ep,
+                     tokens_per_gpu=tok, release="26.02", system=system)
+
+
+MOE_2602_RUNS: tuple[ModernRun, ...] = (
+    _m26("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 2, 4612, "GB300", 32, pp=2, vp=8),
+    _m26("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, 3955, "GB200", 64, pp=4, vp=4),
+    _m26("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 4, 19412, "GB300", 64),
+    _m26("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 4, 15784, "GB200", 64),
+    _m26("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 1280, 4, 8047, "DGX-B200", 64),
+    _m26("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 8, 30376, "GB300", 8),
+    _m26("qwen3-30b-a3b", "h100-sxm5-80gb", 16, "FP8-CS", 1024, 1, 5113, "DGX-H100", 8, pp=2,
+         vp=12),
+    _m26("qwen3-235b-a22b", "gb300-288gb", 256, "FP8-MX", 8192, 2, 6583, "GB300", 32, pp=4),
+    _m26("qwen3-235b-a22b", "gb200-186gb", 256, "FP8-MX", 8192, 1, 5448, "GB200", 32, pp=8),
+    _m26("qwen3-235b-a22b", "b200-sxm-180gb", 256, "FP8-MX", 8192, 1, 3805, "DGX-B200", 8,
+         pp=8),
+)
+"""The MoE rows of Megatron-Bridge's 26.02 summary (``docs/performance-summary-archive.md``,
+"26.02 NeMo Container") whose layout or precision the 25.11 table does not have, on the
+parts :data:`ACCELERATORS` holds (the DGX-B300 rows and the B200 DeepSeek-V3 row, whose
+multi-token-prediction module the table does not state, are left out); the two already
+in :data:`MODERN_RUNS` (H100 GPT-OSS, H100 Qwen3 235B) are not repeated. The recipes'
+settings for these rows were not checked: priced with the defaults (all-to-all
+dispatcher, no all-to-all overlap, recomputation by the fidelity rule). Kept out of
+:func:`validation_table` and its means — a check on layouts the table was not built on."""
+
+
+def moe_2602_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`MOE_2602_RUNS` (rows as :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in MOE_2602_RUNS]
+
+
 def _modern_row(run: ModernRun) -> dict[str, Any]:
     model = _model(run.model)
     if run.seq:
@@ -410,7 +477,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
             "published": run.tokens_per_gpu, "model": value,
             "error": value / run.tokens_per_gpu - 1, "metric": "tokens/s/GPU",
             "source": base.source, "fits": bool(res.values["fits"]),
-            "chosen": {"recompute": ex.recompute}}
+            "chosen": {"recompute": ex.recompute}, "regression": run.regression}
 
 
 def _choose(run: PublishedRun, model: Any, system: Any) -> tuple[Any, Any]:
@@ -450,5 +517,5 @@ def validation_table() -> list[dict[str, Any]]:
                     "error": value / run.published - 1, "metric": "mfu",
                     "source": run.source, "fits": bool(res.values["fits"]),
                     "chosen": {"micro_batch": ex.micro_batch, "vpp": ex.vpp,
-                               "recompute": ex.recompute}})
+                               "recompute": ex.recompute}, "regression": ""})
     return out

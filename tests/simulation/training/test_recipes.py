@@ -111,7 +111,9 @@ def test_system_reads_the_nvlink_domain_and_the_fp4_peak() -> None:
 
 TABLE = validation_table()
 #: The figures reached (the test holds them: a change that makes them worse fails).
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.196, 0.545, 1.94
+# MOE_MEAN 0.545 → 0.559: the B200 Qwen3 235B row is priced as its run was, all-to-all
+# overlap on (Megatron-Bridge pull request 1760; validation.QWEN3_B200_2511), +121 → +148 %
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.196, 0.559, 1.94
 
 
 def test_validation_table_sources_and_reached_error() -> None:

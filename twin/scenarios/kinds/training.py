@@ -39,7 +39,12 @@ from simulation.training import (
     system_for_accelerator,
 )
 from simulation.training.dispatch import MOE_DISPATCHERS
-from simulation.training.execution import MAX_SCALE_UP_DOMAIN, RECOMPUTE, SCHEDULES
+from simulation.training.execution import (
+    EP_OVERLAP_SCHEDULES,
+    MAX_SCALE_UP_DOMAIN,
+    RECOMPUTE,
+    SCHEDULES,
+)
 from simulation.training.recipes import FP8_RECIPES
 from simulation.training.search import OBJECTIVES as OBJECTIVE_KEYS
 from simulation.training.search import (
@@ -140,13 +145,20 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "(CUDA-graphed MoE)."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
+    "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
+                   "micro-batch's compute (Megatron-Core's overlap_moe_expert_parallel_comm, "
+                   "DeepSeek-V3's DualPipe); needs 2 micro-batches or more."),
+    "ep_overlap_schedule": ("EP overlap schedule", "megatron: three phases, each all-to-all "
+                            "hidden only under its phase's compute; dualpipe: under the whole "
+                            "paired chunk (DeepSeek-V3's tuned split)."),
     "nvlink_domain": ("NVLink domain (cards)", "Cards per scale-up domain for this run (empty "
                       "or 0: the system's), e.g. 8 or 72 on a GB200 rack: a multiple or divisor "
                       "of the cards per server; groups wider than it cross the network."),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                                         "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES,
-                                        "moe_dispatcher": MOE_DISPATCHERS}
+                                        "moe_dispatcher": MOE_DISPATCHERS,
+                                        "ep_overlap_schedule": EP_OVERLAP_SCHEDULES}
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
