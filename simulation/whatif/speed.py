@@ -41,6 +41,15 @@ time once per (model, global batch, cards, domain, clock bucket of
 start (``benchmarks/whatif.py``). A shape the model cannot run (it does not fit the
 cards' memory, or no layout divides the batch) has no step time: the engine falls back
 to the expected duration's pace for it and says so (``fallbacks``).
+
+**Op mix** (:meth:`StepTimes.op_mix`): the same layout's step at full clock split by
+what bounds each op — compute-bound (GEMMs, attention, the output layer), memory-bound
+(element-wise ops, casts, the optimizer) and exposed communication — the training
+model's ``energy_compute_s`` / ``energy_memory_s`` / ``energy_comm_s``
+(:mod:`simulation.training.energy`), as the
+:class:`~simulation.facility.capping.OpMix` live capping prices a cap with
+(:func:`~simulation.facility.capping.throughput_op_mix`: a memory-bound step draws
+less and loses less from a clock cap). Cached per (model, global batch, cards, domain).
 """
 from __future__ import annotations
 
@@ -49,9 +58,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simulation.facility.capping import OpMix
 from simulation.training import MODELS, Execution, SystemSpec, search, system_for_accelerator
 from simulation.training.comm import CommModel
 from simulation.training.core import step_arrays
+from simulation.training.energy import hbm_power_w
 from simulation.training.errors import TrainingInputError
 from simulation.training.step import MEMORY_RESERVE_GIB, batch_of
 
@@ -113,6 +124,7 @@ class StepTimes:
         self.cache = cache
         self._layouts: dict[tuple[str, int, int, int], Execution | None] = {}
         self._steps: dict[tuple[str, int, int, int, float], float | None] = {}
+        self._mixes: dict[tuple[str, int, int, int], OpMix | None] = {}
         self.searches = 0
         self.pricings = 0
         self.calls = 0
@@ -156,6 +168,35 @@ class StepTimes:
             t = float(arrays["step_time_s"][0])
             out = t if math.isfinite(t) and t > 0 else None
         self._steps[key] = out
+        return out
+
+    def op_mix(self, model: str, global_batch: int, cards: int,
+               domain: int | None = None) -> OpMix | None:
+        """The step of ``model`` (``global_batch`` sequences on ``cards`` cards in
+        scale-up domains of ``domain``, default the accelerator's) on one card at full
+        clock by op class, with the card's power constants (module doc, "Op mix");
+        None: the model cannot run it."""
+        domain = valid_domain(cards, domain or self.domain, self.cards_per_server)
+        key = (model, global_batch, cards, domain)
+        if self.cache and key in self._mixes:
+            return self._mixes[key]
+        ex = self.layout(model, global_batch, cards, domain)
+        out: OpMix | None = None
+        if ex is not None:
+            self.pricings += 1
+            system = self.system(cards, domain)
+            a = step_arrays(MODELS[model], system, batch_of([replace(ex, clock=1.0)]),
+                            CommModel(system), MEMORY_RESERVE_GIB)
+            step = float(a["step_time_s"][0])
+            if math.isfinite(step) and step > 0:
+                hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
+                out = OpMix(compute_s=float(a["energy_compute_s"][0]),
+                            memory_s=float(a["energy_memory_s"][0]),
+                            comm_s=float(a["energy_comm_s"][0]), step_s=step,
+                            hbm_w=hbm_power_w(hbm, system.tdp_w, system.idle_w),
+                            memory_sm=system.memory_sm_activity,
+                            comm_activity=system.comm_activity)
+        self._mixes[key] = out
         return out
 
     def slowdown(self, reference: Shape, now: Shape) -> float | None:

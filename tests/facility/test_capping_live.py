@@ -380,3 +380,78 @@ def test_a_value_cached_under_an_older_version_is_not_served(
     assert capping_live._policy(cid) is None, "same version: the cached value"
     aggregates.bump("capping")  # (the other process's bump after its commit)
     assert capping_live._policy(cid) == ("apply", "uniform")
+
+
+def test_the_caps_cost_is_priced_with_each_jobs_op_mix_and_says_so(
+        plant_world: dict[str, Any]) -> None:
+    """Issue 24: a capped card whose running job names a training model loses what the
+    training model's op mix says (``throughput_op_mix`` of that job's mix, priced once per
+    job); the other capped cards the labelled fallback share (0.7); the summary and the
+    frame say which cards were priced how."""
+    from simulation.facility.capping import throughput, throughput_op_mix
+    from twin.jobs.models import Allocation, Job
+
+    cluster, cards = plant_world["cluster"], plant_world["cards"]
+    trained = Job.objects.create(cluster=cluster, name="llm", tenant="t", cards=4,
+                                 state="running", training_model="llama3-8b",
+                                 global_batch=16)
+    plain = Job.objects.create(cluster=cluster, name="plain", tenant="t", cards=4,
+                               state="running")
+    for i, c in enumerate(cards):
+        Allocation.objects.create(job=trained if i < 4 else plain, card=c)
+    capping_live._mixes.clear()
+    _budget(plant_world, 4000.0)
+    _policy(plant_world, "apply")
+    agent = _agent(plant_world)
+    _run(plant_world, agent, [700.0] * 6)
+    cid = cluster.pk
+    r = redis_client()
+    summary = capping_live.read_summary(r, conf().prefix, cid)
+    assert summary is not None and summary["cards_capped"] == 8
+    basis = summary["throughput_basis"]
+    lay = state.layout(cid)
+    mix = capping_live._mixes[trained.pk][1]
+    assert mix is not None and 0.0 < mix.compute_s < mix.step_s   # the model priced it
+    assert basis["op_mix_cards"] == 4 and basis["fallback_cards"] == len(lay.card_ids) - 4
+    assert basis["job_compute_share"] == {str(trained.pk): round(mix.compute_s / mix.step_s, 4)}
+    assert basis["fallback_compute_share"] == capping_live.FALLBACK_COMPUTE_SHARE == 0.7
+    assert basis["jobs_pending"] == 0
+    # the figure, by hand: the job's cards through its op mix, the others the fallback
+    caps = np.array(agent.get(f"/api/telemetry/clusters/{cid}/caps/").json()["caps_w"])
+    at = lay.ordinals([c.pk for c in cards])
+    tdp, idle = float(lay.tdp_w[at[0]]), float(lay.idle_w[at[0]])
+    kept = np.concatenate([
+        throughput_op_mix(caps[at[:4]], mix, tdp, idle).kept,
+        throughput(caps[at[4:]], np.full(4, tdp), tdp, idle, compute_share=0.7).kept])
+    assert summary["throughput_lost"] == pytest.approx(1.0 - kept.mean(), rel=1e-3)
+    # a GEMM-bound LLM step loses more per capped watt than the 0.7 fallback assumes
+    assert kept[:4].mean() < kept[4:].mean() < 1.0
+    # the live frame carries the basis
+    sec = capping_live.frame_section(r, conf().prefix, cid, lay.version,
+                                     len(lay.groups["rack"].names))
+    assert sec is not None and sec["throughput_basis"]["op_mix_cards"] == 4
+
+
+def test_jobs_are_priced_once_and_a_few_a_tick(plant_world: dict[str, Any]) -> None:
+    """The op mix is cached per job; over the per-tick budget a job waits (fallback,
+    counted as pending); a job without a training model is never priced."""
+    from twin.jobs.models import Allocation, Job
+
+    cluster, cards = plant_world["cluster"], plant_world["cards"]
+    jobs = [Job.objects.create(cluster=cluster, name=f"j{i}", tenant="t", cards=2,
+                               state="running", training_model="llama3-8b", global_batch=8)
+            for i in range(3)]
+    plain = Job.objects.create(cluster=cluster, name="plain", tenant="t", cards=2,
+                               state="running")
+    for i, c in enumerate(cards):
+        Allocation.objects.create(job=(jobs + [plain])[i // 2], card=c)
+    capping_live._mixes.clear()
+    ids = state.layout(cluster.pk).card_ids
+    job_of, mixes, pending = capping_live.job_op_mixes(cluster.pk, ids, budget=2)
+    assert len(mixes) == 2 and pending == 1
+    assert set(job_of[job_of >= 0].tolist()) == {j.pk for j in jobs}   # never the plain job
+    job_of, mixes, pending = capping_live.job_op_mixes(cluster.pk, ids, budget=1)
+    assert len(mixes) == 3 and pending == 0
+    before = dict(capping_live._mixes)
+    _, again, _ = capping_live.job_op_mixes(cluster.pk, ids, budget=0)   # all cached
+    assert again == mixes and capping_live._mixes == before

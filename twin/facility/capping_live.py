@@ -25,9 +25,20 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   only under ``apply`` (``propose`` computes and records them, agents get none).
 * **Audit** (:class:`~twin.facility.models.CapEvent`): a row when the binding set of
   limits changes (which kinds bind, the racks over budget, site, infeasible) with the
-  caps' summary and the throughput they cost through the training model's DVFS curve
-  (:func:`simulation.facility.capping.throughput`). One row per cluster and tick (a
+  caps' summary and the throughput they cost. One row per cluster and tick (a
   unique constraint): a retried tick writes nothing twice.
+* **What the caps cost** (:func:`throughput_lost`), per capped card: where a running job
+  that names a ``training_model`` holds the card, through that job's op mix from the
+  training model (:meth:`simulation.whatif.speed.StepTimes.op_mix`: its step split
+  into compute-bound, memory-bound and exposed-communication time;
+  :func:`simulation.facility.capping.throughput_op_mix`: only compute stretches with
+  the clock, memory-bound ops draw less), priced once per job and kept per process
+  (:data:`_mixes`; at most :data:`NEW_JOBS_PER_TICK` new jobs a tick, a training
+  search costs ~0.1–0.6 s); elsewhere (no job, a job without a training model, one
+  the model cannot run or not priced yet) the **labelled fallback**, a fixed compute
+  share of :data:`FALLBACK_COMPUTE_SHARE` (:func:`simulation.facility.capping.throughput`).
+  The summary says which was used (``throughput_basis``: cards on each, the jobs'
+  compute shares, jobs still waiting to be priced).
 * **Power elements** (PDUs, busways, UPS, transformers, feeds): each one's usable input
   (min of planned and available: redundancy and units running) turned into IT watts at
   the plant's present losses (``it_limits``, handed over by ``twin.facility.live`` in
@@ -61,16 +72,32 @@ from simulation.facility.capping import (
     BINDING,
     CapController,
     CapLimits,
+    OpMix,
     element_groups,
     throughput,
+    throughput_op_mix,
 )
 from simulation.facility.power_chain import PowerChain
+from simulation.whatif.speed import DEFAULT_SEQUENCES_PER_CARD, StepTimes
 
-__all__ = ["capping_on", "caps_key", "clear_caps", "frame_section", "priority_weights",
-           "read_caps", "read_summary", "state_key", "step_caps", "summary_key"]
+__all__ = ["FALLBACK_COMPUTE_SHARE", "NEW_JOBS_PER_TICK", "capping_on", "caps_key",
+           "clear_caps", "frame_section", "job_op_mixes", "priority_weights", "read_caps",
+           "read_summary", "state_key", "step_caps", "summary_key", "throughput_lost"]
 
 #: The weight of a card no running job holds (below any job's, 1 + priority / 100).
 IDLE_WEIGHT = 0.5
+#: The compute-bound share of a step for a capped card whose job the training model has
+#: not priced (no job, no training model, a shape it cannot run): an **assumption**, the
+#: GEMM-bound share of a typical LLM step (``simulation.facility.capping.throughput``).
+FALLBACK_COMPUTE_SHARE = 0.7
+#: Jobs priced with the training model per tick at most (the others keep the fallback,
+#: counted as ``pending``, until a later tick prices them).
+NEW_JOBS_PER_TICK = 2
+
+#: Per process: job id → ((model, global batch, cards, accelerator), its op mix or None).
+_mixes: dict[int, tuple[tuple[Any, ...], OpMix | None]] = {}
+#: Per process: the training model's step times per (accelerator slug, cards per server).
+_step_times: dict[tuple[str, int], StepTimes] = {}
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +119,8 @@ def summary_key(prefix: str, cluster_id: int) -> str:
 
 def read_summary(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
     """``{"v", "mode", "policy", "ts", "binding", "cards_capped", "capped_w",
-    "throughput_lost", "limits_binding", "rack_caps_w": ndarray, "rack_binding":
-    ndarray of bool}`` (layout rack order; None: capping off)."""
+    "throughput_lost", "throughput_basis", "limits_binding", "rack_caps_w": ndarray,
+    "rack_binding": ndarray of bool}`` (layout rack order; None: capping off)."""
     raw = r.get(summary_key(prefix, cluster_id))
     if not raw:
         return None
@@ -106,14 +133,16 @@ def read_summary(r: Any, prefix: str, cluster_id: int) -> dict[str, Any] | None:
 def frame_section(r: Any, prefix: str, cluster_id: int, version: str,
                   n_racks: int) -> dict[str, Any] | None:
     """The caps in a cluster frame, compact (per rack, not per card): mode, policy,
-    binding kinds, cards capped, capped watts, throughput lost, binding limits, per rack
-    (layout rack order) the sum of caps and 0/1 whether a limit binds there. None when
-    capping is off or the summary is of another layout."""
+    binding kinds, cards capped, capped watts, throughput lost and its basis (op mix or
+    fallback, :func:`throughput_lost`), binding limits, per rack (layout rack order) the
+    sum of caps and 0/1 whether a limit binds there. None when capping is off or the
+    summary is of another layout."""
     s = read_summary(r, prefix, cluster_id)
     if s is None or s.get("v") != version or len(s["rack_caps_w"]) != n_racks:
         return None
     out = {k: s.get(k) for k in ("ts", "mode", "policy", "binding", "cards_capped",
-                                 "capped_w", "throughput_lost", "limits_binding")}
+                                 "capped_w", "throughput_lost", "throughput_basis",
+                                 "limits_binding")}
     out["rack_caps_w"] = [round(float(v), 0) for v in s["rack_caps_w"]]
     out["rack_binding"] = s["rack_binding"].astype(int).tolist()
     return out
@@ -255,6 +284,88 @@ def _weights(cluster_id: int, version: str, card_ids: np.ndarray) -> np.ndarray:
     return w
 
 
+def job_op_mixes(cluster_id: int, card_ids: np.ndarray, *, budget: int = NEW_JOBS_PER_TICK
+                 ) -> tuple[np.ndarray, dict[int, OpMix | None], int]:
+    """Per card (``card_ids`` order) the running job that names a training model and
+    holds it (-1: none; a card several such jobs share takes the lowest job id), each
+    such job's op mix (None: the model cannot run its shape), and how many jobs wait to
+    be priced (over ``budget`` this call). One query over the cluster's allocations; a
+    job is priced once per process (:data:`_mixes`)."""
+    from twin.hardware.catalogue import accelerator_figures
+    from twin.hardware.models import Card
+    from twin.jobs.models import Allocation
+
+    ids = np.asarray(card_ids, dtype=np.int64)
+    job_of = np.full(len(ids), -1, dtype=np.int64)
+    rows = list(Allocation.objects.filter(job__cluster_id=cluster_id, job__state="running")
+                .exclude(job__training_model="").order_by("-job_id").values_list(
+                    "card_id", "job_id", "job__training_model", "job__global_batch",
+                    "job__cards", "card__accelerator__slug", "card__server_id"))
+    if not rows or not len(ids):
+        return job_of, {}, 0
+    cards = np.array([r[0] for r in rows], dtype=np.int64)
+    jobs = np.array([r[1] for r in rows], dtype=np.int64)
+    order = np.argsort(ids)
+    pos = np.minimum(np.searchsorted(ids, cards, sorter=order), len(ids) - 1)
+    at = order[pos]
+    found = ids[at] == cards
+    job_of[at[found]] = jobs[found]   # rows by job id descending: the lowest id is written last
+    mixes: dict[int, OpMix | None] = {}
+    pending = 0
+    first = {r[1]: r for r in reversed(rows)}
+    for job, (_, _, model, batch, n, slug, server) in first.items():
+        shape = (model, int(batch or DEFAULT_SEQUENCES_PER_CARD * n), int(n), slug)
+        known = _mixes.get(job)
+        if known is not None and known[0] == shape:
+            mixes[job] = known[1]
+            continue
+        if budget <= 0:
+            pending += 1
+            continue
+        budget -= 1
+        figures = accelerator_figures(slug) if slug else None
+        mix = None
+        if figures is not None:
+            per_server = Card.objects.filter(server_id=server).count()
+            times = _step_times.setdefault((slug, per_server), StepTimes(figures, per_server))
+            try:
+                mix = times.op_mix(model, shape[1], shape[2])
+            except Exception:  # a shape the training model refuses: the fallback, labelled
+                log.exception("job %s: the training model could not price its op mix", job)
+        _mixes[job] = (shape, mix)
+        mixes[job] = mix
+    return job_of, mixes, pending
+
+
+def throughput_lost(caps: np.ndarray, capped: np.ndarray, demand: np.ndarray,
+                    tdp_w: np.ndarray, idle_w: np.ndarray, job_of: np.ndarray | None,
+                    mixes: dict[int, OpMix | None], pending: int = 0
+                    ) -> tuple[float, dict[str, Any]]:
+    """The share of the cards' throughput the caps cost, and on what basis (module doc):
+    the capped cards of a priced job through its op mix, every other card through the
+    fallback compute share. Returns ``(lost, basis)``."""
+    kept = throughput(caps, demand, float(np.median(tdp_w)) if len(tdp_w) else 1.0,
+                      float(np.median(idle_w)) if len(idle_w) else 0.0,
+                      compute_share=FALLBACK_COMPUTE_SHARE).kept.copy()
+    on_mix = np.zeros(len(caps), dtype=bool)
+    shares: dict[str, float] = {}
+    for job, mix in mixes.items():
+        if mix is None or job_of is None:
+            continue
+        held = job_of == job
+        on_mix |= held
+        if len(shares) < 50:   # the first 50 jobs' shares (the blob stays small)
+            shares[str(job)] = round(mix.compute_s / mix.step_s, 4) if mix.step_s > 0 else 0.0
+        sel = held & capped
+        if sel.any():
+            kept[sel] = throughput_op_mix(caps[sel], mix, float(np.median(tdp_w[sel])),
+                                          float(np.median(idle_w[sel]))).kept
+    lost = float(1.0 - kept.mean()) if kept.size else 0.0
+    return lost, {"op_mix_cards": int(on_mix.sum()), "fallback_cards": int((~on_mix).sum()),
+                  "fallback_compute_share": FALLBACK_COMPUTE_SHARE,
+                  "job_compute_share": shares, "jobs_pending": int(pending)}
+
+
 def _ceilings(card_rack: np.ndarray, rack_coolant_c: np.ndarray | None,
               rack_air_c: np.ndarray | None, thermal: tuple[float, float, float] | None
               ) -> tuple[np.ndarray | None, float | np.ndarray, float]:
@@ -360,8 +471,10 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
         {"v": version, "mode": mode, "policy": policy, "ts": now,
          "caps_w": caps.astype("<f4").tobytes()}))
     capped = decision.binding > 0
-    kept = throughput(caps, np.where(capped, hi, measured), float(np.median(hi)),
-                      float(np.median(lo)))
+    job_of, mixes, pending = (job_op_mixes(cluster_id, card_ids)
+                              if card_ids is not None and capped.any() else (None, {}, 0))
+    lost, basis = throughput_lost(caps, capped, np.where(capped, hi, measured), hi, lo,
+                                  job_of, mixes, pending)
     n_racks = len(rack_budget_w)
     rack_caps = np.bincount(card_rack, weights=caps, minlength=n_racks)[:n_racks]
     rack_bind = np.bincount(card_rack, weights=capped, minlength=n_racks)[:n_racks] > 0
@@ -369,7 +482,8 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
     pipe.set(summary_key(prefix, cluster_id), msgpack.packb(
         {"v": version, "mode": mode, "policy": policy, "ts": now,
          "binding": "+".join(kinds) or "none", "cards_capped": int(capped.sum()),
-         "capped_w": float(caps[capped].sum()), "throughput_lost": kept.lost_fraction,
+         "capped_w": float(caps[capped].sum()), "throughput_lost": lost,
+         "throughput_basis": basis,
          "limits_binding": int(len(decision.racks_limited) + len(decision.elements_limited)
                                + int(decision.site_limited)),
          "rack_caps_w": rack_caps.astype("<f4").tobytes(),
@@ -380,10 +494,12 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
                            "limits_binding": int(len(decision.racks_limited)
                                                  + len(decision.elements_limited)
                                                  + int(decision.site_limited)),
-                           "throughput_lost": kept.lost_fraction, "changed": sig != sig_prev}
+                           "throughput_lost": lost, "throughput_basis": basis,
+                           "changed": sig != sig_prev}
     if sig != sig_prev and (sig_prev or capped.any()):
-        _audit(cluster_id, now, mode, policy, sig, decision.summary(), caps[capped],
-               kept.lost_fraction)
+        _audit(cluster_id, now, mode, policy, sig, {**decision.summary(),
+                                                     "throughput_basis": basis},
+               caps[capped], lost)
     return out
 
 

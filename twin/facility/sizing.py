@@ -23,21 +23,33 @@ CURVE_POINTS = (0.1, 0.25, 0.5, 0.75, 1.0)
 #: copper loss (≈99.2 % at half load, the order the US DOE 2016 standard requires);
 #: UPS: a modern transformerless double-conversion unit (≈95 % at 25 % load, ≈97 %
 #: at full load); PDU: a 415 V distribution PDU without transformer (≈99.5 %).
+#: The efficient design's parts (``twin.facility.designs``): a UPS in eco-mode, the load
+#: on the filtered bypass and the inverter on standby — a fixed 0.2 % (inverter and
+#: controls kept ready) and a small load part: ≈ 98.7 % at 25 %, 99.0 % from half load,
+#: the "up to 99 %" of the Schneider Electric Galaxy VX (ECOnversion) and Eaton 9395
+#: (ESS) datasheets (≈ the engine's ``simulation.facility.presets.ECO_UPS_CURVE``); a
+#: busway: copper (I²R) only, 0.4 % at its rated current over a row's run (an
+#: **assumption**, the order of the per-metre losses Schneider Electric's Canalis
+#: catalogue tabulates; = the engine's ``BUSWAY_CURVE``).
 LOSSES: dict[str, tuple[float, float, float]] = {
     "transformer": (0.002, 0.0, 0.008),
     "ups": (0.010, 0.010, 0.010),
     "pdu": (0.001, 0.0, 0.004),
+    "ups_eco": (0.002, 0.004, 0.004),
+    "busway": (0.0, 0.0, 0.004),
 }
 
 
 def efficiency_at(kind: str, x: float) -> float:
-    """``x / (x + a + b·x + c·x²)``: output over input at load fraction ``x`` (> 0)."""
+    """``x / (x + a + b·x + c·x²)``: output over input at load fraction ``x`` (> 0);
+    ``kind`` is a key of :data:`LOSSES` (a power kind, or ``ups_eco``)."""
     a, b, c = LOSSES.get(kind, (0.0, 0.0, 0.0))
     return x / (x + a + b * x + c * x * x)
 
 
 def curve(kind: str) -> list[list[float]]:
-    """The efficiency curve of ``kind`` as ``[[load fraction, efficiency], …]`` ([] lossless)."""
+    """The efficiency curve of ``kind`` (a key of :data:`LOSSES`) as
+    ``[[load fraction, efficiency], …]`` ([] lossless)."""
     if kind not in LOSSES:
         return []
     return [[x, round(efficiency_at(kind, x), 5)] for x in CURVE_POINTS]

@@ -470,6 +470,9 @@ class Preset:
     """Share of the compute racks' heat taken by liquid (cold plates), the rest by
     air; None: not stated (the seeds say "liquid cooling" without a share). The
     facility model sizes CDUs and air handling from it."""
+    facility_design: str = "standard"
+    """The plant the facility builder builds for it (``twin.facility.designs``:
+    ``standard`` or ``efficient``, the seeds' PUE ≤ 1.05 design)."""
 
     def plan(self, supernodes: int | None = None, rack_budget_w: int | None = None,
              card_tdp_w: int | None = None) -> ClusterPlan:
@@ -728,6 +731,8 @@ SEED_512 = Preset(
            "Storage: 2 TB host memory and 2 × 15.36 TB NVMe per server; a parallel file "
            "system of 2 DDN AI400X2 (180 GB/s read, 130 GB/s write), the seeds' 100–200 GB/s.",),
     pfs=AI400X2_PFS,
+    # the seeds' "liquid cooling, PUE ≤ 1.05" built as such (docs/facility.md)
+    facility_design="efficient",
 )
 
 DGX_H100_SUPERPOD = Preset(
@@ -745,8 +750,12 @@ DGX_H100_SUPERPOD = Preset(
     pfs=AI400X2_PFS,
 )
 
+# The demo and the million-card preset keep the standard plant the twin's benchmarks and
+# live figures were measured on (``manage.py build_facility <cluster> --design efficient``
+# rebuilds either with the seed's).
 MILLION = replace(
     SEED_512, name="million", default_supernodes=2_048, default_name="million",
+    facility_design="standard",
     description="2,048 × seed-512 = 1,048,576 H100 cards with the seeds' three-tier network: "
                 "access PCIe switches, aggregation smart NICs, core 400G RoCE (a non-blocking "
                 "3-tier fat tree of radix-128 switches: 4,096 leaves, 4,096 spines, 2,048 "
@@ -755,6 +764,7 @@ MILLION = replace(
 
 DEMO = replace(
     SEED_512, name="demo", default_supernodes=8, default_name="demo",
+    facility_design="standard",
     description="The demo: 8 × seed-512 = 4,096 cards, loads in seconds.",
 )
 

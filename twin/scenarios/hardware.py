@@ -39,16 +39,10 @@ from typing import Any
 from django.db.models import Avg, Count, F, Sum
 
 from simulation.topology import FabricSpec
+from twin.hardware.catalogue import ACCELERATOR_FIELDS, accelerator_figures
 from twin.scenarios.inputs import ConversionError, cluster_input
 
 __all__ = ["ACCELERATOR_FIELDS", "ClusterHardware", "accelerator_figures", "cluster_hardware"]
-
-ACCELERATOR_FIELDS = ("slug", "name", "vendor", "bf16_tflops", "fp8_tflops", "fp32_tflops",
-                      "tf32_tflops", "fp4_tflops", "hbm_gib", "hbm_tbps", "tdp_w", "idle_w",
-                      "scaleup_gbps", "nvlink_domain_cards")
-"""The catalogue columns the training library's ``system_for_accelerator`` reads
-(``fp4_tflops``: dense FP4, None before Blackwell; ``nvlink_domain_cards``: the
-cards one NVLink switch domain of the part joins, 72 on NVL72 parts, 8 on HGX)."""
 
 
 @dataclass(frozen=True)
@@ -86,14 +80,6 @@ class ClusterHardware:
             "network_w_per_card": self.network_w_per_card, "pue": self.pue,
             "notes": list(self.notes),
         }
-
-
-def accelerator_figures(slug: str) -> dict[str, Any] | None:
-    """The catalogue row ``slug`` as the plain dict ``system_for_accelerator`` takes
-    (None: no such accelerator type)."""
-    from twin.hardware.models import AcceleratorType
-
-    return AcceleratorType.objects.filter(slug=slug).values(*ACCELERATOR_FIELDS).first()
 
 
 def _links_per_card(fabric: FabricSpec) -> int:

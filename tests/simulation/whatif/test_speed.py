@@ -144,3 +144,34 @@ def test_a_shape_the_model_cannot_run_falls_back_to_the_expected_pace():
     assert row(res, 1)["baseline_completion_s"] == pytest.approx(3600.0)
     assert row(res, 1)["completion_s"] == pytest.approx(7200.0)
     assert res.baseline.jobs["speed_fallbacks"] == 1
+
+
+def test_the_op_mix_is_the_step_models_split_and_prices_its_power(times):
+    """``StepTimes.op_mix``: the training model's compute / memory / exposed-communication
+    seconds of the best layout's step at full clock; through ``op_mix_power`` they give
+    back exactly the card power the step model reports (closed form), and the mix is
+    cached per shape (priced once)."""
+    from dataclasses import replace
+
+    from simulation.training.comm import CommModel
+    from simulation.training.core import step_arrays
+    from simulation.training.energy import op_mix_power
+    from simulation.training.step import MEMORY_RESERVE_GIB, batch_of
+
+    mix = times.op_mix(MODEL, BATCH, 16)
+    assert mix is not None
+    assert 0 < mix.compute_s and 0 <= mix.memory_s and 0 <= mix.comm_s
+    assert mix.compute_s + mix.memory_s + mix.comm_s <= mix.step_s * (1 + 1e-9)
+    domain = valid_domain(16, times.domain, times.cards_per_server)
+    system = times.system(16, domain)
+    ex = times.layout(MODEL, BATCH, 16, domain)
+    a = step_arrays(MODELS[MODEL], system, batch_of([replace(ex, clock=1.0)]),
+                    CommModel(system), MEMORY_RESERVE_GIB)
+    assert mix.step_s == pytest.approx(float(a["step_time_s"][0]), rel=1e-12)
+    one = np.ones(1)
+    power = op_mix_power(one * mix.compute_s, one * mix.memory_s, one * mix.comm_s,
+                         one * mix.step_s, one, system.tdp_w, system.idle_w,
+                         system.clock_power, mix.hbm_w, mix.memory_sm, mix.comm_activity)
+    assert float(power[0]) == pytest.approx(float(a["card_power_w"][0]), rel=1e-9)
+    pricings = times.pricings
+    assert times.op_mix(MODEL, BATCH, 16) is mix and times.pricings == pricings

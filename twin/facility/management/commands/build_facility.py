@@ -12,19 +12,24 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from twin.facility.builder import FacilityError, build_facility
+from twin.facility.designs import DESIGNS
 
 __all__ = ["Command"]
 
 
 class Command(BaseCommand):
     help = ("Build a cluster's facility (site, 2N power chain, CDUs, CRAHs, chillers, "
-            "cooling towers), sized from its racks' nameplate draw, in one transaction.")
+            "cooling towers or dry coolers), sized from its racks' nameplate draw, in one "
+            "transaction.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("cluster", help="Cluster name or id.")
         parser.add_argument("--keep", action="store_true",
                             help="Refuse if the cluster already has a facility (default: "
                                  "replace it).")
+        parser.add_argument("--design", choices=sorted(DESIGNS), default=None,
+                            help="The plant's design (twin/facility/designs.py; default: "
+                                 "the cluster's preset's, else standard).")
         parser.add_argument("--no-progress", action="store_true",
                             help="No progress bar (for logs).")
 
@@ -47,7 +52,8 @@ class Command(BaseCommand):
             bar.set_postfix_str(message, refresh=False)
 
         try:
-            result = build_facility(cluster, replace=not options["keep"], progress=progress)
+            result = build_facility(cluster, replace=not options["keep"],
+                                    design=options["design"], progress=progress)
         except FacilityError as exc:
             raise CommandError(exc.message) from exc
         finally:
@@ -55,6 +61,7 @@ class Command(BaseCommand):
         elements = ", ".join(f"{n:,} {kind}" for kind, n in sorted(result["elements"].items()))
         classes = ", ".join(f"{n:,} {c}" for c, n in result["rack_classes"].items() if n)
         rows = [("site", f"{result['name']} (id {result['site_id']})"),
+                ("design", result["design"]),
                 ("racks", f"{result['racks']:,} ({classes})"),
                 ("elements", elements),
                 ("IT load", f"{result['it_kw']:,.1f} kW nameplate"),
