@@ -127,3 +127,26 @@ def test_with_redis_away_the_plant_checks_its_rows_every_recheck(
     again = live.live_plant(cid, lay.version, rack_ids)
     assert again is not None and again is not first
     assert np.array_equal(again.at, first.at)
+
+
+def test_a_steady_capped_tick_prices_its_jobs_without_a_query(
+        plant_world: dict[str, Any], settings: Any) -> None:
+    """Caps binding on the cards of a job that names a training model: the tick
+    prices the caps' cost with the job's op mix (``job_op_mixes``), whose allocation
+    rows are cached under the ``jobs`` version too: once warm, 0 queries a tick."""
+    from tests.facility.test_capping_live import _budget
+
+    settings.FACILITY_LIVE_RECHECK_S = 0.0
+    cid, ids, job = _world(plant_world)
+    job.training_model, job.global_batch = "llama3-8b", 16
+    job.save(update_fields=["training_model", "global_batch"])
+    capping_live._mixes.clear()
+    _budget(plant_world, 1000.0)
+    _tick(cid, ids)  # warm: layout, plant, policy, weights, allocation rows, the mix
+    _tick(cid, ids)
+    for _ in range(2):
+        assert _tick(cid, ids) == []
+    caps = capping_live.read_summary(redis_client(), conf().prefix, cid)
+    assert caps is not None and caps["cards_capped"] > 0
+    assert caps["throughput_basis"]["op_mix_cards"] > 0
+    assert capping_live._rows_cache[cid][1]  # the cached rows

@@ -63,6 +63,7 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -284,6 +285,31 @@ def _weights(cluster_id: int, version: str, card_ids: np.ndarray) -> np.ndarray:
     return w
 
 
+_rows_cache: dict[int, tuple[str, list[tuple[Any, ...]]]] = {}
+"""Per cluster, (the ``jobs`` domain's version, the running training jobs' allocation
+rows): :func:`job_op_mixes`' per-process cache, so a capping tick in steady state
+queries nothing (as :func:`_weights`)."""
+
+
+def _allocation_rows(cluster_id: int, query: Callable[[], list[tuple[Any, ...]]]
+                     ) -> list[tuple[Any, ...]]:
+    """``query()``'s rows, cached in this process under the ``jobs`` domain's version
+    (read before the rows, as :func:`_weights` does). Redis away: the query, uncached."""
+    from twin.core import aggregates
+    from twin.core.unavailable import REDIS_ERRORS
+
+    try:
+        jobs = aggregates.version("jobs")
+    except REDIS_ERRORS:
+        return query()
+    hit = _rows_cache.get(cluster_id)
+    if hit is not None and hit[0] == jobs:
+        return hit[1]
+    rows = query()
+    _rows_cache[cluster_id] = (jobs, rows)
+    return rows
+
+
 def job_op_mixes(cluster_id: int, card_ids: np.ndarray, *, budget: int = NEW_JOBS_PER_TICK
                  ) -> tuple[np.ndarray, dict[int, OpMix | None], int]:
     """Per card (``card_ids`` order) the running job that names a training model and
@@ -297,10 +323,11 @@ def job_op_mixes(cluster_id: int, card_ids: np.ndarray, *, budget: int = NEW_JOB
 
     ids = np.asarray(card_ids, dtype=np.int64)
     job_of = np.full(len(ids), -1, dtype=np.int64)
-    rows = list(Allocation.objects.filter(job__cluster_id=cluster_id, job__state="running")
-                .exclude(job__training_model="").order_by("-job_id").values_list(
-                    "card_id", "job_id", "job__training_model", "job__global_batch",
-                    "job__cards", "card__accelerator__slug", "card__server_id"))
+    rows = _allocation_rows(cluster_id, lambda: list(
+        Allocation.objects.filter(job__cluster_id=cluster_id, job__state="running")
+        .exclude(job__training_model="").order_by("-job_id").values_list(
+            "card_id", "job_id", "job__training_model", "job__global_batch",
+            "job__cards", "card__accelerator__slug", "card__server_id")))
     if not rows or not len(ids):
         return job_of, {}, 0
     cards = np.array([r[0] for r in rows], dtype=np.int64)
