@@ -246,7 +246,11 @@ def main() -> int:
                   f"vs the what-if without a plant {t_run:.2f} s wall, {c_run:.2f} s CPU: "
                   f"{c_plant / max(c_run, 1e-9):.1f}× CPU; rounds {rounds}; perturbed "
                   f"{pt['plant_throttled_racks']} racks throttled, {pt['plant_out_racks']} out, "
-                  f"lowest clock {pt['plant_lowest_clock']:.3f}, peak feed "
+                  f"lowest clock {pt['plant_lowest_clock']:.3f}, trips "
+                  f"{sum((fac.get('perturbed', {}).get('racks') or {}).get('trips', []))}, "
+                  f"availability at the end "
+                  f"{composed.perturbed.series['availability'][-1]:.4f} (baseline "
+                  f"{composed.baseline.series['availability'][-1]:.4f}), peak feed "
                   f"{pt.get('peak_feed_kw') or 0:,.0f} kW", flush=True)
     print(f"  target ≤ {TARGET_S:g} s: {'met' if t_run <= TARGET_S else 'MISSED'}", flush=True)
     return 0 if ok else 1
