@@ -35,6 +35,14 @@ Phases, in this process:
    (searches and step pricings counted); "before" prices every call again
    (``StepTimes(cache=False)``): its cost per call is timed on a sample of the run's own
    calls and scaled to all of them (a whole uncached week would take hours).
+7. **The plant composed** (``--plant``): the same what-if with the cluster's plant
+   (``plant_for``), a hot day (``--hot-day`` °C of wet bulb from 1 h for 12 h) and its
+   first CDU tripped for 30 minutes at 2 h (its racks throttle, trip and return): the
+   jobs' per-rack power drives the plant window by window and the plant's limits come
+   back to the jobs, round after round to the fixed point
+   (``simulation.whatif.facility.compose``). Timed (wall and CPU) against phase 3's
+   what-if without a plant, same run: the ratio is the composition's cost; the rounds,
+   convergence and residual per case are printed.
 
 Target: a week's what-if on 4,096 cards answers in ≤ 10 s (issue 25: "an answer in
 seconds"). Exit status 0 only when it does.
@@ -74,6 +82,10 @@ def main() -> int:
                         help="uncached step-time calls timed for phase 6")
     parser.add_argument("--skip-reference", action="store_true",
                         help="leave out phase 5 (the dispatch without reuse: slow)")
+    parser.add_argument("--plant", action="store_true",
+                        help="phase 7: the same what-if composed with the cluster's plant")
+    parser.add_argument("--hot-day", type=float, default=8.0,
+                        help="phase 7's wet-bulb rise (°C, from 1 h for 12 h)")
     args = parser.parse_args()
     from benchmarks.seedcluster import isolate, setup
 
@@ -135,9 +147,9 @@ def main() -> int:
           f"jobs, {args.days:g} days, {args.policy}", flush=True)
     print(f"  fork (freeze + layout): {t_fork:.2f} s", flush=True)
     times = step_times_for(layout)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     result = run_whatif(snap, layout, spec, step_times=times)
-    t_run = time.perf_counter() - t
+    t_run, c_run = time.perf_counter() - t, time.process_time() - c
     body = result.to_dict()
     b, p = body["baseline"], body["perturbed"]
     print(f"  what-if (baseline + perturbed): {t_run:.2f} s — {body['random_failures']} random "
@@ -208,6 +220,38 @@ def main() -> int:
               f"{t_run:.2f} s); without it each call searches again: {per_call:.3f} s a call "
               f"(timed on {len(shapes)}), {before:,.0f} s for the calls alone (before, "
               f"scaled); ratio {before / max(t_run, 1e-9):,.0f}×", flush=True)
+    if args.plant:
+        from twin.scenarios.kinds.whatif import plant_for
+
+        plant = plant_for(cluster)
+        if plant is None:
+            print("  plant: the cluster has none (phase 7 skipped)", flush=True)
+        else:
+            cdu = next(c.key for c in plant.cooling if c.kind == "cdu")
+            hot = dataclasses.replace(spec, events=spec.events + WhatIfSpec.from_dict({
+                "horizon_s": horizon, "events": [
+                    {"at_s": 3600.0, "kind": "raise_wet_bulb", "value": args.hot_day,
+                     "duration_s": 43200.0},
+                    {"at_s": 7200.0, "kind": "cdu_trip", "target": cdu,
+                     "duration_s": 1800.0}]}).events)
+            t, c = time.perf_counter(), time.process_time()
+            composed = run_whatif(snap, layout, hot, plant=plant, step_times=times)
+            t_plant, c_plant = time.perf_counter() - t, time.process_time() - c
+            fac = composed.facility or {}
+            rounds = {k: fac.get(k, {}).get("fixed_point") for k in ("baseline", "perturbed")}
+            pt = composed.perturbed.totals
+            print(f"  with the plant ({len(plant.racks)} racks, matched "
+                  f"{fac.get('matched_racks')}, static {fac.get('static_kw', 0):,.1f} kW, "
+                  f"+{args.hot_day:g} °C hot day): {t_plant:.2f} s wall, {c_plant:.2f} s CPU; "
+                  f"vs the what-if without a plant {t_run:.2f} s wall, {c_run:.2f} s CPU: "
+                  f"{c_plant / max(c_run, 1e-9):.1f}× CPU; rounds {rounds}; perturbed "
+                  f"{pt['plant_throttled_racks']} racks throttled, {pt['plant_out_racks']} out, "
+                  f"lowest clock {pt['plant_lowest_clock']:.3f}, trips "
+                  f"{sum((fac.get('perturbed', {}).get('racks') or {}).get('trips', []))}, "
+                  f"availability at the end "
+                  f"{composed.perturbed.series['availability'][-1]:.4f} (baseline "
+                  f"{composed.baseline.series['availability'][-1]:.4f}), peak feed "
+                  f"{pt.get('peak_feed_kw') or 0:,.0f} kW", flush=True)
     print(f"  target ≤ {TARGET_S:g} s: {'met' if t_run <= TARGET_S else 'MISSED'}", flush=True)
     return 0 if ok else 1
 

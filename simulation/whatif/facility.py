@@ -422,6 +422,8 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
             res = _run_plant(site, spec, case, evs, layout, capping, at, demand)
             limits = _limits(res, owner)
             rounds += 1
+            if limits == applied:   # the case's own power gives its limits back: exact
+                residual = 0.0
         cases[name] = case
         out[name] = _summary(site, res)
         out[name]["job_limits"] = {
