@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from simulation.facility.plant import (
     COOLING_KINDS,
@@ -45,6 +46,7 @@ from simulation.facility.plant import (
 __all__ = [
     "HEAT_REJECTION_KINDS",
     "LIQUID_RACK_PARENTS",
+    "units_out",
     "usable_units",
     "validate",
 ]
@@ -75,6 +77,30 @@ def usable_units(units: int, redundancy: str) -> int:
     if redundancy == "2N":
         return units // 2
     return units
+
+
+def units_out(units: npt.ArrayLike, failed: npt.ArrayLike, degraded: npt.ArrayLike
+              ) -> npt.NDArray[np.int64]:
+    """Units out of service per element, from its counted failures and its status.
+
+    ``failed`` units are out. A **degraded** element (still running, below its rating: a
+    tripped pump module, a fouled exchanger, a tower cell off) whose lost units are not
+    counted has lost one unit — the least loss a plant described in units (Uptime
+    Institute, *Tier Standard: Topology*: capacity components, N + redundant ones) can
+    express — but never its last (a degraded element runs; one that does not is
+    ``failed``). Redundancy then decides what the rest carry (:func:`usable_units`):
+    an N+1 CDU keeps its design duty, an N pair loses half, a 2N pair keeps all. A
+    one-unit element has no unit to spare: degraded is a flag only there (count its
+    loss as failed, or fail it).
+
+    >>> units_out([2, 2, 3, 1, 2], [0, 1, 0, 0, 2], [True, True, False, True, True]).tolist()
+    [1, 1, 0, 0, 2]
+    """
+    u = np.asarray(units, dtype=np.int64)
+    f = np.minimum(np.asarray(failed, dtype=np.int64), u)
+    d = np.asarray(degraded, dtype=bool)
+    out: npt.NDArray[np.int64] = np.where(d & (f == 0), np.minimum(1, u - 1), f)
+    return out
 
 
 def _positive(value: float, name: str, *, allow_zero: bool = False) -> None:

@@ -84,6 +84,40 @@ def test_the_cluster_frame_carries_a_facility_section(plant_world: dict[str, Any
     assert plant["rack_card_c"][names.index("r0")] > plant["rack_supply_c"][names.index("r0")]
 
 
+def test_every_cluster_frame_carries_the_cdu_loops_of_its_tick(
+        plant_world: dict[str, Any]) -> None:
+    """Not only the snapshot: each tick's frame has the CDU loops' figures (columns in the
+    snapshot's ``facility.cdus`` order), so the panel's loops move with the plant."""
+    import json
+
+    from twin.live import frames
+    from twin.live.protocol import SubscriptionKey
+
+    cid = plant_world["cluster"].pk
+    cards = [c.pk for c in plant_world["cards"]]
+    key = SubscriptionKey("cluster", None, "power_w")
+    put(cid, {"power_w": [200.0] * 8}, cards=cards)
+    processing.tick(cid, force=True)
+    first = json.loads(frames.build(cid, key).frame_text)
+    (cdu,) = state.plant_summary(cid)["cdus"]  # type: ignore[index]
+    loops = first["facility"]["cdu_loops"]
+    assert first["type"] == "frame" and "cdus" not in first["facility"]
+    assert loops["supply_c"] == [round(cdu["supply_c"], 2)]
+    assert loops["return_c"] == [round(cdu["return_c"], 2)]
+    assert loops["flow_kg_s"] == [pytest.approx(cdu["flow_kg_s"], abs=1e-3)]
+    assert loops["heat_w"] == [round(cdu["heat_w"])]
+    assert loops["load_fraction"] == [round(cdu["load_fraction"], 4)]
+    assert first["facility"]["cdu_measured"] == {} and first["facility"]["pue"] > 1.0
+    # the next tick under more load: the frame (not a new snapshot) carries the new heat
+    time.sleep(0.2)
+    put(cid, {"power_w": [700.0] * 8}, cards=cards)
+    processing.tick(cid, force=True)
+    second = json.loads(frames.build(cid, key).frame_text)
+    assert second["seq"] > first["seq"]
+    assert second["facility"]["cdu_loops"]["heat_w"][0] > loops["heat_w"][0]
+    assert second["facility"]["cdu_loops"]["return_c"][0] > loops["return_c"][0]
+
+
 def test_a_cluster_without_a_facility_ticks_as_before(tiny_cluster: dict[str, Any]) -> None:
     cid = tiny_cluster["cluster"].pk
     put(cid, {"power_w": [500.0] * 8}, cards=[c.pk for c in tiny_cluster["cards"]])

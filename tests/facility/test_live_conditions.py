@@ -230,3 +230,43 @@ def test_a_failed_feed_moves_its_load_to_the_survivor_and_an_alert_names_it(
         redundancy="2N", rating_kw=400.0, status="ok", last_updated=timezone.now())
     _tick(w)
     assert not open_alerts()
+
+
+def test_a_degraded_cdu_loses_a_unit_and_its_redundancy_decides_the_rest(
+        plant_world: dict[str, Any], staff_client: Any) -> None:
+    """``degraded`` (through the API, no units counted failed) takes one unit out in
+    the next tick: the N+1 CDU keeps its design flow but not its spare; as an N pair it
+    loses half its flow and capacity."""
+    from django.utils import timezone
+
+    from twin.facility.models import CoolingElement
+
+    w = plant_world
+    url = f"/api/facility/cooling/{w['cdu'].pk}/"
+
+    def cdu_rated(s: dict[str, Any]) -> dict[str, Any]:
+        return next(e for e in live.rated_rows(s["rated"]) if e["key"] == "cdu-0")
+
+    ok = _tick(w)
+    assert cdu_rated(ok)["available_w"] == 200e3  # 2 × 100 kW running
+    got = staff_client.patch(url, {"status": "degraded"}, format="json")
+    assert got.status_code == 200, got.content
+    deg = _tick(w)
+    assert deg["cdus"][0]["flow_kg_s"] == pytest.approx(2.4)  # N+1: the duty holds
+    assert _r0(w)["flow_ratio"] == pytest.approx(1.0)
+    assert cdu_rated(deg)["available_w"] == 100e3 and cdu_rated(deg)["rating_w"] == 100e3
+    assert deg["out_of_service"] == [{"key": "cdu-0", "kind": "cdu", "chain": "cooling",
+                                      "status": "degraded", "units": 2, "units_failed": 0}]
+    # the same CDU as an N pair (both pumps needed): one out halves its flow and capacity
+    CoolingElement.objects.filter(pk=w["cdu"].pk).update(redundancy="N",
+                                                         last_updated=timezone.now())
+    half = _tick(w)
+    assert half["cdus"][0]["flow_kg_s"] == pytest.approx(1.2)
+    assert _r0(w)["flow_ratio"] == pytest.approx(0.5)
+    assert cdu_rated(half)["rating_w"] == 200e3 and cdu_rated(half)["available_w"] == 100e3
+    # counted failures win over the one unit degraded stands for
+    assert staff_client.patch(url, {"units_failed": 2}, format="json").status_code == 200
+    assert _tick(w)["cdus"][0]["flow_kg_s"] == 0.0
+    assert staff_client.patch(url, {"status": "ok", "units_failed": 0},
+                              format="json").status_code == 200
+    assert _tick(w)["cdus"][0]["flow_kg_s"] == pytest.approx(2.4)

@@ -8,6 +8,7 @@ import math
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from django.test import Client
 
@@ -268,6 +269,18 @@ def test_drift_is_the_departure_over_the_documented_tolerance() -> None:
     assert by["drift:pdu-0:power_w"] == pytest.approx(2000.0 / 1000.0)  # floor, not 50 W
     assert cdus[0]["load_fraction"] == pytest.approx(0.65)
     assert power[0]["headroom_w"] == pytest.approx(7500.0)
+    # the slots built once (DriftSlots, the live tick's) with only the read elements
+    # evaluated give the same slots and values as evaluating every element
+    more_cdus = [{"key": "cdu-x"}, cdus[0], {"key": "cdu-y"}]
+    more_power = [{"key": "pdu-x"}, power[0]]
+    once = readings.DriftSlots(["cdu-x", "cdu-0", "cdu-y"], ["pdu-x", "pdu-0"], ["pdu", "pdu"])
+    got_slots, got_values = once.evaluate([("cooling", cdus[0]), ("power", power[0])])
+    want_slots, want_values = readings.drift_slots(more_cdus, more_power, ["pdu", "pdu"])
+    assert got_slots == want_slots
+    assert np.allclose(got_values, want_values, equal_nan=True)
+    # and the shared static slots are not changed by an evaluation
+    assert once.evaluate([])[0][4]["subject"] == "drift:cdu-0:supply_c"
+    assert "reading" not in once.evaluate([])[0][4]
 
 
 def test_a_long_key_gets_a_drift_subject_of_its_own() -> None:

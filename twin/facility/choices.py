@@ -59,8 +59,9 @@ class ElementStatusChoices(ChoiceSet):
     """The live state of a power or cooling element (the words of the cards' status).
 
     ``failed`` and ``maintenance`` take the whole element out of service in the live
-    plant (``OUT_OF_SERVICE``); ``degraded`` keeps it running (a flag for the operator:
-    the units it lost are ``units_failed``)."""
+    plant (``OUT_OF_SERVICE``); ``degraded`` keeps it running below its rating: the units
+    it lost are ``units_failed``, and when it counts none, one unit (never its last:
+    ``simulation.facility.validate.units_out``); redundancy decides what the rest carry."""
 
     OK = "ok"
     DEGRADED = "degraded"

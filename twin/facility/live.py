@@ -30,7 +30,8 @@ arrays, and this module imports nothing of telemetry):
 * **Under today's weather and what is out of service.** The site's dry and wet bulb
   at the tick's time (``simulation.facility.weather.ambient_at``: the weather series
   interpolated at now, else the design day) drive heat rejection; an element whose
-  ``status`` is failed or maintenance is down, and its ``units_failed`` are out
+  ``status`` is failed or maintenance is down, and its ``units_failed`` are out (a
+  ``degraded`` one that counts none has lost one unit, never its last)
   (redundancy decides what the rest carry: an N+1 CDU that loses one module keeps its
   flow, a second loss cuts the flow of its racks in proportion, a failed CDU stops it).
   A status edit reaches the plant with the facility revision check above.

@@ -28,6 +28,7 @@ from simulation.facility.plant import (
 from simulation.facility.plant import (
     Site as PlantSite,
 )
+from simulation.facility.validate import units_out as sim_units_out
 from twin.facility.capacity import positions
 from twin.facility.choices import ElementStatusChoices, RackClassChoices
 from twin.facility.models import CoolingElement, PowerElement, RackFacility, Site
@@ -111,16 +112,20 @@ def plant_for_site(site: Site) -> Plant:
 
 
 def units_out(site: Site) -> tuple[tuple[int, ...], np.ndarray, list[dict[str, Any]]]:
-    """What is out of service on ``site`` now: failed units per cooling element and per
-    power element (in :func:`plant_for_site`'s order: by pk), and every element not
-    plainly in service (status other than ok, or units failed) as
-    ``{key, kind, chain, status, units, units_failed}``."""
+    """What is out of service on ``site`` now: units out per cooling element and per
+    power element (in :func:`plant_for_site`'s order: by pk): its ``units_failed``, and
+    for a ``degraded`` one that counts none, one unit, never its last
+    (``simulation.facility.validate.units_out``: redundancy decides what the rest
+    carry); and every element not plainly in service (status other than ok, or units
+    failed) as ``{key, kind, chain, status, units, units_failed}``."""
     out: list[dict[str, Any]] = []
     counts: list[list[int]] = []
     for chain, model in (("cooling", CoolingElement), ("power", PowerElement)):
         rows = list(model.objects.filter(site=site).order_by("pk").values_list(
             "key", "kind", "status", "units", "units_failed"))
-        counts.append([int(r[4]) for r in rows])
+        counts.append(sim_units_out([int(r[3]) for r in rows], [int(r[4]) for r in rows],
+                                    [r[2] == ElementStatusChoices.DEGRADED for r in rows]
+                                    ).tolist() if rows else [])
         out += [{"key": key, "kind": kind, "chain": chain, "status": status, "units": units,
                  "units_failed": failed} for key, kind, status, units, failed in rows
                 if status != ElementStatusChoices.OK or failed]

@@ -196,9 +196,11 @@ def _build_cluster(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> 
     }
     if key.metric == "power_w":
         extra["budget_w"] = encode_values(roll["budget_w"], 0)
-    plant = _facility_section(cluster_id, lay)
+    summary = state.plant_summary(cluster_id)
+    plant = _facility_section(cluster_id, lay, summary)
     if plant is not None:
         extra["facility"] = plant
+        head["facility"] = _facility_frame(summary)  # type: ignore[arg-type]
     caps = _caps_section(cluster_id, lay)
     if caps is not None:
         extra["caps"] = caps
@@ -237,12 +239,35 @@ def _build_plant(cluster_id: int, key: SubscriptionKey, lay: state.Layout) -> Bu
     return Built(key, int(roll["seq"]), head["ts"], lay.version, head, extra)
 
 
-def _facility_section(cluster_id: int, lay: state.Layout) -> dict[str, Any] | None:
-    """The plant at the last tick, compact: PUE, power, per CDU its load and
-    temperatures, per feed its headroom, every rated element's headroom, the weather,
-    what is out of service, per rack (the frame's rack order) coolant
+CDU_LOOP_COLUMNS = (("supply_c", 2), ("return_c", 2), ("flow_kg_s", 3), ("heat_w", 0),
+                    ("load_fraction", 4))
+"""The CDU loops' figures every cluster frame carries (name, decimals)."""
+
+
+def _facility_frame(summary: dict[str, Any]) -> dict[str, Any]:
+    """What of the plant changes each tick, for every cluster **frame** (the snapshot's
+    ``facility`` has the rest): PUE and power, and each CDU loop's figures as columns
+    in the snapshot's ``facility.cdus`` order (``cdu_loops``: one list per figure, a
+    million-card plant's 4,177 CDUs as numbers, not objects), with the CDUs whose
+    figures are measured now (``cdu_measured``: key → quantities) and their leak
+    detectors' count (``cdu_leaks``: key → detectors reporting, CDUs read only)."""
+    cdus = summary.get("cdus") or []
+    out: dict[str, Any] = {k: summary.get(k) for k in ("ts", "pue", "it_w", "facility_w")}
+    out["cdu_loops"] = {name: encode_values(np.array(
+        [np.nan if c.get(name) is None else float(c[name]) for c in cdus], dtype=np.float64),
+        places) for name, places in CDU_LOOP_COLUMNS}
+    out["cdu_measured"] = {str(c["key"]): list(c["measured"]) for c in cdus
+                           if c.get("measured")}
+    out["cdu_leaks"] = {str(c["key"]): c["leaks"] for c in cdus if c.get("leaks") is not None}
+    return out
+
+
+def _facility_section(cluster_id: int, lay: state.Layout,
+                      summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The plant at the last tick (``summary``), compact: PUE, power, per CDU its load
+    and temperatures, per feed its headroom, every rated element's headroom, the
+    weather, what is out of service, per rack (the frame's rack order) coolant
     supply and card temperature. None for a cluster without a facility."""
-    summary = state.plant_summary(cluster_id)
     if summary is None:
         return None
     racks = state.plant_racks(cluster_id, lay.version)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { cduLoops, cduRows, loopRow, plantSeries, powerStages, sankeyLayout } from "./facility";
+import { applyLoopFrame, cduLoops, cduRows, loopRow, plantSeries, powerStages, sankeyLayout } from "./facility";
 
 /** The parts of GET /api/facility/sites/<id>/plant/ these functions read. */
 const SUMMARY = {
@@ -82,6 +82,47 @@ describe("cduLoops and loopRow", () => {
     expect(loopRow(loops[1])).toEqual(["cdu-1", "—", "41.0", "—", "—", "—", "—", "LEAK (2)"]);
     expect(cduLoops(null)).toEqual([]);
     expect(cduLoops({ cdus: "no" })).toEqual([]);
+  });
+
+  it("moves the snapshot's loops with each frame's columns", () => {
+    const snap = cduLoops({
+      cdus: [
+        { key: "cdu-0", supply_c: 30, return_c: 40, flow_kg_s: 1.2, heat_w: 50000, load_fraction: 0.5, measured: [] },
+        {
+          key: "cdu-1",
+          supply_c: 31,
+          return_c: 41,
+          flow_kg_s: 1.3,
+          heat_w: 52000,
+          load_fraction: 0.52,
+          measured: ["heat_w"],
+          leaks: 0,
+        },
+      ],
+    });
+    const next = applyLoopFrame(snap, {
+      cdu_loops: {
+        supply_c: [30.2, 31.1],
+        return_c: [42.5, null],
+        flow_kg_s: [1.2, 0.6],
+        heat_w: [61000, 53000],
+        load_fraction: [0.61, 0.53],
+      },
+      cdu_measured: { "cdu-0": ["supply_c"] },
+      cdu_leaks: { "cdu-1": 1 },
+    });
+    expect(next.map((c) => c.key)).toEqual(["cdu-0", "cdu-1"]);
+    expect(loopRow(next[0])).toEqual(["cdu-0", "30.2 •", "42.5", "12.3", "1.20", "61.0", "61 %", "—"]);
+    expect(loopRow(next[1])).toEqual(["cdu-1", "31.1", "—", "—", "0.60", "53.0", "53 %", "LEAK (1)"]);
+    expect(snap[0].heat_w).toBe(50000); // the snapshot's rows are not changed in place
+    // a frame of another layout (other length) or without loops leaves the rows as they were
+    expect(
+      applyLoopFrame(snap, {
+        cdu_loops: { supply_c: [1], return_c: [1], flow_kg_s: [1], heat_w: [1], load_fraction: [1] },
+      }),
+    ).toBe(snap);
+    expect(applyLoopFrame(snap, { pue: 1.1 })).toBe(snap);
+    expect(applyLoopFrame(snap, null)).toBe(snap);
   });
 });
 

@@ -10,7 +10,8 @@
  * are pure (vitest-covered); the Sankey is a small hand-written SVG.
  *
  * Live: each CDU loop with its flow, supply and return temperatures, heat and load
- * from the cluster view's snapshot (`facility.cdus[]`, twin/live/frames.py: measured
+ * from the cluster view's snapshot (`facility.cdus[]`), moved by every frame after it
+ * (`facility.cdu_loops`: `applyLoopFrame`; twin/live/frames.py: measured
  * readings where fresh ones exist, the model elsewhere; a leak detector's report),
  * and the plant over the last hour (PUE, IT and facility power, CDU supply) as uPlot
  * series from `GET /api/facility/history/?cluster=<id>&since=…` (one row a minute).
@@ -249,6 +250,30 @@ export function cduLoops(facility: unknown): CduLoop[] {
   }));
 }
 
+/** The CDU loops after a cluster **frame**: each tick's frame carries the loops'
+ * figures as columns in the snapshot's `facility.cdus` order (`cdu_loops`), the CDUs
+ * measured now (`cdu_measured`) and their leak counts (`cdu_leaks`), twin/live/frames.py
+ * `_facility_frame`. `prev` is what the last snapshot (or frame) gave; a frame whose
+ * columns do not match it in length (another layout) leaves it as it is. */
+export function applyLoopFrame(prev: CduLoop[], facility: unknown): CduLoop[] {
+  if (!isObj(facility) || !isObj(facility.cdu_loops)) return prev;
+  const cols = facility.cdu_loops;
+  const names = ["supply_c", "return_c", "flow_kg_s", "heat_w", "load_fraction"] as const;
+  if (!names.every((n) => Array.isArray(cols[n]) && (cols[n] as unknown[]).length === prev.length)) return prev;
+  const measured = isObj(facility.cdu_measured) ? facility.cdu_measured : {};
+  const leaks = isObj(facility.cdu_leaks) ? facility.cdu_leaks : {};
+  return prev.map((c, i) => {
+    const m = measured[c.key];
+    const next: CduLoop = {
+      ...c,
+      measured: Array.isArray(m) ? m.filter((q): q is string => typeof q === "string") : [],
+      leaks: numOrNull(leaks[c.key]),
+    };
+    for (const n of names) next[n] = numOrNull((cols[n] as unknown[])[i]);
+    return next;
+  });
+}
+
 /** A loop's table cells: CDU, supply, return, ΔT (°C), flow (kg/s), heat (kW), load,
  * leak; a measured figure is marked "•" (the model's figure otherwise). */
 export function loopRow(c: CduLoop): string[] {
@@ -369,6 +394,7 @@ export function mountFacility(el: HTMLElement, host: PanelHost): FacilityPanel {
   let plots: uPlot[] = [];
   let timer: number | null = null;
   let shownCluster: number | null = null;
+  let loopRows: CduLoop[] = [];
   const loadHistory = async (mine: number, cluster: number): Promise<void> => {
     const since = new Date(Date.now() - HISTORY_S * 1000).toISOString();
     try {
@@ -408,7 +434,9 @@ export function mountFacility(el: HTMLElement, host: PanelHost): FacilityPanel {
     frame(msg: unknown): void {
       if (!isObj(msg) || !isObj(msg.facility)) return;
       shownCluster = host.clusterId();
-      const rows = cduLoops(msg.facility);
+      // a snapshot lists the loops (keys and figures); each frame after it moves them
+      const rows = Array.isArray(msg.facility.cdus) ? cduLoops(msg.facility) : applyLoopFrame(loopRows, msg.facility);
+      loopRows = rows;
       loopsBody.replaceChildren(
         ...rows.map((c) =>
           h(
@@ -429,6 +457,7 @@ export function mountFacility(el: HTMLElement, host: PanelHost): FacilityPanel {
         // may have arrived already, while the scene was being set up: keep it)
         loopsBody.replaceChildren();
         loops.hidden = true;
+        loopRows = [];
         shownCluster = cluster;
       }
       if (timer !== null) window.clearInterval(timer);
