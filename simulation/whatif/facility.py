@@ -146,8 +146,10 @@ def forked_plant(plant: Plant, snapshot: LiveSnapshot | None
                  ) -> tuple[Plant, tuple[FacilityEvent, ...], list[str]]:
     """The plant as the snapshot froze it: its ``failed`` / ``maintenance`` elements down
     (and no other, whatever the plant's rows say now),
-    a ``degraded`` one with one unit out from time 0 (the events returned); and the keys
-    the plant does not have (ignored: the facility changed since the fork)."""
+    a ``degraded`` one with one unit out from time 0 (the events returned) — but never
+    its last: a one-unit degraded element runs (``simulation.facility.validate.units_out``,
+    the live plant's rule), so it gets no event; and the keys the plant does not have
+    (ignored: the facility changed since the fork)."""
     if snapshot is None:
         return plant, (), []
     fd = snapshot.facility_down
@@ -165,13 +167,13 @@ def forked_plant(plant: Plant, snapshot: LiveSnapshot | None
         return plant, (), []
     events = []
     for c in plant.cooling:
-        if f"cooling:{c.key}" in degraded:
+        if f"cooling:{c.key}" in degraded and c.units > 1:
             kind = ("pump_trip" if c.kind in ("cdu", "facility_loop") else "cooling_loss"
                     if c.kind in ("cooling_tower", "dry_cooler", "chiller", "crah") else None)
             if kind:
                 events.append(FacilityEvent(0.0, kind, c.key, 1.0))
     for p in plant.power:
-        if f"power:{p.key}" in degraded:
+        if f"power:{p.key}" in degraded and p.units > 1:
             events.append(FacilityEvent(0.0, "feed_loss", p.key, 1.0))
     return replace(plant, cooling=cooling, power=power), tuple(events), unknown
 

@@ -187,3 +187,21 @@ def test_the_baseline_and_the_perturbed_case_share_the_seed_the_snapshot_and_the
         assert fac["baseline"][k] == fac["perturbed"][k]
     plain = run_whatif(s, lay, sp, plant=plant).facility
     assert plain["baseline"]["mean_pue"] != fac["baseline"]["mean_pue"]
+
+
+def test_a_degraded_one_unit_element_keeps_its_unit_as_in_the_live_plant():
+    """The fork follows ``validate.units_out``: a degraded element loses one unit but
+    never its last, so a one-unit degraded element gets no trip event (the live plant
+    keeps it running too), while a multi-unit one loses a unit from time 0."""
+    from simulation.whatif.facility import forked_plant
+
+    _, plant, s = _world()
+    one = replace(plant, cooling=tuple(replace(c, units=1) if c.key == "cdu-0" else c
+                                       for c in plant.cooling))
+    two = replace(plant, cooling=tuple(replace(c, units=2) if c.key == "cdu-0" else c
+                                       for c in plant.cooling))
+    degraded = replace(s, facility_down={"degraded": ("cooling:cdu-0",)})
+    _, events_one, unknown = forked_plant(one, degraded)
+    assert events_one == () and unknown == []
+    _, events_two, _ = forked_plant(two, degraded)
+    assert [(e.kind, e.target) for e in events_two] == [("pump_trip", "cdu-0")]
