@@ -684,8 +684,8 @@ def main() -> int:
     ticks: list[tuple[float, float, float | None]] = []
     results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
                                "worker_nice": args.worker_nice,
-                               "readers": ("in process" if args.readers_in_process
-                                           else "own process"),
+                               "readers": ("this process" if args.readers_in_process
+                                           else "a process of their own"),
                                "web_threads": args.web_threads,
                                "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
