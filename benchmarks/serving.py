@@ -428,21 +428,24 @@ def lag_stages(batches: list[dict[str, Any]], ticks: list[tuple[float, float, fl
     started: the web request, the stream and the drain task's queue), apply, gate
     (apply done → the start of the first tick that read it: the tick gate, the lock
     and the trailing tick's countdown), tick (that tick's start → its event here); and
-    post (POST start → the 202, part of "to apply": the web process's share).
+    post (POST start → the 202, part of "to apply": the web process's share), deliver
+    (part of "tick": the tick's event sent → here: Redis, the channel layer and this
+    process's listener thread, not the tick's own work).
     Seconds, per batch that has every piece."""
     applies = {r["batch_ts"]: r for r in records if r["kind"] == "apply" and r.get("batch_ts")}
-    starts = sorted((r["data_ts"], r["at"], r["wall_ms"]) for r in records
+    starts = sorted((r["data_ts"], r["at"], _sent_s(r)) for r in records
                     if r["kind"] == "tick" and r.get("data_ts") is not None)
     arrivals = sorted((seen, newest) for _, seen, newest in ticks if newest is not None)
     out: dict[str, list[float]] = {k: [] for k in ("to apply", "apply", "gate", "tick",
-                                                   "post")}
+                                                   "post", "deliver")}
     for batch in batches:
         ap = applies.get(batch.get("ts"))
         if batch["status"] != 202 or batch["sent"] < since or ap is None:
             continue
         applied = ap["at"] + ap["wall_ms"] / 1e3
-        start = next((at for newest, at, _ in sorted(starts, key=lambda x: x[1])
+        first = next(((at, sent) for newest, at, sent in sorted(starts, key=lambda x: x[1])
                       if newest >= batch["ts"] and at >= applied), None)
+        start = None if first is None else first[0]
         seen = next((seen for seen, newest in arrivals
                      if newest >= batch["ts"] and seen >= batch["sent"]), None)
         if start is None or seen is None:
@@ -452,7 +455,20 @@ def lag_stages(batches: list[dict[str, Any]], ticks: list[tuple[float, float, fl
         out["gate"].append(start - applied)
         out["tick"].append(seen - start)
         out["post"].append(batch["done"] - batch["sent"])
+        assert first is not None
+        out["deliver"].append(seen - (first[0] + first[1]))
     return out
+
+
+def _sent_s(record: dict[str, Any]) -> float:
+    """Seconds from a tick's start to the end of its ``send`` stage (the stages are
+    consecutive; the stages after it do not delay the event)."""
+    total = 0.0
+    for stage, (wall_ms, _cpu) in record.get("stages", {}).items():
+        total += wall_ms / 1e3
+        if stage == "send":
+            break
+    return total
 
 
 def stage_table(records: list[dict[str, Any]], kind: str) -> list[tuple[str, float, float,
@@ -684,8 +700,8 @@ def main() -> int:
     ticks: list[tuple[float, float, float | None]] = []
     results: dict[str, Any] = {"workers": args.workers, "web_nice": args.web_nice,
                                "worker_nice": args.worker_nice,
-                               "readers": ("in process" if args.readers_in_process
-                                           else "own process"),
+                               "readers": ("this process" if args.readers_in_process
+                                           else "a process of their own"),
                                "web_threads": args.web_threads,
                                "cores": os.cpu_count(),
                                "load_before": os.getloadavg(), "steps": []}
