@@ -34,6 +34,30 @@ results then differ from stepping every second by at most about that much: tests
 the skipping run equals stepping every second (capping on, with events) within 1e-6
 relative on the series and energies at the default, and within ``quiescent_k`` on every
 temperature series from 1e-4 to 1e-2 K; ``quiescent_k=0`` keeps the exact skip only.
+"Moving" counts every integrated temperature, the CDU returns too: while a CDU holds its
+supply setpoint its return still relaxes, unseen in the supply (leaving it out froze the
+as-built demo plant 0.07 K off stepping every second after a hot day; issue 24).
+
+**Relaxations are jumped in closed form**: after an event the plant relaxes towards the
+fixed point of the new load and conditions; once one mode is left it is linear and
+geometric, x_(k+i) = x∞ + (x_k − x∞)·r^i (the exponential integrator of a linear lumped
+network under constant input; r the slowest contraction, ≈ 0.9988 a second on the demo
+plant, τ ≈ 830 s). The run then takes the stretch to the next change in one go: x∞
+from :func:`simulation.facility.thermal.settle` (the integrator's fixed point does not
+depend on the step), every series sample and the transport buffer on that path, the
+plant's power summed as a geometric series (Σ_(i<m) r^i = (1 − r^m)/(1 − r)). Only when
+(a) no change is due, the rack power is constant and the last ``_WINDOW`` ratios agree;
+(b) every integrated temperature's motion now equals its motion ``_WINDOW`` steps ago
+× r^W, the misfit × r/(1 − r) under ``_JUMP_SHARE`` × ``quiescent_k`` (a faster mode
+still decaying would land on the slow path); (c) the motion the ratio predicts is left,
+d·r/(1 − r), equals x∞ − x_k within the same; (d) nothing the run decides on can change
+on the way, checked at both ends (one mode moves every figure monotonically): no card
+reaches its limit or the shutdown temperature, no thermal ceiling binds, the caps bind
+only on fixed limits (rack budgets, power elements) and the site contract cannot bind.
+Refused, it is tried again a window later. Tests: the run equals stepping every second
+within 1e-6 relative with jumps taken (``relaxations_jumped``), and within
+``quiescent_k`` from 1e-4 to 1e-2 K; benchmarks/facility_kind.py prints the deviation
+from stepping every second over its baseline hour.
 
 >>> from simulation.facility.presets import demo_plant
 >>> res = run(demo_plant(12, racks_per_cdu=6), WhatIfInput(horizon_s=600.0,
@@ -44,7 +68,7 @@ temperature series from 1e-4 to 1e-2 K; ``quiescent_k=0`` keeps the exact skip o
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -60,7 +84,15 @@ from simulation.facility.capping import (
 from simulation.facility.model import compile_model
 from simulation.facility.plant import Plant, PlantError
 from simulation.facility.power_chain import power_flow
-from simulation.facility.thermal import Conditions, ThermalParams, hydraulics, step
+from simulation.facility.thermal import (
+    _BUFFER,
+    Conditions,
+    ThermalParams,
+    ThermalState,
+    hydraulics,
+    settle,
+    step,
+)
 
 __all__ = ["EVENT_KINDS", "Event", "WhatIfInput", "WhatIfResult", "check", "run"]
 
@@ -74,6 +106,85 @@ cdu_trip: all), °C (hot_day), a demand factor (load_surge) or 1/0 (capping)."""
 
 _WINDOW = 30
 """Steps over which the relaxation ratio is taken (its largest, all below 1)."""
+
+_ONE_MODE = 1e-3
+"""The window's ratios agree within this share (a first, cheap sign of one mode)."""
+
+_JUMP_SHARE = 0.1
+"""A relaxation jump's checks hold it to this share of ``quiescent_k`` (1e-5 K at the
+default): well inside the stated tolerance, the series within 1e-6 relative."""
+
+_MIN_JUMP = 2 * _WINDOW
+"""A relaxation is jumped in closed form only over at least this many steps."""
+
+#: The integrated temperatures (and what the series read) a relaxation jump extrapolates.
+_RELAXED = ("rack_ret_c", "cdu_ret_c", "cdu_sup_c", "root_ret_c", "root_sup_c",
+            "rack_sup_c", "card_c")
+
+
+def _one_mode(hist: list[ThermalState], ratio: float, tol: float) -> bool:
+    """Every integrated temperature moved the same way over the window: its last
+    step's motion d_k equals its motion W = ``len(hist) − 2`` steps before times r^W,
+    and the misfit, were it to go on at the slow mode's pace (× r/(1 − r), what is
+    left of a geometric series), stays under ``tol`` (K). A faster mode still decaying
+    changes the ratio between the two (0.993 against 0.9988 a step is 18 % over 30
+    steps), and a jump would put its remainder on the slow mode's path."""
+    w = len(hist) - 2
+    scale = ratio ** w
+    gain = ratio / (1.0 - ratio)
+    for name in _RELAXED[:5]:
+        a0, a1 = getattr(hist[0], name), getattr(hist[1], name)
+        b0, b1 = getattr(hist[-2], name), getattr(hist[-1], name)
+        if a1.size and float(np.max(np.abs((b1 - b0) - (a1 - a0) * scale))) * gain > tol:
+            return False
+    return True
+
+
+def _settled(net: Any, prev: ThermalState, now: ThermalState, rack_w: F64, card_w: F64,
+             cond: Conditions, ratio: float, tol: float) -> ThermalState | None:
+    """The fixed point the plant relaxes to under a constant load and conditions, if the
+    relaxation is one geometric mode (checked first by :func:`_one_mode`): for every
+    integrated temperature x with last step's motion d = x_k − x_(k−1), the motion the
+    ratio r predicts is left, Σ_(j≥1) d·r^j = d·r/(1 − r) (a geometric series), must
+    equal x∞ − x_k within ``tol`` (K). x∞: :func:`simulation.facility.thermal.settle`
+    from ``now`` (the exponential integrator's fixed point does not depend on the
+    step). None: not one mode."""
+    end = settle(net, rack_w, cond, now, card_w=card_w)
+    gain = ratio / (1.0 - ratio)
+    for name in _RELAXED[:5]:
+        x, x0, xe = getattr(now, name), getattr(prev, name), getattr(end, name)
+        if x.size and float(np.max(np.abs((xe - x) - (x - x0) * gain))) > tol:
+            return None
+    return end
+
+
+def _relaxed(now: ThermalState, end: ThermalState, w: float) -> dict[str, Any]:
+    """The relaxing temperatures and plant power ``w`` = r^i of the way from the fixed
+    point back to ``now`` (i steps on)."""
+    out: dict[str, Any] = {name: getattr(end, name) + (getattr(now, name) - getattr(end, name))
+                           * w for name in _RELAXED}
+    out["fans_w"] = end.fans_w + (now.fans_w - end.fans_w) * w
+    out["chillers_w"] = end.chillers_w + (now.chillers_w - end.chillers_w) * w
+    return out
+
+
+def _jumped(now: ThermalState, end: ThermalState, ratio: float, m: int, dt: float
+            ) -> ThermalState:
+    """The state ``m − 1`` steps after ``now`` on the geometric path to ``end``: every
+    relaxing figure, and the transport buffer (the CDU supply each past step sent)."""
+    last = m - 1
+    vals = _relaxed(now, end, ratio ** last)
+    buf = now.buf.copy()
+    if buf.size:
+        pos = (now.pos + last) % _BUFFER
+        for age in range(_BUFFER):
+            j = last - age     # steps after ``now`` this slot was written
+            slot = (pos - age) % _BUFFER
+            buf[:, slot] = (end.cdu_sup_c + (now.cdu_sup_c - end.cdu_sup_c) * ratio ** j
+                            if j >= 0 else now.buf[:, (now.pos + j) % _BUFFER])
+    else:
+        pos = now.pos
+    return replace(now, t_s=now.t_s + last * dt, buf=buf, pos=pos, **vals)
 
 _TARGETED = {"cdu_trip": ("cdu",), "pump_trip": ("cdu", "facility_loop"),
              "cooling_loss": ("cooling_tower", "dry_cooler", "chiller", "crah")}
@@ -182,6 +293,8 @@ class WhatIfResult:
     capping: dict[str, Any]
     steps: int
     steps_computed: int
+    relaxations_jumped: int = 0
+    """Relaxations taken in closed form (module doc, "Relaxations are jumped")."""
     events: list[dict[str, Any]] = field(default_factory=list)
     card_limits: list[tuple[float, int, float | None]] = field(default_factory=list)
     """With ``limit_step`` > 0: (time s, plant rack index, W per card or None: no limit)
@@ -380,6 +493,41 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     last_limit = np.full(n, np.inf)
     prev_moved = 0.0
     ratios: list[float] = []
+    jumps = 0
+    retry_at = 0
+    hist: list[ThermalState] = []
+    jump_tol = _JUMP_SHARE * inp.quiescent_k
+    dec = None
+    tol = inp.quiescent_k
+
+    def holds(now: ThermalState, end: ThermalState, decision: Any, capped_racks: int,
+              demand: F64, it_w: float, chain_w: float) -> bool:
+        """Nothing the run decides on changes between ``now`` and ``end`` (both ends
+        suffice: one mode moves every figure monotonically): no card reaches its limit
+        or the shutdown temperature, neither the firmware's nor the caps' thermal
+        ceiling binds, the caps bind only on fixed limits (rack budgets, power
+        elements) and the site contract never binds."""
+        live = ~tripped
+        hot = np.maximum(now.card_c, end.card_c)
+        if bool((hot[live & np.isnan(t_limit)] >= limit_c - tol).any()) \
+                or bool((hot[live] >= shutdown_c - tol).any()):
+            return False
+        room = np.maximum(demand, budget) * (1.0 + 1e-9)
+        for st in (now, end):
+            ceiling = cards * (limit_c - 0.5 * (st.rack_sup_c + st.rack_ret_c)) / p.r_liquid_k_w
+            if bool((net.liquid_rack & (ceiling < room)).any()):
+                return False
+        if decision is not None:
+            if capped_racks and not {int(b) for b in np.unique(decision.binding)} <= {0, 2, 3}:
+                return False   # thermal (1) or site (4) caps move with the temperatures
+            if plant.site.contract_kw:
+                for st in (now, end):
+                    site = (plant.site.contract_kw * 1e3 * it_w
+                            / max(chain_w + st.mechanical_w, 1.0))
+                    if site < float(budget.sum()) * (1.0 + 1e-9):
+                        return False
+        return True
+
     k = 0
     while k < n_steps:
         t = k * dt
@@ -470,7 +618,10 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         span = 1
         moved = max(float(np.max(np.abs(nxt.rack_ret_c - s.rack_ret_c), initial=0.0)),
                     float(np.max(np.abs(nxt.root_ret_c - s.root_ret_c), initial=0.0)),
-                    float(np.max(np.abs(nxt.cdu_sup_c - s.cdu_sup_c), initial=0.0)))
+                    float(np.max(np.abs(nxt.cdu_sup_c - s.cdu_sup_c), initial=0.0)),
+                    # the CDU return too: while a CDU holds its supply setpoint its
+                    # return still relaxes, unseen in the supply (issue 24)
+                    float(np.max(np.abs(nxt.cdu_ret_c - s.cdu_ret_c), initial=0.0)))
         # relaxing geometrically at ratio r a step, what is left to move is
         # moved·r/(1 − r) (geometric series): quiescent when that is under quiescent_k
         # (r: the slowest contraction of the last _WINDOW steps, all decaying)
@@ -480,8 +631,13 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         left = (moved * ratio / (1.0 - ratio)
                 if len(ratios) == _WINDOW and ratio < 1.0 else math.inf)
         prev_moved = moved
-        if skip_quiescent and (moved < 1e-9 or left < inp.quiescent_k) \
-                and np.array_equal(rack_w, delivered) and not changed:
+        if changed:
+            hist.clear()
+        hist.append(nxt)
+        del hist[:-(_WINDOW + 2)]
+        end = None
+        steady = skip_quiescent and np.array_equal(rack_w, delivered) and not changed
+        if steady and (moved < 1e-9 or left < inp.quiescent_k):
             nxt_change = changes[ci][0] if ci < len(changes) else inp.horizon_s
             if cooldown is not None and out.any():
                 due = trip_at[out] + cooldown
@@ -489,31 +645,68 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                 if due.size:   # a rack's cool-down ends before the next change
                     nxt_change = min(nxt_change, float(due.min()))
             span = max(1, min(n_steps - k, int(math.floor((nxt_change - t) / dt + 1e-9))))
+        elif steady and inp.quiescent_k > 0 and inp.limit_step == 0 \
+                and len(ratios) == _WINDOW and 0.0 < ratio < 1.0 \
+                and min(ratios) >= ratio * (1.0 - _ONE_MODE):
+            # a relaxation (one mode) under a constant load: jump it in closed form
+            nxt_change = changes[ci][0] if ci < len(changes) else inp.horizon_s
+            m = max(1, min(n_steps - k, int(math.floor((nxt_change - t) / dt + 1e-9))))
+            if m >= _MIN_JUMP and k >= retry_at and len(hist) == _WINDOW + 2 \
+                    and _one_mode(hist, ratio, jump_tol):
+                retry_at = k + _WINDOW     # a refused jump is tried again a window later
+                end = _settled(net, s, nxt, rack_w, rack_w / cards, cond, ratio, jump_tol)
+            if end is not None and not holds(nxt, end, dec if capping else None,
+                                             racks_capped, demand, it, flow0.facility_w):
+                end = None
+            if end is not None:
+                span = m
         delivered = rack_w
-        s = nxt
-        e_fac += fac * dt * span
         e_it += it * dt * span
         e_demand += float(demand.sum()) * dt * span
         thr_lost_time += lost * dt * span
         cap_ticks += span if racks_capped else 0   # a skipped stretch is capped throughout
+        if end is None:   # one step, or a quiescent stretch held constant
+            s = nxt
+            e_fac += fac * dt * span
+        else:             # a relaxation: the geometric path to ``end``, in closed form
+            # Σ_{i<span} r^i (the mechanical draw relaxes with the temperatures)
+            mech_end = nxt.pumps_w + end.fans_w + end.chillers_w
+            w_sum = (1.0 - ratio ** span) / (1.0 - ratio)
+            e_fac += (flow0.facility_w * span + mech_end * span
+                      + (nxt.mechanical_w - mech_end) * w_sum) * dt
+            jumps += 1
+        base_losses = float(flow0.loss_w.sum())
         for j in range(k, k + span):
             if j % stride == 0 or j == n_steps - 1:
+                if end is None:
+                    v: dict[str, Any] = {"card_c": s.card_c, "rack_ret_c": s.rack_ret_c,
+                                         "cdu_sup_c": s.cdu_sup_c, "root_sup_c": s.root_sup_c}
+                    mech = s.mechanical_w
+                else:
+                    v = _relaxed(nxt, end, ratio ** (j - k))
+                    mech = nxt.pumps_w + v["fans_w"] + v["chillers_w"]
+                fac_j = fac if end is None else flow0.facility_w + mech
                 t_out.append((j + 1) * dt)
-                series["max_card_c"].append(float(s.card_c.max()) if n else 0.0)
-                series["mean_card_c"].append(float(s.card_c.mean()) if n else 0.0)
-                series["max_rack_return_c"].append(float(s.rack_ret_c.max()) if n else 0.0)
-                series["max_cdu_supply_c"].append(float(s.cdu_sup_c.max(initial=0.0)))
-                series["facility_supply_c"].append(float(s.root_sup_c.max(initial=0.0)))
-                series["tcs_flow_kg_s"].append(float(s.cdu_flow_kg_s.sum()))
+                series["max_card_c"].append(float(v["card_c"].max()) if n else 0.0)
+                series["mean_card_c"].append(float(v["card_c"].mean()) if n else 0.0)
+                series["max_rack_return_c"].append(float(v["rack_ret_c"].max()) if n else 0.0)
+                series["max_cdu_supply_c"].append(float(v["cdu_sup_c"].max(initial=0.0)))
+                series["facility_supply_c"].append(float(v["root_sup_c"].max(initial=0.0)))
+                series["tcs_flow_kg_s"].append(float(nxt.cdu_flow_kg_s.sum()))
                 series["it_w"].append(it)
                 series["demand_w"].append(float(demand.sum()))
-                series["facility_w"].append(fac)
-                series["losses_w"].append(float(flow0.loss_w.sum()))
-                series["mechanical_w"].append(s.mechanical_w)
-                series["pue"].append(fac / it if it > 0 else float("nan"))
+                series["facility_w"].append(fac_j)
+                series["losses_w"].append(base_losses)
+                series["mechanical_w"].append(mech)
+                series["pue"].append(fac_j / it if it > 0 else float("nan"))
                 series["racks_capped"].append(float(racks_capped))
                 series["racks_throttled"].append(float(throttled))
-                cdu_out.append([float(x) for x in s.cdu_sup_c])
+                cdu_out.append([float(x) for x in v["cdu_sup_c"]])
+        if end is not None:
+            s = _jumped(nxt, end, ratio, span, dt)
+            ratios.clear()       # a fresh window before the next relaxation jump
+            hist.clear()
+            prev_moved = 0.0
         k += span
 
     def opt(a: F64) -> list[float | None]:
@@ -533,5 +726,5 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         capping={"on_at_end": capping, "ticks_capped": cap_ticks,
                  "max_racks_capped": max_racks_capped,
                  "min_cap_fraction": min_cap_fraction},
-        steps=n_steps, steps_computed=computed,
+        steps=n_steps, steps_computed=computed, relaxations_jumped=jumps,
         events=[e.to_dict() for e in inp.events], card_limits=limit_log)

@@ -455,3 +455,17 @@ def test_jobs_are_priced_once_and_a_few_a_tick(plant_world: dict[str, Any]) -> N
     before = dict(capping_live._mixes)
     _, again, _ = capping_live.job_op_mixes(cluster.pk, ids, budget=0)   # all cached
     assert again == mixes and capping_live._mixes == before
+
+
+def test_the_op_mix_cache_forgets_jobs_no_longer_running(plant_world: dict[str, Any]) -> None:
+    from twin.jobs.models import Allocation, Job
+
+    cluster, cards = plant_world["cluster"], plant_world["cards"]
+    job = Job.objects.create(cluster=cluster, name="llm", tenant="t", cards=2,
+                             state="running", training_model="llama3-8b", global_batch=8)
+    for c in cards[:2]:
+        Allocation.objects.create(job=job, card=c)
+    capping_live._mixes.clear()
+    capping_live._mixes.update({-i: (("gone",), None) for i in range(1, 1100)})
+    _, mixes, _ = capping_live.job_op_mixes(cluster.pk, state.layout(cluster.pk).card_ids)
+    assert set(capping_live._mixes) == {job.pk} and job.pk in mixes

@@ -33,8 +33,9 @@ The contract (read as ``twin.jobs.healing`` reads; the tick calls in, as for the
   into compute-bound, memory-bound and exposed-communication time;
   :func:`simulation.facility.capping.throughput_op_mix`: only compute stretches with
   the clock, memory-bound ops draw less), priced once per job and kept per process
-  (:data:`_mixes`; at most :data:`NEW_JOBS_PER_TICK` new jobs a tick, a training
-  search costs ~0.1–0.6 s); elsewhere (no job, a job without a training model, one
+  (:data:`_mixes`, jobs no longer running forgotten past 1,000 entries; at most
+  :data:`NEW_JOBS_PER_TICK` new job a tick, a training search costs ~0.1–0.6 s);
+  elsewhere (no job, a job without a training model, one
   the model cannot run or not priced yet) the **labelled fallback**, a fixed compute
   share of :data:`FALLBACK_COMPUTE_SHARE` (:func:`simulation.facility.capping.throughput`).
   The summary says which was used (``throughput_basis``: cards on each, the jobs'
@@ -93,7 +94,7 @@ IDLE_WEIGHT = 0.5
 FALLBACK_COMPUTE_SHARE = 0.7
 #: Jobs priced with the training model per tick at most (the others keep the fallback,
 #: counted as ``pending``, until a later tick prices them).
-NEW_JOBS_PER_TICK = 2
+NEW_JOBS_PER_TICK = 1
 
 #: Per process: job id → ((model, global batch, cards, accelerator), its op mix or None).
 _mixes: dict[int, tuple[tuple[Any, ...], OpMix | None]] = {}
@@ -361,6 +362,9 @@ def job_op_mixes(cluster_id: int, card_ids: np.ndarray, *, budget: int = NEW_JOB
                 log.exception("job %s: the training model could not price its op mix", job)
         _mixes[job] = (shape, mix)
         mixes[job] = mix
+    if len(_mixes) > 1000 + 2 * len(first):   # forget jobs no longer running
+        for gone in set(_mixes) - set(first):
+            del _mixes[gone]
     return job_of, mixes, pending
 
 

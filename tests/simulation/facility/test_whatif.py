@@ -27,6 +27,7 @@ def test_skipping_quiescent_stretches_equals_stepping_every_second(plant) -> Non
     fast = run(plant, inp)
     full = run(plant, inp, skip_quiescent=False)
     assert fast.steps_computed < full.steps_computed == 2400
+    assert fast.relaxations_jumped >= 1 and full.relaxations_jumped == 0   # closed form used
     assert fast.t_s == full.t_s
     for key in ("max_card_c", "facility_w", "pue", "facility_supply_c"):
         np.testing.assert_allclose(fast.series[key], full.series[key], rtol=1e-6, atol=1e-6)
@@ -172,3 +173,24 @@ def test_the_reading_per_element(plant) -> None:
     feed = el["power"][0]
     assert feed["key"] == "feed"
     assert feed["headroom_w"] == pytest.approx(feed["planned_w"] - feed["input_w"])
+
+
+def test_a_relaxation_jumped_in_closed_form_follows_the_stepped_path(plant) -> None:
+    """A hot day with no other event: the plant relaxes for an hour; the jump takes
+    most of it in closed form (geometric path to the settled fixed point) and every
+    temperature sample stays within 1e-4 K of stepping every second, the energies
+    within 1e-9 relative, with far fewer steps computed than the skip of quiescent
+    stretches alone (``quiescent_k=0`` turns both off but the exact skip)."""
+    inp = WhatIfInput(horizon_s=4 * 3600.0, points=1441, capping=False,
+                      events=(Event(600.0, "hot_day", value=4.0),))
+    full = run(plant, inp, skip_quiescent=False)
+    fast = run(plant, inp)
+    exact = run(plant, replace(inp, quiescent_k=0.0))
+    assert fast.relaxations_jumped >= 1 and exact.relaxations_jumped == 0
+    assert fast.steps_computed < exact.steps_computed / 4
+    for key in ("max_card_c", "mean_card_c", "max_rack_return_c", "max_cdu_supply_c",
+                "facility_supply_c"):
+        np.testing.assert_allclose(fast.series[key], full.series[key], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(fast.cdu_sup_c, full.cdu_sup_c, rtol=0, atol=1e-4)
+    for key in ("facility_kwh", "it_kwh"):
+        assert fast.energy[key] == pytest.approx(full.energy[key], rel=1e-9)

@@ -331,5 +331,6 @@ class FacilityKind(ScenarioKind):
                         f"{fmt(cap.get('max_racks_capped'))}, lowest cap "
                         f"{fmt(cap.get('min_cap_fraction'))} of demand"),
             ("steps", f"{fmt(result.get('steps'))} ({fmt(result.get('steps_computed'))} "
-                      f"computed, the rest quiescent)"),
+                      f"computed, {fmt(result.get('relaxations_jumped', 0))} relaxations "
+                      f"in closed form, the rest quiescent)"),
         ]
