@@ -42,9 +42,10 @@ from .step import evaluate
 from .system import system_for_accelerator
 
 __all__ = ["ACCELERATORS", "DROPLESS_REGRESSION", "FULL_ITERATION_MOE", "LLM_FOUNDRY",
-           "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "MOE_2602_RUNS", "ModernRun",
-           "RELEASE_RUNS", "VALIDATION_MODELS", "moe_2602_table", "release_table",
-           "validation_table"]
+           "LLM_FOUNDRY_A100_RUNS", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS",
+           "MOE_2602_RUNS", "ModernRun",
+           "RELEASE_RUNS", "VALIDATION_MODELS", "llm_foundry_a100_table", "moe_2602_table",
+           "release_table", "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -460,6 +461,33 @@ def moe_2602_table() -> list[dict[str, Any]]:
     return [_modern_row(r) for r in MOE_2602_RUNS]
 
 
+LLM_FOUNDRY_A100_RUNS: tuple[ModernRun, ...] = tuple(
+    ModernRun(m, "a100-sxm-80gb", 8, "BF16", gbs, mb, fsdp=True, tokens_per_gpu=tok,
+              release="A100 80GB", system="A100", source=LLM_FOUNDRY_SOURCE,
+              settings=LLM_FOUNDRY + ((("recompute", "full"),) if ckpt else ()))
+    for m, gbs, mb, tok, ckpt in (
+        ("mpt-30b", 504, 3, 916, True),
+        ("mpt-13b", 48, 2, 2262, False),
+        ("mpt-7b", 96, 6, 4641, False),
+        ("mpt-3b", 160, 10, 10811, False),
+        ("mpt-1b", 448, 14, 20513, False),
+        ("mpt-760m", 384, 24, 32434, False)))
+"""The same llm-foundry sweep on A100s (``scripts/train/benchmarking/README.md``, commit
+061f2c7c, table "A100 80GB with 1600 Gbps node-node interconnect (RoCE)"): every MPT row
+at the yamls' 2,048 tokens on one 8-GPU node, ``amp_bf16``, ``MP Mode`` DEFAULT, FSDP
+``FULL_SHARD``, the table's micro-batch, global batch and checkpointing column — the stack
+and settings of the H100 rows of :data:`MODERN_RUNS` (:data:`LLM_FOUNDRY`), on the card the
+model's A100 rate was calibrated on (:mod:`.fidelity`). A check, kept out of
+:func:`validation_table` and its means: it separates what the stack costs on any card from
+what it costs on an H100 only (docs/training.md, "PyTorch FSDP stacks")."""
+
+
+def llm_foundry_a100_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`LLM_FOUNDRY_A100_RUNS` (rows as
+    :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in LLM_FOUNDRY_A100_RUNS]
+
+
 def _modern_row(run: ModernRun) -> dict[str, Any]:
     model = _model(run.model)
     if run.seq:
@@ -467,7 +495,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
     base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
                         "tokens", run.tokens_per_gpu,
                         run.source.format(release=run.release, system=run.system))
-    fig = {**ACCELERATORS[run.accelerator], **dict(run.figures)}
+    fig = {**{**A100_ERA, **ACCELERATORS}[run.accelerator], **dict(run.figures)}
     system = system_for_accelerator(fig, run.gpus)
     ex, res = _choose(base, model, system)
     value = float(res.values["tokens_per_s"]) / run.gpus
