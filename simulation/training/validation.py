@@ -43,9 +43,9 @@ from .system import system_for_accelerator
 
 __all__ = ["ACCELERATORS", "DROPLESS_REGRESSION", "FULL_ITERATION_MOE", "LLM_FOUNDRY",
            "LLM_FOUNDRY_A100_RUNS", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS",
-           "MOE_2602_RUNS", "ModernRun",
+           "MOE_2602_RUNS", "ModernRun", "NEMO_2407_RUNS",
            "RELEASE_RUNS", "VALIDATION_MODELS", "llm_foundry_a100_table", "moe_2602_table",
-           "release_table", "validation_table"]
+           "nemo_2407_table", "release_table", "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -486,6 +486,35 @@ def llm_foundry_a100_table() -> list[dict[str, Any]]:
     """The model's figure for each of :data:`LLM_FOUNDRY_A100_RUNS` (rows as
     :func:`validation_table`'s)."""
     return [_modern_row(r) for r in LLM_FOUNDRY_A100_RUNS]
+
+
+NEMO_SOURCE = ("NVIDIA NeMo performance summary (NVIDIA/NeMo "
+               "docs/source/performance/performance_summary.md, {release} NeMo container, "
+               "FP8), {system}")
+NEMO_2407_RUNS: tuple[ModernRun, ...] = tuple(
+    ModernRun(m, "h100-sxm5-80gb", gpus, "FP8-DS", gbs, mbs, tp, pp, cp, vp,
+              tokens_per_gpu=tok, release="24.07", system="DGX-H100", source=NEMO_SOURCE)
+    for m, gpus, gbs, mbs, tp, pp, cp, vp, tok in (
+        ("gpt3-175b", 128, 256, 1, 4, 8, 1, 6, 726),
+        ("gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 782),
+        ("llama3-8b", 8, 128, 1, 1, 1, 2, 1, 12036),
+        ("llama3-70b", 64, 128, 1, 4, 4, 2, 5, 1533)))
+"""The H100 FP8 pre-training layouts issue 23 names (GPT-3 175B on 128 and 512 cards, Llama 3
+8B and 70B with context parallelism, interleaved pipelines): NeMo's performance summary of its
+24.07 container (``docs/source/performance/performance_summary.md``, "Pretraining", DGX-H100,
+FP8; sequence 2,048 for GPT-3, 8,192 for Llama 3), with its GBS, MBS, TP, PP, CP and VP.
+FP8 is Transformer Engine's delayed scaling (``FP8-DS``: per-tensor current scaling came
+later, the 25.11 rows' ``FP8-CS``); the rest as :data:`MEGATRON_CORE`. The models whose shape
+the catalogue lacks (Llama 2, Nemotron, GPT-3 5B / 20B) are left out. A check, kept out of
+:func:`validation_table` and its means: a software generation before the 25.11 rows, on the
+same hardware (Llama 3 8B on 8 H100s: 12,036 tokens/s/GPU in 24.07 with CP 2, 14,451 in
+25.11 with FSDP)."""
+
+
+def nemo_2407_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`NEMO_2407_RUNS` (rows as
+    :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in NEMO_2407_RUNS]
 
 
 def _modern_row(run: ModernRun) -> dict[str, Any]:
