@@ -27,6 +27,12 @@ MosaicML's llm-foundry benchmark tables (MPT on H100, :data:`LLM_FOUNDRY`, shape
 
 Accelerator figures are the catalogue's (:data:`ACCELERATORS`, each with its
 datasheet), typed here so the check does not depend on the fixture file.
+
+Checks kept out of :func:`validation_table` and its means: the MoE rows of a later
+release (:data:`RELEASE_RUNS`) and of the 26.02 table (:data:`MOE_2602_RUNS`), the
+llm-foundry sweep on A100s (:data:`LLM_FOUNDRY_A100_RUNS`: the MPT rows' stack on the
+card the model's GEMM rate was calibrated on) and NeMo 24.07's H100 FP8 rows
+(:data:`NEMO_2407_RUNS`: the layouts issue 23 names).
 """
 
 from __future__ import annotations
