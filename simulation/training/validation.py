@@ -27,6 +27,12 @@ MosaicML's llm-foundry benchmark tables (MPT on H100, :data:`LLM_FOUNDRY`, shape
 
 Accelerator figures are the catalogue's (:data:`ACCELERATORS`, each with its
 datasheet), typed here so the check does not depend on the fixture file.
+
+Checks kept out of :func:`validation_table` and its means: the MoE rows of a later
+release (:data:`RELEASE_RUNS`) and of the 26.02 table (:data:`MOE_2602_RUNS`), the
+llm-foundry sweep on A100s (:data:`LLM_FOUNDRY_A100_RUNS`: the MPT rows' stack on the
+card the model's GEMM rate was calibrated on) and NeMo 24.07's H100 FP8 rows
+(:data:`NEMO_2407_RUNS`: the layouts issue 23 names).
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ from .step import evaluate
 from .system import system_for_accelerator
 
 __all__ = ["ACCELERATORS", "DROPLESS_REGRESSION", "FULL_ITERATION_MOE", "LLM_FOUNDRY",
-           "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS", "MOE_2602_RUNS", "ModernRun",
-           "RELEASE_RUNS", "VALIDATION_MODELS", "moe_2602_table", "release_table",
-           "validation_table"]
+           "LLM_FOUNDRY_A100_RUNS", "MEGATRON_BRIDGE", "MEGATRON_CORE", "MODERN_RUNS",
+           "MOE_2602_RUNS", "ModernRun", "NEMO_2407_RUNS",
+           "RELEASE_RUNS", "VALIDATION_MODELS", "llm_foundry_a100_table", "moe_2602_table",
+           "nemo_2407_table", "release_table", "validation_table"]
 
 ACCELERATORS: dict[str, dict[str, Any]] = {
     "h100-sxm5-80gb": A100_ERA["h100-sxm5-80gb"],
@@ -460,6 +467,62 @@ def moe_2602_table() -> list[dict[str, Any]]:
     return [_modern_row(r) for r in MOE_2602_RUNS]
 
 
+LLM_FOUNDRY_A100_RUNS: tuple[ModernRun, ...] = tuple(
+    ModernRun(m, "a100-sxm-80gb", 8, "BF16", gbs, mb, fsdp=True, tokens_per_gpu=tok,
+              release="A100 80GB", system="A100", source=LLM_FOUNDRY_SOURCE,
+              settings=LLM_FOUNDRY + ((("recompute", "full"),) if ckpt else ()))
+    for m, gbs, mb, tok, ckpt in (
+        ("mpt-30b", 504, 3, 916, True),
+        ("mpt-13b", 48, 2, 2262, False),
+        ("mpt-7b", 96, 6, 4641, False),
+        ("mpt-3b", 160, 10, 10811, False),
+        ("mpt-1b", 448, 14, 20513, False),
+        ("mpt-760m", 384, 24, 32434, False)))
+"""The same llm-foundry sweep on A100s (``scripts/train/benchmarking/README.md``, commit
+061f2c7c, table "A100 80GB with 1600 Gbps node-node interconnect (RoCE)"): every MPT row
+at the yamls' 2,048 tokens on one 8-GPU node, ``amp_bf16``, ``MP Mode`` DEFAULT, FSDP
+``FULL_SHARD``, the table's micro-batch, global batch and checkpointing column — the stack
+and settings of the H100 rows of :data:`MODERN_RUNS` (:data:`LLM_FOUNDRY`), on the card the
+model's A100 rate was calibrated on (:mod:`.fidelity`). A check, kept out of
+:func:`validation_table` and its means: it separates what the stack costs on any card from
+what it costs on an H100 only (docs/training.md, "PyTorch FSDP stacks")."""
+
+
+def llm_foundry_a100_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`LLM_FOUNDRY_A100_RUNS` (rows as
+    :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in LLM_FOUNDRY_A100_RUNS]
+
+
+NEMO_SOURCE = ("NVIDIA NeMo performance summary (NVIDIA/NeMo "
+               "docs/source/performance/performance_summary.md, {release} NeMo container, "
+               "FP8), {system}")
+NEMO_2407_RUNS: tuple[ModernRun, ...] = tuple(
+    ModernRun(m, "h100-sxm5-80gb", gpus, "FP8-DS", gbs, mbs, tp, pp, cp, vp,
+              tokens_per_gpu=tok, release="24.07", system="DGX-H100", source=NEMO_SOURCE)
+    for m, gpus, gbs, mbs, tp, pp, cp, vp, tok in (
+        ("gpt3-175b", 128, 256, 1, 4, 8, 1, 6, 726),
+        ("gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 782),
+        ("llama3-8b", 8, 128, 1, 1, 1, 2, 1, 12036),
+        ("llama3-70b", 64, 128, 1, 4, 4, 2, 5, 1533)))
+"""The H100 FP8 pre-training layouts issue 23 names (GPT-3 175B on 128 and 512 cards, Llama 3
+8B and 70B with context parallelism, interleaved pipelines): NeMo's performance summary of its
+24.07 container (``docs/source/performance/performance_summary.md``, "Pretraining", DGX-H100,
+FP8; sequence 2,048 for GPT-3, 8,192 for Llama 3), with its GBS, MBS, TP, PP, CP and VP.
+FP8 is Transformer Engine's delayed scaling (``FP8-DS``: per-tensor current scaling came
+later, the 25.11 rows' ``FP8-CS``); the rest as :data:`MEGATRON_CORE`. The models whose shape
+the catalogue lacks (Llama 2, Nemotron, GPT-3 5B / 20B) are left out. A check, kept out of
+:func:`validation_table` and its means: a software generation before the 25.11 rows, on the
+same hardware (Llama 3 8B on 8 H100s: 12,036 tokens/s/GPU in 24.07 with CP 2, 14,451 in
+25.11 with FSDP)."""
+
+
+def nemo_2407_table() -> list[dict[str, Any]]:
+    """The model's figure for each of :data:`NEMO_2407_RUNS` (rows as
+    :func:`validation_table`'s)."""
+    return [_modern_row(r) for r in NEMO_2407_RUNS]
+
+
 def _modern_row(run: ModernRun) -> dict[str, Any]:
     model = _model(run.model)
     if run.seq:
@@ -467,7 +530,7 @@ def _modern_row(run: ModernRun) -> dict[str, Any]:
     base = PublishedRun(run.name, run.model, run.accelerator, run.gpus, run.layout(),
                         "tokens", run.tokens_per_gpu,
                         run.source.format(release=run.release, system=run.system))
-    fig = {**ACCELERATORS[run.accelerator], **dict(run.figures)}
+    fig = {**{**A100_ERA, **ACCELERATORS}[run.accelerator], **dict(run.figures)}
     system = system_for_accelerator(fig, run.gpus)
     ex, res = _choose(base, model, system)
     value = float(res.values["tokens_per_s"]) / run.gpus
