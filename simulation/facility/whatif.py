@@ -462,7 +462,8 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     groups = element_groups(chain, rack_ids)
     t = 0.0
     cond = Conditions(wb0, db0)
-    reading = model.settle(base, cond)
+    reading = model.settle(base, cond, card_w=base / cards)
+    r_liq = net.r_liquid_k_w   # per rack: its card's cold plate (thermal.ThermalParams)
     s = reading.thermal
     limit_c = p.card_limit_c
     shutdown_c = limit_c + inp.shutdown_margin_c
@@ -514,7 +515,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             return False
         room = np.maximum(demand, budget) * (1.0 + 1e-9)
         for st in (now, end):
-            ceiling = cards * (limit_c - 0.5 * (st.rack_sup_c + st.rack_ret_c)) / p.r_liquid_k_w
+            ceiling = cards * (limit_c - 0.5 * (st.rack_sup_c + st.rack_ret_c)) / r_liq
             if bool((net.liquid_rack & (ceiling < room)).any()):
                 return False
         if decision is not None:
@@ -546,7 +547,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         demand = base * surge
         # firmware protection: slow down at the limit, trip past shutdown
         coolant = 0.5 * (s.rack_sup_c + s.rack_ret_c)
-        thermal_cap = np.maximum(cards * (limit_c - coolant) / p.r_liquid_k_w, idle_rack)
+        thermal_cap = np.maximum(cards * (limit_c - coolant) / r_liq, idle_rack)
         thermal_cap = np.where(net.liquid_rack, thermal_cap, np.inf)
         if cooldown is not None and out.any():
             # back once cooled down: long enough since the trip, cards under the limit
@@ -571,7 +572,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                                site_limit_w=(plant.site.contract_kw * 1e3 * flow0.it_w
                                              / max(flow0.facility_w + s.mechanical_w, 1.0)
                                              if plant.site.contract_kw else None),
-                               coolant_c=coolant, r_k_w=p.r_liquid_k_w / cards,
+                               coolant_c=coolant, r_k_w=r_liq / cards,
                                limit_c=limit_c, element_groups=groups)
             dec = ctl.update(np.minimum(delivered, want), limits)
             capped = dec.caps_w < want * (1 - 1e-6)
