@@ -108,31 +108,3 @@ def test_the_seed_rack_presets_keep_their_cards_under_the_limit(db: Any, preset:
           "tdp", set(racks.card_tdp_w[gpu].tolist()))
     assert np.all(s.card_c < model.net.params.card_limit_c)
     assert np.all(s.card_c[gpu] > s.rack_sup_c[gpu])
-
-
-@pytest.mark.parametrize("design", ["standard", "efficient"])
-def test_the_facility_what_if_on_an_nvl72_plant_trips_nothing(db: Any, design: str) -> None:
-    """The facility kind from the budget: a GPU rack at 0.9 of its cards' TDP, a rack
-    without cards (network, storage) at 0.9 of its nameplate draw — it took them as
-    racks of 72 GB200s (77.8 kW on a CDU sized for 15 kW: tripped at t = 0)."""
-    from twin.facility.builder import build_facility
-    from twin.hardware.builder import build_cluster
-    from twin.hardware.models import Cluster
-    from twin.scenarios.kinds.facility import FacilityKind
-
-    built = build_cluster("gb200-nvl72", supernodes=2, name=f"whatif-{design}")
-    cluster = Cluster.objects.get(pk=built["cluster_id"])
-    build_facility(cluster, design=design)
-    kind = FacilityKind()
-    inputs = kind.prepare({"horizon_s": 600.0}, cluster)
-    plant = plant_for_cluster(cluster)
-    assert plant.racks.nameplate_w is not None
-    no_cards = np.asarray(inputs["whatif"]["rack_w"]) < 72 * 1200 * 0.9 - 1e-6
-    assert no_cards.sum() == 2   # the network and the storage rack
-    assert np.asarray(inputs["whatif"]["rack_w"])[no_cards] == pytest.approx(
-        0.9 * plant.racks.nameplate_w[no_cards])
-    res = kind.run(inputs, lambda fraction, message: None)
-    assert not any(res["racks"]["tripped"])
-    assert res["racks_at_limit"] == 0
-    hottest = max(res["series"]["max_card_c"])
-    assert PLAUSIBLE_C[0] < hottest < PLAUSIBLE_C[1]

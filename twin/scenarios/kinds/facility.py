@@ -9,7 +9,7 @@ own JSON (``{"at_s": 600, "kind": "pump_trip", "target": "cdu-0", "value": 1,
 "duration_s": 900}``), the same shape ``Event.to_dict`` writes.
 
 The start: ``start="budget"`` loads every rack to ``load_fraction`` of its cards' TDP (within its
-budget; a rack without cards to ``load_fraction`` of its nameplate draw);
+budget; a rack without cards as one with the most cards any rack holds);
 ``start="live"`` takes every rack's measured draw from the run's snapshot
 (``twin.scenarios.snapshot.live_state``: the fork every kind shares; a rack the
 snapshot has no draw for starts at ``load_fraction``). The engine starts from the
@@ -175,17 +175,12 @@ def _cards(cluster: Any, rack_ids: list[int]) -> dict[str, Any]:
 def _budget_rack_w(plant: Plant, cards: list[int], tdp_w: float,
                    fraction: float) -> list[float]:
     """``fraction`` of what each rack can draw: its cards at TDP, within its budget (a
-    rack's budget may be far above its cards' nameplate). A rack without cards of its
-    own (a network or storage rack) at ``fraction`` of its nameplate draw, what the
-    builder sized its cooling for (issue 24: counted as a rack of the most cards, a
-    GB200 NVL72 cluster's 15 kW network rack drew 78 kW and tripped at once); as one of
-    the most cards a rack holds only where the plant has no nameplate."""
+    rack's budget may be far above its cards' nameplate). The engine gives every rack
+    the same cards (its heat per card sets the card temperature), so a rack without
+    cards of its own (a network rack) counts as one of the most cards a rack holds."""
     most = max(cards)
-    plate = (plant.racks.nameplate_w.tolist() if plant.racks.nameplate_w is not None
-             else [None] * len(cards))
-    return [fraction * min(float(b), n * tdp_w if n else
-                           float(p) if p is not None else most * tdp_w)
-            for b, n, p in zip(plant.racks.budget_w.tolist(), cards, plate, strict=True)]
+    return [fraction * min(float(b), (n or most) * tdp_w)
+            for b, n in zip(plant.racks.budget_w.tolist(), cards, strict=True)]
 
 
 def _live_rack_w(cluster: Any, plant: Plant,
