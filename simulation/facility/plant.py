@@ -182,5 +182,7 @@ class Plant:
                       } | ({} if self.racks.air_parent is None
                            else {"air_parent": self.racks.air_parent.tolist()})
                         | ({} if self.racks.nameplate_w is None
-                           else {"nameplate_w": self.racks.nameplate_w.tolist()}),
+                           else {"nameplate_w": self.racks.nameplate_w.tolist()})
+                        | ({} if self.racks.card_tdp_w is None
+                           else {"card_tdp_w": self.racks.card_tdp_w.tolist()}),
         }
