@@ -26,7 +26,7 @@ exactly the previous step's and the temperatures have (nearly) settled, the run 
 the next event, filling samples and energy with the constant values. "Settled" is either
 no temperature moving by more than 1e-9 K in a step (a fixed point of the exponential
 integrator: the skip is then exact) or, while the plant still relaxes, what is left to
-move below ``quiescent_k`` (1e-4 K by default): relaxing geometrically at the ratio r,
+move below ``quiescent_k`` (1e-3 K by default): relaxing geometrically at the ratio r,
 the largest m_j / m_(j−1) of the last 30 steps' largest movements m (every one below 1,
 no event among them), a temperature still moves Σ m_k r^j = m_k r / (1 − r) (the sum of
 a geometric series; the slowest mode of the demo plant has τ ≈ 600 s, so r ≈ 0.998). The
@@ -111,7 +111,7 @@ _ONE_MODE = 1e-3
 """The window's ratios agree within this share (a first, cheap sign of one mode)."""
 
 _JUMP_SHARE = 0.1
-"""A relaxation jump's checks hold it to this share of ``quiescent_k`` (1e-5 K at the
+"""A relaxation jump's checks hold it to this share of ``quiescent_k`` (1e-4 K at the
 default): well inside the stated tolerance, the series within 1e-6 relative."""
 
 _MIN_JUMP = 2 * _WINDOW
