@@ -28,7 +28,7 @@ In one run, one core (numpy single-threaded for the vectorised path):
    CDU trip, a 1-hour 15 % load surge, a lost feed unit, a lost tower cell; capping
    on. Timed: :func:`simulation.facility.whatif.run` (quiescent stretches skipped:
    exactly when nothing moves, and a relaxing plant once its remaining movement is
-   under ``quiescent_k``, 10⁻⁴ K by default). **Baseline, same run**: the same engine
+   under ``quiescent_k``, 10⁻³ K by default). **Baseline, same run**: the same engine
    computing every step (``skip_quiescent=False``) for ``--baseline-hours``, scaled to 24 h.
 3. **Caps for a million cards**: :func:`simulation.facility.capping.allocate` over
    1,048,576 cards with rack, PDU/UPS/feed and site limits (uniform policy).

@@ -201,11 +201,13 @@ class FacilityModel:
         return np.array([c.down for c in self.plant.cooling], dtype=bool)
 
     def settle(self, rack_w: F64, cond: Conditions | None = None, *,
+               card_w: F64 | None = None,
                power_failed: I64 | None = None) -> FacilityReading:
-        """The steady state under ``rack_w`` (W per rack)."""
+        """The steady state under ``rack_w`` (W per rack; ``card_w``: each rack's
+        hottest card, default :meth:`~simulation.facility.thermal.CoolingNetwork.card_w`)."""
         c = cond or Conditions.of(self.plant)
         powered = power_flow(self.chain, rack_w, failed_units=power_failed).rack_powered
-        s = settle(self.net, np.where(powered, rack_w, 0.0), c)
+        s = settle(self.net, np.where(powered, rack_w, 0.0), c, card_w=card_w)
         return self._reading(s, rack_w, power_failed, c)
 
     def step(self, state: ThermalState, rack_w: F64, dt: float,

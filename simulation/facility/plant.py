@@ -147,6 +147,12 @@ class RackSet:
     nameplate_w: npt.NDArray[np.float64] | None = None
     """The nameplate draw of each rack's installed hardware (W), what the twin's rating
     rule plans the chains for; None: plan for ``budget_w`` (every rack at its budget)."""
+    card_tdp_w: npt.NDArray[np.float64] | None = None
+    """The TDP of each rack's hottest card (W; 0: the rack holds no card, e.g. a network
+    rack); None: not given (the engine takes a card as the rack's draw over
+    ``ThermalParams.cards_per_rack``). With it a card's junction-to-coolant resistance
+    follows its TDP and, where ``card_w`` is not measured, a card draws its TDP × the
+    rack's load over its nameplate (:mod:`~simulation.facility.thermal`)."""
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -176,5 +182,7 @@ class Plant:
                       } | ({} if self.racks.air_parent is None
                            else {"air_parent": self.racks.air_parent.tolist()})
                         | ({} if self.racks.nameplate_w is None
-                           else {"nameplate_w": self.racks.nameplate_w.tolist()}),
+                           else {"nameplate_w": self.racks.nameplate_w.tolist()})
+                        | ({} if self.racks.card_tdp_w is None
+                           else {"card_tdp_w": self.racks.card_tdp_w.tolist()}),
         }

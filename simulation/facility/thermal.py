@@ -65,8 +65,16 @@ point: 6.7 °C leaving water, 35 °C ambient).
 **Card temperature** = mean coolant temperature of its rack + P_card · R (junction
 to coolant; for air racks junction to the air at the cards: the inlet air + half the
 rack's own air rise P_rack / (ṁ_air c_p), its airflow sized for its budget at the
-design rise, :mod:`simulation.facility.air`), R per rack class
-(:class:`ThermalParams`; docs/facility.md gives the figures and their basis).
+design rise, :mod:`simulation.facility.air`), R from :class:`ThermalParams`
+(docs/facility.md gives the figures and their basis). Where the racks give their
+card's TDP (``RackSet.card_tdp_w``) a liquid card's R is
+min(``r_liquid_k_w``, ``card_rise_at_tdp_c`` / TDP): a cold plate is engineered for
+its part, so the junction rise over the coolant at TDP stays ≈ 28 K (0.04 K/W × an
+H100's 700 W; a GB200 cold plate's stated target is a GPU rise < 30 K, R < 0.03 K/W —
+Kenfa Tech, "Deep Dive into NVIDIA GB200 Liquid Cooling Plate Design"), and a card not
+measured draws TDP × min(1, P_rack / P_nameplate) (its share of its rack's draw)
+instead of P_rack / ``cards_per_rack`` (an NVL72 rack over 40 "cards" made each
+3.3 kW: 160 °C, issue 24).
 
 Pump and fan work is not added to the coolant (it is < 1 % of the heat); power-chain
 losses are dissipated to room air outside this network. Fluid properties:
@@ -90,6 +98,7 @@ losses are dissipated to room air outside this network. Fluid properties:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -147,6 +156,9 @@ class ThermalParams:
 
     r_liquid_k_w: float = 0.04
     r_air_k_w: float = 0.065
+    card_rise_at_tdp_c: float = 28.0
+    """Junction rise over the coolant of a cold-plated card at its TDP (K) where the
+    racks give the card's TDP: R = min(``r_liquid_k_w``, this / TDP) (module doc)."""
     rack_coolant_l_per_kw: float = 0.3
     cold_plate_j_k_per_kw: float = 400.0
     card_limit_c: float = 85.0
@@ -224,6 +236,36 @@ class CoolingNetwork:
     """Each rack's airflow, sized for its budget at ``params.air_rise_c``
     (:func:`simulation.facility.air.design_airflow_kg_s`); None: no rise through the
     rack (air racks' cards then see the CRAH's supply air)."""
+    rack_card_tdp_w: F64 | None = None
+    """Each rack's card TDP (W, 0: no card; ``RackSet.card_tdp_w``); None: not given."""
+    rack_card_share: F64 | None = None
+    """Card W per rack W at nameplate (TDP / the rack's nameplate draw); None: not given."""
+
+    @cached_property
+    def r_liquid_k_w(self) -> F64:
+        """Each rack's junction-to-coolant resistance (K/W): ``params.r_liquid_k_w``,
+        or min(that, ``card_rise_at_tdp_c`` / TDP) where the card's TDP is given."""
+        p = self.params
+        r = np.full(self.n_racks, p.r_liquid_k_w)
+        if self.rack_card_tdp_w is None:
+            return r
+        tdp = self.rack_card_tdp_w
+        out: F64 = np.where(tdp > 0, np.minimum(r, p.card_rise_at_tdp_c
+                                                / np.where(tdp > 0, tdp, 1.0)), r)
+        return out
+
+    def card_w(self, rack_w: F64) -> F64:
+        """A card's power when it is not measured: TDP × min(1, rack W / nameplate W)
+        where the racks give their card (0 W on a rack without cards), else rack W /
+        ``params.cards_per_rack``."""
+        plain: F64 = rack_w / self.params.cards_per_rack
+        if self.rack_card_tdp_w is None or self.rack_card_share is None:
+            return plain
+        tdp = self.rack_card_tdp_w
+        share = np.where(self.rack_card_share > 0, self.rack_card_share,
+                         1.0 / self.params.cards_per_rack)
+        out: F64 = np.where(tdp > 0, np.minimum(rack_w * share, tdp), 0.0)
+        return out
 
     @property
     def n_racks(self) -> int:
@@ -403,6 +445,12 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
     for i in floops:
         root_vol[pos_root[ancestor(i, HEAT_REJECTION_KINDS)]] += els[i].volume_l
     kind_code = {"cooling_tower": _K_TOWER, "dry_cooler": _K_DRY, "chiller": _K_CHILLER}
+    card_tdp = card_share = None
+    if r.card_tdp_w is not None:
+        card_tdp = np.maximum(np.asarray(r.card_tdp_w, dtype=float), 0.0)
+        plate = (np.asarray(r.nameplate_w, dtype=float) if r.nameplate_w is not None
+                 else budget)
+        card_share = np.where(plate > 0, card_tdp / np.where(plate > 0, plate, 1.0), 0.0)
     air_share = crah_cap / crah_cap.sum() if crah_cap.size and crah_cap.sum() > 0 \
         else np.zeros(len(crahs))
     return CoolingNetwork(
@@ -457,7 +505,8 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
         root_parent=np.array([pos_root[parent[i]] if parent[i] >= 0 else -1 for i in roots],
                              dtype=np.int64),
         n_cooling=len(els),
-        rack_air_kg_s=design_airflow_kg_s(budget, p.air_rise_c))
+        rack_air_kg_s=design_airflow_kg_s(budget, p.air_rise_c),
+        rack_card_tdp_w=card_tdp, rack_card_share=card_share)
 
 
 def initial_state(net: CoolingNetwork) -> ThermalState:
@@ -575,7 +624,7 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
          hyd: Hydraulics | None = None) -> ThermalState:
     """Advance the network by ``dt`` seconds with rack heat ``rack_w`` (W, the rack's
     electrical power: it all becomes heat) and card power ``card_w`` (W, the hottest
-    card of each rack; default rack_w / cards_per_rack). ``hyd`` reuses
+    card of each rack; default :meth:`CoolingNetwork.card_w`). ``hyd`` reuses
     :func:`hydraulics` for the same dt and conditions. Returns the new state."""
     p = net.params
     h = hyd if hyd is not None and hyd.dt == dt and hyd.cond == cond \
@@ -666,7 +715,7 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
     fans_w += float(np.dot(h.root_fan_w, fan ** 3))
     # cards: mean coolant + P R (liquid), the air at the cards + P R (air racks): the
     # inlet air + the share of the rack's own air rise upstream of them (``air``)
-    cw = card_w if card_w is not None else rack_w / p.cards_per_rack
+    cw = card_w if card_w is not None else net.card_w(rack_w)
     if n_crah:
         crah_over = np.where(crah_in > 0, 1.0 - crah_q / np.where(crah_in > 0, crah_in, 1), 0.0)
         air_in = p.air_supply_c + p.air_rise_c * crah_over[np.maximum(net.rack_crah, 0)]
@@ -674,7 +723,7 @@ def step(net: CoolingNetwork, state: ThermalState, rack_w: F64, dt: float,
         air_in = np.full(rack_w.shape, p.air_supply_c)
     at_cards = (air_in if net.rack_air_kg_s is None
                 else card_air_c(air_in, rack_w, net.rack_air_kg_s))
-    card = np.where(liq, 0.5 * (rack_in + rack_ret) + cw * p.r_liquid_k_w,
+    card = np.where(liq, 0.5 * (rack_in + rack_ret) + cw * net.r_liquid_k_w,
                     at_cards + cw * p.r_air_k_w)
     return ThermalState(
         t_s=state.t_s + dt, rack_ret_c=rack_ret, cdu_ret_c=cdu_ret, cdu_sup_c=cdu_sup,

@@ -228,7 +228,7 @@ def _validate_racks(plant: Plant) -> None:
         arr = getattr(r, attr)
         if arr.shape != (n,):
             raise PlantError(f"racks.{attr}", f"needs one entry per rack ({n}), got {arr.shape}")
-    for attr in ("air_parent", "nameplate_w"):
+    for attr in ("air_parent", "nameplate_w", "card_tdp_w"):
         arr = getattr(r, attr)
         if arr is not None and arr.shape != (n,):
             raise PlantError(f"racks.{attr}", f"needs one entry per rack ({n}), got {arr.shape}")
@@ -248,6 +248,9 @@ def _validate_racks(plant: Plant) -> None:
               "must be a finite number > 0, got {v}")
     if r.nameplate_w is not None:
         first_bad(~np.isfinite(r.nameplate_w) | (r.nameplate_w < 0), "nameplate_w",
+                  "must be a finite number ≥ 0, got {v}")
+    if r.card_tdp_w is not None:
+        first_bad(~np.isfinite(r.card_tdp_w) | (r.card_tdp_w < 0), "card_tdp_w",
                   "must be a finite number ≥ 0, got {v}")
     if r.air_parent is not None:
         first_bad((r.air_parent < -1) | (r.air_parent >= len(plant.cooling)), "air_parent",

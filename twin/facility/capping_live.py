@@ -398,14 +398,18 @@ def throughput_lost(caps: np.ndarray, capped: np.ndarray, demand: np.ndarray,
 
 
 def _ceilings(card_rack: np.ndarray, rack_coolant_c: np.ndarray | None,
-              rack_air_c: np.ndarray | None, thermal: tuple[float, float, float] | None
+              rack_air_c: np.ndarray | None,
+              thermal: tuple[float | np.ndarray, float, float] | None
               ) -> tuple[np.ndarray | None, float | np.ndarray, float]:
     """Per card, what its thermal ceiling (T_limit − T)/R is taken from: its liquid
     rack's coolant supply with R junction-to-coolant, or its air rack's air at the
     cards (``simulation.facility.air``: the CRAH supply air + half the rack's own air
     rise) with R junction-to-air; a card with neither reading gets T = 0 °C, i.e. no
-    ceiling below its TDP. ``thermal``: the engine's (R liquid, R air, T_limit)."""
-    r_liq, r_air, limit_c = thermal if thermal is not None else (0.04, 0.065, 85.0)
+    ceiling below its TDP. ``thermal``: the engine's (R liquid — one, or one per
+    layout rack: its card's cold plate —, R air, T_limit)."""
+    r_rack, r_air, limit_c = thermal if thermal is not None else (0.04, 0.065, 85.0)
+    r_liq: float | np.ndarray = (np.asarray(r_rack, dtype=float)[card_rack]
+                                 if np.ndim(r_rack) else float(r_rack))
     liquid = air = None
     if rack_coolant_c is not None and len(rack_coolant_c):
         liquid = np.asarray(rack_coolant_c, dtype=float)[card_rack]
@@ -434,7 +438,7 @@ def step_caps(r: Any, prefix: str, cluster_id: int, version: str, card_rack: np.
               rack_budget_w: np.ndarray, now: float, *,
               rack_coolant_c: np.ndarray | None = None,
               rack_air_c: np.ndarray | None = None,
-              thermal: tuple[float, float, float] | None = None,
+              thermal: tuple[float | np.ndarray, float, float] | None = None,
               site_limit_w: float | None = None,
               power_limits: tuple[PowerChain, np.ndarray, np.ndarray, np.ndarray] | None
               = None,

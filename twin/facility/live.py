@@ -399,8 +399,11 @@ def step_live(r: Any, prefix: str, cluster_id: int, version: str, layout_rack_id
     # for capping's air ceiling: the air reaching an air rack's cards (NaN elsewhere),
     # and the engine's junction resistances and card limit
     summary["rack_air_c"] = arrays["air_c"]
-    summary["thermal"] = (model.net.params.r_liquid_k_w, model.net.params.r_air_k_w,
-                          model.net.params.card_limit_c)
+    # (R liquid per layout rack: its card's cold plate, thermal.CoolingNetwork)
+    summary["thermal"] = (np.where(live.at >= 0, model.net.r_liquid_k_w[np.maximum(live.at, 0)]
+                                   if len(model.net.r_liquid_k_w) else 0.0,
+                                   model.net.params.r_liquid_k_w),
+                          model.net.params.r_air_k_w, model.net.params.card_limit_c)
     summary["rack_flow_ratio"] = arrays["flow_ratio"]
     # for live capping (``capping_live``): each power element's usable input as IT watts
     # at this step's losses, and where the layout's racks sit in the chain

@@ -4,8 +4,9 @@ Elements become tuples of frozen dataclasses (a site has a few thousand at a mil
 cards; an element whose ``status`` is failed or maintenance is ``down``); racks become
 arrays built from ``values_list`` with element ids mapped to tuple positions by
 ``searchsorted`` — no Python object per rack. A rack's budget is
-its ``power_budget_w``; racks without a place in the plant are left out (the builder
-gives every rack one).
+its ``power_budget_w``, its nameplate draw and its cards' TDP come from hardware's
+``draw_by_rack``; racks without a place in the plant are left out (the builder gives
+every rack one).
 """
 from __future__ import annotations
 
@@ -99,6 +100,13 @@ def plant_for_site(site: Site) -> Plant:
     at = positions(np.array([d.rack_id for d in draws], dtype=np.int64), ids)
     nameplate = np.zeros(len(ids))
     nameplate[at >= 0] = np.array([d.w for d in draws], dtype=float)[at[at >= 0]]
+    # each rack's card TDP: its cards' nameplate over their count (one kind a rack in
+    # every preset; a mixed rack gets the mean), 0 for a rack without cards
+    card_tdp = np.zeros(len(ids))
+    cards_n = np.array([d.cards for d in draws], dtype=float)
+    cards_w = np.array([d.cards_w for d in draws], dtype=float)
+    card_tdp[at >= 0] = np.where(cards_n > 0, cards_w / np.maximum(cards_n, 1.0),
+                                 0.0)[at[at >= 0]] if len(draws) else 0.0
     return Plant(
         site=PlantSite(name=site.name, dry_bulb_c=site.dry_bulb_c, wet_bulb_c=site.wet_bulb_c,
                        contract_kw=site.contract_kw,
@@ -107,7 +115,7 @@ def plant_for_site(site: Site) -> Plant:
         racks=RackSet(ids=ids, power_parent=positions(power_ids, power_el),
                       cooling_parent=positions(cooling_ids, cooling_el), budget_w=budget,
                       liquid_fraction=np.where(is_air, 0.0, fraction), names=names,
-                      air_parent=air, nameplate_w=nameplate),
+                      air_parent=air, nameplate_w=nameplate, card_tdp_w=card_tdp),
     )
 
 

@@ -250,3 +250,30 @@ def test_an_air_only_plant_runs() -> None:
     assert r.thermal.rejected_w == pytest.approx(24e3, rel=1e-3)
     assert r.thermal.cdu_heat_w.size == 0
     assert r.pue > 1.0
+
+
+def test_a_card_of_given_tdp_draws_its_share_and_rises_28_k_at_tdp() -> None:
+    """Issue 24: racks that give their card's TDP. R = min(0.04, 28 K / TDP) (the
+    cold plate's junction rise at TDP, ``ThermalParams.card_rise_at_tdp_c``), an
+    unmeasured card draws TDP × min(1, P_rack / P_nameplate), a rack without cards has
+    its card at its mean coolant; without the TDP the old rule, P_rack / cards_per_rack."""
+    base = one_cdu_plant(racks=4, cdu_kw=600.0, flow=12.0, tower_kw=3000.0)
+    tdp = np.array([1200.0, 700.0, 400.0, 0.0])
+    plate = np.array([120e3, 40e3, 20e3, 15e3])
+    plant = replace(base, racks=replace(base.racks, budget_w=np.full(4, 132e3),
+                                        card_tdp_w=tdp, nameplate_w=plate))
+    net = compile_network(plant)
+    np.testing.assert_allclose(net.r_liquid_k_w, [28.0 / 1200, 0.04, 0.04, 0.04])
+    rack_w = np.array([60e3, 40e3, 30e3, 15e3])   # half, full, 1.5× and full nameplate
+    card = np.array([600.0, 700.0, 400.0, 0.0])   # TDP × min(1, load), capped at TDP
+    np.testing.assert_allclose(net.card_w(rack_w), card)
+    s = settle(net, rack_w, Conditions.of(plant))
+    mean = 0.5 * (s.rack_sup_c + s.rack_ret_c)
+    np.testing.assert_allclose(s.card_c, mean + card * net.r_liquid_k_w, rtol=1e-12)
+    assert s.card_c[0] == pytest.approx(mean[0] + 14.0)       # half of 28 K at half load
+    assert s.card_c[3] == pytest.approx(mean[3])               # no card: its coolant
+    # no TDP given: a card is the rack's draw over cards_per_rack (40), R = 0.04
+    old = compile_network(base)
+    assert old.rack_card_tdp_w is None
+    np.testing.assert_allclose(old.card_w(rack_w), rack_w / 40)
+    np.testing.assert_allclose(old.r_liquid_k_w, 0.04)

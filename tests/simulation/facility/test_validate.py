@@ -101,6 +101,16 @@ def test_rack_arrays(plant) -> None:
     refused(replace(plant, racks=replace(plant.racks, budget_w=np.ones(3))), "racks.budget_w")
 
 
+@pytest.mark.parametrize("bad", [np.nan, -1.0, np.inf])
+def test_card_tdp_per_rack(plant, bad: float) -> None:
+    """``RackSet.card_tdp_w`` (issue 24): one entry per rack, finite and ≥ 0 (0: no card)."""
+    good = np.array([1200.0, 0.0, 700.0, 700.0])
+    validate(replace(plant, racks=replace(plant.racks, card_tdp_w=good)))
+    refused(replace(plant, racks=replace(plant.racks, card_tdp_w=np.array(
+        [1200.0, 700.0, bad, 700.0]))), "racks.card_tdp_w[2]")
+    refused(replace(plant, racks=replace(plant.racks, card_tdp_w=good[:3])), "racks.card_tdp_w")
+
+
 def test_site_inputs() -> None:
     plant = one_cdu_plant()
     refused(replace(plant, site=replace(plant.site, contract_kw=0.0)), "site.contract_kw")
