@@ -338,3 +338,8 @@ def test_the_layout_carries_each_racks_static_draw_and_the_feed_peak_counts_it(d
     assert result["facility"]["baseline"]["it_mwh"] == pytest.approx(
         base["energy_mwh"] + (static_kw + others / 1e3) * 2 / 1e3, rel=1e-6)
     assert base["peak_feed_kw"] > base["peak_power_kw"] + static_kw
+    # the peak is the feed series' highest point, the mechanical draw at that instant
+    feed = result["facility"]["baseline"]["feed"]
+    assert base["peak_feed_kw"] == max(feed["kw"]) == feed["peak_kw"]
+    assert feed["t_s"][feed["kw"].index(feed["peak_kw"])] == feed["peak_at_s"]
+    assert feed["racks_down"] == [] and len(feed["mechanical_kw"]) == len(feed["t_s"])
