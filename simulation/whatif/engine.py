@@ -382,14 +382,18 @@ class _Case(_Run):
         self.record()
 
     def contract_cap(self, contract_kw: float | None) -> float:
-        """W per card a contract leaves: the cards' budget ``contract / pue`` (the
-        what-if's power is the cards'; the servers' static and network draw, and the
-        facility's losses beyond ``pue``, are not modelled — assumption) shared by every
-        card in the layout, so the site stays under it with every card busy."""
+        """W per card a contract leaves. A contract is on the utility feed: the site's
+        facility power is PUE × IT power (the PUE's definition, The Green Grid WP#49),
+        and the IT power is the cards' plus the racks' static non-card load
+        (``Layout.rack_static_w``: servers, switches, optics), so the cards' budget is
+        ``contract / pue − static`` (the losses and the mechanical plant are the PUE's
+        share), shared by every healthy card in the layout — the site stays under the
+        contract with every card busy. 0 when the static load alone fills the budget."""
         if contract_kw is None:
             return math.inf
         cards = float(self.info["healthy"].sum()) if "healthy" in self.info else 0.0
-        return contract_kw * 1e3 / self.spec.pue / max(cards, 1.0)
+        budget = contract_kw * 1e3 / self.spec.pue - float(self.layout.static_w().sum())
+        return max(0.0, budget) / max(cards, 1.0)
 
     def clocks(self, racks: npt.NDArray[np.int64]) -> F64:
         """The racks' clocks under the tighter of their cap and the contract's."""
@@ -563,6 +567,7 @@ class _Case(_Run):
             before = self.contract_kw
             cap = self.set_contract(ev.value)
             note.update(contract_kw=ev.value, card_cap_w=cap if math.isfinite(cap) else None,
+                        static_kw=float(self.layout.static_w().sum()) / 1e3,
                         clock=float(self.clock.min()) if len(self.clock) else 1.0,
                         below_idle=bool(cap < self.layout.idle_w))
             if ev.duration_s is not None:

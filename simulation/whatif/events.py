@@ -25,8 +25,9 @@ Kinds and their ``value``:
 ``cap_power``      ``value`` = W per card on rack ``target`` (or every rack
                    when ``target`` is empty): the clock falls (DVFS curve)
 change_contract    ``value`` = the site's new utility contract (kW of facility
-                   power): the cards' budget is value / ``pue``; every card is
-                   capped to its share (the clock falls as under a cap)
+                   power): the cards' budget is value / ``pue`` less the
+                   racks' static non-card load; every card is capped to its
+                   share (the clock falls as under a cap)
 ``cdu_trip``,      facility events: applied through the facility engine when
 ``feed_trip``,     the run has a plant, refused otherwise
 ``raise_wet_bulb``
@@ -226,9 +227,9 @@ class WhatIfSpec:
     step that is compute-bound (time ∝ 1/clock under a cap; the rest does not slow).
     ``points``: samples the time series keep. ``contract_kw``: the site's utility
     contract in force at the fork (facility kW; None: none), ``pue`` the facility's
-    power usage effectiveness that turns it into the cards' budget (contract / pue:
-    the what-if's power is the cards'; 1.1 for a liquid-cooled hall, an assumption as
-    in ``simulation.capacity.Site``) — see ``change_contract``.
+    power usage effectiveness that turns it into the IT budget (contract / pue, less
+    the racks' static non-card load for the cards; 1.1 for a liquid-cooled hall, an
+    assumption as in ``simulation.capacity.Site``) — see ``change_contract``.
     """
 
     horizon_s: float = 86400.0

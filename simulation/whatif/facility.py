@@ -40,11 +40,13 @@ case's limits.
 (``facility_down``) are down in both cases (the plant's ``down``); a ``degraded`` one
 has one unit out from time 0 (pump, cooling or feed loss of one unit).
 
-**Peak feed power** (:func:`peak_feed_kw`): each utility feed's input — its IT load (the
+**Peak feed power** (:func:`feed_power`): each utility feed's input — its IT load (the
 cards' and the racks' static non-card load), the chain's losses and its share of the
-mechanical plant (``simulation.facility.power_chain.power_flow``; the plant run's peak
-mechanical draw, an upper bound) — at the instants of the case's exact rack-power step
-function where the racks under it draw most.
+mechanical plant (``simulation.facility.power_chain.power_flow``) — as a time series:
+at every window start, every change of a ``feed_trip`` and the instants where the racks
+under each feed draw most, with the units lost then (a lost unit's load on the running
+ones; racks down when they cannot carry it) and the plant run's mechanical draw at that
+same instant; the peak is the series' highest point.
 
 :func:`facility_pair` runs :func:`simulation.facility.whatif.run` twice — the
 baseline's and the perturbed case's mean rack power, the perturbed case with the
@@ -82,7 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FACILITY_DT_S", "FIXED_POINT_TOL", "LIMIT_STEP", "MAX_ROUNDS", "MIN_WINDOW_S",
            "PLANT_WINDOWS", "TRIP_COOLDOWN_S", "compose", "contract_plant", "facility_events",
-           "facility_pair", "fixed_point_residual", "forked_plant", "held_demand",
+           "facility_pair", "feed_power", "fixed_point_residual", "forked_plant", "held_demand",
            "out_intervals", "peak_feed_kw", "plant_limits", "rack_schedule", "window_means",
            "window_s"]
 
@@ -336,7 +338,8 @@ def _summary(site: Plant, res: WhatIfResult) -> dict[str, Any]:
             "racks_tripped": int(sum(res.racks["tripped"])),
             "max_card_c": max(res.series["max_card_c"], default=None),
             "series": {"t_s": res.t_s, "pue": res.series["pue"],
-                       "max_card_c": res.series["max_card_c"]}}
+                       "max_card_c": res.series["max_card_c"],
+                       "mechanical_kw": [w / 1e3 for w in res.series["mechanical_w"]]}}
 
 
 def fixed_point_residual(power: Steps, demand: Steps, horizon_s: float) -> float:
@@ -442,8 +445,12 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
             out[name]["racks"] = {"ids": list(rack_ids),
                                   "time_to_limit_s": [lim[int(i)] for i in at.tolist()],
                                   "trips": [int(trips[int(i)]) for i in at.tolist()]}
-        cases[name].totals["peak_feed_kw"] = peak_feed_kw(
-            site, cases[name], at, static, max(res.series["mechanical_w"], default=0.0))
+        feed = feed_power(site, cases[name], at, static, events=evs,
+                          mechanical=(res.t_s, res.series["mechanical_w"]),
+                          horizon_s=spec.horizon_s)
+        cases[name].totals["peak_feed_kw"] = None if feed is None else feed["peak_kw"]
+        if feed is not None:
+            out[name]["feed"] = feed
         cases[name].totals["it_static_kw"] = float(static.sum()) / 1e3
     b, p = out["baseline"], out["perturbed"]
     out["difference"] = {k: p[k] - b[k] for k in ("mean_pue", "facility_mwh", "it_lost_mwh",
@@ -452,43 +459,128 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
     return cases["baseline"], cases["perturbed"], out
 
 
-def peak_feed_kw(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
-                 static_w: F64 | None = None, mechanical_w: float = 0.0) -> float | None:
-    """The highest input of any utility feed (kW) over the case: the chain's
-    ``power_flow`` (IT load and every element's losses) at the instants where the racks
-    under each feed draw most, from the case's exact rack-power step function. Feeds
-    lost by a ``feed_loss`` event are counted as if they still ran (their peak is the
-    planned load's). The racks' power is the cards' (the what-if's) plus ``static_w``
-    (each layout rack's non-card IT load, W), a plant rack outside the layout at its
-    nameplate; ``mechanical_w`` (the plant's pumps, fans and chillers) is spread over
-    the feeds as ``power_flow`` does. With constant efficiencies η along a chain of k
-    elements and one feed: (cards + static) / η^k + mechanical. None when the racks
-    cannot be matched (``at``: the layout racks' plant indices, :func:`rack_map`) or the
-    plant has no feed."""
+def _failed_units(plant: Plant, events: Sequence[FacilityEvent], t: float
+                  ) -> npt.NDArray[np.int64]:
+    """Units of each power element out at ``t`` by the ``feed_loss`` events in force then
+    (as the facility engine applies them: ``value`` units, 1 by default, from ``at_s`` for
+    ``duration_s``)."""
+    idx = {p.key: i for i, p in enumerate(plant.power)}
+    out = np.zeros(len(plant.power), np.int64)
+    for e in events:
+        if e.kind != "feed_loss" or e.target not in idx or t < e.at_s - 1e-9:
+            continue
+        if e.duration_s is not None and t >= e.at_s + e.duration_s - 1e-9:
+            continue
+        out[idx[e.target]] += int(e.value) if e.value is not None else 1
+    return out
+
+
+def feed_power(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
+               static_w: F64 | None = None, *, events: Sequence[FacilityEvent] = (),
+               mechanical: tuple[Sequence[float], Sequence[float]] | float = 0.0,
+               horizon_s: float | None = None) -> dict[str, Any] | None:
+    """The utility feeds' input (kW) as a time series over the case, and its peak.
+
+    At each instant — every drive window's start (:func:`window_s`), every change of a
+    ``feed_loss`` event, and the instants where the racks under each feed draw most in
+    the case's exact rack-power step function — the chain's ``power_flow``
+    (``simulation.facility.power_chain``) of the racks' power then (the cards', the what-if's,
+    plus ``static_w``, each layout rack's non-card IT load; a plant rack outside the
+    layout at its nameplate) with the units lost **at that instant** (``events``) and the
+    mechanical plant's draw **at that instant** (``mechanical``: the plant run's series
+    ``(t_s, W)``, linearly interpolated; a number: constant), spread over the feeds as
+    ``power_flow`` does. A lost unit's load moves to the element's running units (its
+    redundancy: a 2N feed that loses a unit carries it all on the other); if the running
+    units cannot carry it (input > units running × rating) the racks under that element
+    go down — counted at 0 from then until the element's lost units are back, and
+    reported (``racks_down``: element, ``from_s``, ``to_s`` — None: to the horizon —
+    and the layout rack indices); with no unit running they are unpowered
+    (``power_flow``). The jobs are not re-run for such a stretch: the facility engine
+    does not trip an overloaded element, so it is reported, not fed back.
+    With constant efficiencies η along a chain of k elements and one feed, each point is
+    (cards + static) / η^k + mechanical(t). Returns ``{"t_s", "kw", "mechanical_kw",
+    "peak_kw", "peak_at_s", "racks_down"}``; None when the racks cannot be matched
+    (``at``, :func:`rack_map`) or the plant has no feed."""
     steps = case.rack_steps
     feeds = [i for i, e in enumerate(plant.power) if e.kind == "feed"]
     if steps is None or not feeds or at is None:
         return None
-    if not len(steps[1]):
-        return 0.0
-    rack_w = _plant_w(plant, at, steps[1] if static_w is None
-                      else steps[1] + static_w[None, :])
+    times, cards = steps
+    horizon = float(horizon_s if horizon_s is not None
+                    else (times[-1] if len(times) else 0.0))
+    if not len(times):
+        times, cards = np.zeros(1), np.zeros((1, len(at)))
+    rack_w = _plant_w(plant, at, cards if static_w is None else cards + static_w[None, :])
     chain = compile_chain(plant.power, plant.racks.power_parent)
+    anc = np.zeros((chain.n, len(chain.rack_parent)), bool)  # element over rack
+    node = chain.rack_parent.copy()
+    while (node >= 0).any():
+        ok = node >= 0
+        anc[node[ok], np.nonzero(ok)[0]] = True
+        node = np.where(ok, chain.parent[np.where(ok, node, 0)], -1)
     root = np.arange(chain.n)
     for _ in range(len(chain.levels)):
         up = chain.parent[root]
         root = np.where(up >= 0, up, root)
-    under = root[chain.rack_parent]  # each rack's root element
-    candidates = set()
+    under = root[chain.rack_parent]
+    instants = set(np.arange(0.0, max(horizon, 1e-9), window_s(max(horizon, 1.0))).tolist())
+    for e in events:
+        if e.kind == "feed_loss":
+            instants.add(float(e.at_s))
+            if e.duration_s is not None:
+                instants.add(float(e.at_s + e.duration_s))
     for f in feeds:
         mask = under == f
         if mask.any():
-            candidates.add(int(np.argmax(rack_w[:, mask].sum(axis=1))))
-    best = 0.0
-    for t in sorted(candidates):
-        flow = power_flow(chain, rack_w[t], mechanical_w=mechanical_w)
-        best = max(best, float(flow.input_w[feeds].max()))
-    return best / 1e3
+            instants.add(float(times[int(np.argmax(rack_w[:, mask].sum(axis=1)))]))
+    ts = sorted(t for t in instants if t < horizon or horizon == 0.0)
+    if isinstance(mechanical, tuple):
+        mt, mw = np.asarray(mechanical[0], float), np.asarray(mechanical[1], float)
+        mech = np.interp(ts, mt, mw) if len(mt) else np.zeros(len(ts))
+    else:
+        mech = np.full(len(ts), float(mechanical))
+    layout_of = {int(p): k for k, p in enumerate(at.tolist())}
+    kw: list[float] = []
+    down: dict[str, dict[str, Any]] = {}   # "key@t" per stretch; "key": the open one
+    tripped: dict[str, float] = {}   # elements whose racks are down: since
+    for t, m in zip(ts, mech.tolist(), strict=True):
+        i = max(0, int(np.searchsorted(times, t, side="right")) - 1)
+        w = rack_w[i].copy()
+        failed = _failed_units(plant, events, t)
+        for key in [k for k in tripped if failed[chain.keys.index(k)] == 0]:
+            down[key]["to_s"] = t   # its units back: its racks with them
+            del tripped[key]
+        held = np.array(sorted(chain.keys.index(k) for k in tripped), np.int64)
+        if held.size:
+            w[anc[held].any(axis=0)] = 0.0
+        flow = power_flow(chain, w, failed_units=failed, mechanical_w=m)
+        over = np.nonzero((failed > 0) & (flow.input_w > flow.available_w * (1 + 1e-9))
+                          & (flow.available_w > 0))[0]
+        if over.size:   # the survivors cannot carry it: the racks under it go down
+            w[anc[over].any(axis=0)] = 0.0
+            flow = power_flow(chain, w, failed_units=failed, mechanical_w=m)
+            for el in over.tolist():
+                key = chain.keys[el]
+                tripped[key] = t
+                down[f"{key}@{t}"] = {
+                    "element": key, "from_s": t, "to_s": None,
+                    "racks": sorted(layout_of[r] for r in np.nonzero(anc[el])[0].tolist()
+                                    if r in layout_of)}
+                down[key] = down[f"{key}@{t}"]
+        kw.append(float(flow.input_w[feeds].max()) / 1e3)
+    k = int(np.argmax(kw)) if kw else 0
+    return {"t_s": ts, "kw": kw, "mechanical_kw": (mech / 1e3).tolist(),
+            "peak_kw": kw[k] if kw else 0.0, "peak_at_s": ts[k] if ts else 0.0,
+            "racks_down": [v for k, v in down.items() if "@" in k]}
+
+
+def peak_feed_kw(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
+                 static_w: F64 | None = None, mechanical_w: float = 0.0,
+                 events: Sequence[FacilityEvent] = ()) -> float | None:
+    """The highest input of any utility feed (kW) over the case: :func:`feed_power`'s
+    peak with a constant mechanical draw."""
+    res = feed_power(plant, case, at, static_w, events=events, mechanical=mechanical_w)
+    return None if res is None else float(res["peak_kw"])
 
 
 def contract_plant(plant: Plant, spec: WhatIfSpec) -> Plant:

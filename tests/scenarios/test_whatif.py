@@ -266,9 +266,13 @@ def test_a_jobs_training_model_is_checked(admin_client_api, tiny_cluster, body, 
 def test_a_contract_change_on_a_built_cluster_caps_its_cards_and_reaches_the_plant(db):
     """A preset-built cluster's site has a contract (the facility builder's: the plant's
     draw + 10 %): both cases run under it; halving it from 600 s caps every card to its
-    share of contract / PUE, and the facility's perturbed run takes the lower contract."""
+    share of contract / PUE less the racks' static non-card load (servers, switches,
+    optics: the layout's, checked against the rows below), and the facility's perturbed
+    run takes the lower contract."""
     from twin.facility.models import Site
     from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+    from twin.scenarios.kinds.whatif import cluster_layout
 
     built = build_cluster("seed-512", supernodes=1, name="contract-whatif")
     site = Site.objects.get(cluster_id=built["cluster_id"])
@@ -281,7 +285,9 @@ def test_a_contract_change_on_a_built_cluster_caps_its_cards_and_reaches_the_pla
     (applied,) = result["perturbed"]["applied"]
     cards = result["perturbed"]["totals"]["cards"]
     assert applied["kind"] == "change_contract" and applied["contract_kw"] == half
-    assert applied["card_cap_w"] == pytest.approx(half * 1e3 / 1.1 / cards)
+    static_w = sum(cluster_layout(Cluster.objects.get(pk=built["cluster_id"])).rack_static_w)
+    assert static_w > 0 and applied["static_kw"] == pytest.approx(static_w / 1e3)
+    assert applied["card_cap_w"] == pytest.approx((half * 1e3 / 1.1 - static_w) / cards)
     facility = result["facility"]
     assert facility["baseline"]["contract_kw"] == site.contract_kw
     assert facility["perturbed"]["contract_kw"] == half
@@ -332,3 +338,8 @@ def test_the_layout_carries_each_racks_static_draw_and_the_feed_peak_counts_it(d
     assert result["facility"]["baseline"]["it_mwh"] == pytest.approx(
         base["energy_mwh"] + (static_kw + others / 1e3) * 2 / 1e3, rel=1e-6)
     assert base["peak_feed_kw"] > base["peak_power_kw"] + static_kw
+    # the peak is the feed series' highest point, the mechanical draw at that instant
+    feed = result["facility"]["baseline"]["feed"]
+    assert base["peak_feed_kw"] == max(feed["kw"]) == feed["peak_kw"]
+    assert feed["t_s"][feed["kw"].index(feed["peak_kw"])] == feed["peak_at_s"]
+    assert feed["racks_down"] == [] and len(feed["mechanical_kw"]) == len(feed["t_s"])

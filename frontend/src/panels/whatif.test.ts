@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { alignSeries, ganttLayout, whatifCharts } from "./whatif";
+import { alignSeries, fixedPointLine, ganttLayout, rackLimits, rackLimitText, whatifCharts } from "./whatif";
 
 /** The parts of a what-if result these functions read, as the kind returns them. */
 const result = {
@@ -104,5 +104,47 @@ describe("whatifCharts", () => {
     expect(withPlant.map((c) => c.id)).toEqual(["utilisation", "power_kw", "pue"]);
     expect(withPlant[2].perturbed).toEqual([1.1, 1.3]);
     expect(whatifCharts(null)).toEqual([]);
+  });
+});
+
+describe("the plant's figures in the comparison view", () => {
+  const facility = {
+    baseline: {
+      fixed_point: { rounds: 1, converged: true, residual_kw: null, tolerance_kw: 0.1 },
+      racks: { ids: [11, 12, 13, 14], time_to_limit_s: [null, null, 900, null], trips: [0, 0, 0, 0] },
+    },
+    perturbed: {
+      fixed_point: { rounds: 3, converged: false, residual_kw: 0.25, tolerance_kw: 0.1 },
+      racks: { ids: [11, 12, 13, 14], time_to_limit_s: [300, 90, null, null], trips: [0, 2, 0, 1] },
+    },
+  };
+
+  it("lists the racks at their limit or tripped, soonest in the what if first", () => {
+    const rows = rackLimits({ facility });
+    expect(rows).toEqual([
+      { rack: 12, perturbed: 90, baseline: null, trips: 2, baselineTrips: 0 },
+      { rack: 11, perturbed: 300, baseline: null, trips: 0, baselineTrips: 0 },
+      // not at its limit in the what if: by the baseline's time, then tripped-only racks
+      { rack: 13, perturbed: null, baseline: 900, trips: 0, baselineTrips: 0 },
+      { rack: 14, perturbed: null, baseline: null, trips: 1, baselineTrips: 0 },
+    ]);
+    expect(rackLimitText(12, 90, 2)).toBe("rack 12: 90 s, 2 trips");
+    expect(rackLimitText(14, null, 1)).toBe("rack 14: not at its limit, 1 trip");
+  });
+
+  it("says the fixed point of each case in one line", () => {
+    expect(fixedPointLine({ facility })).toBe(
+      "Plant ↔ jobs fixed point: baseline 1 round, converged, residual —; " +
+        "what if 3 rounds, not converged, residual 0.25 kW",
+    );
+  });
+
+  it("has nothing to say without a plant", () => {
+    expect(rackLimits({})).toBeNull();
+    expect(fixedPointLine({ facility: null })).toBeNull();
+    expect(rackLimits({ facility: { baseline: {}, perturbed: {} } })).toBeNull();
+    // a plant that limited nothing: an empty list, not null (the view says so)
+    const cool = { perturbed: { racks: { ids: [1], time_to_limit_s: [null], trips: [0] } } };
+    expect(rackLimits({ facility: cool })).toEqual([]);
   });
 });

@@ -3,7 +3,9 @@
  * cases (a bar per job per case, first start → completion, restarts marked) and
  * the time series of both cases overlaid (utilisation, power, availability, the
  * queue: waiting jobs and queued card demand; PUE
- * when the facility part is there).
+ * when the facility part is there), and with a plant the fixed point of the plant ↔
+ * jobs composition (rounds, converged, residual) and the racks' time to their thermal
+ * limit and trips, soonest first ("rack 12: 90 s").
  *
  * The data functions are pure (vitest-covered) and read the result the kind
  * returns (`jobs.rows`, `baseline.series`, `perturbed.series`, `facility`);
@@ -164,6 +166,81 @@ export function whatifCharts(result: unknown): WhatIfChart[] {
   return out;
 }
 
+/** One rack the plant limited in a what-if: its time to the thermal limit and its trips
+ * (per case; null: not limited in that case). */
+export interface RackLimit {
+  rack: number;
+  perturbed: number | null;
+  baseline: number | null;
+  trips: number;
+  baselineTrips: number;
+}
+
+function caseRacks(facility: Obj, key: Case): Map<number, { t: number | null; trips: number }> {
+  const out = new Map<number, { t: number | null; trips: number }>();
+  const c = facility[key];
+  const r = isObj(c) && isObj(c.racks) ? c.racks : null;
+  if (!r || !Array.isArray(r.ids)) return out;
+  const t = Array.isArray(r.time_to_limit_s) ? r.time_to_limit_s : [];
+  const trips = Array.isArray(r.trips) ? r.trips : [];
+  r.ids.forEach((id, i) => {
+    if (typeof id === "number") out.set(id, { t: num(t[i]), trips: num(trips[i]) ?? 0 });
+  });
+  return out;
+}
+
+/**
+ * The racks the plant brought to their thermal limit or tripped in either case
+ * (`facility.<case>.racks`: ids, time_to_limit_s, trips), soonest in the what if first
+ * (then the baseline's, then by id); null when the result has no per-rack plant figures.
+ */
+export function rackLimits(result: unknown): RackLimit[] | null {
+  if (!isObj(result) || !isObj(result.facility)) return null;
+  const p = caseRacks(result.facility, "perturbed");
+  const b = caseRacks(result.facility, "baseline");
+  if (!p.size && !b.size) return null;
+  const ids = [...new Set([...p.keys(), ...b.keys()])];
+  const inf = (v: number | null): number => v ?? Number.POSITIVE_INFINITY;
+  return ids
+    .map((rack) => ({
+      rack,
+      perturbed: p.get(rack)?.t ?? null,
+      baseline: b.get(rack)?.t ?? null,
+      trips: p.get(rack)?.trips ?? 0,
+      baselineTrips: b.get(rack)?.trips ?? 0,
+    }))
+    .filter((r) => r.perturbed !== null || r.baseline !== null || r.trips > 0 || r.baselineTrips > 0)
+    .sort((x, y) => inf(x.perturbed) - inf(y.perturbed) || inf(x.baseline) - inf(y.baseline) || x.rack - y.rack);
+}
+
+/** "rack 12: 90 s" — a rack's time to its limit, and its trips, in one case. */
+export function rackLimitText(rack: number, t: number | null, trips: number): string {
+  const time = t === null ? "not at its limit" : `${formatNumber(t)} s`;
+  return `rack ${rack}: ${time}${trips ? `, ${trips} trip${trips > 1 ? "s" : ""}` : ""}`;
+}
+
+/** The plant composition's fixed point in one line per case: rounds, converged, residual. */
+export function fixedPointLine(result: unknown): string | null {
+  if (!isObj(result) || !isObj(result.facility)) return null;
+  const parts: string[] = [];
+  for (const [key, label] of [
+    ["baseline", "baseline"],
+    ["perturbed", "what if"],
+  ] as const) {
+    const c = result.facility[key];
+    const fp = isObj(c) && isObj(c.fixed_point) ? c.fixed_point : null;
+    if (!fp) continue;
+    const rounds = num(fp.rounds);
+    const res = num(fp.residual_kw);
+    parts.push(
+      `${label} ${rounds ?? "?"} round${rounds === 1 ? "" : "s"}, ` +
+        `${fp.converged === true ? "converged" : "not converged"}, ` +
+        `residual ${res === null ? "—" : `${formatNumber(res, 3)} kW`}`,
+    );
+  }
+  return parts.length ? `Plant ↔ jobs fixed point: ${parts.join("; ")}` : null;
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 const COLOURS: Record<Case, string> = { baseline: "#8b949e", perturbed: "#da3633" };
 
@@ -269,9 +346,34 @@ function chart(box: HTMLElement, c: WhatIfChart): uPlot {
 export function renderWhatIf(container: HTMLElement, result: unknown): { destroy(): void } | null {
   const gantt = ganttLayout(result);
   const charts = whatifCharts(result);
-  if (!gantt && !charts.length) return null;
+  const fixed = fixedPointLine(result);
+  const limits = rackLimits(result);
+  if (!gantt && !charts.length && !fixed && !limits) return null;
   const panel = h("div", { class: "tw-whatif", "data-testid": "whatif-view" });
   container.append(panel);
+  if (fixed) panel.append(h("p", { class: "tw-muted", "data-testid": "whatif-fixed-point" }, fixed));
+  if (limits) {
+    const shown = limits.slice(0, 20);
+    const list = h("ol", {
+      class: "tw-whatif-limits",
+      "data-testid": "whatif-time-to-limit",
+      "data-racks": String(limits.length),
+    });
+    for (const r of shown) {
+      list.append(
+        h(
+          "li",
+          { "data-rack": String(r.rack), "data-testid": "whatif-rack-limit" },
+          `${rackLimitText(r.rack, r.perturbed, r.trips)} (baseline: ` +
+            `${r.baseline === null ? "not at its limit" : `${formatNumber(r.baseline)} s`}` +
+            `${r.baselineTrips ? `, ${r.baselineTrips} trip${r.baselineTrips > 1 ? "s" : ""}` : ""})`,
+        ),
+      );
+    }
+    if (limits.length > shown.length) list.append(h("li", {}, `… ${limits.length - shown.length} more`));
+    if (!limits.length) list.append(h("li", { "data-testid": "whatif-rack-limit-none" }, "no rack reached its limit"));
+    panel.append(h("h4", {}, "Racks at their thermal limit (time to limit, what if first)"), list);
+  }
   if (gantt) {
     panel.append(
       h("h4", {}, "Most changed jobs (grey: baseline, red: what if; ↻ restarts)"),

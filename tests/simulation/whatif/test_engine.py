@@ -4,6 +4,7 @@ replay, seeds, and the facility path on a plant built here."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -303,19 +304,25 @@ def test_the_queue_series_counts_waiting_jobs_and_their_cards():
         res.perturbed.totals["waiting_jobs_mean"] - base.totals["waiting_jobs_mean"])
 
 
-def test_a_new_site_contract_caps_every_card_to_its_share():
+@pytest.mark.parametrize(("static_w", "cap_w"), [((), 250.0), ((800.0, 400.0), 212.5)])
+def test_a_new_site_contract_caps_every_card_to_its_share(static_w, cap_w):
     """32 cards (TDP 700 W, idle 100 W). At 1,000 s the contract falls to 10 kW at PUE
-    1.25: the cards' budget is 8 kW, 250 W a card; the clock is the DVFS clock whose busy
-    power is 250 W, and the 8-card job slows by c/f + 1 − c; the IT power never exceeds
-    the budget after. Lifted after 2 h (``duration_s``): full clock again."""
-    lay = layout()
+    1.25: the site's IT budget is 8 kW; the racks' static non-card load (servers,
+    switches, optics: 0, or 0.8 + 0.4 kW) comes off it first, so each card's share is
+    (8 kW − static) / 32 — 250 W, or 212.5 W with the 1.2 kW of static load; the clock is
+    the DVFS clock whose busy power is that cap, and the 8-card job slows by
+    c/f + 1 − c; the IT power (cards + static) never exceeds the budget after. Lifted
+    after 2 h (``duration_s``): full clock again."""
+    lay = replace(layout(), rack_static_w=static_w)
     left, at, share = 20_000.0, 1000.0, 0.7
     s = snap((running(1, range(0, 8), since=0.0, left=left),))
     res = run_whatif(s, lay, spec(compute_share=share, pue=1.25, events=[
         {"at_s": at, "kind": "change_contract", "value": 10.0, "duration_s": 7200.0}]))
-    f = float(clock_for_cap(np.array([250.0]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
+    f = float(clock_for_cap(np.array([cap_w]), lay.tdp_w, lay.idle_w, lay.clock_power)[0])
     applied = res.perturbed.applied[0]
-    assert applied["card_cap_w"] == pytest.approx(250.0)
+    assert applied["card_cap_w"] == pytest.approx((10e3 / 1.25 - sum(static_w)) / 32)
+    assert applied["card_cap_w"] == pytest.approx(cap_w)
+    assert applied["static_kw"] == pytest.approx(sum(static_w) / 1e3)
     assert applied["clock"] == pytest.approx(f) and not applied["below_idle"]
     slow = share / f + 1 - share
     # 7,200 s at the capped pace does 7,200 / slow of work; the rest at full clock
@@ -324,8 +331,10 @@ def test_a_new_site_contract_caps_every_card_to_its_share():
     series = res.perturbed.series
     during = [p for t, p in zip(series["t_s"], series["power_kw"], strict=True)
               if at <= t < at + 7200.0]
-    # 24 idle cards at 100 W and 8 busy ones at the 250 W cap; the baseline's are at 700 W
-    assert during and max(during) == pytest.approx((24 * 100 + 8 * 250) / 1e3)
+    # 24 idle cards at 100 W and 8 busy ones at the cap; the baseline's are at 700 W
+    assert during and max(during) == pytest.approx((24 * 100 + 8 * cap_w) / 1e3)
+    # with every card busy at the cap, cards + static fill the budget exactly
+    assert 32 * cap_w + sum(static_w) == pytest.approx(10e3 / 1.25)
     assert res.baseline.totals["peak_power_kw"] == pytest.approx((24 * 100 + 8 * 700) / 1e3)
 
 

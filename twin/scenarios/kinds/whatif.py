@@ -123,7 +123,8 @@ class WhatIfKind(ScenarioKind):
                   "slows under a power cap (jobs without a training model).", default=0.7,
                   min=0, max=1, needs_cluster=True),
         FieldSpec("pue", "number", "Site PUE", "Turns the site's contract (facility kW) "
-                  "into the cards' budget: contract / PUE. 1.1: a liquid-cooled hall "
+                  "into the cards' budget: contract / PUE less the racks' static non-card "
+                  "load. 1.1: a liquid-cooled hall "
                   "(assumption).", default=1.1, min=1, max=5, needs_cluster=True,
                   advanced=True),
     )
