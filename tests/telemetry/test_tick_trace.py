@@ -136,6 +136,12 @@ def test_the_trace_keeps_each_stage_only_when_on(tiny_cluster, settings):
         wall, cpu = tick_rec["stages"][stage]
         assert wall >= 0 and cpu >= 0, stage
     assert sum(w for w, _ in tick_rec["stages"].values()) <= tick_rec["wall_ms"] + 0.01
+    # The event goes out right after the live state is written, before the stages
+    # that wait on the database and the history stores (issue 22, item 2).
+    order = list(tick_rec["stages"])
+    assert order.index("send") == order.index("write") + 1, order
+    for slow in ("health_db", "failures", "minute", "victoria"):
+        assert order.index(slow) > order.index("send"), (slow, order)
     assert tick_rec["cpu_ms"] <= tick_rec["wall_ms"] + 1.0
 
 

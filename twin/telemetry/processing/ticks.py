@@ -2,12 +2,14 @@
 
 ``tick(cluster)`` runs at most ``MAX_TICK_HZ`` times a second per cluster (a
 Redis gate shared by all workers): it reads the whole state once, computes
-the rollups, evaluates the health rules (``health``), updates each card's
-health, hands new card failures to self-healing (``failures``), samples the
-state for the 1-minute history (``minutes``), sends every card's samples to
-VictoriaMetrics once a ``TWIN_VICTORIA_STEP_S`` when it is configured
-(``victoria``), and
-publishes ``telemetry.tick`` to the cluster's Channels group.
+the rollups, evaluates the health rules (``health``), writes the live state
+back and publishes ``telemetry.tick`` to the cluster's Channels group at once;
+only then (the stages that wait on the database and the history stores, which
+no live frame reads) it updates each card's health row, hands new card
+failures to self-healing (``failures``), samples the state for the 1-minute
+history (``minutes``), sends every card's samples to VictoriaMetrics once a
+``TWIN_VICTORIA_STEP_S`` when it is configured (``victoria``), and publishes
+the alert transitions.
 
 The tick's ``seq`` only grows, across worker *and* Redis restarts (clients keep
 the newest ``seq`` they applied and drop anything not newer): each tick takes
@@ -193,6 +195,19 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
     pipe.execute()
     span.mark("write")
 
+    # The event goes out as soon as the live state a client reads is in Redis: the
+    # stages below only write the database (CardHealth rows, self-healing's runs),
+    # the minute history and VictoriaMetrics, which wait on a shared PostgreSQL
+    # under load (the slowest ticks of ``benchmarks/serving.py``) and which no
+    # frame reads. What they change clients learn by their own events (alerts,
+    # remediations).
+    group = group_name(cluster_id)
+    newest = data_ts(cards.seen)
+    span.fields.update(now=now, data_ts=newest)
+    bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
+                              "ts": now, "layout": ver, "data_ts": newest})
+    span.mark("send")
+
     synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
     span.mark("health_db")
@@ -206,14 +221,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
     span.mark("minute")
     victoria.write_tick(r, lay, fresh_values, now, follow_ups)
     span.mark("victoria")
-
-    group = group_name(cluster_id)
-    newest = data_ts(cards.seen)
-    span.fields.update(now=now, data_ts=newest)
-    bridge.group_send(group, {"type": TICK_EVENT, "cluster": cluster_id, "seq": seq,
-                              "ts": now, "layout": ver, "data_ts": newest})
-    span.mark("send")
-    if transitions:
+    if transitions:  # (after the CardHealth rows, which an alert's reader may look up)
         publish_alerts(cluster_id, [(t.event, t.alert_id) for t in transitions])
         follow_ups.notify()
         span.mark("alerts_out")
