@@ -415,8 +415,7 @@ def test_the_round_gate_follows_its_cpu_time_not_its_wall_time(twins, fake_clock
     (here: for the interpreter lock, held by a busy thread) takes longer in wall time
     than in CPU time, and the gate after it is its CPU time on the critical path
     (start + slowest shard + merge), not its wall time."""
-    import threading
-
+    from tests.telemetry.test_tick_trace import tick_beside_a_busy_thread
     from twin.telemetry.processing import ticks
 
     settings.TELEMETRY_MAX_TICK_HZ = 1000  # (the floor out of the way: 1 ms)
@@ -424,21 +423,7 @@ def test_the_round_gate_follows_its_cpu_time_not_its_wall_time(twins, fake_clock
     _mode(settings, True)
     n = 3 * SN
     _put(cid, {"gpu_util": np.full(n, 50.0)}, fake_clock[0], np.arange(n))
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            sum(range(1000))
-
-    busy = threading.Thread(target=spin)
-    busy.start()
-    try:
-        assert processing.tick(cid, force=True)
-    finally:
-        stop.set()
-        busy.join()
-    stats = {k.decode(): float(v) for k, v in
-             state.redis_client().hgetall(keys.tick_stats(cid)).items()}
+    stats = tick_beside_a_busy_thread(cid)
     assert stats["shards"] == 3
     wall, cpu = stats["last"], stats["cpu_last"]
     assert cpu < wall, "the round waited for the lock"

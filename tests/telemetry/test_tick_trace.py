@@ -82,13 +82,9 @@ def test_no_card_reported_means_no_data_ts():
     assert data_ts(np.array([np.nan, 5.0, 7.5])) == 7.5
 
 
-def test_the_gate_follows_the_ticks_cpu_time_not_its_wall_time(tiny_cluster, settings):
-    """A tick that waits for a core (here: for the interpreter lock, held by a busy
-    thread) takes longer in wall time than in CPU time; the gate after it is twice its
-    CPU time, so a loaded machine does not hold back the next batch's tick."""
-    settings.TELEMETRY_MAX_TICK_HZ = 1000  # (the floor out of the way: 1 ms)
-    cid = tiny_cluster["cluster"].pk
-    _power(cid, 300.0, time.time())
+def tick_beside_a_busy_thread(cid: int) -> dict[str, float]:
+    """One forced tick of ``cid`` while another thread spins (holding the interpreter
+    lock: the tick waits for it as for a busy core); the tick's ``tick_stats``."""
     stop = threading.Event()
 
     def spin() -> None:
@@ -102,8 +98,18 @@ def test_the_gate_follows_the_ticks_cpu_time_not_its_wall_time(tiny_cluster, set
     finally:
         stop.set()
         busy.join()
-    stats = {k.decode(): float(v) for k, v in
-             redis_client().hgetall(keys.tick_stats(cid)).items()}
+    return {k.decode(): float(v) for k, v in
+            redis_client().hgetall(keys.tick_stats(cid)).items()}
+
+
+def test_the_gate_follows_the_ticks_cpu_time_not_its_wall_time(tiny_cluster, settings):
+    """A tick that waits for a core (here: for the interpreter lock, held by a busy
+    thread) takes longer in wall time than in CPU time; the gate after it is twice its
+    CPU time, so a loaded machine does not hold back the next batch's tick."""
+    settings.TELEMETRY_MAX_TICK_HZ = 1000  # (the floor out of the way: 1 ms)
+    cid = tiny_cluster["cluster"].pk
+    _power(cid, 300.0, time.time())
+    stats = tick_beside_a_busy_thread(cid)
     wall, cpu = stats["last"], stats["cpu_last"]
     assert cpu < wall, "the tick waited for the lock"
     assert ticks._tick_cost[cid] == pytest.approx(cpu)

@@ -9,6 +9,7 @@ under the backward's attention. Each all-to-all hides only under its own phase.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,6 +68,18 @@ def test_expert_gemms_are_the_layers_moe_share() -> None:
     assert 0.0 < moe["moe_mlp_b"][0] < moe["bwd_gemm"][0]
 
 
+def _with_and_without_overlap(run: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """``run``'s system and its step priced (no recompute) with and without the EP
+    all-to-all overlap."""
+    model = MODELS[run.model]
+    system = system_for_accelerator(ACCELERATORS[run.accelerator], run.gpus)
+    lay = {**run.layout(), "recompute": "none"}
+    on = evaluate(model, system, execution_from_params(lay, run.gpus, model)).values
+    off = evaluate(model, system, execution_from_params({**lay, "ep_overlap": False},
+                                                        run.gpus, model)).values
+    return system, on, off
+
+
 def test_the_overlap_exposes_the_attention_phases_on_a_single_node_qwen3_row() -> None:
     """Qwen3 30B-A3B on 8 GB200 (the 26.08 recipe: sync-free MoE, all-to-all overlapped):
     one all-to-all outlasts the forward attention phase, so part of it stays exposed,
@@ -74,12 +87,7 @@ def test_the_overlap_exposes_the_attention_phases_on_a_single_node_qwen3_row() -
     (+21.6 % → +19.8 % against the published 39,936 tokens/s/GPU)."""
     run = RELEASE_RUNS[0]
     assert run.model == "qwen3-30b-a3b" and run.accelerator == "gb200-186gb"
-    model = MODELS[run.model]
-    system = system_for_accelerator(ACCELERATORS[run.accelerator], run.gpus)
-    lay = {**run.layout(), "recompute": "none"}
-    on = evaluate(model, system, execution_from_params(lay, run.gpus, model)).values
-    off = evaluate(model, system, execution_from_params({**lay, "ep_overlap": False},
-                                                        run.gpus, model)).values
+    system, on, off = _with_and_without_overlap(run)
     # overlapped: less exposed than without, but more than the SM share of the hidden part
     # alone (what the whole-layer rule left: all four hidden, 20 of 148 SMs held)
     assert 0.0 < on["exposed_comm"]["ep"] < off["exposed_comm"]["ep"]
@@ -93,12 +101,7 @@ def test_the_overlap_exposes_the_attention_phases_on_a_single_node_qwen3_row() -
 def test_a_single_micro_batch_has_no_partner() -> None:
     """With one micro-batch a step there is no backward to pair with: nothing hidden."""
     run = replace(RELEASE_RUNS[0], gbs=32)  # 8 cards × MBS 4: one micro-batch
-    model = MODELS[run.model]
-    system = system_for_accelerator(ACCELERATORS[run.accelerator], run.gpus)
-    lay = {**run.layout(), "recompute": "none"}
-    on = evaluate(model, system, execution_from_params(lay, run.gpus, model)).values
-    off = evaluate(model, system, execution_from_params({**lay, "ep_overlap": False},
-                                                        run.gpus, model)).values
+    system, on, off = _with_and_without_overlap(run)
     assert on["exposed_comm"]["ep"] == off["exposed_comm"]["ep"]
 
 
