@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import msgpack
 import numpy as np
@@ -186,6 +186,8 @@ def _below(chain: PowerChain, rack_w: np.ndarray) -> np.ndarray:
     return out
 
 
+T = TypeVar("T")
+
 _policies: dict[int, tuple[str, tuple[str, str] | None]] = {}
 """Per cluster, (the ``capping`` domain's version it was read under, (mode, policy) or
 None): :func:`_policy`'s per-process cache."""
@@ -202,18 +204,28 @@ def _policy(cluster_id: int) -> tuple[str, str] | None:
     tick. The version is read before the row, so a write between the two leaves a
     value under an old version that the next tick no longer takes. Redis away:
     the query, uncached."""
+    return _versioned(_policies, "capping", cluster_id, lambda: _policy_row(cluster_id))
+
+
+def _versioned(cache: dict[int, Any], domain: str, cluster_id: int,
+               compute: Callable[[], T], extra: tuple[Any, ...] = ()) -> T:
+    """``compute()`` cached in this process per cluster under ``domain``'s version
+    (``twin.core.aggregates``) and ``extra``, stored as ``(version, *extra, value)``.
+    The version is read before the rows, so a write between the two leaves a value
+    under an old version that the next tick no longer takes. Redis away: computed,
+    uncached. The one mechanism behind the tick's policy, weights and job rows."""
     from twin.core import aggregates
     from twin.core.unavailable import REDIS_ERRORS
 
     try:
-        version = aggregates.version("capping")
+        stamp = (aggregates.version(domain), *extra)
     except REDIS_ERRORS:
-        return _policy_row(cluster_id)
-    hit = _policies.get(cluster_id)
-    if hit is not None and hit[0] == version:
-        return hit[1]
-    value = _policy_row(cluster_id)
-    _policies[cluster_id] = (version, value)
+        return compute()
+    hit = cache.get(cluster_id)
+    if hit is not None and hit[:-1] == stamp:
+        return cast(T, hit[-1])
+    value = compute()
+    cache[cluster_id] = (*stamp, value)
     return value
 
 
@@ -270,20 +282,12 @@ def _weights(cluster_id: int, version: str, card_ids: np.ndarray) -> np.ndarray:
     process under the ``jobs`` domain's version (read before the rows, as
     :func:`_policy` does: a write between the two leaves weights under an old version
     that the next tick no longer takes). Redis away: the query, uncached."""
-    from twin.core import aggregates
-    from twin.core.unavailable import REDIS_ERRORS
+    def compute() -> np.ndarray:
+        w = priority_weights(cluster_id, card_ids)
+        w.setflags(write=False)  # shared by every tick under this version
+        return w
 
-    try:
-        jobs = aggregates.version("jobs")
-    except REDIS_ERRORS:
-        return priority_weights(cluster_id, card_ids)
-    hit = _weight_cache.get(cluster_id)
-    if hit is not None and hit[:3] == (jobs, version, len(card_ids)):
-        return hit[3]
-    w = priority_weights(cluster_id, card_ids)
-    w.setflags(write=False)  # shared by every tick under this version
-    _weight_cache[cluster_id] = (jobs, version, len(card_ids), w)
-    return w
+    return _versioned(_weight_cache, "jobs", cluster_id, compute, (version, len(card_ids)))
 
 
 _rows_cache: dict[int, tuple[str, list[tuple[Any, ...]]]] = {}
@@ -295,20 +299,8 @@ queries nothing (as :func:`_weights`)."""
 def _allocation_rows(cluster_id: int, query: Callable[[], list[tuple[Any, ...]]]
                      ) -> list[tuple[Any, ...]]:
     """``query()``'s rows, cached in this process under the ``jobs`` domain's version
-    (read before the rows, as :func:`_weights` does). Redis away: the query, uncached."""
-    from twin.core import aggregates
-    from twin.core.unavailable import REDIS_ERRORS
-
-    try:
-        jobs = aggregates.version("jobs")
-    except REDIS_ERRORS:
-        return query()
-    hit = _rows_cache.get(cluster_id)
-    if hit is not None and hit[0] == jobs:
-        return hit[1]
-    rows = query()
-    _rows_cache[cluster_id] = (jobs, rows)
-    return rows
+    (:func:`_versioned`)."""
+    return _versioned(_rows_cache, "jobs", cluster_id, query)
 
 
 def job_op_mixes(cluster_id: int, card_ids: np.ndarray, *, budget: int = NEW_JOBS_PER_TICK
