@@ -82,9 +82,11 @@ def worker_priority(**_: Any) -> None:
     """The worker's CPU priority from ``TWIN_WORKER_NICE`` (``twin.core.priority``),
     set in the main process before its pool forks, so every pool process has it;
     ``scripts/demo`` and docker-compose give it to the telemetry worker."""
+    from django.conf import settings
+
     from twin.core.priority import apply_nice, worker_nice
 
-    nice = worker_nice()
+    nice = worker_nice({"TWIN_WORKER_NICE": settings.TWIN_WORKER_NICE})
     if nice is not None:
         apply_nice(nice, "the Celery worker")
 

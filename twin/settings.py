@@ -204,6 +204,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # A worker that survives the broker loss itself (twin.celery.Consumer says how).
 CELERY_WORKER_CONSUMER = "twin.celery:Consumer"
+# A worker's CPU priority, applied on ``celeryd_init`` before the pool forks
+# (``twin.core.priority``; compose and the demo give it to the telemetry worker only).
+# Kept raw here: a bad value fails that worker's start with one line, not every command.
+TWIN_WORKER_NICE = os.environ.get("TWIN_WORKER_NICE", "").strip()
 # Publishing (the web server queuing a job, beat its entries) gives up within
 # about a second: the caller answers 503 or logs, and the next tick tries again.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
