@@ -21,6 +21,20 @@ time series downsampled to at most ``points`` samples, per rack the time until i
 reached its thermal limit and its cap, the energy and throughput lost, what capping
 did.
 
+**Racks without cards** (network and storage racks: card TDP 0 in
+``RackSet.card_tdp_w``, which the twin fills from each rack's cards) draw their own
+demand, whatever the cards do: they have no card to heat (their "card" temperature is
+their coolant, or the air through them, so they trip only if that passes the shutdown
+temperature), none for the firmware to slow down and none for capping to cap (the
+controller counts their draw as a fixed load on the power elements above them), and
+**a load surge scales only the racks with cards**: a surge is the cards' work, and a
+switch's draw is set by its chassis, ports and line rate, barely by the traffic it
+carries (Mahadevan, Sharma, Banerjee, Ranganathan, "A Power Benchmarking Framework for
+Network Devices", IFIP Networking 2009; the premise of Heller et al., "ElasticTree",
+NSDI 2010, which saves network power by switching elements off, not by load); storage
+servers' drives and controllers move little more. Without ``card_tdp_w`` (a plant built
+by hand) every rack counts as holding cards, as before.
+
 **Quiescent stretches are skipped**: when no event is due, the rack power delivered is
 exactly the previous step's and the temperatures have (nearly) settled, the run jumps to
 the next event, filling samples and energy with the constant values. "Settled" is either
@@ -399,6 +413,15 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         base = schedule[0]
     cards = inp.cards_per_rack
     idle_rack = cards * inp.card_idle_w
+    # racks without cards (network, storage: card TDP 0 where the plant gives it) draw
+    # their own power: no card to heat, throttle or cap, and a surge leaves them be
+    card_less = (np.asarray(net.rack_card_tdp_w) <= 0 if net.rack_card_tdp_w is not None
+                 else np.zeros(n, dtype=bool))
+
+    def card_w_of(w: F64) -> F64:
+        """The representative card's W of each rack (0 on a rack without cards)."""
+        out: F64 = np.where(card_less, 0.0, w / cards)
+        return out
     # timeline of changes: (time, sign, event); reverts apply the opposite change
     changes: list[tuple[float, int, int]] = []
     for i, e in enumerate(inp.events):
@@ -420,6 +443,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     cool_failed = np.zeros(len(plant.cooling), dtype=np.int64)
     pow_failed = np.zeros(len(plant.power), dtype=np.int64)
     surge = 1.0
+    surge_by_rack = np.ones(n)   # a surge scales the cards' load only (module doc)
     capping = inp.capping
     wb, db = wb0, db0
 
@@ -450,6 +474,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         elif e.kind == "load_surge":
             f = float(e.value if e.value is not None else 1.0)
             surge = surge * f if sign > 0 else surge / max(f, 1e-12)
+            surge_by_rack[...] = np.where(card_less, 1.0, surge)
         elif e.kind == "capping":
             on = bool(e.value if e.value is not None else 1.0)
             capping = on if sign > 0 else not on
@@ -462,7 +487,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
     groups = element_groups(chain, rack_ids)
     t = 0.0
     cond = Conditions(wb0, db0)
-    reading = model.settle(base, cond, card_w=base / cards)
+    reading = model.settle(base, cond, card_w=card_w_of(base))
     r_liq = net.r_liquid_k_w   # per rack: its card's cold plate (thermal.ThermalParams)
     s = reading.thermal
     limit_c = p.card_limit_c
@@ -516,7 +541,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
         room = np.maximum(demand, budget) * (1.0 + 1e-9)
         for st in (now, end):
             ceiling = cards * (limit_c - 0.5 * (st.rack_sup_c + st.rack_ret_c)) / r_liq
-            if bool((net.liquid_rack & (ceiling < room)).any()):
+            if bool((net.liquid_rack & ~card_less & (ceiling < room)).any()):
                 return False
         if decision is not None:
             if capped_racks and not {int(b) for b in np.unique(decision.binding)} <= {0, 2, 3}:
@@ -544,11 +569,11 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                 cond = now_cond
                 hyd = hydraulics(net, dt, cond)
             flow_cache = None   # a feed lost or back changes the flow too
-        demand = base * surge
+        demand = base * surge_by_rack
         # firmware protection: slow down at the limit, trip past shutdown
         coolant = 0.5 * (s.rack_sup_c + s.rack_ret_c)
         thermal_cap = np.maximum(cards * (limit_c - coolant) / r_liq, idle_rack)
-        thermal_cap = np.where(net.liquid_rack, thermal_cap, np.inf)
+        thermal_cap = np.where(net.liquid_rack & ~card_less, thermal_cap, np.inf)
         if cooldown is not None and out.any():
             # back once cooled down: long enough since the trip, cards under the limit
             back = out & (t - trip_at >= cooldown - 1e-9) & (s.card_c < limit_c)
@@ -567,25 +592,30 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
                 flow0 = power_flow(chain, delivered, failed_units=pow_failed)
             else:
                 flow0 = flow_cache[1]
+            if card_less.any():   # nothing to cap: the controller counts them as fixed
+                ctl.min_w[card_less] = demand[card_less]
+                ctl.max_w[card_less] = demand[card_less]
             limits = CapLimits(card_rack=rack_ids, rack_limit_w=budget, chain=chain,
                                element_limit_w=it_limits(flow0, chain, delivered),
                                site_limit_w=(plant.site.contract_kw * 1e3 * flow0.it_w
                                              / max(flow0.facility_w + s.mechanical_w, 1.0)
                                              if plant.site.contract_kw else None),
-                               coolant_c=coolant, r_k_w=r_liq / cards,
+                               coolant_c=np.where(card_less, -np.inf, coolant),
+                               r_k_w=r_liq / cards,
                                limit_c=limit_c, element_groups=groups)
             dec = ctl.update(np.minimum(delivered, want), limits)
-            capped = dec.caps_w < want * (1 - 1e-6)
+            caps = np.where(card_less, np.inf, dec.caps_w)   # (a rise ramps: not theirs)
+            capped = caps < want * (1 - 1e-6)
             racks_capped = int(capped.sum())
             newly = capped & np.isnan(t_cap)
             t_cap[newly] = t
-            want = np.minimum(want, dec.caps_w)
+            want = np.minimum(want, caps)
             # a cap is a ceiling only where it binds (elsewhere it tracks the demand)
-            ceiling = np.where(capped, np.minimum(ceiling, dec.caps_w), ceiling)
+            ceiling = np.where(capped, np.minimum(ceiling, caps), ceiling)
             if racks_capped:
                 max_racks_capped = max(max_racks_capped, racks_capped)
                 min_cap_fraction = min(min_cap_fraction,
-                                       float((dec.caps_w / np.maximum(demand, 1.0)).min()))
+                                       float((caps / np.maximum(demand, 1.0)).min()))
         else:   # no capping: a rack "hits its cap" when its demand passes its budget
             over = (demand > budget * (1 + 1e-9)) & np.isnan(t_cap)
             t_cap[over] = t
@@ -602,7 +632,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             for r in np.flatnonzero(lim != last_limit).tolist():
                 limit_log.append((t, int(r), None if math.isinf(lim[r]) else float(lim[r])))
             last_limit = lim
-        nxt = step(net, s, rack_w, dt, cond, rack_w / cards, hyd)
+        nxt = step(net, s, rack_w, dt, cond, card_w_of(rack_w), hyd)
         computed += 1
         hit = (nxt.card_c >= limit_c - 1e-9) & np.isnan(t_limit)
         t_limit[hit] = t + dt
@@ -655,7 +685,7 @@ def run(plant: Plant, inp: WhatIfInput, params: ThermalParams | None = None, *,
             if m >= _MIN_JUMP and k >= retry_at and len(hist) == _WINDOW + 2 \
                     and _one_mode(hist, ratio, jump_tol):
                 retry_at = k + _WINDOW     # a refused jump is tried again a window later
-                end = _settled(net, s, nxt, rack_w, rack_w / cards, cond, ratio, jump_tol)
+                end = _settled(net, s, nxt, rack_w, card_w_of(rack_w), cond, ratio, jump_tol)
             if end is not None and not holds(nxt, end, dec if capping else None,
                                              racks_capped, demand, it, flow0.facility_w):
                 end = None

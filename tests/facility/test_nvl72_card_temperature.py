@@ -109,3 +109,46 @@ def test_the_seed_rack_presets_keep_their_cards_under_the_limit(db: Any, preset:
           "tdp", set(racks.card_tdp_w[gpu].tolist()))
     assert np.all(s.card_c < model.net.params.card_limit_c)
     assert np.all(s.card_c[gpu] > s.rack_sup_c[gpu])
+
+
+@pytest.mark.parametrize("design", ["standard", "efficient"])
+def test_the_facility_what_if_on_an_nvl72_plant_trips_nothing(db: Any, design: str) -> None:
+    """The facility kind from the budget on a built NVL72 plant: a GPU rack at 0.9 of its
+    cards' TDP, a rack without cards (network, storage) at its nameplate draw, what the
+    builder sized its CDU for. It counted as a rack of 72 GB200s (77.8 kW on a CDU sized
+    for 15 kW: tripped at t = 0). Nothing trips or reaches its limit, under a card surge
+    either (a surge scales the cards' load, not the switches'), and the hottest card
+    sits in the published range."""
+    from twin.facility.builder import build_facility
+    from twin.hardware.builder import build_cluster
+    from twin.hardware.models import Cluster
+    from twin.scenarios.kinds.facility import FacilityKind
+
+    built = build_cluster("gb200-nvl72", supernodes=2, name=f"whatif-{design}")
+    cluster = Cluster.objects.get(pk=built["cluster_id"])
+    build_facility(cluster, design=design)
+    plant = plant_for_cluster(cluster)
+    assert plant.racks.nameplate_w is not None and plant.racks.card_tdp_w is not None
+    gpu = plant.racks.card_tdp_w > 0
+    assert (~gpu).sum() == 2                       # the network and the storage rack
+    kind = FacilityKind()
+    surge = [{"at_s": 120.0, "kind": "load_surge", "value": 1.1, "duration_s": 300.0}]
+    for events in ([], surge):
+        inputs = kind.prepare({"horizon_s": 900.0, "events": events}, cluster)
+        rack_w = np.asarray(inputs["whatif"]["rack_w"])
+        assert rack_w[~gpu] == pytest.approx(plant.racks.nameplate_w[~gpu], rel=1e-12)
+        assert rack_w[gpu] == pytest.approx(0.9 * 72 * 1200.0, rel=1e-12)
+        res = kind.run(inputs, lambda fraction, message: None)
+        assert not any(res["racks"]["tripped"])
+        assert res["racks_at_limit"] == 0 and res["first_at_limit"] == []
+        hottest = max(res["series"]["max_card_c"])
+        assert PLAUSIBLE_C[0] < hottest < PLAUSIBLE_C[1], hottest
+        # IT delivered = the demand (nothing slowed down), all the time
+        assert res["energy"]["it_lost_kwh"] == pytest.approx(0.0, abs=1e-9)
+        print(design, "surge" if events else "calm", "hottest card", hottest,
+              "start W", rack_w.tolist())
+    # the surge moved the GPU racks' demand by 10 % and the card-less racks' not at all
+    demand = res["series"]["demand_w"]
+    base = float(rack_w.sum())
+    assert min(demand) == pytest.approx(base, rel=1e-9)
+    assert max(demand) == pytest.approx(base + 0.1 * float(rack_w[gpu].sum()), rel=1e-9)

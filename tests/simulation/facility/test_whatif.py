@@ -194,3 +194,36 @@ def test_a_relaxation_jumped_in_closed_form_follows_the_stepped_path(plant) -> N
     np.testing.assert_allclose(fast.cdu_sup_c, full.cdu_sup_c, rtol=0, atol=1e-4)
     for key in ("facility_kwh", "it_kwh"):
         assert fast.energy[key] == pytest.approx(full.energy[key], rel=1e-9)
+
+
+def test_a_surge_scales_the_racks_with_cards_and_a_rack_without_cards_is_never_capped(
+        plant) -> None:
+    """The first rack of each CDU has no cards (card TDP 0: a 10 kW network rack): a 2×
+    surge doubles the racks with cards only (a surge is the cards' work; a switch's
+    draw barely moves with traffic), and capping cuts the racks with cards to their
+    budget but never the rack without cards (nothing to cap: its draw is a fixed load)."""
+    n = len(plant.racks)
+    no_cards = np.zeros(n, dtype=bool)
+    no_cards[::8] = True
+    racks = replace(plant.racks, card_tdp_w=np.where(no_cards, 0.0, 700.0),
+                    nameplate_w=np.where(no_cards, 10e3, 38e3))
+    world = replace(plant, racks=racks)
+    rack_w = np.where(no_cards, 10e3, 25e3)
+    base = float(rack_w.sum())
+    surge = (Event(60.0, "load_surge", value=2.0),)
+    for capping in (False, True):
+        res = run(world, WhatIfInput(horizon_s=300.0, rack_w=tuple(rack_w), events=surge,
+                                     capping=capping, cards_per_rack=40, card_tdp_w=700.0))
+        assert min(res.series["demand_w"]) == pytest.approx(base, rel=1e-12)
+        assert max(res.series["demand_w"]) == pytest.approx(
+            base + float(rack_w[~no_cards].sum()), rel=1e-12)
+        # 50 kW over a 40 kW budget from 60 s on: the racks with cards, only those
+        cap_t = res.racks["time_to_cap_s"]
+        assert [cap_t[i] for i in np.flatnonzero(no_cards)] == [None] * int(no_cards.sum())
+        assert {cap_t[i] for i in np.flatnonzero(~no_cards)} == {60.0}
+        assert not any(res.racks["tripped"])
+    assert res.capping["max_racks_capped"] == int((~no_cards).sum())
+    # capped to their budgets, the site's IT = the budgets of the racks with cards + the
+    # racks without cards at their own draw
+    assert res.series["it_w"][-1] == pytest.approx(
+        float(plant.racks.budget_w[~no_cards].sum() + rack_w[no_cards].sum()), rel=1e-3)

@@ -9,7 +9,8 @@ own JSON (``{"at_s": 600, "kind": "pump_trip", "target": "cdu-0", "value": 1,
 "duration_s": 900}``), the same shape ``Event.to_dict`` writes.
 
 The start: ``start="budget"`` loads every rack to ``load_fraction`` of its cards' TDP (within its
-budget; a rack without cards as one with the most cards any rack holds);
+budget; a rack without cards, network or storage, at its nameplate draw: it has no cards to
+load or cap, and a surge leaves it be — ``simulation.facility.whatif``);
 ``start="live"`` takes every rack's measured draw from the run's snapshot
 (``twin.scenarios.snapshot.live_state``: the fork every kind shares; a rack the
 snapshot has no draw for starts at ``load_fraction``). The engine starts from the
@@ -174,13 +175,24 @@ def _cards(cluster: Any, rack_ids: list[int]) -> dict[str, Any]:
 
 def _budget_rack_w(plant: Plant, cards: list[int], tdp_w: float,
                    fraction: float) -> list[float]:
-    """``fraction`` of what each rack can draw: its cards at TDP, within its budget (a
-    rack's budget may be far above its cards' nameplate). The engine gives every rack
-    the same cards (its heat per card sets the card temperature), so a rack without
-    cards of its own (a network rack) counts as one of the most cards a rack holds."""
-    most = max(cards)
-    return [fraction * min(float(b), (n or most) * tdp_w)
-            for b, n in zip(plant.racks.budget_w.tolist(), cards, strict=True)]
+    """``fraction`` of what each rack with cards can draw: its cards at TDP, within its
+    budget (a rack's budget may be far above its cards' nameplate). A rack without cards
+    (network, storage) draws its own nameplate, whatever the fraction: its switches' or
+    drives' power barely moves with the cards' load (``simulation.facility.whatif``, "Racks
+    without cards", which leaves them out of surges and caps for the same reason). It
+    counted as a rack of the most cards any rack holds: a GB200 NVL72 cluster's 15 kW
+    network rack drew 77.8 kW on a CDU sized for its nameplate and tripped at t = 0
+    (issue 24). Without nameplates (a plant built by hand) such a rack takes ``fraction``
+    of its budget, the engine's own default."""
+    plate = (plant.racks.nameplate_w.tolist() if plant.racks.nameplate_w is not None
+             else None)
+    out = []
+    for i, (b, n) in enumerate(zip(plant.racks.budget_w.tolist(), cards, strict=True)):
+        if n:
+            out.append(fraction * min(float(b), n * tdp_w))
+        else:
+            out.append(float(plate[i]) if plate is not None else fraction * float(b))
+    return out
 
 
 def _live_rack_w(cluster: Any, plant: Plant,
@@ -204,7 +216,8 @@ def _live_rack_w(cluster: Any, plant: Plant,
         else:
             out.append(other)
     return out, (f"live draw of {measured} of {len(out)} racks from the snapshot; the rest "
-                 f"at load_fraction of their cards' TDP")
+                 f"at load_fraction of their cards' TDP (racks without cards at their "
+                 f"nameplate)")
 
 
 def _plant(cluster_id: int) -> Plant:
@@ -272,7 +285,7 @@ class FacilityKind(ScenarioKind):
         else:
             rack_w = _budget_rack_w(plant, per_rack, cards["card_tdp_w"], opt["load_fraction"])
             start_note = (f"every rack at {opt['load_fraction']:g} of its cards' TDP "
-                          f"(within its budget)")
+                          f"(within its budget); racks without cards at their nameplate")
         whatif = {"horizon_s": opt["horizon_s"], "dt_s": opt["dt_s"], "events": events,
                   "rack_w": rack_w, "load_fraction": opt["load_fraction"],
                   "wet_bulb_c": opt["wet_bulb_c"], "dry_bulb_c": opt["dry_bulb_c"],
