@@ -23,6 +23,13 @@ the step (exponential integrator: T += (Q + G (T_in − T)) · dt/C · φ(G dt/C
 φ(x) = (1 − e^(−x))/x), so any dt is stable and zero flow is the limit
 T += Q dt / C (the coolant heats until something trips).
 
+**A rack's share of its CDU's flow** is its share of the CDU's design heat to liquid
+(:func:`design_flow_split`): the loop is balanced for one design ΔT at every rack's
+design load (its hardware's nameplate × its liquid share; :func:`design_load_w`), the
+rule behind the published flow per kW (ASHRAE TC 9.9; OCP: 1.5 L/min of PG25 per kW
+for ΔT ≤ 10 K). C_r scales with the same design load (the rack's plumbing and cold
+plates are its hardware's).
+
 **Loop mixing and transport delay.** Returns mix by flow (Σ ṁ T / Σ ṁ) into the
 CDU's return volume (half the loop's coolant, a mixed tank, same exponential
 update); the supply half is a plug-flow pipe: the racks see the CDU supply of
@@ -106,7 +113,7 @@ import numpy.typing as npt
 
 from simulation.facility.air import card_air_c, design_airflow_kg_s
 from simulation.facility.fluids import PG25, WATER, Fluid
-from simulation.facility.plant import Plant
+from simulation.facility.plant import Plant, RackSet
 from simulation.facility.validate import HEAT_REJECTION_KINDS, usable_units
 
 __all__ = [
@@ -116,6 +123,8 @@ __all__ = [
     "ThermalParams",
     "ThermalState",
     "compile_network",
+    "design_flow_split",
+    "design_load_w",
     "Hydraulics",
     "effectiveness_counterflow",
     "hydraulics",
@@ -144,7 +153,8 @@ class ThermalParams:
     ``r_liquid_k_w`` / ``r_air_k_w``: card junction to coolant / to the air at the
     card (K/W);
     ``rack_coolant_l_per_kw``: coolant in a rack's manifolds and cold plates per kW of
-    budget; ``cold_plate_j_k_per_kw``: copper of its cold plates; ``card_limit_c``:
+    design load (:func:`design_load_w`); ``cold_plate_j_k_per_kw``: copper of its cold
+    plates, per kW of the same; ``card_limit_c``:
     the card's slowdown temperature; ``cards_per_rack``: to get a card's power from the
     rack's when it is not given; ``air_supply_c`` / ``air_rise_c``: CRAH supply air and
     its design rise (also the rise an air rack's fans are sized for at its budget);
@@ -365,6 +375,53 @@ def _phi(x: F64) -> F64:
     return out
 
 
+def design_load_w(racks: RackSet) -> F64:
+    """Each rack's design load (W): the nameplate draw of its installed hardware, what the
+    builder sizes its CDU, flow and loop for (``RackSet.nameplate_w``); its budget where
+    the plant gives no nameplate or the rack has none (no hardware yet: the planning
+    figure)."""
+    budget = np.asarray(racks.budget_w, dtype=float)
+    if racks.nameplate_w is None:
+        return budget
+    plate = np.asarray(racks.nameplate_w, dtype=float)
+    out: F64 = np.where(plate > 0, plate, budget)
+    return out
+
+
+def design_flow_split(rack_cdu: I64, design_heat_w: F64, budget_w: F64,
+                      cdu_flow_kg_s: F64) -> F64:
+    """Each rack's design flow (kg/s): its CDU's design flow split in proportion to the
+    racks' design heat to liquid, ṁ_i = ṁ_CDU · Q_i / Σ_CDU Q (0 for a rack on no CDU).
+
+    Why: a technology cooling loop is balanced so every rack's coolant rises by the same
+    design ΔT at its design load, each rack's valve set to ṁ_i = Q_i / (c_p ΔT_d): the
+    rules of thumb give flow per kW of design heat at a design ΔT (ASHRAE TC 9.9, *Liquid
+    Cooling Guidelines for Datacom Equipment Centers*: a TCS designed to a supply
+    temperature and ΔT; OCP's cold-plate guidance 1.5 L/min of PG25 per kW for ΔT ≤
+    10 K, 1.25–2.0 L/min per kW in the OCP OAI liquid-cooling guideline — flow ∝ kW at a
+    given ΔT; docs/facility.md cites both). The CDU's pump gives the loop its design
+    flow, so the racks share it by Q_i / ΣQ, and at design load every rack rises by
+    ΣQ / (ṁ_CDU c_p). It was split by budget: a rack whose budget is far above its
+    hardware (a network rack given a GPU rack's budget) took a GPU rack's flow from the
+    racks that need it (issue 24). A CDU whose racks carry no design heat to liquid
+    splits by budget."""
+    n_cdu = cdu_flow_kg_s.shape[0]
+    on = rack_cdu >= 0
+    out: F64 = np.zeros(rack_cdu.shape[0])
+    if not n_cdu or not on.any():
+        return out
+    at = np.maximum(rack_cdu, 0)
+    q = np.where(on, np.maximum(design_heat_w, 0.0), 0.0)
+    b = np.where(on, budget_w, 0.0)
+    q_sum = np.bincount(at, weights=q, minlength=n_cdu)
+    b_sum = np.bincount(at, weights=b, minlength=n_cdu)
+    by_heat = q_sum[at] > 0
+    share = np.where(by_heat, q / np.where(by_heat, q_sum[at], 1.0),
+                     b / np.where(b_sum[at] > 0, b_sum[at], 1.0))
+    out = np.where(on, share * cdu_flow_kg_s[at], 0.0)
+    return out
+
+
 def compile_network(plant: Plant, params: ThermalParams | None = None) -> CoolingNetwork:
     """Index arrays of a validated plant (:func:`~simulation.facility.validate.validate`)."""
     p = params or ThermalParams()
@@ -408,14 +465,11 @@ def compile_network(plant: Plant, params: ThermalParams | None = None) -> Coolin
     liquid = np.asarray(r.liquid_fraction, dtype=float)
     budget = np.asarray(r.budget_w, dtype=float)
     is_liq = rack_cdu >= 0
-    cdu_budget = np.bincount(rack_cdu[is_liq], weights=budget[is_liq], minlength=len(cdus))
+    design_w = design_load_w(r)
     cdu_flow_d = np.array([els[i].design_flow_kg_s for i in cdus], dtype=float)
-    share = np.where(is_liq, budget / np.where(is_liq, cdu_budget[np.maximum(rack_cdu, 0)]
-                                               if len(cdus) else 1.0, 1.0), 0.0)
-    rack_flow_d = np.where(is_liq, share * (cdu_flow_d[np.maximum(rack_cdu, 0)]
-                                            if len(cdus) else 0.0), 0.0)
-    rack_cap = tcs.heat_capacity_j_k(1.0) * p.rack_coolant_l_per_kw * budget / 1e3 \
-        + p.cold_plate_j_k_per_kw * budget / 1e3
+    rack_flow_d = design_flow_split(rack_cdu, liquid * design_w, budget, cdu_flow_d)
+    rack_cap = tcs.heat_capacity_j_k(1.0) * p.rack_coolant_l_per_kw * design_w / 1e3 \
+        + p.cold_plate_j_k_per_kw * design_w / 1e3
 
     def root_setpoint(i: int) -> float:
         c = els[i]

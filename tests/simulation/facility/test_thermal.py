@@ -50,6 +50,47 @@ def test_coolant_rise_is_p_over_mdot_cp() -> None:
     np.testing.assert_allclose(s.rack_flow_kg_s, per_rack_flow)
 
 
+@pytest.mark.parametrize(("nameplate_kw", "liquid"), [
+    ((30.0, 10.0), (1.0, 1.0)),
+    ((30.0, 20.0), (0.8, 0.6)),
+])
+def test_a_cdu_splits_its_flow_by_design_heat_so_every_rack_rises_the_same(
+        nameplate_kw: tuple[float, float], liquid: tuple[float, float]) -> None:
+    """Two racks of different design loads, the same budget, on one CDU: the loop is
+    balanced for one design ΔT, ṁ_i = ṁ_CDU · Q_i / ΣQ with Q_i = nameplate_i × liquid
+    share_i (``design_flow_split``: flow ∝ design heat at a design ΔT, the rule behind
+    OCP's L/min per kW), so at design load both rise by ΣQ / (ṁ_CDU c_p). Split by
+    budget (equal here) they rose by Q_i / (ṁ_CDU/2 · c_p): 3× and 2× apart."""
+    base = one_cdu_plant(racks=2, flow=2.0, cdu_kw=200.0)
+    plate = np.array(nameplate_kw) * 1e3
+    fraction = np.array(liquid)
+    plant = replace(base, racks=replace(base.racks, nameplate_w=plate,
+                                        liquid_fraction=fraction))
+    assert np.all(plant.racks.budget_w == 40e3)
+    net = compile_network(plant)
+    q = plate * fraction
+    np.testing.assert_allclose(net.rack_flow_d, 2.0 * q / q.sum(), rtol=1e-12)
+    s = settle(net, plate, Conditions.of(plant))
+    rise = q.sum() / (2.0 * PG25.cp_j_kg_k)
+    np.testing.assert_allclose(s.rack_ret_c - s.rack_sup_c, [rise, rise], rtol=1e-9)
+    # the flows still add up to the CDU's
+    assert s.rack_flow_kg_s.sum() == pytest.approx(2.0, rel=1e-12)
+
+
+def test_without_a_nameplate_a_rack_takes_its_budget_as_its_design_load() -> None:
+    """A plant without nameplates (built by hand) splits by budget × liquid share; a rack
+    with no hardware (nameplate 0) counts its budget: it keeps a flow, it is not dry."""
+    base = one_cdu_plant(racks=3, flow=3.0)
+    budget = np.array([40e3, 20e3, 60e3])
+    plain = replace(base, racks=replace(base.racks, budget_w=budget))
+    np.testing.assert_allclose(compile_network(plain).rack_flow_d, 3.0 * budget / 120e3,
+                               rtol=1e-12)
+    empty = replace(plain, racks=replace(plain.racks, nameplate_w=np.array([30e3, 0.0, 30e3])))
+    design = np.array([30e3, 20e3, 30e3])
+    np.testing.assert_allclose(compile_network(empty).rack_flow_d, 3.0 * design / 80e3,
+                               rtol=1e-12)
+
+
 def test_published_flow_per_kw_gives_ten_kelvin() -> None:
     # OCP / vendor guidance: 1.5 L/min per kW of PG25 for a 10 °C rise
     flow = PG25.kg_s_from_l_min(1.5)
