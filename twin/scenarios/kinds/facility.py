@@ -80,7 +80,8 @@ def _fields() -> tuple[FieldSpec, ...]:
         FieldSpec("dt_s", "number", "Step (s)", "", default=1.0, min=MIN_DT_S, max=3600.0,
                   advanced=True, needs_cluster=True),
         FieldSpec("start", "choice", "Start from", "budget: every rack at load_fraction of "
-                  "its budget; live: every rack's measured draw (the run's snapshot).",
+                  "its cards' TDP (within its budget), a rack without cards at its "
+                  "nameplate; live: every rack's measured draw (the run's snapshot).",
                   default="budget", choices=("budget", "live"), needs_cluster=True),
         FieldSpec("load_fraction", "number", "Load (fraction of budget)", "", default=0.9,
                   min=0.0, max=2.0, needs_cluster=True),
