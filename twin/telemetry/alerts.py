@@ -64,6 +64,13 @@ one alert, not one per card.
 The damping state (pending since, clearing since, alert id) is one msgpack
 blob per cluster in Redis; when it is missing (Redis restarted) it is rebuilt
 from the open alerts in the database, so no alert is opened twice.
+
+A tick decides (:func:`decide`, no database write) before its event and commits
+(:func:`commit`, one transaction) after it: the rows to insert or close travel in
+the damping state until written, so a failed commit is retried by the next tick
+with the times it decided, and an insert that meets the same subject's open row
+(the unique constraint) adopts that row. Writes still pending are lost only with
+the state itself (Redis flushed, or the cluster's layout changed).
 """
 from __future__ import annotations
 
