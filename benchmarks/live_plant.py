@@ -31,8 +31,9 @@ core to a 1 s tick) measures instead, on the built ``million`` preset named ``NA
 
 * **the whole live-plant addition**: ``step_live`` (Redis state in, the engine's step,
   every element's load against its rating, readings, drift slots, the publish) plus
-  the plant's alert rules (``evaluate_plant_alerts``: coolant supply and flow per rack,
-  CDU load, feed headroom and feed units out, model drift, leaks) — median of
+  the plant's alert rules (``decide_plant_alerts``, then ``commit_alerts``: coolant
+  supply and flow per rack, CDU load, feed headroom and feed units out, model drift,
+  leaks) — median of
   ``--ticks``;
 * **every rated element's load**, vectorised (``FacilityReading.loads`` + ``_rated``'s
   columns) against the per-element loop it replaced (``FacilityReading.elements``'
@@ -168,7 +169,7 @@ def million(name: str, ticks: int) -> None:
     from twin.hardware.builder import build_cluster
     from twin.hardware.models import Cluster
     from twin.telemetry import state
-    from twin.telemetry.processing.health import evaluate_plant_alerts
+    from twin.telemetry.processing.health import commit_alerts, decide_plant_alerts
 
     cluster = Cluster.objects.filter(name=name).first()
     if cluster is None:
@@ -199,8 +200,10 @@ def million(name: str, ticks: int) -> None:
         summary = live.step_live(r, prefix, cid, lay.version, rk.ids, rack_w, card_w, now)
         t1 = time.process_time()
         assert summary is not None
-        st, _ = evaluate_plant_alerts(r, lay, now=now, plant=summary, state_key=alerts_key)
-        r.set(alerts_key, st)
+        decided = decide_plant_alerts(lay, now=now, plant=summary,
+                                      alert_state=r.get(alerts_key))
+        r.set(alerts_key, decided.packed())
+        commit_alerts(r, cid, [(alerts_key, decided.ops, None)])
         t2 = time.process_time()
         if k:  # the first step settles the plant (a new state): not a tick's cost
             steps.append(t1 - t0)

@@ -268,6 +268,61 @@ def test_a_silent_cluster_is_one_alert_when_sharded(twins, fake_clock, settings)
     assert set(split["health"]) == {state.HEALTH_CODES["stale"]}
 
 
+def test_a_round_writes_its_alerts_after_its_event_and_retries_a_failed_commit(
+        twins, fake_clock, settings, monkeypatch):
+    """The merge sends the tick event before it writes the round's alert rows (every
+    shard's, in one transaction); a commit that fails leaves them in the shards'
+    states, and the next round writes them with the time they opened."""
+    import datetime as dt
+
+    from django.db import OperationalError
+
+    from twin.telemetry import bridge
+    from twin.telemetry.state import ALERT_EVENT, TICK_EVENT
+
+    cid, n = twins["split"], 3 * SN
+    _mode(settings, True)
+    sent: list[tuple[str, Any]] = []
+    real_send, real_insert = bridge.group_send, Alert.objects.bulk_create
+    down = [True]
+
+    def record(group: str, message: dict[str, Any]) -> bool:
+        if message["type"] == TICK_EVENT:
+            sent.append((TICK_EVENT, Alert.objects.filter(cluster_id=cid).count()))
+        elif message["type"] == ALERT_EVENT:
+            sent.append((message["event"], message["alert"]["subject"]))
+        return real_send(group, message)
+
+    def insert(objs: Any, *args: Any, **kwargs: Any) -> Any:
+        if down[0]:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_insert(objs, *args, **kwargs)
+
+    monkeypatch.setattr(bridge, "group_send", record)
+    monkeypatch.setattr(Alert.objects, "bulk_create", insert)
+    xid = np.zeros(n)
+    xid[[3, 700, 1500]] = 79.0  # an XID alert in every shard (it opens at once)
+    card_ids = state.layout(cid).card_ids
+    subjects = sorted(f"card:{int(card_ids[o])}" for o in (3, 700, 1500))
+    opened_at = fake_clock[0]
+    _put(cid, {"xid_errors": xid, "gpu_util": np.full(n, 50.0)}, opened_at, np.arange(n))
+    assert processing.tick(cid, force=True)  # the commit fails: the round still publishes
+    assert sent == [(TICK_EVENT, 0)] and not Alert.objects.exists()
+    health = state.health(cid)
+    assert (health[[3, 700, 1500]] == state.HEALTH_CODES["critical"]).all()
+
+    down[0] = False
+    sent.clear()
+    fake_clock[0] += 1.0
+    _put(cid, {"xid_errors": xid, "gpu_util": np.full(n, 50.0)}, fake_clock[0], np.arange(n))
+    assert processing.tick(cid, force=True)
+    rows = Alert.objects.filter(cluster_id=cid, rule="xid")
+    assert sorted(rows.values_list("subject", flat=True)) == subjects  # none twice
+    assert {a.started for a in rows} == {dt.datetime.fromtimestamp(opened_at, tz=dt.UTC)}
+    assert sent[0] == (TICK_EVENT, 0)  # the event went out before the rows were written
+    assert sorted(sent[1:]) == [("opened", s) for s in subjects]
+
+
 def test_a_round_with_a_failed_shard_publishes_nothing_and_the_next_one_does(
         twins, fake_clock, settings, monkeypatch):
     cid = twins["split"]

@@ -137,8 +137,8 @@ def test_the_trace_keeps_each_stage_only_when_on(tiny_cluster, settings):
     assert apply_rec["batch_ts"] == pytest.approx(ts)
     assert apply_rec["cluster"] == cid and apply_rec["queued_ms"] >= 0
     assert tick_rec["seq"] == seq and tick_rec["data_ts"] == pytest.approx(ts)
-    for stage in ("read", "rollups", "plant", "capping", "alerts", "write", "health_db",
-                  "failures", "minute", "send"):
+    for stage in ("read", "rollups", "plant", "capping", "alerts", "write", "alerts_db",
+                  "health_db", "failures", "minute", "send"):
         wall, cpu = tick_rec["stages"][stage]
         assert wall >= 0 and cpu >= 0, stage
     assert sum(w for w, _ in tick_rec["stages"].values()) <= tick_rec["wall_ms"] + 0.01
@@ -146,7 +146,7 @@ def test_the_trace_keeps_each_stage_only_when_on(tiny_cluster, settings):
     # that wait on the database and the history stores (issue 22, item 2).
     order = list(tick_rec["stages"])
     assert order.index("send") == order.index("write") + 1, order
-    for slow in ("health_db", "failures", "minute", "victoria"):
+    for slow in ("alerts_db", "health_db", "failures", "minute", "victoria"):
         assert order.index(slow) > order.index("send"), (slow, order)
     assert tick_rec["cpu_ms"] <= tick_rec["wall_ms"] + 1.0
 

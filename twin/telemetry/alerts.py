@@ -64,6 +64,13 @@ one alert, not one per card.
 The damping state (pending since, clearing since, alert id) is one msgpack
 blob per cluster in Redis; when it is missing (Redis restarted) it is rebuilt
 from the open alerts in the database, so no alert is opened twice.
+
+A tick decides (:func:`decide`, no database write) before its event and commits
+(:func:`commit`, one transaction) after it: the rows to insert or close travel in
+the damping state until written, so a failed commit is retried by the next tick
+with the times it decided, and an insert that meets the same subject's open row
+(the unique constraint) adopts that row. Writes still pending are lost only with
+the state itself (Redis flushed, or the cluster's layout changed).
 """
 from __future__ import annotations
 
@@ -81,7 +88,8 @@ from twin.telemetry.choices import AlertRuleChoices as R
 from twin.telemetry.choices import SeverityChoices as S
 from twin.telemetry.metrics import METRIC_INDEX
 
-__all__ = ["PLANT_RULES", "RULES", "EvalInput", "Rule", "Transition", "evaluate", "rules"]
+__all__ = ["PENDING", "PLANT_RULES", "RULES", "Committed", "Decision", "EvalInput", "Rule",
+           "Transition", "commit", "decide", "evaluate", "rules", "settle"]
 
 MAX_OPEN_PER_TICK = 1000
 
@@ -291,7 +299,58 @@ def _message(rule: Rule, value: float, threshold: float, subject: str) -> str:
     return f"{subject}: {rule.what} {value:.4g} {rule.unit} (threshold {threshold:g} {rule.unit})"
 
 
-def evaluate(
+PENDING = 0
+"""The alert id of a damping-state entry whose alert was decided open but whose row is
+not written yet (:func:`decide`; :func:`settle` puts the row's id in its place)."""
+
+_OPS = "~ops"
+"""The damping state's list of database writes decided but not yet committed."""
+
+
+@dataclass
+class Decision:
+    """One tick of the rules, decided without writing the database (:func:`decide`).
+
+    ``state`` is the new damping state; an alert opened here is open in it with the
+    id :data:`PENDING`. ``ops`` are the database writes still to do, in order: the
+    ones a failed commit left in the state (retried first), then this tick's opens,
+    then its closes; each is a list (msgpack):
+    ``["opened", rule, position, value, alert row fields]`` or
+    ``["closed", rule, position, value, alert id (PENDING: opened in these ops), end]``
+    (values NaN-free, None instead: :func:`settle` finds the committed ops by equality).
+    ``transitions`` are this tick's, without the ids of the alerts they open.
+    """
+
+    state: dict[str, dict[int, list[Any]]]
+    ops: list[list[Any]]
+    transitions: list[Transition]
+    card_alerts: dict[int, list[tuple[str, str]]]
+
+    def packed(self) -> bytes:
+        """The damping state with its pending writes: what the tick keeps in Redis
+        before the commit, so a commit that fails (or never runs) is retried."""
+        return _pack(self.state, self.ops)
+
+
+def _pack(st: dict[str, dict[int, list[Any]]], ops: list[list[Any]]) -> bytes:
+    out: dict[str, Any] = {k: {int(o): v for o, v in d.items()} for k, d in st.items() if d}
+    if ops:
+        out[_OPS] = ops
+    return msgpack.packb(out)
+
+
+def _unpack(raw: bytes) -> tuple[dict[str, dict[int, list[Any]]], list[list[Any]]]:
+    st: dict[str, dict[int, list[Any]]] = {}
+    ops: list[list[Any]] = []
+    for k, d in msgpack.unpackb(raw, strict_map_key=False).items():
+        if k == _OPS:
+            ops = list(d)
+        else:
+            st[k] = {int(o): v for o, v in d.items()}
+    return st, ops
+
+
+def decide(
     inp: EvalInput,
     raw_state: bytes | None,
     *,
@@ -301,23 +360,21 @@ def evaluate(
     position_of: Callable[[str, str], int | None],
     levels: frozenset[str] | None = None,
     rule_keys: frozenset[str] | None = None,
-) -> tuple[bytes, list[Transition], dict[int, list[tuple[str, str]]]]:
+) -> Decision:
     """Advance every rule one tick (only the rules of ``levels``, when given: a tick
     shard runs the card and rack rules of its cards, the merge the cluster rules; and
     only those named in ``rule_keys``, when given: a shard leaves the plant's rules,
     :data:`PLANT_RULES`, to the merge, which runs only those on the whole cluster).
 
-    Returns the new damping state, the transitions (alerts opened/closed, with
-    their database rows written) and, per card ordinal, the open card alerts
-    as ``(rule, severity)`` (for the card's derived health).
+    Writes nothing: the alert rows to insert or close are the decision's ``ops``, for
+    :func:`commit` once the tick's event is out (a commit waits on PostgreSQL, the
+    slowest ticks of ``benchmarks/serving.py`` waited 0.6-1.2 s on it). Only a tick
+    without a damping state (Redis restarted) reads the open alerts (``load_open``).
     """
-    from twin.telemetry.models import Alert
-
     now = inp.now
+    ops: list[list[Any]] = []
     if raw_state:
-        st: dict[str, dict[int, list[Any]]] = {
-            k: {int(o): v for o, v in d.items()}
-            for k, d in msgpack.unpackb(raw_state, strict_map_key=False).items()}
+        st, ops = _unpack(raw_state)
     else:
         st = {}
         for rule_key, subject, alert_id in load_open():
@@ -328,8 +385,8 @@ def evaluate(
             if pos is not None:
                 st.setdefault(rule_key, {})[pos] = [None, None, alert_id]
     transitions: list[Transition] = []
-    to_open: list[tuple[Rule, int, float, float]] = []
-    to_close: list[tuple[Rule, int, float, int]] = []
+    opens: list[list[Any]] = []
+    closes: list[list[Any]] = []
     for rule in rules():
         if not _runs(rule, levels, rule_keys):
             continue
@@ -348,42 +405,27 @@ def evaluate(
                     continue
                 since = entry[0] if entry and entry[0] is not None else now
                 if now - since >= rule.min_s and opened_here < MAX_OPEN_PER_TICK:
-                    to_open.append((rule, o, float(value[o]), since))
+                    v = float(value[o])
+                    opens.append(["opened", rule.key, o, _finite(v),
+                                  _row(rule, v, since, subject_of(rule, o), cluster_id)])
+                    transitions.append(Transition("opened", rule, o, v))
                     opened_here += 1
-                rs[o] = [since, None, None]
+                    rs[o] = [since, None, PENDING]
+                else:
+                    rs[o] = [since, None, None]
             else:  # open
                 if bool(clearing[o]):
                     since = entry[1] if entry[1] is not None else now
                     if now - since >= rule.clear_s:
-                        to_close.append((rule, o, float(value[o]), int(entry[2])))
+                        v = float(value[o])
+                        closes.append(["closed", rule.key, o, _finite(v), int(entry[2]), now])
+                        transitions.append(Transition("closed", rule, o, v, int(entry[2])
+                                                      or None))
                         rs.pop(o, None)
                     else:
                         rs[o] = [entry[0], since, entry[2]]
                 else:
                     rs[o] = [entry[0], None, entry[2]]
-    if to_open or to_close:
-        stamp = dt.datetime.fromtimestamp(now, tz=dt.UTC)
-        with transaction.atomic():
-            rows = []
-            for rule, o, value, since in to_open:
-                subject = subject_of(rule, o)
-                threshold = subject.pop("threshold", rule.threshold)
-                rows.append(Alert(
-                    cluster_id=cluster_id, rule=rule.key, severity=rule.severity,
-                    level=rule.level, value=_finite(value), peak=_finite(value),
-                    threshold=threshold,
-                    message=_message(rule, value, threshold, subject.pop("label"))[:300],
-                    started=dt.datetime.fromtimestamp(since, tz=dt.UTC), **subject))
-            created = Alert.objects.bulk_create(rows)
-            for (rule, o, value, _since), row in zip(to_open, created, strict=True):
-                st[rule.key][o][2] = row.pk
-                transitions.append(Transition("opened", rule, o, value, row.pk))
-            if to_close:
-                # (an alert self-healing closed as remediated keeps its own end)
-                Alert.objects.filter(pk__in=[a for *_, a in to_close],
-                                     ended__isnull=True).update(ended=stamp)
-                for rule, o, value, alert_id in to_close:
-                    transitions.append(Transition("closed", rule, o, value, alert_id))
     card_alerts: dict[int, list[tuple[str, str]]] = {}
     for rule in RULES:
         if rule.level != "card":
@@ -391,8 +433,144 @@ def evaluate(
         for o, entry in st.get(rule.key, {}).items():
             if entry[2] is not None:
                 card_alerts.setdefault(o, []).append((rule.key, rule.severity))
-    packed = msgpack.packb({k: {int(o): v for o, v in d.items()} for k, d in st.items() if d})
-    return packed, transitions, card_alerts
+    return Decision({k: d for k, d in st.items() if d}, ops + opens + closes, transitions,
+                    card_alerts)
+
+
+def _row(rule: Rule, value: float, since: float, subject: dict[str, Any],
+         cluster_id: int) -> dict[str, Any]:
+    """The fields of the Alert row that opens (``started``: epoch seconds)."""
+    subject = dict(subject)
+    threshold = subject.pop("threshold", rule.threshold)
+    return {"cluster_id": cluster_id, "rule": rule.key, "severity": rule.severity,
+            "level": rule.level, "value": _finite(value), "peak": _finite(value),
+            "threshold": threshold,
+            "message": _message(rule, value, threshold, subject.pop("label"))[:300],
+            "started": since, **subject}
+
+
+Committed = tuple[list[Transition], dict[tuple[str, int], int]]
+"""What a commit did to one batch of ops: its transitions (with their alert ids) and
+the id of the alert each ``(rule, position)`` opened."""
+
+
+def commit(batches: list[list[list[Any]]]) -> list[Committed]:
+    """Write the ops of :class:`Decision` s (one batch each: positions are per batch)
+    in one transaction: insert the alerts they open, close the ones they close.
+
+    An insert that meets an open alert of the same subject (the damping state was
+    lost while alerts were open, or an earlier commit's state never came back) adopts
+    that row instead: the transaction is run again, reading the open rows first. Any
+    other database error is raised, with nothing written: the caller keeps the ops.
+    """
+    from django.db import IntegrityError
+
+    if not any(batches):
+        return [([], {}) for _ in batches]
+    try:
+        with transaction.atomic():
+            return [_write(ops, adopt=False) for ops in batches]
+    except IntegrityError:
+        with transaction.atomic():
+            return [_write(ops, adopt=True) for ops in batches]
+
+
+def _write(ops: list[list[Any]], *, adopt: bool) -> Committed:
+    from twin.telemetry.models import Alert
+
+    by_key = {r.key: r for r in rules()}
+    transitions: list[Transition] = []
+    opened: dict[tuple[str, int], int] = {}
+    k = 0
+    while k < len(ops):  # runs of the same kind, in order (a subject may reopen)
+        kind = ops[k][0]
+        run = [ops[k]]
+        k += 1
+        while k < len(ops) and ops[k][0] == kind:
+            run.append(ops[k])
+            k += 1
+        if kind == "opened":
+            existing: dict[tuple[str, str], int] = {}
+            if adopt:
+                fields = [op[4] for op in run]
+                existing = {(rule, subject): pk for rule, subject, pk in Alert.objects.filter(
+                    cluster_id__in={f["cluster_id"] for f in fields}, ended__isnull=True,
+                    rule__in={f["rule"] for f in fields},
+                    subject__in={f["subject"] for f in fields}).values_list(
+                        "rule", "subject", "id")}
+            new = []
+            for op in run:
+                pk = existing.get((op[4]["rule"], op[4]["subject"]))
+                if pk is None:
+                    new.append(op)
+                else:
+                    opened[(op[1], op[2])] = pk
+            rows = Alert.objects.bulk_create([Alert(**{
+                **op[4], "started": dt.datetime.fromtimestamp(op[4]["started"], tz=dt.UTC)})
+                for op in new])
+            for op, row in zip(new, rows, strict=True):
+                opened[(op[1], op[2])] = row.pk
+            for op in run:
+                transitions.append(Transition("opened", by_key.get(op[1]) or _rule(op[1]),
+                                              op[2], _nan(op[3]), opened[(op[1], op[2])]))
+        else:
+            ends: dict[float, list[int]] = {}
+            for op in run:
+                pk = op[4] or opened.get((op[1], op[2]))
+                if not pk:
+                    continue  # (its opening is lost with the state that held it)
+                ends.setdefault(op[5], []).append(pk)
+                transitions.append(Transition("closed", by_key.get(op[1]) or _rule(op[1]),
+                                              op[2], _nan(op[3]), pk))
+            for end, pks in ends.items():
+                # (an alert self-healing closed as remediated keeps its own end)
+                Alert.objects.filter(pk__in=pks, ended__isnull=True).update(
+                    ended=dt.datetime.fromtimestamp(end, tz=dt.UTC))
+    return transitions, opened
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _rule(key: str) -> Rule:
+    return next(r for r in RULES if r.key == key)
+
+
+def settle(raw_state: bytes, done: list[list[Any]],
+           opened: dict[tuple[str, int], int]) -> bytes:
+    """The damping state once ``done`` (ops it held) committed: those ops dropped, the
+    ids of the alerts they opened in place of :data:`PENDING`."""
+    st, ops = _unpack(raw_state)
+    for (key, o), pk in opened.items():
+        entry = st.get(key, {}).get(o)
+        if entry is not None and entry[2] == PENDING:
+            entry[2] = pk
+    return _pack(st, [op for op in ops if op not in done])
+
+
+def evaluate(
+    inp: EvalInput,
+    raw_state: bytes | None,
+    *,
+    subject_of: Callable[[Rule, int], dict[str, Any]],
+    cluster_id: int,
+    load_open: Callable[[], list[tuple[str, str, int]]],
+    position_of: Callable[[str, str], int | None],
+    levels: frozenset[str] | None = None,
+    rule_keys: frozenset[str] | None = None,
+) -> tuple[bytes, list[Transition], dict[int, list[tuple[str, str]]]]:
+    """:func:`decide` then :func:`commit` at once (what a tick splits around its event).
+
+    Returns the new damping state, the transitions (alerts opened/closed, with
+    their database rows written) and, per card ordinal, the open card alerts
+    as ``(rule, severity)`` (for the card's derived health).
+    """
+    d = decide(inp, raw_state, subject_of=subject_of, cluster_id=cluster_id,
+               load_open=load_open, position_of=position_of, levels=levels,
+               rule_keys=rule_keys)
+    [(transitions, opened)] = commit([d.ops])
+    return settle(d.packed(), d.ops, opened), transitions, d.card_alerts
 
 
 def _runs(rule: Rule, levels: frozenset[str] | None, rule_keys: frozenset[str] | None

@@ -1,7 +1,9 @@
 """Health evaluation of a tick: alert rules, each card's health, the CardHealth rows.
 
-``evaluate_alerts`` runs the rules of ``twin.telemetry.alerts`` over the fresh
-state and the rack draw; ``card_health`` turns the active alerts and staleness
+``decide_alerts`` runs the rules of ``twin.telemetry.alerts`` over the fresh
+state and the rack draw, writing nothing; ``commit_alerts`` writes the alert rows
+they opened or closed once the tick's event is out (a commit waits on PostgreSQL,
+which no live frame needs); ``card_health`` turns the active alerts and staleness
 into one health code per card; ``sync_card_health`` brings the ``CardHealth``
 table (non-OK cards only) toward it, a bounded number of rows per tick.
 """
@@ -13,37 +15,38 @@ from typing import Any
 
 import numpy as np
 import redis
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError, connection
 
-from twin.telemetry import keys
-from twin.telemetry.alerts import PLANT_RULES, EvalInput, Rule, evaluate
+from twin.telemetry import alerts
+from twin.telemetry.alerts import PLANT_RULES, Decision, EvalInput, Rule, Transition
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.state import HEALTH_CODES, HEALTH_NAMES, Layout
 
-__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "evaluate_alerts", "evaluate_plant_alerts",
-           "sync_card_health", "table_health"]
+__all__ = ["HEALTH_SYNC_PER_TICK", "card_health", "commit_alerts", "decide_alerts",
+           "decide_plant_alerts", "sync_card_health", "table_health"]
 
 log = logging.getLogger(__name__)
 
 
-def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
-                    fresh_values: np.ndarray, fresh: np.ndarray, stale: np.ndarray,
-                    age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
-                    alert_state: bytes | None, state_key: str | None = None,
-                    levels: frozenset[str] | None = None,
-                    cluster_silent: bool | None = None,
-                    plant: dict[str, Any] | None = None,
-                    rule_keys: frozenset[str] | None = None) -> tuple[
-                        bytes, list[Any], dict[int, list[tuple[str, str]]]]:
-    """Run the alert rules: (new damping state, transitions, active alerts per card).
+def decide_alerts(lay: Layout, cluster_id: int, *, now: float,
+                  fresh_values: np.ndarray, fresh: np.ndarray, stale: np.ndarray,
+                  age: np.ndarray, util_ewma: np.ndarray, rack_draw: np.ndarray,
+                  alert_state: bytes | None,
+                  levels: frozenset[str] | None = None,
+                  cluster_silent: bool | None = None,
+                  plant: dict[str, Any] | None = None,
+                  rule_keys: frozenset[str] | None = None) -> Decision:
+    """Run the alert rules without writing: the new damping state (with the alert
+    writes still to do), the transitions and the active alerts per card
+    (``alerts.decide``). The caller keeps ``Decision.packed()`` as the state and hands
+    its ``ops`` to :func:`commit_alerts` after the tick's event.
 
     ``alert_state`` is the rules' damping state from the last tick (None: none
-    yet, so the open alerts are read from the database), kept under ``state_key``
-    (default ``keys.alerts``). A tick shard passes its slice of the cluster as
-    ``lay`` (``processing.shards``), the rule ``levels`` it runs and whether the
-    whole cluster is silent. ``plant``: the live plant's step this tick
-    (``processing.plant.step_plant``), for the coolant, CDU, feed and drift rules.
-    ``rule_keys``: only these rules (``alerts.evaluate``).
+    yet, so the open alerts are read from the database). A tick shard passes its
+    slice of the cluster as ``lay`` (``processing.shards``), the rule ``levels`` it
+    runs and whether the whole cluster is silent. ``plant``: the live plant's step
+    this tick (``processing.plant.step_plant``), for the coolant, CDU, feed and drift
+    rules. ``rule_keys``: only these rules.
     """
     from twin.telemetry.models import Alert
 
@@ -125,34 +128,66 @@ def evaluate_alerts(r: redis.Redis, lay: Layout, cluster_id: int, *, now: float,
         inp.model_drift = plant.get("model_drift")
         inp.cdu_leak = np.array([_or_nan(c.get("leaks")) for c in plant["cdus"]])
         inp.feed_out = np.array([_or_nan(f.get("units_out")) for f in plant["feeds"]])
+    return alerts.decide(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
+                         load_open=load_open, position_of=position_of, levels=levels,
+                         rule_keys=rule_keys)
+
+
+def commit_alerts(r: redis.Redis, cluster_id: int,
+                  batches: list[tuple[str, list[list[Any]], int | None]]) -> list[Transition]:
+    """Write the alert rows of ``batches`` — ``(state key, ops, expiry s)``: the
+    ``Decision.ops`` of the damping state kept at that key — in one transaction, then
+    put the new rows' ids into those states; the transitions written (with their
+    alert ids), to publish.
+
+    A failure breaks nothing and loses nothing: the states keep the ops (the tick
+    stored ``Decision.packed()`` before its event), so the next tick's decision
+    carries them and they are written then, with their own times. A write the
+    database refuses even after adopting the open rows of the same subjects
+    (``alerts.commit``) cannot succeed by retrying: those states are dropped and
+    rebuilt from the database's open alerts on the next tick.
+    """
+    batches = [b for b in batches if b[1]]
+    if not batches:
+        return []
     try:
-        return evaluate(inp, alert_state, subject_of=subject_of, cluster_id=cluster_id,
-                        load_open=load_open, position_of=position_of, levels=levels,
-                        rule_keys=rule_keys)
+        done = alerts.commit([ops for _, ops, _ in batches])
     except IntegrityError:
-        # The damping state and the database disagree (Redis was flushed while
-        # alerts were open): rebuild the state from the database next tick.
-        log.warning("alert state of cluster %s rebuilt from the database", cluster_id)
-        r.delete(state_key or keys.alerts(cluster_id, lay.version))
-        return alert_state or b"", [], {}
+        log.warning("alert state of cluster %s rebuilt from the database", cluster_id,
+                    exc_info=True)
+        r.delete(*[key for key, _, _ in batches])
+        return []
+    except DatabaseError:
+        log.warning("alert rows of cluster %s not written: retried next tick", cluster_id,
+                    exc_info=True)
+        if not connection.in_atomic_block:  # (a dropped connection: reconnect next query)
+            connection.close_if_unusable_or_obsolete()
+        return []
+    raws = r.mget([key for key, _, _ in batches])
+    pipe = r.pipeline(transaction=False)
+    transitions: list[Transition] = []
+    for (key, ops, ex), raw, (moved, opened) in zip(batches, raws, done, strict=True):
+        transitions += moved
+        if raw:  # (gone: the next tick rebuilds it from the rows just written)
+            pipe.set(key, alerts.settle(raw, ops, opened), ex=ex)
+    pipe.execute()
+    return transitions
 
 
-def evaluate_plant_alerts(r: redis.Redis, lay: Layout, *, now: float,
-                          plant: dict[str, Any], state_key: str
-                          ) -> tuple[bytes, list[Any]]:
+def decide_plant_alerts(lay: Layout, *, now: float, plant: dict[str, Any],
+                        alert_state: bytes | None) -> Decision:
     """The plant's rules alone (``alerts.PLANT_RULES``: coolant supply and flow per
     rack, CDU load and feed headroom) on the whole cluster ``lay``, with their own
-    damping state at ``state_key``: what a sharded round's merge runs once the plant
+    damping state ``alert_state``: what a sharded round's merge runs once the plant
     has stepped on every rack (the shards cannot: the plant needs all the racks).
     They read the plant's arrays only, so no card values are passed."""
     empty = np.zeros(0)
-    state, transitions, _ = evaluate_alerts(
-        r, lay, lay.cluster_id, now=now,
+    return decide_alerts(
+        lay, lay.cluster_id, now=now,
         fresh_values=np.full((N_METRICS, 0), np.nan, np.float32),
         fresh=np.zeros(0, bool), stale=np.zeros(0, bool), age=empty, util_ewma=empty,
-        rack_draw=np.full(len(lay.groups["rack"].ids), np.nan), alert_state=r.get(state_key),
-        state_key=state_key, plant=plant, rule_keys=PLANT_RULES)
-    return state, transitions
+        rack_draw=np.full(len(lay.groups["rack"].ids), np.nan), alert_state=alert_state,
+        plant=plant, rule_keys=PLANT_RULES)
 
 
 def _feed_out_label(feed: dict[str, Any]) -> str:

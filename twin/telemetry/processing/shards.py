@@ -19,8 +19,10 @@ A tick is then a *round*:
    ``tick_shard`` task per shard (``follow_ups.tick_shard``; with nothing to
    queue it runs them here, one after the other).
 2. ``run_shard`` reads only its slice of every blob (GETRANGE), computes the
-   rack and supernode rollups of its cards, runs the card and rack rules with its
-   own damping state (``keys.shard_alerts``), derives and syncs its cards' health,
+   rack and supernode rollups of its cards, decides the card and rack rules with its
+   own damping state (``keys.shard_alerts``; the alert rows to write go to the
+   merge in its part and stay in that state until written), derives and syncs its
+   cards' health,
    hands its new failures to self-healing, adds its slice to the minute
    accumulators, writes its slices back (SETRANGE) and leaves its partial
    cluster statistics (count, sum, min, max per metric) and reporting counts
@@ -33,7 +35,10 @@ A tick is then a *round*:
    power the shards handed over (only when the round's start found the
    cluster's capping policy on) — the next ``seq``, the rollup ``meta`` of
    every level, the VictoriaMetrics step, and the one ``telemetry.tick`` event —
-   so readers see the same keys and formats as after an unsharded tick. It
+   so readers see the same keys and formats as after an unsharded tick. Then it
+   writes the alert rows of the whole round (every shard's, the cluster and plant
+   rules') in one transaction and publishes them (``health.commit_alerts``; a
+   failure leaves them in the states, and the next round writes them). It
    records the round's wall time (start → publish, ``last``) and its CPU time
    (``cpu_last``, see below) in ``keys.tick_stats`` and releases the lock.
 
@@ -50,7 +55,9 @@ several, and two rounds never overlap (the lock), so it waits its CPU time once.
 What differs from the whole-cluster tick, by design: readers may see some
 racks' rollups of round *N+1* next to others of round *N* until the round's
 ``meta`` (and ``seq``) is written; ``HEALTH_SYNC_PER_TICK`` and
-``MAX_OPEN_PER_TICK`` bound each shard rather than the cluster; the cluster
+``MAX_OPEN_PER_TICK`` bound each shard rather than the cluster; a card failure
+whose alert opened this round reaches self-healing one round later (the shard
+looks its alert row up before the merge has written it; ``failures``); the cluster
 sum is added per shard first (float64, so it agrees with the unsharded sum to
 float32 rounding). A round whose shard failed or whose layout changed under it
 publishes nothing (the next round does); a lost shard task holds the lock for
@@ -68,11 +75,10 @@ import msgpack
 import numpy as np
 import redis
 from django.conf import settings
-from django.db import IntegrityError
 
 from twin.facility import capping_live
-from twin.telemetry import bridge, keys, victoria
-from twin.telemetry.alerts import PLANT_RULES, RULES, EvalInput, Rule, evaluate
+from twin.telemetry import alerts, bridge, keys, victoria
+from twin.telemetry.alerts import PLANT_RULES, RULES, Decision, EvalInput, Rule
 from twin.telemetry.config import conf, redis_client
 from twin.telemetry.metrics import N_METRICS
 from twin.telemetry.processing import tickparts
@@ -82,8 +88,9 @@ from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
 from twin.telemetry.processing.health import (
     card_health,
-    evaluate_alerts,
-    evaluate_plant_alerts,
+    commit_alerts,
+    decide_alerts,
+    decide_plant_alerts,
     sync_card_health,
     table_health,
 )
@@ -119,6 +126,10 @@ live_million)."""
 
 ROUND_LOCK_MS = 30_000
 """How long a round holds the tick lock at most (a shard task lost with its worker)."""
+
+STATE_TTL_S = 300
+"""How long a shard's, the cluster rules' and the plant rules' damping states outlive
+their last round (a cluster that stopped ticking in shards)."""
 
 SHARD_LEVELS = ("supernode", "rack")
 CARD_RULES = frozenset({"card", "rack"})
@@ -368,11 +379,12 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
     power = rollups["rack"][POWER]
     rack_draw = np.where(power[4] > 0, power[3] + racks.static_w, np.nan)
     alpha = ewma_alpha(raw[N_METRICS + 4], now)
-    new_state, transitions, card_alerts = evaluate_alerts(
-        r, sub, cid, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
+    decided = decide_alerts(
+        sub, cid, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
         age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw,
-        alert_state=raw[N_METRICS + 3], state_key=state_key, levels=CARD_RULES,
+        alert_state=raw[N_METRICS + 3], levels=CARD_RULES,
         cluster_silent=bool(int(rnd["silent"])), rule_keys=SHARD_RULE_KEYS)
+    card_alerts = decided.card_alerts
     ewma = next_ewma(cards.ewma, fresh_values, alpha)
     health = card_health(cards.reported, stale, card_alerts)
 
@@ -386,11 +398,12 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
             for j in range(5):
                 pipe.setrange(key, 4 * (j * groups + g0), stats[j].tobytes())
     pipe.setrange(keys.health(cid, ver), start, health.tobytes())
-    pipe.set(state_key, new_state, ex=300)
+    pipe.set(state_key, decided.packed(), ex=STATE_TTL_S)  # (its alert writes: the merge's)
     pipe.setrange(keys.ewma(cid, ver), 4 * start, ewma.astype("<f4").tobytes())
     pipe.execute()
 
-    synced = sync_card_health(sub, cards.old_health, health, card_alerts, transitions, now)
+    synced = sync_card_health(sub, cards.old_health, health, card_alerts, decided.transitions,
+                              now)
     r.setrange(keys.health_db(cid, ver), start, synced.tobytes())
     failures = [f.to_dict() for f in detect_failures(
         r, sub, cid, fresh_values=fresh_values, stale=stale, age=cards.age, seen=cards.seen,
@@ -411,7 +424,7 @@ def _shard_tick(r: redis.Redis, lay: Layout, shard: int, bounds: list[tuple[int,
         "max": vmax.astype("<f4").tobytes(),
         "fresh": int(fresh.sum()),
         "reporting": {level: reporting[level].tobytes() for level in SHARD_LEVELS},
-        "transitions": [[t.event, t.alert_id] for t in transitions],
+        "ops": decided.ops,  # (the merge writes them, after the tick's event)
     }
     if int(rnd.get("capping", 0)):  # the merge caps: its cards' fresh power (NaN: none)
         out["power"] = fresh_values[POWER].astype("<f4").tobytes()
@@ -443,13 +456,13 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         cluster = np.stack([mean, vmin, vmax, total, count], axis=-1).astype("<f4")  # (M, 5)
-        new_state, transitions = _cluster_rules(r, lay, rnd, now)
+        ckey, pkey = keys.shard_alerts(cid, ver, "c", shards), keys.shard_alerts(
+            cid, ver, "p", shards)
+        decided = {ckey: _cluster_rules(r, lay, rnd, now, ckey)}
         plant = _step_plant(r, lay, now)  # the physical twin (None: no facility)
         if plant is not None:
-            pstate, ptransitions = evaluate_plant_alerts(
-                r, lay, now=now, plant=plant, state_key=keys.shard_alerts(cid, ver, "p", shards))
-            r.set(keys.shard_alerts(cid, ver, "p", shards), pstate, ex=300)
-            transitions += ptransitions
+            decided[pkey] = decide_plant_alerts(lay, now=now, plant=plant,
+                                                alert_state=r.get(pkey))
         caps = _step_capping(r, lay, rnd, parts, plant, now)
         record_minute(r, lay, plant, caps, now)
 
@@ -463,7 +476,8 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
         for level in ("cluster", *SHARD_LEVELS):
             pipe.set(keys.rollup(cid, ver, level, "meta"), msgpack.packb(
                 {"seq": seq, "ts": now, "reporting": reporting[level]}))
-        pipe.set(keys.shard_alerts(cid, ver, "c", shards), new_state, ex=300)
+        for key, d in decided.items():  # (with their alert writes, done after the event)
+            pipe.set(key, d.packed(), ex=STATE_TTL_S)
         pipe.set(keys.ewma_ts(cid, ver), repr(now))
         pipe.set(keys.last_tick(cid), repr(now))
         pipe.execute()
@@ -479,10 +493,15 @@ def _merge(r: redis.Redis, cid: int, round_id: str, rnd: dict[str, str],
                 victoria.write_from_state(cid, ver, now)
         bridge.group_send(group_name(cid), {"type": TICK_EVENT, "cluster": cid, "seq": seq,
                                             "ts": now, "layout": ver})
-        events = [(str(e), a) for p in parts for e, a in p["transitions"]]
-        events += [(t.event, t.alert_id) for t in transitions]
-        if events:
-            publish_alerts(cid, events)
+        # The round's alert rows, every shard's and the merge's, in one transaction once
+        # the event is out (a commit waits on PostgreSQL; no frame reads the rows). A
+        # failure leaves each state holding its writes: the next round retries them.
+        transitions = commit_alerts(r, cid, [
+            *((keys.shard_alerts(cid, ver, k, shards), p.get("ops") or [], STATE_TTL_S)
+              for k, p in enumerate(parts)),
+            *((key, d.ops, STATE_TTL_S) for key, d in decided.items())])
+        if transitions:
+            publish_alerts(cid, [(t.event, t.alert_id) for t in transitions])
             follow_ups.notify()
         published = True
         return seq
@@ -547,12 +566,12 @@ def _step_capping(r: redis.Redis, lay: Layout, rnd: dict[str, str],
 
 
 def _cluster_rules(r: redis.Redis, lay: Layout, rnd: dict[str, str],
-                   now: float) -> tuple[bytes, list[Any]]:
-    """The cluster-level rules, on what the round's start saw of the whole cluster."""
+                   now: float, key: str) -> Decision:
+    """The cluster-level rules, on what the round's start saw of the whole cluster
+    (their damping state at ``key``); decided, not written."""
     from twin.telemetry.models import Alert
 
-    cid, ver, shards = lay.cluster_id, lay.version, int(rnd["shards"])
-    key = keys.shard_alerts(cid, ver, "c", shards)
+    cid = lay.cluster_id
     any_fresh = bool(int(rnd["any_fresh"]))
     any_reported = bool(int(rnd["any_reported"]))
     max_seen = float(rnd["max_seen"])
@@ -576,15 +595,8 @@ def _cluster_rules(r: redis.Redis, lay: Layout, rnd: dict[str, str],
     def position_of(level: str, subject: str) -> int | None:
         return 0 if level == "cluster" and subject.startswith("cluster:") else None
 
-    try:
-        state, transitions, _ = evaluate(inp, r.get(key), subject_of=subject_of,
-                                         cluster_id=cid, load_open=load_open,
-                                         position_of=position_of, levels=CLUSTER_RULES)
-    except IntegrityError:
-        log.warning("cluster alert state of cluster %s rebuilt from the database", cid)
-        r.delete(key)
-        return b"", []
-    return state, transitions
+    return alerts.decide(inp, r.get(key), subject_of=subject_of, cluster_id=cid,
+                         load_open=load_open, position_of=position_of, levels=CLUSTER_RULES)
 
 
 def _release(r: redis.Redis, cid: int, round_id: str) -> None:

@@ -5,11 +5,13 @@ Redis gate shared by all workers): it reads the whole state once, computes
 the rollups, evaluates the health rules (``health``), writes the live state
 back and publishes ``telemetry.tick`` to the cluster's Channels group at once;
 only then (the stages that wait on the database and the history stores, which
-no live frame reads) it updates each card's health row, hands new card
-failures to self-healing (``failures``), samples the state for the 1-minute
-history (``minutes``), sends every card's samples to VictoriaMetrics once a
-``TWIN_VICTORIA_STEP_S`` when it is configured (``victoria``), and publishes
-the alert transitions.
+no live frame reads) it writes the alert rows the rules opened or closed
+(``health.commit_alerts``: decided before the event, committed after it; a
+failed commit is retried by the next tick), updates each card's health row,
+hands new card failures to self-healing (``failures``), samples the state for
+the 1-minute history (``minutes``), sends every card's samples to
+VictoriaMetrics once a ``TWIN_VICTORIA_STEP_S`` when it is configured
+(``victoria``), and publishes the alert transitions.
 
 The tick's ``seq`` only grows, across worker *and* Redis restarts (clients keep
 the newest ``seq`` they applied and drop anything not newer): each tick takes
@@ -39,7 +41,12 @@ from twin.telemetry.processing.aggregate import reduce_levels, reporting_counts
 from twin.telemetry.processing.apply import ensure_state
 from twin.telemetry.processing.failures import detect_failures, handle_failures
 from twin.telemetry.processing.follow_ups import NO_FOLLOW_UPS, FollowUps
-from twin.telemetry.processing.health import card_health, evaluate_alerts, sync_card_health
+from twin.telemetry.processing.health import (
+    card_health,
+    commit_alerts,
+    decide_alerts,
+    sync_card_health,
+)
 from twin.telemetry.processing.minutes import POWER, sample_minute
 from twin.telemetry.processing.plant import record_minute, step_capping, step_plant
 from twin.telemetry.processing.tickparts import (
@@ -172,10 +179,11 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
     span.mark("capping")
     record_minute(r, lay, plant, caps, now)  # the plant's minute history
     span.mark("plant_minute")
-    new_state, transitions, card_alerts = evaluate_alerts(
-        r, lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
+    decided = decide_alerts(
+        lay, cluster_id, now=now, fresh_values=fresh_values, fresh=fresh, stale=stale,
         age=cards.age, util_ewma=cards.ewma, rack_draw=rack_draw, alert_state=alert_state,
         plant=plant)
+    card_alerts = decided.card_alerts
     ewma = next_ewma(cards.ewma, fresh_values, alpha)
     health = card_health(cards.reported, stale, card_alerts)
     span.mark("alerts")
@@ -188,7 +196,7 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
         pipe.set(keys.rollup(cluster_id, ver, level, "meta"), msgpack.packb(
             {"seq": seq, "ts": now, "reporting": reporting[level].tobytes()}))
     pipe.set(keys.health(cluster_id, ver), health.tobytes())
-    pipe.set(keys.alerts(cluster_id, ver), new_state)
+    pipe.set(keys.alerts(cluster_id, ver), decided.packed())  # (with the writes to do)
     pipe.set(keys.ewma(cluster_id, ver), ewma.astype("<f4").tobytes())
     pipe.set(keys.ewma_ts(cluster_id, ver), repr(now))
     pipe.set(keys.last_tick(cluster_id), repr(now))
@@ -196,11 +204,11 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
     span.mark("write")
 
     # The event goes out as soon as the live state a client reads is in Redis: the
-    # stages below only write the database (CardHealth rows, self-healing's runs),
-    # the minute history and VictoriaMetrics, which wait on a shared PostgreSQL
-    # under load (the slowest ticks of ``benchmarks/serving.py``) and which no
-    # frame reads. What they change clients learn by their own events (alerts,
-    # remediations).
+    # stages below only write the database (alert rows, CardHealth rows, self-healing's
+    # runs), the minute history and VictoriaMetrics, which wait on a shared PostgreSQL
+    # under load (the slowest ticks of ``benchmarks/serving.py`` waited 0.6-1.2 s on
+    # the alert rows' commit) and which no frame reads. What they change clients
+    # learn by their own events (alerts, remediations).
     group = group_name(cluster_id)
     newest = data_ts(cards.seen)
     span.fields.update(now=now, data_ts=newest)
@@ -208,7 +216,12 @@ def _tick(r: redis.Redis, lay: Layout, follow_ups: FollowUps, span: trace.Span) 
                               "ts": now, "layout": ver, "data_ts": newest})
     span.mark("send")
 
-    synced = sync_card_health(lay, cards.old_health, health, card_alerts, transitions, now)
+    # (before self-healing, which looks the failures' alerts up)
+    transitions = commit_alerts(r, cluster_id, [(keys.alerts(cluster_id, ver), decided.ops,
+                                                 None)])
+    span.mark("alerts_db")
+    synced = sync_card_health(lay, cards.old_health, health, card_alerts,
+                              decided.transitions, now)
     r.set(keys.health_db(cluster_id, ver), synced.tobytes())
     span.mark("health_db")
     failures = [f.to_dict() for f in detect_failures(
