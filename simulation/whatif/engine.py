@@ -34,7 +34,10 @@ trip, wet bulb raised): PUE, thermal limits and capping come from it, and the pl
 per-rack limits come back to the jobs (:func:`.facility.compose`: a rack at its thermal
 ceiling or cap runs its cards at the clock it allows, a tripped or unpowered rack goes
 down and its jobs restart from their checkpoints, back after its cool-down), round after
-round until the jobs' power under the limits is the power that set them.
+round until the jobs' power under the limits is the power that set them. A power element
+that lost units (a ``feed_trip``) and cannot carry its racks unpowers them for the
+stretch (:func:`.facility.feed_outages`): their jobs are interrupted as by a
+``fail_rack`` (:meth:`_Case.power_out`), in the same rounds.
 
 **The fork** also brings: cards cut off by a switch recorded down
 (:func:`unavailable_cards`), the live caps per rack (:func:`live_rack_caps`, held over
@@ -202,6 +205,7 @@ class _Case(_Run):
         self.plant_cap = np.full(len(self.racks), np.inf)  # the plant's limit per card
         self.plant_out: set[int] = set()  # racks the plant took out (tripped, unpowered)
         self.plant_applied = _PlantLog()
+        self.feed_applied = _PlantLog()  # racks an overloaded power element took down
         self.contract_kw = spec.contract_kw
         self.site_cap = self.contract_cap(spec.contract_kw)
         self.clock = self.clocks(np.arange(len(self.racks)))
@@ -473,6 +477,24 @@ class _Case(_Run):
             log.racks_throttled.add(rack)
             log.lowest_clock = min(log.lowest_clock, float(self.clock[rack]))
 
+    def power_out(self, racks: Mapping[int, float | None]) -> None:
+        """Racks (index → back after s; None: not within the horizon) lose their power now:
+        an element of their power chain is overloaded (:func:`.facility.feed_power`'s
+        ``racks_down``). Applied as a ``fail_rack`` is (:meth:`take_down`: the work since
+        the checkpoint lost, a hot spare or a requeue onto cards outside them), every rack
+        of the instant at once — one by one, a stopped job could restart on a rack about
+        to go out at the same instant; their cards draw nothing while out."""
+        log = self.feed_applied
+        cells = {r: self.rack_cells(r) for r in racks}
+        log.limits += len(racks)
+        log.racks_out.update(racks)
+        log.jobs_hit += self.take_down([c for r in racks for c in cells[r]], lose=True,
+                                       back_after=None)
+        for r, back in racks.items():
+            if back is not None and math.isfinite(back):
+                ev = self.env.timeout(back)
+                ev.callbacks.append(partial(_call, self.bring_back, cells[r]))
+
     # -------------------------------------------------------------- events
     def cells_of(self, ev: Event, where: str) -> list[tuple[int, int]]:
         lay = self.layout
@@ -668,11 +690,14 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
              events: tuple[Event, ...] | None = None,
              failures: list[_Failure] | None = None,
              speed: StepTimes | None = None,
-             plant_limits: Sequence[tuple[float, int, float | None]] = ()) -> CaseResult:
+             plant_limits: Sequence[tuple[float, int, float | None]] = (),
+             outages: Sequence[tuple[int, float, float | None]] = ()) -> CaseResult:
     """One case: ``events`` (default: the spec's; ``()`` for the baseline). ``speed``:
     the training model's step times (default: :func:`step_times_for` the layout; share
     one between cases so its cache serves both). ``plant_limits``: (time s, rack index,
-    W per card / None / 0) from the plant (:func:`.facility.plant_limits`). The live
+    W per card / None / 0) from the plant (:func:`.facility.plant_limits`). ``outages``:
+    (rack index, from s, to s — None: the horizon) a rack is unpowered by an overloaded
+    power element (:func:`.facility.feed_outages`; :meth:`_Case.power_out`). The live
     caps of the snapshot hold in both cases over the whole horizon."""
     events = spec.events if events is None else events
     unavailable = unavailable_cards(snapshot, layout)
@@ -718,6 +743,15 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     for at, rack, card_w in plant_limits:
         if at < spec.horizon_s:
             timed.append((at, 2, partial(case.plant_limit, rack, card_w)))
+    out_at: dict[float, dict[int, float | None]] = {}
+    for rack, t0, t1 in outages:   # per instant, each rack for its longest stretch
+        if t0 < spec.horizon_s:
+            racks = out_at.setdefault(t0, {})
+            back = None if t1 is None else t1 - t0
+            old = racks.get(rack, 0.0)
+            racks[rack] = None if back is None or old is None else max(old, back)
+    for t0, racks in out_at.items():
+        timed.append((t0, 3, partial(case.power_out, racks)))
     timed.sort(key=lambda x: (x[0], x[1]))
     case.env.process(case.events([(t, fn) for t, _, fn in timed]))
     case.env.run(until=spec.horizon_s)
@@ -825,6 +859,8 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "plant_out_racks": len(case.plant_applied.racks_out),
         "plant_jobs_hit": case.plant_applied.jobs_hit,
         "plant_lowest_clock": case.plant_applied.lowest_clock,
+        "feed_out_racks": len(case.feed_applied.racks_out),
+        "feed_jobs_hit": case.feed_applied.jobs_hit,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))
                     .round().astype(np.int64)) if len(times) else np.zeros(0, np.int64)
@@ -938,14 +974,15 @@ def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
             progress(0.7, "facility")
         from .facility import compose
 
-        def rerun(perturbed: bool, limits: list[tuple[float, int, float | None]]
-                  ) -> CaseResult:
+        def rerun(perturbed: bool, limits: list[tuple[float, int, float | None]],
+                  outages: Sequence[tuple[int, float, float | None]] = ()) -> CaseResult:
             if progress:
                 progress(0.8 if perturbed else 0.75, "the plant's limits on the "
                                                      + ("perturbed case" if perturbed
                                                         else "baseline"))
             return run_case(snapshot, layout, spec, events=None if perturbed else (),
-                            failures=failures, speed=speed, plant_limits=limits)
+                            failures=failures, speed=speed, plant_limits=limits,
+                            outages=outages)
 
         base, pert, facility = compose(plant, spec, snapshot, layout, base, pert, rerun)
     work, info, _ = _inputs(snapshot, layout, spec, spec.events)
