@@ -78,7 +78,7 @@ __all__ = ["CaseResult", "WhatIfResult", "draw_failures", "run_case", "run_whati
 
 F64 = npt.NDArray[np.float64]
 _HOLD = -1  # the ``job`` of a down card's hold in the segment table
-_SEQ, _JOB = itemgetter(1), itemgetter(2)  # of a queue entry (-priority, seq, job)
+_JOB = itemgetter(2)  # of a queue entry (-priority, seq, job)
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,7 @@ class _Case(_Run):
         self.borrowed = np.zeros(len(work), np.int64)
         self.spare_swaps = 0
         self.queue_log: list[tuple[float, int, float]] = []  # t, waiting jobs, queued cards
+        self.card_demand: list[float] | None = None  # per job; None: to compute (resized)
 
     def record(self) -> None:
         """The scheduler's timeline, plus the queue as the what-if reports it: jobs
@@ -229,18 +230,18 @@ class _Case(_Run):
         for (a fraction of one card for a shared one)."""
         super().record()
         q = self.queue
-        if not q:
-            self.queue_log.append((float(self.env.now), 0, 0.0))
-            return
-        # one C-level pass per column, not a Python loop over the queue: it is recorded at
-        # every change and holds thousands of jobs (the what-if benchmark's hot spot)
-        js = np.fromiter(map(_JOB, q), np.int64, len(q))
-        unit = np.fromiter(map(self.unit.__contains__, map(_SEQ, q)), bool, len(q))
-        num = self.work.num_gpu[js]
-        per = np.where(unit, 1.0, np.where(num > 1, num, self.work.gpu_milli[js] / 1000.0))
-        # summed in queue order, as a running total would be (the same float)
-        self.queue_log.append((float(self.env.now), len(set(js.tolist())),
-                               sum(per.tolist(), 0.0)))
+        # the list's own C loops where they can be (no unit queued): it is recorded at every
+        # change and holds a thousand jobs in the benchmark; summed in queue order, the
+        # float a running total would give
+        dem = self.card_demand
+        if dem is None:
+            num = self.work.num_gpu
+            dem = self.card_demand = np.where(num > 1, num, self.work.gpu_milli / 1000.0
+                                              ).astype(np.float64).tolist()
+        units = self.unit
+        cards = ([1.0 if seq in units else dem[j] for _, seq, j in q] if units
+                 else list(map(dem.__getitem__, map(_JOB, q))))
+        self.queue_log.append((float(self.env.now), len(set(map(_JOB, q))), sum(cards, 0.0)))
 
     # -------------------------------------------------------------- speed
     def slowdown(self, pl: Placement, j: int | None = None) -> float:
@@ -560,6 +561,7 @@ class _Case(_Run):
                 self.stop(seq, lose=False)
             self.work.num_gpu[j] = new
             self.work.gpu_milli[j] = 1000
+            self.card_demand = None
             self.requests.pop(j, None)
             self.type_of[j] = -1
             if self.speed is None or self.train[j] is None:
