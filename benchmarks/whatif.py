@@ -42,7 +42,8 @@ Phases, in this process:
    back to the jobs, round after round to the fixed point
    (``simulation.whatif.facility.compose``). Timed (wall and CPU) against phase 3's
    what-if without a plant, same run: the ratio is the composition's cost; the rounds,
-   convergence and residual per case are printed.
+   convergence and residual per case are printed. ``--profile-plant FILE`` runs it under
+   cProfile (stats to FILE, the top 25 by cumulative time printed; docs/benchmarks.md).
 
 Target: a week's what-if on 4,096 cards answers in ≤ 10 s (issue 25: "an answer in
 seconds"). Exit status 0 only when it does.
