@@ -42,7 +42,8 @@ Phases, in this process:
    back to the jobs, round after round to the fixed point
    (``simulation.whatif.facility.compose``). Timed (wall and CPU) against phase 3's
    what-if without a plant, same run: the ratio is the composition's cost; the rounds,
-   convergence and residual per case are printed.
+   convergence and residual per case are printed. ``--profile-plant FILE`` runs it under
+   cProfile (stats to FILE, the top 25 by cumulative time printed; docs/benchmarks.md).
 
 Target: a week's what-if on 4,096 cards answers in ≤ 10 s (issue 25: "an answer in
 seconds"). Exit status 0 only when it does.
@@ -84,6 +85,9 @@ def main() -> int:
                         help="leave out phase 5 (the dispatch without reuse: slow)")
     parser.add_argument("--plant", action="store_true",
                         help="phase 7: the same what-if composed with the cluster's plant")
+    parser.add_argument("--profile-plant", metavar="FILE", default=None,
+                        help="phase 7 under cProfile, its stats written to FILE (and the "
+                             "top 25 by cumulative time printed)")
     parser.add_argument("--hot-day", type=float, default=8.0,
                         help="phase 7's wet-bulb rise (°C, from 1 h for 12 h)")
     args = parser.parse_args()
@@ -234,9 +238,21 @@ def main() -> int:
                      "duration_s": 43200.0},
                     {"at_s": 7200.0, "kind": "cdu_trip", "target": cdu,
                      "duration_s": 1800.0}]}).events)
+            prof = None
+            if args.profile_plant:
+                import cProfile
+                prof = cProfile.Profile()
             t, c = time.perf_counter(), time.process_time()
+            if prof is not None:
+                prof.enable()
             composed = run_whatif(snap, layout, hot, plant=plant, step_times=times)
+            if prof is not None:
+                prof.disable()
             t_plant, c_plant = time.perf_counter() - t, time.process_time() - c
+            if prof is not None:
+                import pstats
+                prof.dump_stats(args.profile_plant)
+                pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
             fac = composed.facility or {}
             rounds = {k: fac.get(k, {}).get("fixed_point") for k in ("baseline", "perturbed")}
             pt = composed.perturbed.totals

@@ -34,7 +34,10 @@ trip, wet bulb raised): PUE, thermal limits and capping come from it, and the pl
 per-rack limits come back to the jobs (:func:`.facility.compose`: a rack at its thermal
 ceiling or cap runs its cards at the clock it allows, a tripped or unpowered rack goes
 down and its jobs restart from their checkpoints, back after its cool-down), round after
-round until the jobs' power under the limits is the power that set them.
+round until the jobs' power under the limits is the power that set them. A power element
+that lost units (a ``feed_trip``) and cannot carry its racks unpowers them for the
+stretch (:func:`.facility.feed_outages`): their jobs are interrupted as by a
+``fail_rack`` (:meth:`_Case.power_out`), in the same rounds.
 
 **The fork** also brings: cards cut off by a switch recorded down
 (:func:`unavailable_cards`), the live caps per rack (:func:`live_rack_caps`, held over
@@ -51,6 +54,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -74,6 +78,7 @@ __all__ = ["CaseResult", "WhatIfResult", "draw_failures", "run_case", "run_whati
 
 F64 = npt.NDArray[np.float64]
 _HOLD = -1  # the ``job`` of a down card's hold in the segment table
+_JOB = itemgetter(2)  # of a queue entry (-priority, seq, job)
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,7 @@ class _Case(_Run):
         self.plant_cap = np.full(len(self.racks), np.inf)  # the plant's limit per card
         self.plant_out: set[int] = set()  # racks the plant took out (tripped, unpowered)
         self.plant_applied = _PlantLog()
+        self.feed_applied = _PlantLog()  # racks an overloaded power element took down
         self.contract_kw = spec.contract_kw
         self.site_cap = self.contract_cap(spec.contract_kw)
         self.clock = self.clocks(np.arange(len(self.racks)))
@@ -216,20 +222,26 @@ class _Case(_Run):
         self.borrowed = np.zeros(len(work), np.int64)
         self.spare_swaps = 0
         self.queue_log: list[tuple[float, int, float]] = []  # t, waiting jobs, queued cards
+        self.card_demand: list[float] | None = None  # per job; None: to compute (resized)
 
     def record(self) -> None:
         """The scheduler's timeline, plus the queue as the what-if reports it: jobs
         waiting (a non-gang job's queued cards count as one job) and the cards they ask
         for (a fraction of one card for a shared one)."""
         super().record()
-        cards = 0.0
-        jobs: set[int] = set()
-        num, milli, units = self.work.num_gpu, self.work.gpu_milli, self.unit
-        for _, seq, j in self.queue:
-            jobs.add(j)
-            n = int(num[j])
-            cards += 1.0 if seq in units else n if n > 1 else float(milli[j]) / 1000.0
-        self.queue_log.append((float(self.env.now), len(jobs), cards))
+        q = self.queue
+        # the list's own C loops where they can be (no unit queued): it is recorded at every
+        # change and holds a thousand jobs in the benchmark; summed in queue order, the
+        # float a running total would give
+        dem = self.card_demand
+        if dem is None:
+            num = self.work.num_gpu
+            dem = self.card_demand = np.where(num > 1, num, self.work.gpu_milli / 1000.0
+                                              ).astype(np.float64).tolist()
+        units = self.unit
+        cards = ([1.0 if seq in units else dem[j] for _, seq, j in q] if units
+                 else list(map(dem.__getitem__, map(_JOB, q))))
+        self.queue_log.append((float(self.env.now), len(set(map(_JOB, q))), sum(cards, 0.0)))
 
     # -------------------------------------------------------------- speed
     def slowdown(self, pl: Placement, j: int | None = None) -> float:
@@ -473,6 +485,24 @@ class _Case(_Run):
             log.racks_throttled.add(rack)
             log.lowest_clock = min(log.lowest_clock, float(self.clock[rack]))
 
+    def power_out(self, racks: Mapping[int, float | None]) -> None:
+        """Racks (index → back after s; None: not within the horizon) lose their power now:
+        an element of their power chain is overloaded (:func:`.facility.feed_power`'s
+        ``racks_down``). Applied as a ``fail_rack`` is (:meth:`take_down`: the work since
+        the checkpoint lost, a hot spare or a requeue onto cards outside them), every rack
+        of the instant at once — one by one, a stopped job could restart on a rack about
+        to go out at the same instant; their cards draw nothing while out."""
+        log = self.feed_applied
+        cells = {r: self.rack_cells(r) for r in racks}
+        log.limits += len(racks)
+        log.racks_out.update(racks)
+        log.jobs_hit += self.take_down([c for r in racks for c in cells[r]], lose=True,
+                                       back_after=None)
+        for r, back in racks.items():
+            if back is not None and math.isfinite(back):
+                ev = self.env.timeout(back)
+                ev.callbacks.append(partial(_call, self.bring_back, cells[r]))
+
     # -------------------------------------------------------------- events
     def cells_of(self, ev: Event, where: str) -> list[tuple[int, int]]:
         lay = self.layout
@@ -531,6 +561,7 @@ class _Case(_Run):
                 self.stop(seq, lose=False)
             self.work.num_gpu[j] = new
             self.work.gpu_milli[j] = 1000
+            self.card_demand = None
             self.requests.pop(j, None)
             self.type_of[j] = -1
             if self.speed is None or self.train[j] is None:
@@ -668,11 +699,14 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
              events: tuple[Event, ...] | None = None,
              failures: list[_Failure] | None = None,
              speed: StepTimes | None = None,
-             plant_limits: Sequence[tuple[float, int, float | None]] = ()) -> CaseResult:
+             plant_limits: Sequence[tuple[float, int, float | None]] = (),
+             outages: Sequence[tuple[int, float, float | None]] = ()) -> CaseResult:
     """One case: ``events`` (default: the spec's; ``()`` for the baseline). ``speed``:
     the training model's step times (default: :func:`step_times_for` the layout; share
     one between cases so its cache serves both). ``plant_limits``: (time s, rack index,
-    W per card / None / 0) from the plant (:func:`.facility.plant_limits`). The live
+    W per card / None / 0) from the plant (:func:`.facility.plant_limits`). ``outages``:
+    (rack index, from s, to s — None: the horizon) a rack is unpowered by an overloaded
+    power element (:func:`.facility.feed_outages`; :meth:`_Case.power_out`). The live
     caps of the snapshot hold in both cases over the whole horizon."""
     events = spec.events if events is None else events
     unavailable = unavailable_cards(snapshot, layout)
@@ -718,6 +752,15 @@ def run_case(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
     for at, rack, card_w in plant_limits:
         if at < spec.horizon_s:
             timed.append((at, 2, partial(case.plant_limit, rack, card_w)))
+    out_at: dict[float, dict[int, float | None]] = {}
+    for rack, t0, t1 in outages:   # per instant, each rack for its longest stretch
+        if t0 < spec.horizon_s:
+            racks = out_at.setdefault(t0, {})
+            back = None if t1 is None else t1 - t0
+            old = racks.get(rack, 0.0)
+            racks[rack] = None if back is None or old is None else max(old, back)
+    for t0, racks in out_at.items():
+        timed.append((t0, 3, partial(case.power_out, racks)))
     timed.sort(key=lambda x: (x[0], x[1]))
     case.env.process(case.events([(t, fn) for t, _, fn in timed]))
     case.env.run(until=spec.horizon_s)
@@ -825,6 +868,8 @@ def _figures(case: _Case, work: Workload, info: dict[str, Any]) -> CaseResult:
         "plant_out_racks": len(case.plant_applied.racks_out),
         "plant_jobs_hit": case.plant_applied.jobs_hit,
         "plant_lowest_clock": case.plant_applied.lowest_clock,
+        "feed_out_racks": len(case.feed_applied.racks_out),
+        "feed_jobs_hit": case.feed_applied.jobs_hit,
     }
     idx = np.unique(np.linspace(0, len(times) - 1, min(spec.points, len(times)))
                     .round().astype(np.int64)) if len(times) else np.zeros(0, np.int64)
@@ -938,14 +983,15 @@ def run_whatif(snapshot: LiveSnapshot, layout: Layout, spec: WhatIfSpec, *,
             progress(0.7, "facility")
         from .facility import compose
 
-        def rerun(perturbed: bool, limits: list[tuple[float, int, float | None]]
-                  ) -> CaseResult:
+        def rerun(perturbed: bool, limits: list[tuple[float, int, float | None]],
+                  outages: Sequence[tuple[int, float, float | None]] = ()) -> CaseResult:
             if progress:
                 progress(0.8 if perturbed else 0.75, "the plant's limits on the "
                                                      + ("perturbed case" if perturbed
                                                         else "baseline"))
             return run_case(snapshot, layout, spec, events=None if perturbed else (),
-                            failures=failures, speed=speed, plant_limits=limits)
+                            failures=failures, speed=speed, plant_limits=limits,
+                            outages=outages)
 
         base, pert, facility = compose(plant, spec, snapshot, layout, base, pert, rerun)
     work, info, _ = _inputs(snapshot, layout, spec, spec.events)

@@ -21,13 +21,26 @@ clock for a job that names a model, c/f + 1 − c otherwise, as under ``cap_powe
 rack at 0 goes down — its jobs lose the work since their last checkpoint and are
 requeued, as on a failure — and comes back when the plant powers it again.
 
+**The power chain** too (:func:`feed_power`): when an element that lost units
+(``feed_trip``, or a degraded one at the fork) cannot carry the racks under it with the
+units still running, those racks are unpowered from that instant until its units are
+back (:func:`feed_outages`); the case's jobs run again with them down, applied as a
+``fail_rack`` (the work since the checkpoint lost, a hot spare or a requeue onto cards
+elsewhere; ``_Case.power_out``). An unpowered rack draws nothing and heats nothing (the
+plant's drive), but the chain is still asked for the load that overloaded it (held,
+as below); a job that moved onto racks under another weak element can overload that
+one in turn — the next round finds it.
+
 The throttled jobs draw less and run longer, and a rack's jobs move when it trips: that
 power goes back to the plant (a rack held out is fed the demand that took it out,
 :func:`held_demand`: fed as nothing, the plant would not take it out and the rounds
-would alternate), and the rounds repeat — jobs → plant → limits → jobs — until the
-limits repeat exactly or the jobs' power under the limits is within
-:data:`FIXED_POINT_TOL` of the power that set them (:func:`fixed_point_residual`), at
-most :data:`MAX_ROUNDS` rounds (``fixed_point``: rounds, converged, residual). This is
+would alternate), and the rounds repeat — jobs → plant and chain → limits and
+outages → jobs — until the limits and the outages repeat exactly or, the outages
+repeating, the jobs' power under the limits is within :data:`FIXED_POINT_TOL` of the
+power that set them (:func:`fixed_point_residual`), at most :data:`MAX_ROUNDS` rounds
+(``fixed_point``: rounds, converged, residual) — a few in practice: the racks an
+outage unpowered are held at the load that overloaded them, so it is found again, and
+the outages change when the jobs it moved overload another element. This is
 successive substitution (Picard iteration), the fixed-point coupling co-simulation uses
 between two simulators that exchange values at communication steps (Gomes et al.,
 "Co-simulation: a survey", ACM Computing Surveys 51(3), 2018, §4 — here the steps are
@@ -62,6 +75,7 @@ layout; otherwise the plant runs at the cluster's mean load fraction of its budg
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -84,11 +98,13 @@ if TYPE_CHECKING:
 
 __all__ = ["FACILITY_DT_S", "FIXED_POINT_TOL", "LIMIT_STEP", "MAX_ROUNDS", "MIN_WINDOW_S",
            "PLANT_WINDOWS", "TRIP_COOLDOWN_S", "compose", "contract_plant", "facility_events",
-           "facility_pair", "feed_power", "fixed_point_residual", "forked_plant", "held_demand",
-           "out_intervals", "peak_feed_kw", "plant_limits", "rack_schedule", "window_means",
-           "window_s"]
+           "facility_pair", "feed_outages", "feed_power", "fixed_point_residual",
+           "forked_plant", "held_demand", "out_intervals", "peak_feed_kw", "plant_limits",
+           "rack_schedule", "window_means", "window_s"]
 
 Limits = list[tuple[float, int, float | None]]
+Outages = list[tuple[int, float, float | None]]
+"""(layout rack index, from s, to s — None: the horizon) a rack is unpowered."""
 
 LIMIT_STEP = 0.02
 """The plant's per-card limits reach the jobs in steps of 2 % of the TDP, floored (never
@@ -377,11 +393,12 @@ def plant_limits(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None,
 
 def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layout: Layout,
             base: CaseResult, pert: CaseResult,
-            rerun: Callable[[bool, Limits], CaseResult]
+            rerun: Callable[[bool, Limits, Outages], CaseResult]
             ) -> tuple[CaseResult, CaseResult, dict[str, Any]]:
-    """Both cases through the plant and back into the jobs, to a fixed point (see the
-    module doc). ``rerun(perturbed, limits)`` runs a case again under the plant's
-    limits."""
+    """Both cases through the plant and the power chain and back into the jobs, to a
+    fixed point (see the module doc). ``rerun(perturbed, limits, outages)`` runs a case
+    again under the plant's limits and with the racks the power chain cannot carry
+    unpowered (:func:`feed_outages`)."""
     forked, fork_events, unknown = forked_plant(plant, snapshot)
     events = facility_events(forked, spec)
     racks = len(base.rack_peak_w)
@@ -405,36 +422,58 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
                             ("perturbed", (*fork_events, *events),
                              contract_plant(forked, spec))):
         case = cases[name]
-        demand = case.rack_steps
+        demand = case.rack_steps   # what drives the plant
+        supply = case.rack_steps   # what the power chain is asked to carry
+
+        def check(case: CaseResult, supply: Steps | None, res: WhatIfResult
+                  ) -> tuple[dict[str, Any] | None, Outages]:
+            feed = feed_power(site, case, at, static, events=evs,  # noqa: B023
+                              mechanical=(res.t_s, res.series["mechanical_w"]),
+                              horizon_s=spec.horizon_s, demand=supply)
+            return feed, feed_outages(feed)
+
         res = _run_plant(site, spec, case, evs, layout, capping, at, demand)
         applied: Limits = []
         limits = _limits(res, owner)
+        feed, outs = check(case, supply, res)
+        applied_outs: Outages = []
         rounds, residual, converged = 1, None, True
-        # jobs → plant → limits → jobs, until the limits repeat or the power stops moving
-        while limits != applied and at is not None and demand is not None:
-            case = rerun(name == "perturbed", limits)
-            applied = limits
+        # jobs → plant and power chain → limits and outages → jobs, until both repeat or
+        # the power stops moving
+        while ((limits != applied or outs != applied_outs) and at is not None
+               and demand is not None):
+            case = rerun(name == "perturbed", limits, outs)
+            applied, applied_outs = limits, outs
             assert case.rack_steps is not None
             now = held_demand(case.rack_steps, demand,
                               out_intervals(limits, spec.horizon_s))
+            # an unpowered rack draws nothing and heats nothing (the plant's drive), but
+            # the chain is asked for the load that overloaded it (held, as above)
+            supply = held_demand(case.rack_steps, case.rack_steps if supply is None else supply,
+                                 [(r, t0, spec.horizon_s if t1 is None else t1)
+                                  for r, t0, t1 in outs])
             residual = fixed_point_residual(now, demand, spec.horizon_s)
             demand = now
-            if residual <= tol_w:
+            feed, outs = check(case, supply, res)
+            if residual <= tol_w and outs == applied_outs:
                 break
             if rounds >= MAX_ROUNDS:
                 converged = False
                 break
             res = _run_plant(site, spec, case, evs, layout, capping, at, demand)
             limits = _limits(res, owner)
+            feed, outs = check(case, supply, res)
             rounds += 1
-            if limits == applied:   # the case's own power gives its limits back: exact
+            if limits == applied and outs == applied_outs:   # its own power gives them back
                 residual = 0.0
         cases[name] = case
         out[name] = _summary(site, res)
         out[name]["job_limits"] = {
             "changes": len(applied), "racks_limited": len({r for _, r, _ in applied}),
             "racks_out": len({r for _, r, w in applied if w == 0.0}),
-            "lowest_card_w": min((w for _, _, w in applied if w), default=None)}
+            "lowest_card_w": min((w for _, _, w in applied if w), default=None),
+            "racks_unpowered": len({r for r, _, _ in applied_outs}),
+            "unpowered_card_h": _unpowered_card_h(layout, applied_outs, spec.horizon_s)}
         out[name]["fixed_point"] = {"rounds": rounds, "converged": converged,
                                     "residual_kw": None if residual is None
                                     else residual / 1e3, "tolerance_kw": tol_w / 1e3}
@@ -445,9 +484,6 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
             out[name]["racks"] = {"ids": list(rack_ids),
                                   "time_to_limit_s": [lim[int(i)] for i in at.tolist()],
                                   "trips": [int(trips[int(i)]) for i in at.tolist()]}
-        feed = feed_power(site, cases[name], at, static, events=evs,
-                          mechanical=(res.t_s, res.series["mechanical_w"]),
-                          horizon_s=spec.horizon_s)
         cases[name].totals["peak_feed_kw"] = None if feed is None else feed["peak_kw"]
         if feed is not None:
             out[name]["feed"] = feed
@@ -457,6 +493,36 @@ def compose(plant: Plant, spec: WhatIfSpec, snapshot: LiveSnapshot | None, layou
                                                   "racks_at_thermal_limit", "racks_capped",
                                                   "racks_tripped")}
     return cases["baseline"], cases["perturbed"], out
+
+
+def feed_outages(feed: dict[str, Any] | None) -> Outages:
+    """:func:`feed_power`'s ``racks_down`` as the jobs take them: (layout rack, from s,
+    to s — None: the horizon), one per rack and stretch, sorted (so that two rounds'
+    outages compare equal when the same racks are out over the same stretches)."""
+    if feed is None:
+        return []
+    return sorted({(int(r), float(d["from_s"]), None if d["to_s"] is None
+                    else float(d["to_s"])) for d in feed["racks_down"] for r in d["racks"]},
+                  key=lambda x: (x[1], x[0], math.inf if x[2] is None else x[2]))
+
+
+def _unpowered_card_h(layout: Layout, outages: Outages, horizon_s: float) -> float:
+    """Card-hours the outages keep unpowered: per rack, its cards × the union of its
+    stretches (two nested elements over the same rack count once)."""
+    _, rack_of_node = layout.rack_index()
+    cards = np.bincount(rack_of_node, weights=[sum(1 for c in row if c >= 0)
+                                               for row in layout.cards])
+    total = 0.0
+    for rack in {r for r, _, _ in outages}:
+        spans = sorted((t0, horizon_s if t1 is None else min(t1, horizon_s))
+                       for r, t0, t1 in outages if r == rack)
+        end = -math.inf
+        for t0, t1 in spans:
+            lo = max(t0, end)
+            if t1 > lo:
+                total += float(cards[rack]) * (t1 - lo)
+            end = max(end, t1)
+    return total / 3600.0
 
 
 def _failed_units(plant: Plant, events: Sequence[FacilityEvent], t: float
@@ -478,7 +544,8 @@ def _failed_units(plant: Plant, events: Sequence[FacilityEvent], t: float
 def feed_power(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
                static_w: F64 | None = None, *, events: Sequence[FacilityEvent] = (),
                mechanical: tuple[Sequence[float], Sequence[float]] | float = 0.0,
-               horizon_s: float | None = None) -> dict[str, Any] | None:
+               horizon_s: float | None = None, demand: Steps | None = None
+               ) -> dict[str, Any] | None:
     """The utility feeds' input (kW) as a time series over the case, and its peak.
 
     At each instant — every drive window's start (:func:`window_s`), every change of a
@@ -495,13 +562,15 @@ def feed_power(plant: Plant, case: CaseResult, at: npt.NDArray[np.int64] | None,
     go down — counted at 0 from then until the element's lost units are back, and
     reported (``racks_down``: element, ``from_s``, ``to_s`` — None: to the horizon —
     and the layout rack indices); with no unit running they are unpowered
-    (``power_flow``). The jobs are not re-run for such a stretch: the facility engine
-    does not trip an overloaded element, so it is reported, not fed back.
+    (``power_flow``). :func:`compose` feeds such stretches back to the jobs
+    (:func:`feed_outages`); ``demand`` (default: the case's own step function) is then
+    the racks' power with a rack it unpowered held at the demand that overloaded it
+    (:func:`held_demand`), so the overload found stays found.
     With constant efficiencies η along a chain of k elements and one feed, each point is
     (cards + static) / η^k + mechanical(t). Returns ``{"t_s", "kw", "mechanical_kw",
     "peak_kw", "peak_at_s", "racks_down"}``; None when the racks cannot be matched
     (``at``, :func:`rack_map`) or the plant has no feed."""
-    steps = case.rack_steps
+    steps = case.rack_steps if demand is None else demand
     feeds = [i for i, e in enumerate(plant.power) if e.kind == "feed"]
     if steps is None or not feeds or at is None:
         return None

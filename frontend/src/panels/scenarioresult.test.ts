@@ -186,4 +186,16 @@ describe("the what-if comparison table", () => {
       ["racks taken out by the plant", "0", "2", "+2"],
     ]);
   });
+
+  it("shows the racks an overloaded power element unpowered and the jobs it stopped", () => {
+    const totals = (racks: number, jobs: number) => ({ feed_out_racks: racks, feed_jobs_hit: jobs });
+    const t = resultTable("whatif", {
+      baseline: { totals: totals(0, 0) },
+      perturbed: { totals: totals(2, 1) },
+    });
+    expect(t.rows).toEqual([
+      ["racks unpowered by the power chain", "0", "2", "+2"],
+      ["jobs stopped by the power chain", "0", "1", "+1"],
+    ]);
+  });
 });

@@ -109,6 +109,8 @@ const WHATIF_TOTALS: [string, string][] = [
   ["queued_cards_mean", "queued cards, mean"],
   ["plant_throttled_racks", "racks throttled by the plant"],
   ["plant_out_racks", "racks taken out by the plant"],
+  ["feed_out_racks", "racks unpowered by the power chain"],
+  ["feed_jobs_hit", "jobs stopped by the power chain"],
 ];
 
 /** A what-if: each total in both cases and the difference, then the most changed jobs. */

@@ -92,15 +92,17 @@ def test_a_feed_unit_the_survivor_cannot_carry_takes_its_racks_down():
     + 10 kW static, through four elements at η = 0.95 (≈ 67 kW) + the mechanical plant,
     is more than one unit carries. When one trips at 30 min (to the horizon) every rack
     under it goes down — reported with the instant — and from then the feed draws the
-    mechanical plant only, even after the jobs end (the racks stay down while the unit
-    is out); before it, (cards + static) / η⁴ + mechanical as always."""
+    mechanical plant only (the racks stay down while the unit is out, their jobs stopped:
+    ``test_feed_outages.py``); before it, (cards + static) / η⁴ + mechanical as always."""
     res = _run([{"at_s": 1800.0, "kind": "feed_trip", "target": "feed"}], feed_unit_kw=40.0)
     pert = _check_points(res, "perturbed", res.perturbed, down_from=1800.0)
     assert pert["racks_down"] == [{"element": "feed", "from_s": 1800.0, "to_s": None,
                                    "racks": [0, 1, 2, 3]}]
     base = _check_points(res, "baseline", res.baseline)
     assert base["racks_down"] == []
-    assert (_cards_kw(res.perturbed, 1800.0) + STATIC_KW) / ETA ** 4 > 40.0
+    # the load the surviving unit was asked to carry: the racks' just before the trip
+    assert (_cards_kw(res.perturbed, 1800.0 - 1e-6) + STATIC_KW) / ETA ** 4 > 40.0
+    assert _cards_kw(res.perturbed, 1800.0) == 0.0   # down, they draw nothing
 
 
 def test_racks_a_lost_feed_unit_took_down_come_back_with_it():
