@@ -10,6 +10,8 @@ import pytest
 
 from twin.core.api.renderers import LargeJSONRenderer
 from twin.core.collector import collector_paused, freeze_startup_objects
+from twin.core.localnet import free_port
+from twin.embedded import stop_embedded_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,10 +91,18 @@ def test_the_asgi_application_starts_with_its_views_imported_and_frozen(tmp_path
     """What uvicorn imports: every view loaded, the start-up objects frozen."""
     probe = ("import gc, sys\nimport twin.asgi\n"
              "print(gc.get_freeze_count(), 'twin.telemetry.api.views' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "TWIN_ALLOW_INSECURE_KEY": "1",
-                              "TWIN_VAR_DIR": str(tmp_path)})
+    # With no REDIS_URL the ASGI app starts the embedded Redis and leaves it to the
+    # processes that share it (``twin.embedded``): on a port of its own, stopped here,
+    # so the test leaves no redis-server behind.
+    port = free_port()
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120,
+                             env={"PATH": "/usr/bin:/bin", "TWIN_ALLOW_INSECURE_KEY": "1",
+                                  "TWIN_VAR_DIR": str(tmp_path),
+                                  "TWIN_EMBEDDED_REDIS_PORT": str(port)})
+    finally:
+        stop_embedded_redis(port)
     assert out.returncode == 0, out.stderr
     count, views = out.stdout.split()
     assert int(count) > 50_000 and views == "True"
