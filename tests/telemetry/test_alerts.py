@@ -8,13 +8,15 @@ from django.utils import timezone
 
 from tests.telemetry.test_state import put
 from twin.telemetry import keys, processing, state
-from twin.telemetry.alerts import EvalInput, evaluate, rules
+from twin.telemetry.alerts import EvalInput, commit, decide, rules, settle
 from twin.telemetry.metrics import METRIC_INDEX, N_METRICS
 from twin.telemetry.models import Alert, CardHealth
 
 
 class Harness:
-    """Drives ``alerts.evaluate`` for one card with chosen readings and clock."""
+    """Drives the rules for one card with chosen readings and clock, as a tick does:
+    :func:`decide`, then :func:`commit` and :func:`settle` at once (a tick splits them
+    around its event)."""
 
     def __init__(self, cluster_id: int, card_id: int) -> None:
         self.cluster_id, self.card_id = cluster_id, card_id
@@ -29,12 +31,14 @@ class Harness:
                         stale=np.zeros(1, bool), age_s=np.zeros(1), tdp_w=np.full(1, 700.0),
                         util_ewma=np.full(1, np.nan), rack_draw_w=np.zeros(0),
                         rack_budget_w=np.zeros(0))
-        self.state, transitions, _ = evaluate(
+        d = decide(
             inp, self.state or b"\x80", cluster_id=self.cluster_id,
             subject_of=lambda rule, pos: {"subject": f"card:{self.card_id}",
                                           "card_id": self.card_id,
                                           "label": f"card {self.card_id}"},
             load_open=lambda: [], position_of=lambda level, subject: None)
+        [(transitions, opened)] = commit([d.ops])
+        self.state = settle(d.packed(), d.ops, opened)
         self.events += [(t.event, t.rule.key) for t in transitions]
 
 

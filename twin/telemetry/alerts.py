@@ -89,7 +89,7 @@ from twin.telemetry.choices import SeverityChoices as S
 from twin.telemetry.metrics import METRIC_INDEX
 
 __all__ = ["PENDING", "PLANT_RULES", "RULES", "Committed", "Decision", "EvalInput", "Rule",
-           "Transition", "commit", "decide", "evaluate", "rules", "settle"]
+           "Transition", "commit", "decide", "rules", "settle"]
 
 MAX_OPEN_PER_TICK = 1000
 
@@ -511,7 +511,7 @@ def _write(ops: list[list[Any]], *, adopt: bool) -> Committed:
             for op, row in zip(new, rows, strict=True):
                 opened[(op[1], op[2])] = row.pk
             for op in run:
-                transitions.append(Transition("opened", by_key.get(op[1]) or _rule(op[1]),
+                transitions.append(Transition("opened", by_key[op[1]],
                                               op[2], _nan(op[3]), opened[(op[1], op[2])]))
         else:
             ends: dict[float, list[int]] = {}
@@ -520,7 +520,7 @@ def _write(ops: list[list[Any]], *, adopt: bool) -> Committed:
                 if not pk:
                     continue  # (its opening is lost with the state that held it)
                 ends.setdefault(op[5], []).append(pk)
-                transitions.append(Transition("closed", by_key.get(op[1]) or _rule(op[1]),
+                transitions.append(Transition("closed", by_key[op[1]],
                                               op[2], _nan(op[3]), pk))
             for end, pks in ends.items():
                 # (an alert self-healing closed as remediated keeps its own end)
@@ -533,10 +533,6 @@ def _nan(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _rule(key: str) -> Rule:
-    return next(r for r in RULES if r.key == key)
-
-
 def settle(raw_state: bytes, done: list[list[Any]],
            opened: dict[tuple[str, int], int]) -> bytes:
     """The damping state once ``done`` (ops it held) committed: those ops dropped, the
@@ -547,30 +543,6 @@ def settle(raw_state: bytes, done: list[list[Any]],
         if entry is not None and entry[2] == PENDING:
             entry[2] = pk
     return _pack(st, [op for op in ops if op not in done])
-
-
-def evaluate(
-    inp: EvalInput,
-    raw_state: bytes | None,
-    *,
-    subject_of: Callable[[Rule, int], dict[str, Any]],
-    cluster_id: int,
-    load_open: Callable[[], list[tuple[str, str, int]]],
-    position_of: Callable[[str, str], int | None],
-    levels: frozenset[str] | None = None,
-    rule_keys: frozenset[str] | None = None,
-) -> tuple[bytes, list[Transition], dict[int, list[tuple[str, str]]]]:
-    """:func:`decide` then :func:`commit` at once (what a tick splits around its event).
-
-    Returns the new damping state, the transitions (alerts opened/closed, with
-    their database rows written) and, per card ordinal, the open card alerts
-    as ``(rule, severity)`` (for the card's derived health).
-    """
-    d = decide(inp, raw_state, subject_of=subject_of, cluster_id=cluster_id,
-               load_open=load_open, position_of=position_of, levels=levels,
-               rule_keys=rule_keys)
-    [(transitions, opened)] = commit([d.ops])
-    return settle(d.packed(), d.ops, opened), transitions, d.card_alerts
 
 
 def _runs(rule: Rule, levels: frozenset[str] | None, rule_keys: frozenset[str] | None
