@@ -37,25 +37,47 @@ achievable HBM B/s). Small-k batched GEMMs (attention scores with k = h/a =
 >>> round(2 * 2048**2 * 128 * 12 / (312e12 * 0.86) * 1e6)   # the FLOPs alone
 48
 
-**Epilogue** (NVIDIA CUTLASS, ``media/docs/efficient_gemm.md``): an Ampere
-GEMM kernel (CUTLASS 2.x / cuBLAS 11 ``ampere_*gemm`` kernels: one output tile
-per thread block, not persistent) streams A and B through shared memory while
-the tensor cores work (the reads overlap the MMAs), but writes its C tile only
-after its main loop, and with one 256×128 block per SM nothing else runs on
-the SM meanwhile: every wave ends with all SMs storing their tiles at once, so
-the C store adds m·n·elem / HBM to the time instead of hiding behind it. For k
-≪ peak/HBM that is a large share: the store costs peak/(k·HBM) of the main
-loop, 146/k on an A100 (16 % for the 22B model's projection GEMM, k = 768
-under TP 8). Hopper's warp-specialized persistent kernels (CUTLASS 3.x
-``KernelTmaWarpSpecializedPingpong``/``Cooperative``, cuBLAS 12 on sm90) run
-one tile's epilogue while the next tile's main loop proceeds
-(``SystemSpec.gemm_store_overlap``):
+**Epilogue** (NVIDIA CUTLASS, ``media/docs/efficient_gemm.md``): a GEMM kernel
+streams A and B through shared memory while the tensor cores work (the reads
+overlap the MMAs), but writes its C tile only after its main loop: every tile
+then pays a fixed cost, its C tile stored at the SM's share of the HBM rate,
+that a short k loop cannot amortise (``store_overlap=False``): the C store
+adds m·n·c / HBM to the time instead of hiding behind it (c the bytes of a C
+element, :func:`out_elem`: 16-bit for FP8/FP4 inputs). For k ≪ peak/HBM that
+is a large share: the store costs peak/(k·HBM) of the main loop, 146/k on an
+A100 in BF16 (16 % for the 22B model's projection GEMM, k = 768 under TP 8).
+
+Hopper measures so too. DeepGEMM's FP8 GEMMs on an H800 SXM5 (deepseek-ai/DeepGEMM
+``README.md`` at commit 55ab91f, "Normal GEMMs for dense models", M = 4,096, BF16
+out) fall from 1,426 TFLOP/s at K = 16,384 to 1,168 at K = 2,048 and 751 at
+K = 512, and by the table's speedup column (1.3× at K = 16,384, 1.1× at K = 512)
+the warp-specialized persistent CUTLASS 3.6 kernels it compares with fall alike. The
+fixed cost per 128 × 256 tile that fits those two ends, about 2.9 µs, is the
+tile's 64 KiB BF16 store at 3.0 TB/s / 132 SMs. Priced so, with no constant
+fitted to the curve's shape (the main-loop rate taken at its K = 16,384 end,
+:func:`mma_efficiency`; ``tests/simulation/training/test_gemm_shape.py``), the five
+other dense rows are within 7.2 % (mean 3.5 % over six) and the four contiguous
+grouped-GEMM rows within 3.3 %, where the overlapped roofline is 81 % optimistic
+at K = 512.
+
+Blackwell's kernels (accumulators in tensor memory, double-buffered) do hide the
+store: the MAMF best shapes of B300 BF16 (12,288 × 18,432 × 1,024) and GB200 FP8
+(19,456 × 5,120 × 1,536) could not reach their measured rate with it exposed
+(:data:`simulation.training.system.GEMM_STORE_OVERLAP`).
 
 >>> t = gemm_time(np.array([2048.0]), np.array([2048.0]), np.array([128.0]),
 ...               np.array([12.0]), 2.0, 312e12 * 0.86, 2.039e12 * 0.9, 108,
 ...               store_overlap=False)
 >>> round(float(t[0]) * 1e6)     # 51 µs of MMAs (15 waves), then 101 MB of scores stored
 106
+
+A measured whole-GEMM rate (MAMF's best shape) includes that store where it is
+exposed; the tensor cores' own rate in the main loop (:func:`mma_efficiency`) is
+higher by the store's share at that shape, so the measured shape keeps its
+measured rate. H100 FP8, 1,402.6 TFLOP/s at 1,024 × 9,216 × 14,336 (FP8 out):
+
+>>> round(mma_efficiency(1402.6 / 1979, 1979e12, 3.35e12 * 0.9, 1024, 9216, 14336, 1.0), 4)
+0.7204
 """
 
 from __future__ import annotations
@@ -63,7 +85,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TILES", "gemm_time", "wave_efficiency"]
+__all__ = ["TILES", "gemm_time", "mma_efficiency", "out_elem", "wave_efficiency"]
 
 F64 = npt.NDArray[np.float64]
 TILES = ((256.0, 128.0), (128.0, 256.0))
@@ -95,19 +117,49 @@ def wave_efficiency(m: F64, n: F64, batch: F64, sms: int) -> F64:
     return out
 
 
+def out_elem(elem: float | F64) -> F64:
+    """Bytes of a C element: the operands' own, but 16-bit for FP8/FP4 inputs.
+
+    Transformer Engine's FP8 GEMMs write their output in the activations' BF16
+    (``transformer_engine.pytorch`` ``Linear``: FP8 inputs, high-precision output),
+    as DeepGEMM's do ("BF16 output", README); FP32 GEMMs write FP32.
+
+    >>> out_elem(np.array([4.0, 2.0, 1.0, 0.5])).tolist()
+    [4.0, 2.0, 2.0, 2.0]
+    """
+    out: F64 = np.maximum(np.asarray(elem, dtype=np.float64), 2.0)
+    return out
+
+
+def mma_efficiency(measured: float, peak_flops: float, bytes_s: float, m: float, n: float,
+                   k: float, c_elem: float) -> float:
+    """The tensor cores' fraction of peak in the main loop, from a measured GEMM rate.
+
+    ``measured`` is the whole GEMM's fraction of ``peak_flops`` at m×n×k (C of
+    ``c_elem`` bytes, stored after the main loop: module docstring, "Epilogue"):
+    t = 2mnk / (measured·peak), of which m·n·c / ``bytes_s`` is the store, so the
+    main loop runs at measured · t / (t − store). The measured shape's waves are
+    taken as full (the MAMF convention of :data:`~simulation.training.system.MATMUL_EFFICIENCY`).
+    """
+    t = 2.0 * m * n * k / (measured * peak_flops)
+    store = m * n * c_elem / bytes_s
+    return measured * t / (t - store)
+
+
 def gemm_time(m: F64, n: F64, k: F64, batch: F64, elem: float | F64, flops_s: F64 | float,
               bytes_s: float, sms: int, *, store_overlap: bool = True) -> F64:
     """Seconds for ``batch`` GEMMs of m×n×k: max(quantized compute, HBM traffic).
 
+    ``elem`` bytes per A / B element; C is written at :func:`out_elem`.
     ``store_overlap=False``: the C store is not hidden (module docstring,
     "Epilogue"): max(compute, A + B reads) + C bytes / HBM.
     """
     useful = 2.0 * m * n * k * batch
     compute = useful / (wave_efficiency(m, n, batch, sms) * flops_s)
+    c_bytes = out_elem(elem) * batch * m * n
+    reads = elem * batch * (m * k + k * n)
     if store_overlap:
-        traffic = elem * batch * (m * k + k * n + m * n) / bytes_s
-        out: F64 = np.maximum(compute, traffic)
+        out: F64 = np.maximum(compute, (reads + c_bytes) / bytes_s)
         return out
-    reads = elem * batch * (m * k + k * n) / bytes_s
-    stored: F64 = np.maximum(compute, reads) + elem * batch * m * n / bytes_s
+    stored: F64 = np.maximum(compute, reads / bytes_s) + c_bytes / bytes_s
     return stored

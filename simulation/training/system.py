@@ -40,6 +40,7 @@ from typing import Any
 
 from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
+from .gemm import mma_efficiency
 from .recipes import FP4_OVER_FP8
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
     "MATMUL_EFFICIENCY_BY_PRECISION",
+    "MAMF_SHAPE",
     "PRECISIONS",
     "BLOCK_SCALED_MMA",
     "SM_COUNT",
@@ -180,18 +182,39 @@ def flash_bwd_efficiency(slug: str, sms: int, bf16_tflops: float) -> float:
 
 
 GEMM_STORE_OVERLAP: dict[str, bool] = {
-    "h100-sxm5-80gb": True,
-    "h200-sxm-141gb": True,
-    "h800-sxm5-80gb": True,
+    "h100-sxm5-80gb": False,
+    "h200-sxm-141gb": False,
+    "h800-sxm5-80gb": False,
     "b200-sxm-180gb": True,
     "gb200-186gb": True,
     "gb300-288gb": True,
 }
 """Cards whose GEMM kernels hide the C store behind the next tile's main loop
-(:mod:`simulation.training.gemm`, "Epilogue"): Hopper's warp-specialized persistent
-kernels (NVIDIA CUTLASS 3.x, ``media/docs/efficient_gemm.md``, ping-pong and
-cooperative kernels; cuBLAS 12 on sm90). Others (A100: CUTLASS 2.x-style
+(:mod:`simulation.training.gemm`, "Epilogue"). Blackwell: True — its kernels keep the
+accumulators in tensor memory, double-buffered, and MAMF's best shapes need it: B300
+BF16 1,769 TFLOP/s at 12,288 × 18,432 × 1,024 (a 453 MB BF16 C, 63 µs at 7.2 TB/s, of
+262 µs) and GB200 FP8 3,615.6 at 19,456 × 5,120 × 1,536 would need main loops faster
+than the peak with the store exposed (``_MAMF``). Hopper: False — DeepGEMM's FP8
+GEMMs on an H800 (deepseek-ai/DeepGEMM README at 55ab91f, M = 4,096: 1,426 TFLOP/s at
+K = 16,384, 751 at K = 512; CUTLASS 3.6's persistent kernels 1.1–1.3× slower on the same
+shapes) lose per tile the time of its C store, as the model prices it with no constant
+fitted to the curve's shape (:mod:`.gemm`; ``tests/simulation/training/test_gemm_shape.py``:
+within 7.2 % on the dense rows, 3.3 % on the contiguous grouped ones). A100 (CUTLASS 2.x-style
 one-tile-per-block kernels): False."""
+
+MAMF_SHAPE: dict[str, dict[str, tuple[float, float, float, float]]] = {
+    "h100-sxm5-80gb": {"bf16": (6144, 2816, 17920, 3.35), "fp8": (1024, 9216, 14336, 3.35)},
+    "h800-sxm5-80gb": {"bf16": (6144, 2816, 17920, 3.35), "fp8": (1024, 9216, 14336, 3.35)},
+    "h200-sxm-141gb": {"bf16": (6144, 2816, 17920, 3.35), "fp8": (1280, 4096, 12032, 4.8)},
+}
+"""The shape (M, N, K) MAMF's rate was measured at and the measuring card's HBM TB/s,
+where the C store is exposed (``GEMM_STORE_OVERLAP`` False): the tensor cores' main-loop
+rate is the measured one plus the store's share at that shape
+(:func:`~simulation.training.gemm.mma_efficiency`; C in the input dtype, as mamf-finder
+allocates it). H100 BF16 792.1 at 6,144 × 2,816 × 17,920 (*ML Engineering*,
+compute/accelerator/README.md before commit e695968, "CUDA-12.1"; H200 and H800 share it,
+measured on an H100), H100 FP8 1,402.6 at 1,024 × 9,216 × 14,336, H200 FP8 1,453.4 at
+1,280 × 4,096 × 12,032 (``_MAMF``)."""
 
 SM_COUNT: dict[str, int] = {
     "a100-sxm-80gb": 108,
@@ -481,6 +504,18 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         # NVFP4 at 1.81x the FP8 rate (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)
         precision_eff["fp4"] = (FP4_OVER_FP8 * precision_eff.get("fp8", bf16_eff)
                                 * peaks["fp8"] / peaks["fp4"])
+    overlap = GEMM_STORE_OVERLAP.get(slug, False)
+    hbm_eff = 0.90  # SystemSpec.memory_efficiency's default
+    for key, (m, n, k, tbps) in ({} if overlap else MAMF_SHAPE.get(slug, {})).items():
+        # the measured rate includes the exposed C store: the main loop's is higher
+        # (C in the input dtype, as mamf-finder allocates it: 2 B for BF16, 1 B for FP8)
+        if key == "bf16":
+            bf16_eff = mma_efficiency(bf16_eff, peaks[key] * 1e12, tbps * 1e12 * hbm_eff,
+                                      m, n, k, 2.0)
+        elif key in peaks:
+            precision_eff[key] = mma_efficiency(precision_eff.get(key, bf16_eff),
+                                                peaks[key] * 1e12, tbps * 1e12 * hbm_eff,
+                                                m, n, k, 1.0)
     data: dict[str, Any] = {
         "accelerator": slug,
         "peak_tflops": peaks,
@@ -497,7 +532,7 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "flash_efficiency": FLASH_EFFICIENCY.get(slug, 0.0),
         "flash_bwd_efficiency": flash_bwd_efficiency(slug, SM_COUNT.get(slug, 0),
                                                      peaks["bf16"]),
-        "gemm_store_overlap": GEMM_STORE_OVERLAP.get(slug, False),
+        "gemm_store_overlap": overlap,
         "block_scaled_mma": BLOCK_SCALED_MMA.get(slug, "fp4" in peaks),
         "scale_up_domain": int(figures.get("nvlink_domain_cards") or 8),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,

@@ -272,9 +272,11 @@ def test_tp_backward_overlap_hides_the_column_parallel_all_reduces() -> None:
         assert hidden == pytest.approx(tp_b if not sp else tp_b / 2, rel=0.02)
 
 
-def test_gemm_store_follows_the_main_loop_on_ampere_not_on_hopper() -> None:
-    """C store after the main loop: + m·n·elem / HBM; with store_overlap the max roofline."""
+def test_gemm_store_follows_the_main_loop_on_ampere_and_hopper_not_on_blackwell() -> None:
+    """C store after the main loop: + m·n·elem / HBM; with store_overlap the max roofline
+    (Hopper: DeepGEMM's curve, ``test_gemm_shape.py``; Blackwell: MAMF's best shapes)."""
     from simulation.training.gemm import gemm_time
+    from simulation.training.validation import ACCELERATORS as VALIDATION_ACCELERATORS
 
     one = np.array([1.0])
     args = (8192 * one, 768 * one, 6144 * one, one, 2.0, 234e12, 1.835e12, 0)
@@ -283,7 +285,9 @@ def test_gemm_store_follows_the_main_loop_on_ampere_not_on_hopper() -> None:
     assert stored - hidden == pytest.approx(8192 * 768 * 2 / 1.835e12)
     assert system_for_accelerator(A100, 8).gemm_store_overlap is False
     h100 = dict(ACCELERATORS["h100-sxm5-80gb"])
-    assert system_for_accelerator(h100, 8).gemm_store_overlap is True
+    assert system_for_accelerator(h100, 8).gemm_store_overlap is False
+    b200 = dict(VALIDATION_ACCELERATORS["b200-sxm-180gb"])
+    assert system_for_accelerator(b200, 8).gemm_store_overlap is True
 
 
 def test_comm_tables_reproduce_the_collective_model() -> None:
