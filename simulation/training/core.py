@@ -105,8 +105,8 @@ from .models import ModelSpec
 from .recipes import CAST_KERNELS, GEMM_RATE, cast_bytes
 from .system import PRECISIONS, SystemSpec
 
-__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed", "kernel_rates",
-           "memory_arrays", "step_arrays"]
+__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed", "ep_unpaired_share",
+           "kernel_rates", "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -177,6 +177,9 @@ class Batch:
     ep_dualpipe: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """The overlap hides under the whole paired chunk (``Execution.ep_overlap_schedule``
     ``dualpipe``), not phase by phase."""
+    connections: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Hardware work queues (``Execution.cuda_max_connections``; 8 where not given): with
+    1 the overlap's kernels start in launch order (:func:`ep_overlap_exposed`)."""
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
     moe_sync: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
@@ -209,6 +212,8 @@ class Batch:
             self.moe_sync = np.ones(self.tp.size, dtype=np.bool_)
         if self.etp.size != self.tp.size:
             self.etp = self.tp.copy()
+        if self.connections.size != self.tp.size:
+            self.connections = np.full(self.tp.size, 8, dtype=np.int64)
         if self.domain.size != self.tp.size:
             self.domain = np.zeros(self.tp.size, dtype=np.int64)
 
@@ -220,7 +225,8 @@ class Batch:
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
 
 
-def ep_overlap_exposed(a2a: F64, fwd: F64, bwd: F64, mlp_f: F64, mlp_b: F64) -> F64:
+def ep_overlap_exposed(a2a: F64, fwd: F64, bwd: F64, mlp_f: F64, mlp_b: F64,
+                       one_queue: B8 | None = None) -> F64:
     """Exposed seconds of an MoE layer's four all-to-alls under the EP overlap.
 
     Megatron-Core's ``overlap_moe_expert_parallel_comm`` (the batch-level overlap of
@@ -256,10 +262,69 @@ def ep_overlap_exposed(a2a: F64, fwd: F64, bwd: F64, mlp_f: F64, mlp_b: F64) -> 
     1.0
     >>> float(np.maximum(8 - 3 - 5, 0.0))  # the whole-layer bound would hide it all
     0.0
+
+    **One hardware queue** (``one_queue``: ``CUDA_DEVICE_MAX_CONNECTIONS=1``,
+    ``Execution.cuda_max_connections``). With one connection every stream's work goes
+    through one hardware queue and starts in launch order: a kernel waiting on its
+    dependency (the previous kernel of its stream, or an event) holds back every kernel
+    launched after it (Megatron-LM issue 533, "It enforces the order of kernel execution
+    on GPU as the kernel queuing order from host"; Megatron-LM pull request 2719: the
+    overlap "requires CUDA_DEVICE_MAX_CONNECTIONS to be set to a relatively large value",
+    with 1 it is weakened; ``token_dispatcher.py`` moves the shared experts' fc1 "to
+    prevent the probs A2A block the launch of fc1 GEMM when CUDA_DEVICE_MAX_CONNECTIONS=1").
+    Megatron-Core launches a paired layer (``TransformerLayerSchedulePlan.run``) as
+    combine_bwd, attn_fwd, mlp_bwd, dispatch_fwd, mlp_bwd_dw, dispatch_bwd, mlp_fwd,
+    combine_fwd, attn_bwd. A compute node is a chain of kernels, so nothing launched after
+    it starts before its last kernel; a forward communication node has kernels after its
+    all-to-all (dispatch: the probs all-to-all after the tokens'; combine: the unpermute
+    and bias-dropout-add), so it too holds the queue until its all-to-all ends; a
+    backward one ends with its all-to-all (autograd's reverse order) and lets the next
+    node start beside it. Walking the queue: combine_bwd beside attn_fwd; dispatch_fwd
+    only after mlp_bwd and before mlp_bwd_dw (exposed); dispatch_bwd beside mlp_fwd;
+    combine_fwd before attn_bwd (exposed):
+
+        exposed = max(0, a − (fwd − mlp_f)) + max(0, a − mlp_f) + 2a
+
+    >>> q = np.array([True])
+    >>> float(ep_overlap_exposed(4 * one, 3 * one, 5 * one, 1 * one, 2 * one, q)[0])  # a = 1
+    2.0
+    >>> float(ep_overlap_exposed(8 * one, 3 * one, 5 * one, 1 * one, 2 * one, q)[0])  # a = 2
+    5.0
     """
     a = 0.25 * a2a
     out: F64 = (np.maximum(a - (fwd - mlp_f), 0.0) + np.maximum(2.0 * a - (mlp_f + mlp_b), 0.0)
                 + np.maximum(a - (bwd - mlp_b), 0.0))
+    if one_queue is not None and np.any(one_queue):
+        queued: F64 = (np.maximum(a - (fwd - mlp_f), 0.0) + np.maximum(a - mlp_f, 0.0)
+                       + 2.0 * a)
+        out = np.where(one_queue, queued, out)
+    return out
+
+
+def ep_unpaired_share(pp: I64, vpp: I64, m: F64) -> F64:
+    """Share of a stage's micro-batch chunks whose all-to-alls have no partner under the EP
+    overlap.
+
+    Megatron-Core pairs a forward with a backward only in the steady 1F1B state. Without a
+    pipeline (``combined_1f1b_schedule_for_no_pipelining``) the first micro-batch's
+    forward runs alone and the last one's backward too: 1 of m. With one
+    (``schedules.py``, interleaved; the overlap needs virtual stages) a rank r runs
+    W = 2(p − r − 1) + (v − 1)·p + 1 warm-up forwards (the "+ 1": "we schedule one extra
+    micro-batch forward step before the 1f1b stages" for the overlap) and as many
+    cool-down backwards alone, of its m·v chunks; the last stage (the model's critical
+    one, r = p − 1): W = (v − 1)·p + 1. The share is min(1, W / (m·v)).
+
+    >>> float(ep_unpaired_share(np.array([1]), np.array([1]), np.array([16.0]))[0])
+    0.0625
+    >>> float(ep_unpaired_share(np.array([4]), np.array([2]), np.array([16.0]))[0])  # 5 of 32
+    0.15625
+    >>> float(ep_unpaired_share(np.array([1]), np.array([1]), np.array([1.0]))[0])  # no partner
+    1.0
+    """
+    p = pp.astype(np.float64)
+    v = vpp.astype(np.float64)
+    warm = np.where(pp > 1, (v - 1.0) * p + 1.0, 1.0)
+    out: F64 = np.minimum(warm / (m * v), 1.0)
     return out
 
 
@@ -414,11 +479,15 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
             # router; the forward dispatch and the backward dispatch under the expert GEMMs
             # (backward, weight gradient, forward); the forward combine under the
             # backward's router and attention. DualPipe (``ep_dualpipe``): under the whole
-            # paired chunk. No partner with a single micro-batch
+            # paired chunk (no partner with a single micro-batch)
             phased = np.where(b.ep_dualpipe, np.maximum(a2a - (fwd + bwd), 0.0),
                               ep_overlap_exposed(a2a, fwd, bwd, k["moe_mlp_f"],
-                                                 k["moe_mlp_b"]))
-            exposed = np.where(b.ep_overlap & (m >= 2), phased, a2a)
+                                                 k["moe_mlp_b"], b.connections == 1))
+            # only the steady 1F1B pairs a forward with a backward: the warm-up forwards
+            # and as many cool-down backwards run alone (:func:`ep_unpaired_share`)
+            u = np.where(b.ep_dualpipe, np.where(m >= 2, 0.0, 1.0),
+                         ep_unpaired_share(b.pp, b.vpp, m))
+            exposed = np.where(b.ep_overlap, (1.0 - u) * phased + u * a2a, a2a)
             # the hidden part holds ``comm_sms`` SMs (DeepSeek-V3 §3.2.2: 20 of 132 SMs run
             # the dispatch and combine): the compute under it takes sm/(sm − c) as long
             if 0 < system.comm_sms < system.sm_count:

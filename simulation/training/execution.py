@@ -108,6 +108,16 @@ class Execution:
     :func:`.core.ep_overlap_exposed`); ``dualpipe``: hidden under the whole paired
     chunk's forward + backward (DeepSeek-V3 §3.2.1: with its SM split tuned, "both
     all-to-all and PP communication can be fully hidden")."""
+    cuda_max_connections: int = 8
+    """Hardware work queues per GPU (``CUDA_DEVICE_MAX_CONNECTIONS``, CUDA C programming
+    guide, 1 to 32). Only 1 is priced differently: every stream's kernels then start in
+    launch order, and under ``ep_overlap`` (schedule ``megatron``) the forward dispatch
+    and combine all-to-alls hold back the compute launched after them
+    (:func:`.core.ep_overlap_exposed`; Megatron-LM pull request 2719). Default 8: what
+    Megatron-Bridge's H100 Qwen3 235B recipes set with the all-to-all dispatcher and the
+    overlap (``perf_recipes/qwen/h100/qwen3_moe.py``); its Blackwell and DeepEP / HybridEP
+    recipes set 32 (``scripts/performance/utils/overrides.py``); 1 only where TP or CP
+    communication is overlapped without the all-to-all overlap."""
     fp8_recipe: str = "delayed"
     """How FP8 scales are found (:mod:`.recipes`): ``delayed``, ``current``,
     ``block`` (DeepSeek-V3's 1×128 / 128×128) or ``mx`` (MXFP8, Blackwell); only
@@ -243,13 +253,16 @@ def execution_from_params(
 
     dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
                         MOE_DISPATCHERS)
+    connections = integer(data.get("cuda_max_connections", 8), f"{path}cuda_max_connections",
+                          high=32)
     domain = data.get("nvlink_domain")
     nvlink_domain = 0 if domain is None or (type(domain) is int and domain == 0) else integer(
         domain, f"{path}nvlink_domain", high=MAX_SCALE_UP_DOMAIN)
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
-                   nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule, **flags)
+                   nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
+                   cuda_max_connections=connections, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

@@ -119,7 +119,9 @@ TABLE = validation_table()
 #: The figures reached (the test holds them: a change that makes them worse fails).
 # MOE_MEAN 0.545 → 0.559: the B200 Qwen3 235B row is priced as its run was, all-to-all
 # overlap on (Megatron-Bridge pull request 1760; validation.QWEN3_B200_2511), +121 → +148 %
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.196, 0.559, 1.94
+# MOE_MEAN 0.559 → 0.558: the overlap's warm-up and cool-down chunks have no partner
+# (core.ep_unpaired_share; the B200 Qwen3 235B and 26.02 H100 Qwen3 235B rows)
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.196, 0.558, 1.94
 
 
 def test_validation_table_sources_and_reached_error() -> None:
