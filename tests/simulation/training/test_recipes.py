@@ -224,6 +224,30 @@ def test_expert_all_to_all_sends_every_routed_copy() -> None:
     assert r["exposed_comm"]["ep"] == pytest.approx(4 * float(t[0]) * model.layers, rel=1e-9)
 
 
+def test_expert_all_to_all_across_servers_is_bound_by_the_nics() -> None:
+    """EP 32 over 4 DGX H100 (k = 8 ranks per NVLink domain, n = 4 domains, as the 25.11
+    Qwen3 235B row with expert TP 1 places them): the (k − 1)/ep of a rank's buffer that
+    stays on NVLink moves at the same time as the (ep − k)/ep that crosses its own 400 Gb/s
+    NIC, so a large all-to-all takes (ep − 1)·α + S·(ep − k)/ep / (NIC × 0.98) and its
+    busbw is (ep − 1)/ep · n/(n − 1) × the NIC's rate — the NCCL maintainer's multi-node
+    formula ("N/(N-1)x the bandwidth per GPU", NVIDIA/nccl-tests issue 130): 62.9 GB/s at
+    1 GiB. One EP rank per server (k = 1) is the NIC alone: busbw → 49 GB/s."""
+    from simulation.training.comm import CommModel
+
+    system = system_for_accelerator(H100, 256)
+    comm = CommModel(system)
+    nic = system.scale_out_gbps * 0.98 * 1e9 / 8  # InfiniBand protocol efficiency
+    alpha = system.scale_out_latency_us * 1e-6
+    S = 2.0**30
+    t = float(comm.time("alltoall", np.array([8]), np.array([4]), np.array([S]))[0])
+    assert t == pytest.approx(31 * alpha + S * 24 / 32 / nic, rel=1e-9)
+    busbw = S / t * 31 / 32
+    assert busbw / 1e9 == pytest.approx(62.9, abs=0.05)
+    assert busbw < 31 / 32 * 4 / 3 * nic
+    t1 = float(comm.time("alltoall", np.array([1]), np.array([32]), np.array([S]))[0])
+    assert t1 == pytest.approx(31 * alpha + S * 31 / 32 / nic, rel=1e-9)
+
+
 def test_search_tries_each_fp8_recipe_it_is_given() -> None:
     """``limits.fp8_recipe`` multiplies the FP8 configurations (one per recipe) and
     the vectorised prices agree with :func:`evaluate` one at a time; ``mx`` on an H100
