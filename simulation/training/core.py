@@ -183,8 +183,12 @@ class Batch:
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
     moe_sync: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
-    """MoE dispatch synchronises the host (``Execution.moe_dispatcher`` ``alltoall``,
-    the default where not given; :mod:`.dispatch`)."""
+    """MoE dispatch synchronises the host (``Execution.moe_dispatcher`` ``alltoall`` or
+    ``flex``, ``alltoall`` the default where not given; :mod:`.dispatch`)."""
+    moe_sort: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
+    """The dispatcher sorts the received tokens by local expert and back
+    (``moe_dispatcher`` ``alltoall`` only; :func:`.layer.moe_sort_elements`); where not
+    given, as ``moe_sync``."""
     etp: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
     domain: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -210,6 +214,8 @@ class Batch:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
         if self.moe_sync.size != self.tp.size:
             self.moe_sync = np.ones(self.tp.size, dtype=np.bool_)
+        if self.moe_sort.size != self.tp.size:
+            self.moe_sort = self.moe_sync.copy()
         if self.etp.size != self.tp.size:
             self.etp = self.tp.copy()
         if self.connections.size != self.tp.size:
@@ -392,7 +398,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                       flops_flash_bwd=rates["peak_flash_bwd"],
                       store_overlap=system.gemm_store_overlap, ep=ep,
                       eager=b.eager if np.any(b.eager) else False,
-                      etp=b.etp.astype(np.float64) if model.moe else None)
+                      etp=b.etp.astype(np.float64) if model.moe else None,
+                      moe_sort=b.moe_sort)
     t_gemm = k["fwd_gemm"]
     # FP8 / FP4 casts of the GEMM inputs (forward) and output gradients (backward)
     c_f, c_b = cast_elements(model, tokens, tp, b.sp)

@@ -82,11 +82,13 @@ of host time per layer and micro-batch (the bare 8 µs per kernel gave 2.0 ms fo
 
 ``Execution.moe_dispatcher``: ``alltoall`` (the default: the
 ``moe_token_dispatcher_type`` Megatron-Bridge's H100, B200 and B300 Qwen3 235B
-performance presets set; its GB200 / GB300 and Qwen3 30B presets use the HybridEP flex
-dispatcher with the router and the dispatch preprocessing CUDA-graphed, whose host
-synchronisation we did not check) prices this; ``device`` is a dispatch whose sizes
-stay on the GPU (a CUDA-graphed MoE layer, device-initiated grouped GEMMs), where the
-host runs ahead as in a dense layer.
+performance presets set) and ``flex`` (Megatron-Core's flex dispatcher: its GB200 / GB300
+presets use HybridEP with the router and the dispatch preprocessing CUDA-graphed; the
+permuted buffer is sized on the host, ``tokens_per_expert.sum()``, its full cost not
+checked) price this, ``flex`` with the same kernel count (its own is not counted) but
+without the sort by local expert (:func:`.layer.moe_sort_elements`); ``device`` is a
+dispatch whose sizes stay on the GPU (a CUDA-graphed MoE layer, device-initiated grouped
+GEMMs), where the host runs ahead as in a dense layer.
 """
 
 from __future__ import annotations
@@ -114,9 +116,13 @@ HOST_EXPERT_GEMM_S = 0.267e-3 / 8
 """Cost of issuing one expert GEMM through Transformer Engine's multi-stream cuBLASLt
 grouped GEMM: 0.267 ms for 8 negligible GEMMs on SM100 (TransformerEngine pull request
 3134; module docstring)."""
-MOE_DISPATCHERS = ("alltoall", "device")
-"""``Execution.moe_dispatcher``: host-synchronised (Megatron-Core's all-to-all
-dispatcher) or device-side sizes (no synchronisation)."""
+MOE_DISPATCHERS = ("alltoall", "flex", "device")
+"""``Execution.moe_dispatcher``: host-synchronised with the received tokens sorted by local
+expert (Megatron-Core's all-to-all dispatcher), host-synchronised without that sort
+(Megatron-Core's flex dispatcher, DeepEP or HybridEP: the tokens per expert read on the host
+to size the permuted buffer, ``tokens_per_expert.sum().item()`` in ``_DeepepManager``,
+``num_permuted_tokens`` in ``_HybridEPManager``), or device-side sizes (no synchronisation,
+no sort: e.g. HybridEP with the MoE layer CUDA-graphed)."""
 ATTENTION_KERNELS_FWD = 8.0
 MOE_KERNELS_FWD = 30.0
 MOE_KERNELS_BWD = 31.0

@@ -126,8 +126,10 @@ class Execution:
     """How an MoE layer's tokens reach their experts (:mod:`.dispatch`): ``alltoall``,
     Megatron-Core's all-to-all dispatcher, synchronises the host on the tokens per
     expert once per MoE layer, so the kernels after it are launch-bound where the
-    host is slower than the GPU; ``device``: the sizes stay on the GPU (CUDA-graphed
-    MoE, device-initiated grouped GEMMs), no synchronisation."""
+    host is slower than the GPU, and sorts the received tokens by local expert and back
+    (:func:`.layer.moe_sort_elements`); ``flex``, Megatron-Core's flex dispatcher (DeepEP,
+    HybridEP), synchronises likewise but does not sort; ``device``: the sizes stay on the
+    GPU (CUDA-graphed MoE, device-initiated grouped GEMMs), no synchronisation, no sort."""
     etp: int = 0
     """Expert tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``): each
     expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'

@@ -59,8 +59,8 @@ import numpy.typing as npt
 from .gemm import gemm_time
 from .models import ModelSpec
 
-__all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "cast_elements", "eager_elements", "layer_kernels",
-           "logit_kernels", "op_sac_mms"]
+__all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "MOE_SORT_PASSES", "cast_elements", "eager_elements",
+           "layer_kernels", "logit_kernels", "moe_sort_elements", "op_sac_mms"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
@@ -80,6 +80,53 @@ HBM pass per op, in bytes per element: RMSNorm ``x.float()`` 2 + 4, ``pow(2)`` 4
 elements); rotary ``float()`` 2 + 4, complex multiply 4 + 4, ``type_as`` 4 + 2 = 20 B
 (10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: 1.5×,
 as for the fused kernels (:data:`BWD_TRAFFIC`)."""
+
+
+MOE_SORT_PASSES = 4.0
+"""Elements moved per received routed token and hidden unit by Megatron-Core's all-to-all
+dispatcher's two sorts, forward (and again backward). ``MoEAlltoAllTokenDispatcher``
+(``megatron/core/transformer/moe/token_dispatcher.py``) receives its tokens grouped by
+source rank and, with more than one local expert, sorts them by local expert
+(``dispatch_postprocess``, "Permutation 2") and back before the combine
+(``combine_preprocess``, "Unpermutation 2"), each ``moe_utils.sort_chunks_by_idxs``: a
+gather that reads every received row and writes it (Transformer Engine's
+``fused_sort_chunks_by_index`` under ``moe_permute_fusion``, else ``torch.split`` +
+``torch.cat``) — 2 sorts × (read + write) = 4. Backward: autograd runs each sort's inverse
+on the gradient, one read + write again (Transformer Engine's kernel; ``torch.cat``'s
+backward takes views, the split's backward one ``cat``), so the backward moves the same 4,
+not the :data:`BWD_TRAFFIC` 1.5× of a kernel that reads a saved input. The routing
+probabilities sorted with the tokens (one FP32 value a row) are left out: 4 B beside a
+row's 2·h (8,192 B at h 4,096). Megatron-Core's flex dispatcher (DeepEP, HybridEP) has no
+such sort (DeepEP permutes the received tokens once, in place of the pre-dispatch permute;
+HybridEP's dispatch writes them expert-major)."""
+
+
+def moe_sort_elements(model: ModelSpec, tokens: F64, tp: F64, etp: F64 | float | None,
+                      ep: F64 | float) -> F64:
+    """Elements the all-to-all dispatcher's sorts move per layer and micro-batch, forward
+    (the backward moves as many): :data:`MOE_SORT_PASSES` × R·h on the MoE layers' share,
+    R = T·k·c·etp/tp the routed rows a card's experts receive (the grouped GEMMs' rows at
+    the mean load, after the all-gather over expert TP); none with one local expert
+    (E/ep = 1: Megatron-Core sorts only when ``num_local_experts > 1``) or a dense model.
+
+    >>> from simulation.training.models import MODELS
+    >>> m = MODELS["qwen3-235b-a22b"]                 # 128 experts, top-8, h 4,096
+    >>> one = np.array([1.0])
+    >>> el = moe_sort_elements(m, 4096 * one, 2 * one, 1.0, 32 * one)   # EP 32, ETP 1
+    >>> float(el[0]) == 4 * (4096 * 8 / 2) * 4096     # 2,048 local tokens × 8 copies
+    True
+    >>> float(moe_sort_elements(m, 4096 * one, 2 * one, 1.0, 128 * one)[0])  # 1 local expert
+    0.0
+    """
+    one = np.ones_like(np.asarray(tokens, dtype=np.float64))
+    if not model.moe:
+        return 0.0 * one
+    et = tp if etp is None else etp * one
+    rows = tokens * model.top_k * model.capacity_factor * et / tp
+    share = model.moe_layers / model.layers
+    local = model.experts / (ep * one)
+    out: F64 = np.where(local > 1.0, share * MOE_SORT_PASSES * rows * model.hidden, 0.0)
+    return out
 
 
 def op_sac_mms(model: ModelSpec) -> tuple[tuple[int, int, str, bool], ...]:
@@ -195,7 +242,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
                   flops_flash: F64 | None = None, store_overlap: bool = True,
                   ep: F64 | float = 1.0, eager: B8 | bool = False,
                   flops_flash_bwd: F64 | None = None,
-                  etp: F64 | float | None = None) -> dict[str, F64]:
+                  etp: F64 | float | None = None,
+                  moe_sort: B8 | bool = False) -> dict[str, F64]:
     """Seconds of one layer's kernels per micro-batch (arrays over configurations).
 
     ``tokens`` = b·s; ``flops`` the achievable FLOP/s of the projection/MLP
@@ -222,7 +270,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     forward of the mms op-level SAC recomputes (:func:`op_sac_mms`); moe_mlp_f /
     moe_mlp_b: an MoE layer's expert GEMMs (routed and shared, forward / backward; 0 on
     a dense model), the compute the EP all-to-all overlap pairs with the dispatch
-    (:mod:`.core`, ``ep_overlap``).
+    (:mod:`.core`, ``ep_overlap``). ``moe_sort``: the all-to-all dispatcher's sorts of
+    the received tokens by local expert and back (:func:`moe_sort_elements`), in
+    ``fwd_mem`` and once more (not 1.5×) in ``bwd_mem``.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
@@ -320,14 +370,16 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         moe = share * (2 * T * h * r * (1 + kc) + 2 * 2 * T * model.experts)
     fwd_mem = (per_h + act + rope + moe) * act_bytes / hbm
     core_mem = soft * act_bytes / hbm
+    # the all-to-all dispatcher's sorts by local expert: as many bytes backward as forward
+    sort = np.where(moe_sort, moe_sort_elements(model, T, tp, etp, ep), 0.0) * act_bytes / hbm
     return {
         "fwd_gemm": qkv_f + prj_f + mlp_f,
         "fwd_core": core_f,
-        "fwd_mem": fwd_mem,
+        "fwd_mem": fwd_mem + sort,
         "core_mem": core_mem,
         "bwd_gemm": qkv_b + prj_b + mlp_b,
         "bwd_core": core_b,
-        "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem),
+        "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem) + sort,
         "col_dgrad": qkv_d + up_d,
         "col_wgrad": qkv_w + up_w,
         "op_rc_gemm": op_rc,

@@ -16,6 +16,8 @@ agree), one row each, so a user sees where a layer's time goes:
   dropout);
 * the memory-bound ops (norms, bias-dropout-residual adds, activation, RoPE, MoE token
   permute / unpermute and router softmax) at HBM speed, backward 1.5× their bytes;
+  with the all-to-all dispatcher the expert sort + unsort
+  (:func:`~simulation.training.layer.moe_sort_elements`), backward 1× its bytes;
 * the FP8 / FP4 casts of :mod:`.recipes`;
 * the launch floor: the back-to-back kernel gaps of the layer (:data:`.core.KERNEL_GAP_S`).
 
@@ -39,7 +41,7 @@ from .core import (
     kernel_rates,
 )
 from .gemm import gemm_time
-from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements, eager_elements
+from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements, eager_elements, moe_sort_elements
 from .models import ModelSpec
 from .recipes import CAST_KERNELS, cast_bytes
 from .system import SystemSpec
@@ -163,6 +165,12 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
         mem("token permute + unpermute", 2 * T * h * r * (1 + kc), share)
         et = float(one_b.etp[0])  # expert TP (Megatron-Core's default: tp)
         tok = T * model.top_k * model.rank_load * ep * (et / tp) / E  # the slowest EP rank's
+        if bool(one_b.moe_sort[0]):  # the all-to-all dispatcher's sorts (layer.MOE_SORT_PASSES)
+            sb = act * float(moe_sort_elements(model, np.array([T]), np.array([tp]), et,
+                                               ep)[0])
+            for phase, sfx in (("forward", ""), ("backward", " (backward)")):
+                add("expert sort + unsort" + sfx, phase, "memory", "bf16", 0.0, sb, sb / hbm,
+                    "memory")
         gemm("experts up (grouped)", tok, n_up * f / et, h, E / ep, elem, g_rate, dtype, share)
         mem("experts activation", act_el * T * kc * f / tp, share)
         gemm("experts down (grouped)", tok, h, f / et, E / ep, elem, g_rate, dtype, share)

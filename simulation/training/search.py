@@ -309,7 +309,8 @@ def execution_at(batch: Batch, i: int) -> Execution:
         ep_overlap=bool(batch.ep_overlap[i]),
         ep_overlap_schedule="dualpipe" if batch.ep_dualpipe[i] else "megatron",
         cuda_max_connections=int(batch.connections[i]),
-        moe_dispatcher="alltoall" if batch.moe_sync[i] else "device",
+        moe_dispatcher=("alltoall" if batch.moe_sort[i] else
+                        "flex" if batch.moe_sync[i] else "device"),
         etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),

@@ -91,7 +91,9 @@ def batch_of(executions: list[Execution]) -> Batch:
         ep_dualpipe=np.array([e.ep_overlap_schedule == "dualpipe" for e in executions],
                              dtype=np.bool_),
         connections=col("cuda_max_connections", np.int64),
-        moe_sync=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
+        moe_sync=np.array([e.moe_dispatcher in ("alltoall", "flex") for e in executions],
+                          dtype=np.bool_),
+        moe_sort=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
         etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
         domain=col("nvlink_domain", np.int64),
     )

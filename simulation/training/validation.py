@@ -141,12 +141,16 @@ DEEPSEEK_SOURCE = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report (arXiv 2412.1
                    "PP 16, EP 64 over 8 nodes, ZeRO-1, DualPipe, FP8 1×128 / 128×128 "
                    "(§3.2-3.3), batch 15,360 × 4,096 tokens (§4.2)")
 DEEPSEEK_TRAINING: tuple[tuple[str, Any], ...] = (
-    ("fp8_recipe", "block"), ("ep_overlap", True), ("ep_overlap_schedule", "dualpipe"))
+    ("fp8_recipe", "block"), ("ep_overlap", True), ("ep_overlap_schedule", "dualpipe"),
+    ("moe_dispatcher", "flex"))
 """What DeepSeek-V3's report states beyond the layout: FP8 with 1×128 activation and
 128×128 weight tiles (§3.3.1, :mod:`.recipes` ``block``); DualPipe overlaps the
 dispatch and combine all-to-alls with the paired micro-batch's compute (§3.2.1,
 ``ep_overlap``; the report: "both all-to-all and PP communication can be fully hidden",
-``ep_overlap_schedule`` ``dualpipe``: under the whole paired chunk). The micro-batch is
+``ep_overlap_schedule`` ``dualpipe``: under the whole paired chunk). Its all-to-all is
+its own dispatch and combine kernels (§3.2.2), not Megatron-Core's all-to-all dispatcher
+and its sort by local expert: ``moe_dispatcher`` ``flex`` (the host synchronisation kept,
+as before). The micro-batch is
 not stated: 1 sequence (the model's assumption). Not priced: the multi-token-prediction
 module (D = 1, §2.2), in the measured hours; DualPipe's smaller bubble; node-limited
 routing (≤ 4 nodes per token)."""
@@ -156,6 +160,16 @@ QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
 ``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
 other micro-batch's compute: ``ep_overlap``). The earlier preset file
 (``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
+HYBRIDEP_2511: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "flex"),)
+"""Megatron-Bridge's 25.11 GB200 and GB300 Qwen3 (30B-A3B, 235B-A22B) and DeepSeek-V3 presets
+set ``moe_flex_dispatcher_backend="hybridep"`` (``scripts/performance/configs/qwen/
+qwen3_workload_base_configs.py`` and ``deepseek/deepseek_workload_base_configs.py`` at
+commit 267f8bb, 2025-12-03; ``configs/qwen3/`` and ``configs/deepseek/`` at tag ``v0.2.0``),
+which ``apply_flex_dispatcher_backend`` turns into ``moe_token_dispatcher_type = "flex"``:
+Megatron-Core's flex dispatcher (``moe_dispatcher`` ``flex``), whose HybridEP dispatch
+writes the received tokens expert-major, so the all-to-all dispatcher's sort by local
+expert (:func:`.layer.moe_sort_elements`) is not run. Their B200 and H100 presets and
+every GPT-OSS preset set no flex backend (the ``alltoall`` default)."""
 QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (("ep_overlap", True),)
 """The 25.11 B200 Qwen3 235B MXFP8 run had the all-to-all overlap on: Megatron-Bridge pull
 request 1760 (merged 2025-12-17), "Update Qwen3 235B A22B B200 performance recipe to
@@ -326,15 +340,19 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
               tokens_per_gpu=15876, system="GB200"),
     ModernRun("qwen3-30b-a3b", "gb200-186gb", 8, "FP8-MX", 512, 4, ep=8,
-              tokens_per_gpu=23766, system="GB200"),
+              tokens_per_gpu=23766, system="GB200",
+              settings=HYBRIDEP_2511),
     ModernRun("qwen3-235b-a22b", "gb200-186gb", 256, "BF16", 8192, 1, pp=8, vp=3, ep=32,
-              tokens_per_gpu=4916, system="GB200"),
+              tokens_per_gpu=4916, system="GB200",
+              settings=HYBRIDEP_2511),
     ModernRun("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 4, ep=8,
-              tokens_per_gpu=28934, system="GB300"),
+              tokens_per_gpu=28934, system="GB300",
+              settings=HYBRIDEP_2511),
     ModernRun("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 2, ep=64, seq=8192,
               tokens_per_gpu=18347, system="GB300"),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
-              tokens_per_gpu=6131, system="GB300"),
+              tokens_per_gpu=6131, system="GB300",
+              settings=HYBRIDEP_2511),
     # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1, the
     # recipes' expert_tensor_parallel_size); the GBS-8192 ("V2") H100 recipe also sets
     # moe_a2a_overlap (:data:`QWEN3_H100_V2`), the GBS-2048 preset of before did not
@@ -345,13 +363,17 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     # DeepSeek-V3 without its multi-token-prediction module (the 25.11 "w/o MTP" rows;
     # multi-head latent attention, 1 shared + 256 routed experts)
     ModernRun("deepseek-v3", "gb300-288gb", 256, "BF16", 4096, 1, pp=2, vp=4, ep=32,
-              tokens_per_gpu=3848, system="GB300"),
+              tokens_per_gpu=3848, system="GB300",
+              settings=HYBRIDEP_2511),
     ModernRun("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 1, pp=2, vp=4, ep=32,
-              tokens_per_gpu=4357, system="GB300"),
+              tokens_per_gpu=4357, system="GB300",
+              settings=HYBRIDEP_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "BF16", 4096, 1, pp=4, vp=4, ep=64,
-              tokens_per_gpu=3139, system="GB200"),
+              tokens_per_gpu=3139, system="GB200",
+              settings=HYBRIDEP_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, pp=8, vp=4, ep=32,
-              tokens_per_gpu=4018, system="GB200"),
+              tokens_per_gpu=4018, system="GB200",
+              settings=HYBRIDEP_2511),
     # DeepSeek-V3's own pre-training: 10^12 tokens / (180,000 GPU-hours × 3,600 s)
     ModernRun("deepseek-v3", "h100-sxm5-80gb", 2048, "FP8-block", 15360, 1, pp=16, ep=64,
               tokens_per_gpu=1e12 / (180e3 * 3600), release="report", system="H800",
@@ -433,22 +455,29 @@ def release_table() -> list[dict[str, Any]]:
 
 
 def _m26(model: str, acc: str, gpus: int, precision: str, gbs: int, mbs: int, tok: float,
-         system: str, ep: int, pp: int = 1, vp: int = 1) -> ModernRun:
+         system: str, ep: int, pp: int = 1, vp: int = 1, flex: bool = False) -> ModernRun:
     return ModernRun(model, acc, gpus, precision, gbs, mbs, pp=pp, vp=vp, ep=ep,
-                     tokens_per_gpu=tok, release="26.02", system=system)
+                     tokens_per_gpu=tok, release="26.02", system=system,
+                     settings=(("moe_dispatcher", "flex"),) if flex else ())
 
 
 MOE_2602_RUNS: tuple[ModernRun, ...] = (
-    _m26("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 2, 4612, "GB300", 32, pp=2, vp=8),
-    _m26("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, 3955, "GB200", 64, pp=4, vp=4),
+    _m26("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 2, 4612, "GB300", 32, pp=2, vp=8,
+         flex=True),
+    _m26("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, 3955, "GB200", 64, pp=4, vp=4,
+         flex=True),
     _m26("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 4, 19412, "GB300", 64),
     _m26("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 4, 15784, "GB200", 64),
     _m26("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 1280, 4, 8047, "DGX-B200", 64),
-    _m26("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 8, 30376, "GB300", 8),
+    _m26("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 8, 30376, "GB300", 8,
+         flex=True),
     _m26("qwen3-30b-a3b", "h100-sxm5-80gb", 16, "FP8-CS", 1024, 1, 5113, "DGX-H100", 8, pp=2,
-         vp=12),
-    _m26("qwen3-235b-a22b", "gb300-288gb", 256, "FP8-MX", 8192, 2, 6583, "GB300", 32, pp=4),
-    _m26("qwen3-235b-a22b", "gb200-186gb", 256, "FP8-MX", 8192, 1, 5448, "GB200", 32, pp=8),
+         vp=12,
+         flex=True),
+    _m26("qwen3-235b-a22b", "gb300-288gb", 256, "FP8-MX", 8192, 2, 6583, "GB300", 32, pp=4,
+         flex=True),
+    _m26("qwen3-235b-a22b", "gb200-186gb", 256, "FP8-MX", 8192, 1, 5448, "GB200", 32, pp=8,
+         flex=True),
     _m26("qwen3-235b-a22b", "b200-sxm-180gb", 256, "FP8-MX", 8192, 1, 3805, "DGX-B200", 8,
          pp=8),
 )
@@ -457,8 +486,14 @@ MOE_2602_RUNS: tuple[ModernRun, ...] = (
 parts :data:`ACCELERATORS` holds (the DGX-B300 rows and the B200 DeepSeek-V3 row, whose
 multi-token-prediction module the table does not state, are left out); the two already
 in :data:`MODERN_RUNS` (H100 GPT-OSS, H100 Qwen3 235B) are not repeated. The recipes'
-settings for these rows were not checked: priced with the defaults (all-to-all
-dispatcher, no all-to-all overlap, recomputation by the fidelity rule). Kept out of
+settings for these rows were not checked beyond the dispatcher: priced with the defaults
+(no all-to-all overlap, recomputation by the fidelity rule) and the all-to-all dispatcher,
+except where Megatron-Bridge's 26.02 presets (tag ``v0.3.0``, 2026-02-26,
+``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` and
+``deepseek/deepseek_workload_base_configs.py``) set a flex backend — HybridEP for the GB200
+/ GB300 Qwen3 and DeepSeek-V3 presets, DeepEP for the H100 Qwen3 30B-A3B ones
+(``moe_dispatcher`` ``flex``, ``flex=True`` here); its B200 Qwen3 235B and GPT-OSS presets
+set none. Kept out of
 :func:`validation_table` and its means — a check on layouts the table was not built on."""
 
 

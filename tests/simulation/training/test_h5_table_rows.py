@@ -53,17 +53,20 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
     assert run.regression == QWEN3_B200_REGRESSION
     row = next(t for t in TABLE if t["run"] == run.name)
     assert row["regression"] and row["fits"]
-    # the model hides the all-to-all the publisher found slower to overlap: +148 %
-    assert 1.45 < row["error"] < 1.50
+    # the model hides the all-to-all the publisher found slower to overlap: +141 % (+148 %
+    # before the all-to-all dispatcher's sorts by local expert were priced)
+    assert 1.38 < row["error"] < 1.43
     without = 1024 * 4096 / 64 / 16.9  # the fixed recipe, overlap and VP off
     assert without / run.tokens_per_gpu == pytest.approx(1.19, abs=0.01)
 
 
 def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
     """Megatron-Bridge's 26.02 MoE rows in layouts the 25.11 table lacks (ten, on parts the
-    model has), priced with the defaults: every one fits and is optimistic, +17 to +204 %,
-    mean 62.8 % — the MoE gap of the 56-row table (55.9 %) is not an artefact of its rows.
-    The bounds are the figures reached."""
+    model has), priced with the defaults but for the dispatcher (the flex one where the 26.02
+    presets set it): every one fits and is optimistic, +17 to +204 %, mean 60.7 % (62.8 %
+    before the all-to-all dispatcher's sorts by local expert were priced) — the MoE gap of
+    the 56-row table (53.6 %) is not an artefact of its rows. The bounds are the figures
+    reached."""
     from simulation.training.validation import MOE_2602_RUNS, moe_2602_table
 
     rows = moe_2602_table()
@@ -74,4 +77,4 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
 
     assert not {key(r) for r in MODERN_RUNS} & {key(r) for r in MOE_2602_RUNS}
     assert all(0.16 < r["error"] <= 2.04 for r in rows)
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.628
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.608

@@ -19,7 +19,7 @@ from simulation.training.validation import (
 
 TABLE = nemo_2407_table()
 #: The figures reached (a change that makes them worse fails).
-MEAN, LOW, HIGH = 0.202, 0.14, 0.24
+MEAN, LOW, HIGH = 0.155, 0.10, 0.20
 
 
 def test_the_gpt3_rows_give_the_tables_model_tflops() -> None:
@@ -38,8 +38,9 @@ def test_the_gpt3_rows_give_the_tables_model_tflops() -> None:
 
 def test_the_issues_h100_fp8_layouts_are_optimistic_by_the_error_reached() -> None:
     """GPT-3 175B on 128 / 512 H100s (TP 4, PP 8, VP 6), Llama 3 8B with CP 2, Llama 3 70B
-    with CP 2 and an interleaved pipeline: every one fits and is optimistic by +14.6 to
-    +23.9 % (mean 20.1 %; issue 23 found +15 to +41 %, mean 26 %, on these layouts), where
+    with CP 2 and an interleaved pipeline: every one fits and is optimistic by +10.8 to
+    +19.3 % (mean 15.4 %; 20.1 % before the Hopper GEMMs' C store was priced; issue 23
+    found +15 to +41 %, mean 26 %, on these layouts), where
     the 25.11 Megatron-Bridge rows on the same cards are within +15 %."""
     assert len(TABLE) == 4
     for r in TABLE:

@@ -49,10 +49,12 @@ def test_host_sync_makes_the_layer_launch_bound_where_the_host_is_slower() -> No
     Engine's multi-stream grouped GEMM, TransformerEngine pull request 3134) and the other
     72 at 8 µs; the GPU time is the layer's kernels, exposed TP and half its exposed
     all-to-all. With ``moe_dispatcher = device`` (no synchronisation) the layer is the
-    GPU's. Closed form on the per-layer forward and backward."""
+    GPU's. The flex dispatcher synchronises as the all-to-all one does but has no sort by
+    local expert, so flex − device is the host wait alone. Closed form on the per-layer
+    forward and backward."""
     lay = {"global_batch": 64, "micro_batch": 1, "ep": 8, "precision": "fp8", "fp8_recipe": "mx"}
     dev = _run(B200, 8, moe_dispatcher="device", **lay)
-    syn = _run(B200, 8, **lay)
+    syn = _run(B200, 8, moe_dispatcher="flex", **lay)
     per = dev["micro_batches"] * QWEN.layers
     half_a2a = 0.5 * dev["exposed_comm"]["ep"] / per
     n_f, n_b = (float(x) for x in moe_layer_kernels(16.0, True, 2.0))
@@ -96,7 +98,7 @@ def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> No
     """Four sequences per micro-batch on H100s: the layer's GPU time exceeds its host
     time, so the synchronisation costs nothing; a dense model has no dispatcher."""
     lay = {"global_batch": 32, "micro_batch": 4, "ep": 8, "precision": "bf16"}
-    assert _run(H100, 8, **lay)["step_time_s"] == pytest.approx(
+    assert _run(H100, 8, moe_dispatcher="flex", **lay)["step_time_s"] == pytest.approx(
         _run(H100, 8, moe_dispatcher="device", **lay)["step_time_s"], rel=1e-12
     )
     llama = MODELS["llama3-8b"]
@@ -106,7 +108,45 @@ def test_host_sync_hides_behind_a_long_gpu_layer_and_spares_dense_models() -> No
     )
     with pytest.raises(TrainingInputError) as exc:
         execution_from_params({"global_batch": 8, "moe_dispatcher": "deepep"}, 8, QWEN)
-    assert exc.value.field == "moe_dispatcher" and "alltoall, device" in str(exc.value)
+    assert exc.value.field == "moe_dispatcher" and "alltoall, flex, device" in str(exc.value)
+
+
+def test_the_all_to_all_dispatchers_sorts_move_the_routed_tokens_twice_each_way() -> None:
+    """Megatron-Core's ``MoEAlltoAllTokenDispatcher`` sorts the received tokens by local
+    expert after the all-to-all and back before the combine (``sort_chunks_by_idxs``, a
+    read and a write of every routed row each): 4·R·h elements forward and again backward
+    (the inverse sorts on the gradients), R = T·k·etp/tp the rows the card's experts get.
+    Qwen3-30B-A3B on 8 H100s, EP 8, BF16, 4 sequences: the all-to-all dispatcher's layer is
+    the flex dispatcher's (DeepEP / HybridEP: no sort) + 4·T·k·h·2 B / HBM rate each way,
+    the difference listed as the layer's "expert sort + unsort" rows; none with one local
+    expert, none on a dense model."""
+    from simulation.training.core import kernel_rates
+    from simulation.training.layer import MOE_SORT_PASSES, moe_sort_elements
+    from simulation.training.step import batch_of
+
+    lay = {"global_batch": 32, "micro_batch": 4, "ep": 8, "precision": "bf16"}
+    a2a = _run(H100, 8, **lay)
+    flex = _run(H100, 8, moe_dispatcher="flex", **lay)
+    ex = execution_from_params(lay, 8, QWEN)
+    hbm = float(kernel_rates(QWEN, system_for_accelerator(H100, 8), batch_of([ex]))["hbm"][0])
+    T = 4 * 4096.0
+    assert MOE_SORT_PASSES == 4.0
+    sort_b = 4 * T * QWEN.top_k * QWEN.hidden * 2.0  # every layer of Qwen3 30B is MoE
+    for phase in ("forward", "backward"):
+        assert a2a["layer"][phase] - flex["layer"][phase] == pytest.approx(sort_b / hbm,
+                                                                          rel=1e-9)
+    rows = [o for o in a2a["layer_ops"] if o["op"].startswith("expert sort")]
+    assert [o["phase"] for o in rows] == ["forward", "backward"]
+    assert all(o["bytes"] == pytest.approx(sort_b) and o["bound"] == "memory" for o in rows)
+    assert not [o for o in flex["layer_ops"] if o["op"].startswith("expert sort")]
+    assert a2a["step_time_s"] > flex["step_time_s"]
+    one = np.array([1.0])
+    # expert TP = TP 4 under SP: the routed rows all-gathered over etp, T·k of them
+    q235 = MODELS["qwen3-235b-a22b"]
+    el = moe_sort_elements(q235, T * one, 4 * one, 4.0, 8 * one)
+    assert float(el[0]) == 4 * T * q235.top_k * q235.hidden
+    assert float(moe_sort_elements(QWEN, T * one, one, None, 128 * one)[0]) == 0.0
+    assert float(moe_sort_elements(MODELS["llama3-8b"], T * one, one, None, one)[0]) == 0.0
 
 
 def test_expert_tp_defaults_to_tp_and_is_checked_on_its_field() -> None:

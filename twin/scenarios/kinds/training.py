@@ -141,8 +141,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                    "(DeepSeek-V3's 1×128 / 128×128) or mx (MXFP8, Blackwell); fp4 is NVFP4."),
     "moe_dispatcher": ("MoE token dispatcher", "alltoall: Megatron-Core's, which waits on the "
                        "host for the tokens per expert once per MoE layer (its kernels then "
-                       "launch-bound where the host is slower); device: sizes stay on the GPU "
-                       "(CUDA-graphed MoE)."),
+                       "launch-bound where the host is slower) and which sorts the received "
+                       "tokens by local expert; flex: DeepEP / HybridEP, the same wait, no "
+                       "sort; device: sizes stay on the GPU (CUDA-graphed MoE)."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
     "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
