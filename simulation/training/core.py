@@ -103,7 +103,14 @@ from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
 from .models import ModelSpec
 from .recipes import CAST_KERNELS, GEMM_RATE, cast_bytes
-from .system import PRECISIONS, SystemSpec
+from .system import (
+    FLASH_HEAD_DIM_CARDS,
+    FLASH_HEAD_DIM_RATE_BWD,
+    FLASH_HEAD_DIM_RATE_FWD,
+    PRECISIONS,
+    SystemSpec,
+    flash_head_dim_factor,
+)
 
 __all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed", "ep_unpaired_share",
            "kernel_rates", "memory_arrays", "step_arrays"]
@@ -343,7 +350,8 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     at the run's precision, recipe (MXFP8's kernel at 0.951 of per-tensor FP8's,
     :data:`.recipes.MX_GEMM_RATE`) and clock; ``peak_core`` and ``peak_flash`` the attention
     core's (16-bit under FP8/FP4, :mod:`.recipes`; flash at its measured fraction;
-    ``peak_flash_bwd`` its backward's, ``SystemSpec.flash_bwd_efficiency``);
+    ``peak_flash_bwd`` its backward's, ``SystemSpec.flash_bwd_efficiency``; both at the
+    model's head dim, :func:`~.system.flash_head_dim_factor`));
     ``hbm`` achievable B/s; ``act_scale`` 2 for FP32 activations; ``tokens`` per
     micro-batch and card (b·s/cp); ``elem`` bytes per GEMM operand; ``low`` 1 where
     the GEMM inputs are cast (FP8 / FP4).
@@ -355,13 +363,20 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     low = b.precision >= PRECISIONS.index("fp8")
     flash_eff = system.flash_efficiency or system.efficiency("bf16")
     flash_bwd = system.flash_bwd_efficiency or flash_eff
+    # the kernel's rate at the model's head dim (the measured figures are at 128) on the
+    # cards where TE runs cuDNN's kernel; MLA's 192 / 128 heads at their mean
+    if system.accelerator in FLASH_HEAD_DIM_CARDS:
+        d_att = (model.qk_dim + model.v_dim) / 2.0
+        flash_bwd *= flash_head_dim_factor(d_att, FLASH_HEAD_DIM_RATE_BWD)
+        flash_eff *= flash_head_dim_factor(d_att, FLASH_HEAD_DIM_RATE_FWD)
+    att_raw = np.where(low, raw[1], raw[b.precision]) * clock
     return {
         "clock": clock,
         "peaks": peaks,
         "peak_gemm": peaks[b.precision] * _GEMM_RATE[b.recipe] * clock,
         "peak_core": np.where(low, peaks[1], peaks[b.precision]) * clock,
-        "peak_flash": np.where(low, raw[1], raw[b.precision]) * flash_eff * clock,
-        "peak_flash_bwd": np.where(low, raw[1], raw[b.precision]) * flash_bwd * clock,
+        "peak_flash": att_raw * flash_eff,
+        "peak_flash_bwd": att_raw * flash_bwd,
         "hbm": np.array([system.hbm_tbps * 1e12 * system.memory_efficiency]),
         "act_scale": np.where(b.precision == 0, 2.0, 1.0),
         "tokens": b.mb.astype(np.float64) * model.seq_len / b.cp.astype(np.float64),

@@ -47,6 +47,9 @@ __all__ = [
     "FLASH_BWD_SMEM_BOUND",
     "FLASH_BWD_TFLOPS_PER_SM",
     "FLASH_EFFICIENCY",
+    "FLASH_HEAD_DIM_CARDS",
+    "FLASH_HEAD_DIM_RATE_BWD",
+    "FLASH_HEAD_DIM_RATE_FWD",
     "GEMM_STORE_OVERLAP",
     "MATMUL_EFFICIENCY",
     "MATMUL_EFFICIENCY_BY_PRECISION",
@@ -57,6 +60,7 @@ __all__ = [
     "SystemSpec",
     "default_clock_power",
     "flash_bwd_efficiency",
+    "flash_head_dim_factor",
     "system_for_accelerator",
     "with_scale_up_domain",
 ]
@@ -179,6 +183,67 @@ def flash_bwd_efficiency(slug: str, sms: int, bf16_tflops: float) -> float:
     if slug not in FLASH_BWD_SMEM_BOUND or sms <= 0 or bf16_tflops <= 0:
         return 0.0
     return min(FLASH_BWD_TFLOPS_PER_SM * sms / bf16_tflops, 1.0)
+
+
+FLASH_HEAD_DIM_RATE_FWD: dict[int, float] = {64: 388.0 / 539.0, 128: 1.0, 256: 509.0 / 539.0}
+"""The attention forward's rate at head dim d over its rate at head dim 128 (the dim
+:data:`FLASH_EFFICIENCY` was measured at): cuDNN's fused attention on an H100 SXM5, causal,
+16k tokens — 388 TFLOP/s at head dim 64, 539 at 128, 509 at 256 (Shah et al. 2024,
+FlashAttention-3, Fig. "Attention forward speed, head dim 64 / 128 / 256 (H100 80GB SXM5)",
+the cuDNN bars, panels (b), (d), (f)). cuDNN because it is the kernel Transformer Engine
+runs on Hopper and Blackwell when both it and FlashAttention qualify
+(``transformer_engine/pytorch/attention/dot_product_attention/utils.py``: "Disabling
+FlashAttention to give FusedAttention preference on Hopper+"), and the only one that
+runs a learnable-sink softmax (GPT-OSS; below). Why a smaller head is slower per FLOP:
+each score element costs one exponential and one online-softmax rescale whatever d is,
+while its GEMM work is 4·d FLOPs, so at d = 64 the non-matmul units carry twice the load
+per FLOP. Between the three measured dims :func:`flash_head_dim_factor` interpolates
+linearly; outside them it holds the end value. Blackwell has no published per-head-dim
+measurement of its cuDNN kernel: the Hopper ratio is applied there too (an assumption,
+and a generous one: FlashAttention-4's paper finds Blackwell's exponential units, not its
+tensor cores, the forward's bound already at d = 128)."""
+
+FLASH_HEAD_DIM_RATE_BWD: dict[int, float] = {64: 432.0 / 518.0, 128: 1.0}
+"""The attention backward's rate at head dim d over its rate at 128: cuDNN on an H100
+SXM5, 8k tokens, 432 TFLOP/s at head dim 64 and 518 at 128 (Shah et al. 2024,
+FlashAttention-3, Fig. "Attention backward speed, head dim 64 / 128 (H100 80GB SXM5)",
+the cuDNN bars; 518 is :data:`FLASH_BWD_TFLOPS_PER_SM`'s figure). No backward figure above
+128 is used: larger heads keep 128's rate. Applied to the Blackwell backward
+(:func:`flash_bwd_efficiency`) as well, by the same assumption as the forward's."""
+
+
+FLASH_HEAD_DIM_CARDS = ("h100-sxm5-80gb", "h200-sxm-141gb", "h800-sxm5-80gb",
+                        "b200-sxm-180gb", "gb200-186gb", "gb300-288gb")
+"""Cards whose attention rate is scaled by head dim (:data:`FLASH_HEAD_DIM_RATE_FWD`): the
+Hopper and Blackwell parts, where Transformer Engine runs cuDNN's kernel. Others (A100:
+FlashAttention-2's "up to 73 %", Dao 2023) keep their figure at every head dim."""
+
+
+def flash_head_dim_factor(d: float, table: Mapping[int, float]) -> float:
+    """The attention kernel's rate at head dim ``d`` over its rate at 128 (``table``:
+    :data:`FLASH_HEAD_DIM_RATE_FWD` or :data:`FLASH_HEAD_DIM_RATE_BWD`): linear between the
+    measured dims, the end value outside them.
+
+    >>> round(flash_head_dim_factor(64, FLASH_HEAD_DIM_RATE_FWD) * 539, 1)  # the figure
+    388.0
+    >>> flash_head_dim_factor(128, FLASH_HEAD_DIM_RATE_FWD)
+    1.0
+    >>> round(flash_head_dim_factor(96, FLASH_HEAD_DIM_RATE_FWD), 4)  # halfway 64 → 128
+    0.8599
+    >>> round(flash_head_dim_factor(32, FLASH_HEAD_DIM_RATE_BWD) * 518, 1)  # held at 64's
+    432.0
+    >>> flash_head_dim_factor(192, FLASH_HEAD_DIM_RATE_BWD)  # held at 128's
+    1.0
+    """
+    dims = sorted(table)
+    if d <= dims[0]:
+        return table[dims[0]]
+    if d >= dims[-1]:
+        return table[dims[-1]]
+    for lo, hi in zip(dims, dims[1:], strict=False):
+        if lo <= d <= hi:
+            return table[lo] + (table[hi] - table[lo]) * (d - lo) / (hi - lo)
+    return 1.0  # unreachable: d lies between two measured dims
 
 
 GEMM_STORE_OVERLAP: dict[str, bool] = {

@@ -77,4 +77,5 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
 
     assert not {key(r) for r in MODERN_RUNS} & {key(r) for r in MOE_2602_RUNS}
     assert all(0.16 < r["error"] <= 2.04 for r in rows)
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.608
+    # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.578

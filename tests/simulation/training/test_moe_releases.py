@@ -17,16 +17,17 @@ from simulation.training.validation import (
 
 TABLE = release_table()
 #: The figures reached (a change that makes them worse fails).
-MEAN, LOW, HIGH = 0.192, 0.0, 0.37
+MEAN, LOW, HIGH = 0.163, 0.0, 0.27
 
 
 def test_release_rows_fit_and_stay_within_the_error_reached() -> None:
     """Eight MXFP8 rows of the 26.08 container (GB200 / GB300: Qwen3 30B-A3B and 235B-A22B,
     DeepSeek-V3, GPT-OSS 120B) in their published layouts with the recipes' full-iteration
-    CUDA graphs and all-to-all overlap: every one fits and is optimistic by +5 to +29 %
-    (mean 19.1 %, 20.2 % before the GPT-OSS rows' all-to-all dispatcher sorts were priced;
-    the overlap priced phase by phase, :func:`.core.ep_overlap_exposed`), where the same
-    models' 25.11 rows reach +59 %."""
+    CUDA graphs and all-to-all overlap: every one fits and is optimistic, by at most +27 %
+    (mean 16.2 %; 20.2 % before this session's mechanisms: the overlap's warm-up and
+    cool-down chunks unpaired, :func:`.core.ep_unpaired_share`, the GPT-OSS rows' all-to-all
+    dispatcher sorts and their attention at head dim 64; the overlap priced phase by
+    phase, :func:`.core.ep_overlap_exposed`), where the same models' 25.11 rows reach +59 %."""
     assert len(TABLE) == 8
     assert {r["accelerator"] for r in TABLE} == {"gb200-186gb", "gb300-288gb"}
     for r in TABLE:
