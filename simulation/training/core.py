@@ -557,7 +557,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     # the output layer stays 16-bit under FP8 / FP4 (:mod:`.recipes`)
     logit_f, logit_b = logit_kernels(model, tokens, tp, np.where(low, 2.0, elem),
                                      np.where(low, peaks[1] * clock, peak_gemm), hbm,
-                                     system.sm_count, system.gemm_store_overlap)
+                                     system.sm_count, system.gemm_store_overlap,
+                                     eager=b.eager if np.any(b.eager) else False)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
     # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the

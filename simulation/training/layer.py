@@ -59,8 +59,11 @@ import numpy.typing as npt
 from .gemm import gemm_time
 from .models import ModelSpec
 
-__all__ = ["CAST_TENSORS", "EAGER_ELEMENTS", "MOE_SORT_PASSES", "cast_elements", "eager_elements",
-           "layer_kernels", "logit_kernels", "moe_sort_elements", "op_sac_mms"]
+__all__ = ["CAST_TENSORS", "EAGER_BWD_ELEMENTS", "EAGER_ELEMENTS", "EAGER_LOSS_BYTES",
+           "EAGER_REPEAT_KV", "MOE_SORT_PASSES", "cast_elements", "eager_backward_elements",
+           "eager_elements",
+           "layer_kernels", "logit_kernels", "moe_sort_elements", "op_sac_mms",
+           "repeat_kv_elements"]
 
 F64 = npt.NDArray[np.float64]
 B8 = npt.NDArray[np.bool_]
@@ -78,8 +81,45 @@ code torchtitan trains with (``torchtitan/models/norms.py`` ``RMSNorm``,
 HBM pass per op, in bytes per element: RMSNorm ``x.float()`` 2 + 4, ``pow(2)`` 4 + 4,
 ``mean`` 4, ``x * rsqrt`` 4 + 4, ``type_as`` 4 + 2, ``* weight`` 2 + 2 = 36 B (18
 elements); rotary ``float()`` 2 + 4, complex multiply 4 + 4, ``type_as`` 4 + 2 = 20 B
-(10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: 1.5×,
-as for the fused kernels (:data:`BWD_TRAFFIC`)."""
+(10); SwiGLU ``silu`` 2 + 2, ``*`` 4 + 2 = 10 B (5) per FFN element. Backward: autograd's
+kernel of each op (:data:`EAGER_BWD_ELEMENTS`), not the fused kernels' 1.5×."""
+
+
+EAGER_BWD_ELEMENTS = {"norm": 46.0, "rope": 10.0, "swiglu": 9.0}
+"""16-bit elements moved per element by autograd's backward of the eager ops of
+:data:`EAGER_ELEMENTS` (torchtitan's Dec. 2024 release, ``norm_type = "rmsnorm"`` of its
+``train_configs/llama3_8b.toml``: the Python ``RMSNorm`` of ``torchtitan/models/norms.py``,
+not its Triton ``fused_rmsnorm``), one HBM pass per backward kernel, by PyTorch's
+derivative formulas (``tools/autograd/derivatives.yaml``, ``FunctionsManual.cpp``):
+RMSNorm ``* weight``: grad·w (r 2, w 2) and the weight's (grad·y, r 2 + 2, w 2, then
+``sum_to_size``, r 2) = 12 B; ``type_as`` (bf16 → fp32: r 2, w 4) 6; ``x * rsqrt``: grad·r
+(r 4, w 4) and rsqrt's (grad·x r 4 + 4, w 4, summed over h r 4) 24; ``mean``'s backward
+(the expanded grad / h, w 4) 4; ``pow(2)``'s ``pow_backward`` = grad·(2·x.pow(1))
+(copy r 4 w 4, ×2 r 4 w 4, × grad r 4 + 4 w 4) 28; the two gradients of ``x.float()``
+summed (r 4 + 4, w 4) 12; ``x.float()``'s (fp32 → bf16: r 4, w 2) 6 — 92 B (46 elements,
+the fused kernels' 1.5 × 2 = 3). Rotary: ``type_as``'s (r 2, w 4) 6, the complex
+product's grad·conj(freqs) (r 4, w 4) 8, ``float()``'s (r 4, w 2) 6 = 20 B (10).
+SwiGLU's ``silu(a) * b``: grad·b (r 2 + 2, w 2) 6, grad·silu(a) 6, ``silu_backward``
+(r 2 + 2, w 2) 6 = 18 B (9) per FFN element. The views (``view_as_complex``,
+``view_as_real``, ``reshape``, ``flatten``) move nothing."""
+
+
+EAGER_REPEAT_KV = 1.0
+"""Grouped-query attention without the kernel's own GQA (torchtitan's ``repeat_kv``:
+``unsqueeze``, ``expand``, ``reshape`` of K and V to every query head, a copy): per
+token, K and V each read at kv width and written at the queries' width, forward (the
+elements ``(kv + q)`` × 2 tensors); backward, ``expand``'s ``sum_to_size`` reads the
+gradient at the queries' width and writes it at kv width: as many again (1×, not the
+:data:`BWD_TRAFFIC` 1.5×). Nothing when kv = q (``n_rep == 1`` returns its input)."""
+
+
+EAGER_LOSS_BYTES = (14.0, 22.0)
+"""Bytes per logit element of torchtitan's eager loss (``train.py`` ``loss_fn``:
+``cross_entropy(pred.flatten(0, 1).float(), labels)`` on the bf16 output layer),
+(forward, backward): ``.float()`` (r 2, w 4) and ``log_softmax`` (r 4, w 4) = 14;
+``nll_loss``'s backward (its zero-filled gradient, w 4), ``log_softmax``'s (r 4 + 4,
+w 4) and ``float()``'s (r 4, w 2) = 22 — where the fused FP32 cross-entropy of
+:func:`logit_kernels` moves 8 and 12."""
 
 
 MOE_SORT_PASSES = 4.0
@@ -180,6 +220,49 @@ def eager_elements(model: ModelSpec, eager: B8 | bool) -> tuple[F64 | float, F64
     return (np.where(eager, EAGER_ELEMENTS["norm"], 2.0),
             np.where(eager, EAGER_ELEMENTS["rope"], 2.0),
             np.where(eager, eager_act, fused_act))
+
+
+def eager_backward_elements(model: ModelSpec, eager: B8 | bool) -> tuple[
+        F64 | float, F64 | float, F64 | float]:
+    """Elements per element of the backward of (each norm, rotary, the activation): the
+    fused kernels' :data:`BWD_TRAFFIC` × their forward, or autograd's eager kernels
+    (:data:`EAGER_BWD_ELEMENTS`; a GeLU stays one kernel each way).
+
+    >>> from simulation.training.models import MODELS
+    >>> m = MODELS["llama3-8b"]
+    >>> eager_backward_elements(m, False), eager_backward_elements(m, True)
+    ((3.0, 3.0, 4.5), (46.0, 10.0, 9.0))
+    """
+    n_up = 2.0 if model.activation == "swiglu" else 1.0
+    fused = (BWD_TRAFFIC * 2.0, BWD_TRAFFIC * 2.0, BWD_TRAFFIC * (n_up + 1))
+    e_act = EAGER_BWD_ELEMENTS["swiglu"] if model.activation == "swiglu" else fused[2]
+    eag = (EAGER_BWD_ELEMENTS["norm"], EAGER_BWD_ELEMENTS["rope"], e_act)
+    if isinstance(eager, bool | np.bool_):
+        return eag if eager else fused
+    return (np.where(eager, eag[0], fused[0]), np.where(eager, eag[1], fused[1]),
+            np.where(eager, eag[2], fused[2]))
+
+
+def repeat_kv_elements(model: ModelSpec, tokens: F64, tp: F64 | float,
+                       eager: B8 | bool) -> F64:
+    """Elements the eager ``repeat_kv`` copy moves per layer and micro-batch, forward
+    (the backward as many): :data:`EAGER_REPEAT_KV` × 2 tensors × T·(kv + q)/t when the
+    model has fewer K/V heads than query heads (GQA, not MLA) and the ops are eager.
+
+    >>> from simulation.training.models import MODELS
+    >>> one = np.array([1.0])
+    >>> m = MODELS["llama3-8b"]                      # 32 query heads, 8 K/V heads of 128
+    >>> float(repeat_kv_elements(m, 8192 * one, one, True)[0]) == 2 * 8192 * (1024 + 4096)
+    True
+    >>> float(repeat_kv_elements(m, 8192 * one, one, False)[0])
+    0.0
+    """
+    t = np.asarray(tokens, dtype=np.float64)
+    if model.mla or model.kv_heads >= model.heads:
+        return 0.0 * t
+    kv, q = float(model.kv_heads * model.head_dim), float(model.q_dim)
+    out: F64 = np.where(eager, EAGER_REPEAT_KV * 2.0 * t * (kv + q) / tp, 0.0)
+    return out
 
 
 def cast_elements(model: ModelSpec, tokens: F64, tp: F64, sp: B8) -> tuple[F64, F64]:
@@ -354,11 +437,17 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     # memory-bound kernels (elements, then bytes)
     dropout = 0.5 if model.dropout else 0.0
     norm_el, rope_el, act_el = eager_elements(model, eager)
+    norm_b, rope_b, act_b = eager_backward_elements(model, eager)
     per_h = (2 * norm_el + 2 * (3 + dropout)) * T * h * r + norm_el * T * model.latent_width
-    act = act_el * T * model.mlp_width_per_token() / tp
-    rope = 0.0 if model.learned_positions else rope_el * T * (q + kv) / tp
+    per_h_b = ((2 * norm_b + 2 * BWD_TRAFFIC * (3 + dropout)) * T * h * r
+               + norm_b * T * model.latent_width)
+    width = T * model.mlp_width_per_token() / tp
+    act, act_bw = act_el * width, act_b * width
+    rope_w = 0.0 if model.learned_positions else T * (q + kv) / tp
     if model.mla:  # rotary on the decoupled parts: a·d_R of the queries, one shared d_R key
-        rope = rope_el * T * (a * model.qk_rope_dim / tp + model.qk_rope_dim)
+        rope_w = T * (a * model.qk_rope_dim / tp + model.qk_rope_dim)
+    rope, rope_bw = rope_el * rope_w, rope_b * rope_w
+    rkv = repeat_kv_elements(model, T, tp, eager)  # eager GQA: K, V copied to every head
     soft = np.where(flash, 0.0, (2 + (2 + dropout if model.dropout else 0.0)) * heads * sq * s)
     # MoE dispatch on the card (Megatron-Core's token permute / unpermute): the routed
     # copies gathered (read T·h, write T·k·c·h) and combined back (read T·k·c·h, write
@@ -368,7 +457,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         share = model.moe_layers / model.layers
         kc = model.top_k * model.capacity_factor
         moe = share * (2 * T * h * r * (1 + kc) + 2 * 2 * T * model.experts)
-    fwd_mem = (per_h + act + rope + moe) * act_bytes / hbm
+    fwd_mem = (per_h + act + rope + moe + rkv) * act_bytes / hbm
+    # backward: the fused kernels' 1.5× or autograd's eager kernels, op by op
+    bwd_el = per_h_b + act_bw + rope_bw + BWD_TRAFFIC * moe + rkv
     core_mem = soft * act_bytes / hbm
     # the all-to-all dispatcher's sorts by local expert: as many bytes backward as forward
     sort = np.where(moe_sort, moe_sort_elements(model, T, tp, etp, ep), 0.0) * act_bytes / hbm
@@ -379,7 +470,7 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         "core_mem": core_mem,
         "bwd_gemm": qkv_b + prj_b + mlp_b,
         "bwd_core": core_b,
-        "bwd_mem": BWD_TRAFFIC * (fwd_mem + core_mem) + sort,
+        "bwd_mem": bwd_el * act_bytes / hbm + BWD_TRAFFIC * core_mem + sort,
         "col_dgrad": qkv_d + up_d,
         "col_wgrad": qkv_w + up_w,
         "op_rc_gemm": op_rc,
@@ -389,10 +480,15 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
 
 
 def logit_kernels(model: ModelSpec, tokens: F64, tp: F64, elem: float | F64, flops: F64,
-                  hbm: float, sms: int, store_overlap: bool = True) -> tuple[F64, F64]:
-    """(forward, backward) seconds of the output layer and its FP32 cross-entropy."""
+                  hbm: float, sms: int, store_overlap: bool = True,
+                  eager: B8 | bool = False) -> tuple[F64, F64]:
+    """(forward, backward) seconds of the output layer and its FP32 cross-entropy: a fused
+    kernel (2 × 4 B per logit forward, 1.5× that backward) or, ``eager``, torchtitan's
+    upcast and ``cross_entropy`` (:data:`EAGER_LOSS_BYTES`)."""
     one = np.ones_like(tokens)
     h, V = float(model.hidden), float(model.vocab)
     fwd, bwd = _fwd_bwd(tokens, V / tp, h * one, one, elem, flops, hbm, sms, store_overlap)
-    ce = 2 * 4.0 * tokens * V / tp / hbm
-    return fwd + ce, bwd + BWD_TRAFFIC * ce
+    logits = tokens * V / tp
+    ce_f = np.where(eager, EAGER_LOSS_BYTES[0], 2 * 4.0) * logits / hbm
+    ce_b = np.where(eager, EAGER_LOSS_BYTES[1], BWD_TRAFFIC * 2 * 4.0) * logits / hbm
+    return fwd + ce_f, bwd + ce_b

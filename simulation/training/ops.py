@@ -41,7 +41,15 @@ from .core import (
     kernel_rates,
 )
 from .gemm import gemm_time
-from .layer import BWD_TRAFFIC, CAST_TENSORS, cast_elements, eager_elements, moe_sort_elements
+from .layer import (
+    BWD_TRAFFIC,
+    CAST_TENSORS,
+    cast_elements,
+    eager_backward_elements,
+    eager_elements,
+    moe_sort_elements,
+    repeat_kv_elements,
+)
 from .models import ModelSpec
 from .recipes import CAST_KERNELS, cast_bytes
 from .system import SystemSpec
@@ -113,26 +121,35 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
             add(name, phase, kind, dt, fl, by, t,
                 "memory" if by / hbm >= t * 0.999 else "compute", weight)
 
-    def mem(op: str, elements: float, weight: float = 1.0) -> None:
+    def mem(op: str, elements: float, weight: float = 1.0,
+            backward: float | None = None) -> None:
         nbytes = elements * act
+        b_bytes = BWD_TRAFFIC * nbytes if backward is None else backward * act
         add(op, "forward", "memory", "bf16", 0.0, nbytes, nbytes / hbm, "memory", weight)
-        add(f"{op} (backward)", "backward", "memory", "bf16", 0.0, BWD_TRAFFIC * nbytes,
-            BWD_TRAFFIC * nbytes / hbm, "memory", weight)
+        add(f"{op} (backward)", "backward", "memory", "bf16", 0.0, b_bytes, b_bytes / hbm,
+            "memory", weight)
 
     dropout = 0.5 if model.dropout else 0.0
-    norm_el, rope_el, act_el = (float(x) for x in eager_elements(model, bool(one_b.eager[0])))
-    mem("norm (attention)", norm_el * T * h * r)
+    eager = bool(one_b.eager[0])
+    norm_el, rope_el, act_el = (float(x) for x in eager_elements(model, eager))
+    norm_b, rope_b, act_b = (float(x) for x in eager_backward_elements(model, eager))
+    mem("norm (attention)", norm_el * T * h * r, backward=norm_b * T * h * r)
     dq, dv = float(model.qk_dim), float(model.v_dim)
     projections = model.attention_projections()
     for name, n_, k_, split in projections[:-1]:
         gemm(name, T, n_ / tp if split == "col" else float(n_), float(k_), 1.0, elem, g_rate,
              dtype)
     if model.latent_width:
-        mem("norm (MLA latents)", norm_el * T * model.latent_width)
+        mem("norm (MLA latents)", norm_el * T * model.latent_width,
+            backward=norm_b * T * model.latent_width)
     if model.mla and not model.learned_positions:
-        mem("rotary embedding", rope_el * T * (a * model.qk_rope_dim / tp + model.qk_rope_dim))
+        rw = T * (a * model.qk_rope_dim / tp + model.qk_rope_dim)
+        mem("rotary embedding", rope_el * rw, backward=rope_b * rw)
     elif not model.learned_positions:
-        mem("rotary embedding", rope_el * T * (q + kv) / tp)
+        mem("rotary embedding", rope_el * T * (q + kv) / tp, backward=rope_b * T * (q + kv) / tp)
+    rkv = float(repeat_kv_elements(model, np.array([T]), tp, eager)[0])
+    if rkv:
+        mem("repeat K/V heads (eager GQA)", rkv, backward=rkv)
     if flash:
         fl = sq * s * (dq + dv) * heads
         io = 2.0 * heads * sq * 2 * (dq + dv)  # read q, k, v, write o (16-bit)
@@ -147,12 +164,12 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
     _, n_, k_, _ = projections[-1]
     gemm("projection", T, float(n_), k_ / tp, 1.0, elem, g_rate, dtype)
     mem("bias-dropout-residual (attention)", (3 + dropout) * T * h * r)
-    mem("norm (MLP)", norm_el * T * h * r)
+    mem("norm (MLP)", norm_el * T * h * r, backward=norm_b * T * h * r)
     if share < 1.0:
         fd = float(model.dense_width)
         gemm("MLP up" + (" (gate + up)" if n_up == 2 else ""), T, n_up * fd / tp, h, 1.0,
              elem, g_rate, dtype, 1.0 - share)
-        mem("activation", act_el * T * fd / tp, 1.0 - share)
+        mem("activation", act_el * T * fd / tp, 1.0 - share, backward=act_b * T * fd / tp)
         gemm("MLP down", T, h, fd / tp, 1.0, elem, g_rate, dtype, 1.0 - share)
     if share > 0.0:
         E = float(model.experts)
@@ -172,12 +189,14 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
                 add("expert sort + unsort" + sfx, phase, "memory", "bf16", 0.0, sb, sb / hbm,
                     "memory")
         gemm("experts up (grouped)", tok, n_up * f / et, h, E / ep, elem, g_rate, dtype, share)
-        mem("experts activation", act_el * T * kc * f / tp, share)
+        mem("experts activation", act_el * T * kc * f / tp, share,
+            backward=act_b * T * kc * f / tp)
         gemm("experts down (grouped)", tok, h, f / et, E / ep, elem, g_rate, dtype, share)
         fs = float(model.shared_width)
         if fs:
             gemm("shared experts up", T, n_up * fs / tp, h, 1.0, elem, g_rate, dtype, share)
-            mem("shared experts activation", act_el * T * fs / tp, share)
+            mem("shared experts activation", act_el * T * fs / tp, share,
+                backward=act_b * T * fs / tp)
             gemm("shared experts down", T, h, fs / tp, 1.0, elem, g_rate, dtype, share)
     mem("bias-dropout-residual (MLP)", (3 + dropout) * T * h * r)
 

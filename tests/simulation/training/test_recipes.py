@@ -364,8 +364,10 @@ def test_precision_comparison_prices_the_same_layout_per_dtype() -> None:
 
 def test_eager_element_wise_ops_cost_their_extra_passes() -> None:
     """Unfused (eager) norms, rotary and SwiGLU move 36 / 20 / 10 bytes per element
-    where the fused kernels move 4 / 4 / 6: the memory-bound time grows by exactly the
-    extra bytes at HBM speed; GEMMs and attention do not change."""
+    forward where the fused kernels move 4 / 4 / 6, and autograd's backward kernels
+    92 / 20 / 18 where the fused ones move 6 / 6 / 9; torchtitan's ``repeat_kv`` copies
+    K and V to the 32 query heads (2·(kv + q) elements each way). The memory-bound time
+    grows by exactly the extra bytes at HBM speed; GEMMs and attention do not change."""
     model = MODELS["llama3-8b"]
     fused, eager = _run("bf16"), _run("bf16", fused_elementwise=False)
     for op in ("gemm", "attention", "casts"):
@@ -373,8 +375,39 @@ def test_eager_element_wise_ops_cost_their_extra_passes() -> None:
     system = system_for_accelerator(H100, 8)
     hbm = system.hbm_tbps * 1e12 * system.memory_efficiency
     T, h, f = 8192.0, float(model.hidden), float(model.ffn)
-    qkv = float(model.q_dim + model.kv_heads * model.head_dim)
-    extra_el = 2 * (18 - 2) * T * h + (10 - 2) * T * qkv + (5 - 3) * T * f  # per layer, fwd
-    extra = extra_el * 2.0 * (1 + 1.5) / hbm * model.layers * 2  # bytes, fwd + bwd, 2 mb
+    kv = float(model.kv_heads * model.head_dim)
+    qkv = float(model.q_dim) + kv
+    fwd_el = 2 * (18 - 2) * T * h + (10 - 2) * T * qkv + (5 - 3) * T * f
+    bwd_el = 2 * (46 - 3) * T * h + (10 - 3) * T * qkv + (9 - 4.5) * T * f
+    rkv = 2 * T * (kv + float(model.q_dim))  # forward, and as many backward
+    extra = (fwd_el + bwd_el + 2 * rkv) * 2.0 / hbm * model.layers * 2  # bytes, 2 mb
     assert eager["ops"]["memory_bound"] - fused["ops"]["memory_bound"] == pytest.approx(
         extra, rel=1e-9)
+    # the eager loss: bf16 logits upcast, log-softmax, NLL: 14 + 22 B per logit, not 8 + 12
+    logits = 2 * T * float(model.vocab) / hbm  # per step, 2 micro-batches
+    assert eager["ops"]["output_layer"] - fused["ops"]["output_layer"] == pytest.approx(
+        logits * (14 + 22 - 8 - 12), rel=1e-9)
+
+
+def test_eager_backward_counts_are_autograds_kernels() -> None:
+    """The eager backward elements are the sums of autograd's kernels, byte by byte
+    (:data:`.layer.EAGER_BWD_ELEMENTS`): RMSNorm 12 + 6 + 24 + 4 + 28 + 12 + 6 = 92 B,
+    rotary 6 + 8 + 6 = 20 B, SwiGLU 6 + 6 + 6 = 18 B, i.e. 46 / 10 / 9 16-bit elements;
+    a GeLU model (one kernel each way) and fused kernels keep the 1.5×; repeat_kv only
+    where K/V heads are fewer than query heads."""
+    from simulation.training.layer import (
+        EAGER_BWD_ELEMENTS,
+        eager_backward_elements,
+        repeat_kv_elements,
+    )
+
+    assert EAGER_BWD_ELEMENTS == {"norm": (12 + 6 + 24 + 4 + 28 + 12 + 6) / 2,
+                                  "rope": (6 + 8 + 6) / 2, "swiglu": (6 + 6 + 6) / 2}
+    gelu = MODELS["gpt3-175b"]
+    assert eager_backward_elements(gelu, True)[2] == eager_backward_elements(gelu, False)[2]
+    assert eager_backward_elements(gelu, False) == (3.0, 3.0, 3.0)
+    one = np.array([1.0])
+    assert float(repeat_kv_elements(gelu, 2048 * one, one, True)[0]) == 0.0  # MHA
+    l70 = MODELS["llama3-70b"]  # 64 query heads, 8 K/V heads of 128, TP 4
+    assert float(repeat_kv_elements(l70, 4096 * one, 4 * one, True)[0]) == pytest.approx(
+        2 * 4096 * (1024 + 8192) / 4)
