@@ -112,8 +112,8 @@ from .system import (
     flash_head_dim_factor,
 )
 
-__all__ = ["Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed", "ep_unpaired_share",
-           "kernel_rates", "memory_arrays", "step_arrays"]
+__all__ = ["ADAM_IMPL_BYTES", "Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed",
+           "ep_unpaired_share", "kernel_rates", "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -121,6 +121,17 @@ B8 = npt.NDArray[np.bool_]
 RECOMPUTE_CODES = ("none", "selective", "full", "op")
 ADAM_BYTES = 28.0
 """FusedAdam: read g, w, m, v, write w, m, v, FP32 (core docstring)."""
+ADAM_IMPL_BYTES = (ADAM_BYTES, 80.0, 88.0)
+"""FP32 bytes per parameter of the Adam(W) step by ``Execution.optimizer`` (``fused``,
+``foreach``, ``loop``), one HBM pass per kernel. ``foreach``: PyTorch's
+``_multi_tensor_adamw`` (``torch/optim/adamw.py``, not capturable): ``_foreach_mul_``
+(weight decay, r 4 w 4) 8, ``_foreach_lerp_`` (m, g → m) 12, ``_foreach_mul_`` (v) 8,
+``_foreach_addcmul_`` (v, g → v) 12, ``_foreach_sqrt`` 8, ``_foreach_div_`` 8,
+``_foreach_add_`` (eps) 8, ``_foreach_addcdiv_`` (w, m, denominator → w) 16 = 80.
+``loop``: Composer's ``DecoupledAdamW.adamw`` (``composer/optim/decoupled_weight_decay.py``),
+per parameter ``param.mul_`` 8, ``exp_avg.mul_(beta1).add_(grad)`` 8 + 12,
+``exp_avg_sq.mul_(beta2).addcmul_(grad, grad)`` 8 + 12, ``(exp_avg_sq.sqrt() / c).add_(eps)``
+8 + 8 + 8, ``param.addcdiv_`` 16 = 88."""
 OPTIM_EXTRA_BYTES = (0.0, 10.0, 18.0, 10.0, 10.0)
 """Per precision code (fp32, bf16, fp16, fp8, fp4): grad-norm read 4 B + master → 16-bit
 copy 6 B (not fp32) + FP16's unscale and inf check 8 B (core docstring)."""
@@ -200,6 +211,9 @@ class Batch:
     """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
     domain: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Cards per NVLink domain (``Execution.nvlink_domain``); 0 = the system's."""
+    adam: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Adam implementation code (``Execution.optimizer``, :data:`ADAM_IMPL_BYTES`);
+    0 (fused) where not given."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
@@ -227,6 +241,8 @@ class Batch:
             self.etp = self.tp.copy()
         if self.connections.size != self.tp.size:
             self.connections = np.full(self.tp.size, 8, dtype=np.int64)
+        if self.adam.size != self.tp.size:
+            self.adam = np.zeros(self.tp.size, dtype=np.int64)
         if self.domain.size != self.tp.size:
             self.domain = np.zeros(self.tp.size, dtype=np.int64)
 
@@ -641,7 +657,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     dpc = dp * cp
     shard = p_dense / np.where(z >= 1, dpc, 1.0) + p_expert / np.where(z >= 1, edp, 1.0)
     grad_buf = p_card / np.where(z >= 2, dpc, 1.0)
-    optim = (shard * (ADAM_BYTES + np.array(OPTIM_EXTRA_BYTES)[b.precision])
+    adam = np.array(ADAM_IMPL_BYTES)[b.adam]  # fused, foreach or per-parameter loop
+    optim = (shard * (adam + np.array(OPTIM_EXTRA_BYTES)[b.precision])
              + grad_buf * ZERO_GRAD_BYTES) / hbm
     # the low-precision weight copies, cast once a step (TE caches them over micro-batches)
     optim = optim + p_card * cast_b / hbm

@@ -21,14 +21,16 @@ from ._check import check_keys, choice, flag, integer, number
 from .errors import TrainingInputError
 from .models import ModelSpec
 
-__all__ = ["EP_OVERLAP_SCHEDULES", "MAX_SCALE_UP_DOMAIN", "RECOMPUTE", "SCHEDULES", "Execution",
-           "execution_from_params"]
+__all__ = ["EP_OVERLAP_SCHEDULES", "MAX_SCALE_UP_DOMAIN", "OPTIMIZERS", "RECOMPUTE", "SCHEDULES",
+           "Execution", "execution_from_params"]
 
 RECOMPUTE = ("none", "selective", "full", "op")
 MAX_SCALE_UP_DOMAIN = 65536
 """The largest NVLink domain a run may ask for (the catalogue's bound on
 ``nvlink_domain_cards``)."""
 SCHEDULES = ("1f1b", "gpipe")
+OPTIMIZERS = ("fused", "foreach", "loop")
+"""How the Adam step runs (``Execution.optimizer``; bytes in :data:`.core.ADAM_IMPL_BYTES`)."""
 EP_OVERLAP_SCHEDULES = ("megatron", "dualpipe")
 """How ``ep_overlap`` pairs the micro-batches (:func:`.core.ep_overlap_exposed`):
 Megatron-Core's three phases, or DualPipe's whole paired chunk."""
@@ -130,6 +132,13 @@ class Execution:
     (:func:`.layer.moe_sort_elements`); ``flex``, Megatron-Core's flex dispatcher (DeepEP,
     HybridEP), synchronises likewise but does not sort; ``device``: the sizes stay on the
     GPU (CUDA-graphed MoE, device-initiated grouped GEMMs), no synchronisation, no sort."""
+    optimizer: str = "fused"
+    """How the Adam(W) step runs over the card's parameter shard: ``fused`` one kernel
+    (Megatron-LM / Apex ``FusedAdam``, PyTorch ``fused=True``), ``foreach`` PyTorch's
+    multi-tensor ``torch.optim.AdamW`` (torchtitan's default, ``optimizer.fused`` off),
+    ``loop`` a Python loop of per-parameter ops (Composer's ``DecoupledAdamW``,
+    llm-foundry's ``decoupled_adamw``); each moves the bytes of
+    :data:`.core.ADAM_IMPL_BYTES`."""
     etp: int = 0
     """Expert tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``): each
     expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'
@@ -255,6 +264,7 @@ def execution_from_params(
 
     dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
                         MOE_DISPATCHERS)
+    optimizer = choice(data.get("optimizer", "fused"), f"{path}optimizer", OPTIMIZERS)
     connections = integer(data.get("cuda_max_connections", 8), f"{path}cuda_max_connections",
                           high=32)
     domain = data.get("nvlink_domain")
@@ -264,7 +274,7 @@ def execution_from_params(
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
                    nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
-                   cuda_max_connections=connections, **flags)
+                   cuda_max_connections=connections, optimizer=optimizer, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

@@ -27,7 +27,7 @@ from ._check import check_keys, integer, number
 from .comm import CommModel
 from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .errors import TrainingInputError
-from .execution import MAX_SCALE_UP_DOMAIN, Execution
+from .execution import MAX_SCALE_UP_DOMAIN, OPTIMIZERS, Execution
 from .models import ModelSpec
 from .recipes import FP8_RECIPES, recipe_name
 from .step import MEMORY_RESERVE_GIB, evaluate
@@ -315,6 +315,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),
         nvlink_domain=int(batch.domain[i]),
+        optimizer=OPTIMIZERS[int(batch.adam[i])],
     )
 
 

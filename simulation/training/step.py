@@ -16,7 +16,7 @@ from .comm import CommModel
 from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .energy import hbm_power_w, op_mix_power, plan_stage_clocks
 from .errors import TrainingInputError
-from .execution import Execution, shape_problem
+from .execution import OPTIMIZERS, Execution, shape_problem
 from .models import ModelSpec
 from .ops import layer_ops
 from .pipeline import articles_utilisation
@@ -96,6 +96,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         moe_sort=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
         etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
         domain=col("nvlink_domain", np.int64),
+        adam=np.array([OPTIMIZERS.index(e.optimizer) for e in executions], dtype=np.int64),
     )
 
 

@@ -88,7 +88,7 @@ TORCHTITAN_SOURCE = ("Liang et al. 2025, TorchTitan (ICLR 2025) / pytorch/torcht
                      "selective activation checkpointing, {system}")
 TORCHTITAN: tuple[tuple[str, Any], ...] = (
     ("recompute", "op"), ("fp32_grads", True), ("power_cap_w", 500.0),
-    ("fused_elementwise", False))
+    ("fused_elementwise", False), ("optimizer", "foreach"))
 """What torchtitan's page states: selective activation checkpointing (op-level, the
 ``selective_ac_option = "op"`` of its Llama 3.1 8B config: ``recompute`` ``op``,
 :func:`.layer.op_sac_mms`), FSDP2 (ZeRO-3,
@@ -100,7 +100,8 @@ FlashAttention-2 kernel."""
 LLM_FOUNDRY_SOURCE = (
     "MosaicML llm-foundry, scripts/train/benchmarking/README.md (commit 061f2c7c), "
     "{release}: MPT, Composer FSDP FULL_SHARD, {system}")
-LLM_FOUNDRY: tuple[tuple[str, Any], ...] = (("fp32_grads", True), ("recompute", "none"))
+LLM_FOUNDRY: tuple[tuple[str, Any], ...] = (("fp32_grads", True), ("recompute", "none"),
+                                            ("optimizer", "loop"))
 """What llm-foundry's benchmark table states or its scripts set: FSDP ``FULL_SHARD``
 (ZeRO-3, prefetching), ``MP Mode`` DEFAULT (Composer's FSDP mixed precision: BF16
 compute, gradients reduced in FP32), activation checkpointing as the table's column

@@ -42,6 +42,7 @@ from simulation.training.dispatch import MOE_DISPATCHERS
 from simulation.training.execution import (
     EP_OVERLAP_SCHEDULES,
     MAX_SCALE_UP_DOMAIN,
+    OPTIMIZERS,
     RECOMPUTE,
     SCHEDULES,
 )
@@ -144,6 +145,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "launch-bound where the host is slower) and which sorts the received "
                        "tokens by local expert; flex: DeepEP / HybridEP, the same wait, no "
                        "sort; device: sizes stay on the GPU (CUDA-graphed MoE)."),
+    "optimizer": ("Adam implementation", "fused: one kernel (Megatron / Apex FusedAdam); "
+                  "foreach: PyTorch's multi-tensor AdamW (torchtitan's default); loop: "
+                  "per-parameter ops (Composer's DecoupledAdamW, llm-foundry)."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
     "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
@@ -159,7 +163,8 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
 _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                                         "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES,
                                         "moe_dispatcher": MOE_DISPATCHERS,
-                                        "ep_overlap_schedule": EP_OVERLAP_SCHEDULES}
+                                        "ep_overlap_schedule": EP_OVERLAP_SCHEDULES,
+                                        "optimizer": OPTIMIZERS}
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
