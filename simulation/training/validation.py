@@ -95,8 +95,10 @@ TORCHTITAN: tuple[tuple[str, Any], ...] = (
 prefetching: ``overlap_dp``) reducing gradients in FP32 (torchtitan's default
 ``mixed_precision_reduce``), "the default 500W power limit" (priced by the DVFS model,
 :mod:`.energy`), no ``torch.compile`` (its eager RMSNorm, rotary and SwiGLU:
-``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`); PyTorch SDPA's
-FlashAttention-2 kernel."""
+``fused_elementwise`` off, :data:`.layer.EAGER_ELEMENTS`, autograd's backward kernels
+:data:`.layer.EAGER_BWD_ELEMENTS`); PyTorch SDPA's FlashAttention-2 kernel;
+``torch.optim.AdamW`` with ``foreach=True`` (``torchtitan/optimizer.py``: ``"foreach": not
+fused``, ``--optimizer.fused`` off by default: ``optimizer`` ``foreach``)."""
 LLM_FOUNDRY_SOURCE = (
     "MosaicML llm-foundry, scripts/train/benchmarking/README.md (commit 061f2c7c), "
     "{release}: MPT, Composer FSDP FULL_SHARD, {system}")
@@ -107,7 +109,9 @@ LLM_FOUNDRY: tuple[tuple[str, Any], ...] = (("fp32_grads", True), ("recompute", 
 compute, gradients reduced in FP32), activation checkpointing as the table's column
 (``recompute`` full when True), flash attention (``attn_impl: triton``), fused
 ``low_precision_layernorm`` and one-kernel GeLU (``submit_benchmarks.py``); ``amp_fp8``
-runs the linears in Transformer Engine with its default delayed scaling."""
+runs the linears in Transformer Engine with its default delayed scaling; the yamls'
+``optimizer: name: decoupled_adamw``, Composer's ``DecoupledAdamW``, a Python loop of
+per-parameter ops (``optimizer`` ``loop``, :data:`.core.ADAM_IMPL_BYTES`)."""
 
 
 def _mpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:
