@@ -156,6 +156,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "ep_overlap_schedule": ("EP overlap schedule", "megatron: three phases, each all-to-all "
                             "hidden only under its phase's compute; dualpipe: under the whole "
                             "paired chunk (DeepSeek-V3's tuned split)."),
+    "cuda_max_connections": ("CUDA device max connections", "The run's "
+                             "CUDA_DEVICE_MAX_CONNECTIONS (1-32): with 1, kernels of every "
+                             "stream start in launch order, so the EP overlap hides less."),
     "nvlink_domain": ("NVLink domain (cards)", "Cards per scale-up domain for this run (empty "
                       "or 0: the system's), e.g. 8 or 72 on a GB200 rack: a multiple or divisor "
                       "of the cards per server; groups wider than it cross the network."),
@@ -169,7 +172,7 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
     "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
-    "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN),
+    "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN), "cuda_max_connections": (1, 32),
 }
 
 
