@@ -82,6 +82,9 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
         return (r.model, r.accelerator, r.gpus, r.precision, r.gbs, r.mbs, r.pp, r.vp, r.ep)
 
     assert not {key(r) for r in MODERN_RUNS} & {key(r) for r in MOE_2602_RUNS}
-    assert all(0.16 < r["error"] <= 2.04 for r in rows)
+    # 2.04 → 0.99, 0.578 → 0.441: the expert GEMMs' issue cost measured on the GroupedLinear
+    # module (dispatch.HOST_EXPERT_GEMM_S): H100 Qwen3 30B-A3B (MBS 1) +191.0 → +98.4 %,
+    # B200 Qwen3 235B (MBS 1) +79.8 → +34.9 %
+    assert all(0.16 < r["error"] <= 0.99 for r in rows)
     # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.578
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.441
