@@ -538,7 +538,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
 
     # ---- host-bound MoE dispatch (:mod:`.dispatch`): after the dispatcher's device→host
     # synchronisation each segment takes max(GPU time, host time to issue its kernels:
-    # 8 µs an op, 33.4 µs an expert GEMM of TE's multi-stream grouped GEMM); the
+    # 8 µs an op, 68.1 µs an expert GEMM of TE's GroupedLinear, ModelZoo issue 7); the
     # GPU time of a layer's forward (backward) segment: its kernels, exposed TP and half
     # the layer's exposed all-to-all
     host_f = np.zeros_like(fwd)

@@ -59,26 +59,42 @@ forward, 16 + 31 + 16·6 = 143 backward, + the two attention GEMMs' casts each w
 (MXFP8: one kernel a cast): 249 kernels per layer and micro-batch.
 
 **An expert GEMM costs more to issue than an element-wise op**
-(:data:`HOST_EXPERT_GEMM_S` = 33.4 µs, :func:`moe_layer_host_s`). Transformer Engine's
+(:data:`HOST_EXPERT_GEMM_S` = 68.1 µs, :func:`moe_layer_host_s`). Transformer Engine's
 ``GroupedLinear`` runs its per-expert GEMMs through ``nvte_multi_stream_cublas_gemm``
-(NVIDIA/TransformerEngine pull request 853, "Grouped GEMM via multi-stream cuBLAS"; the
-PyTorch extension's grouped GEMM: "For now, we only have multi-stream cublas backend";
-pull request 3134, 2026: it "currently runs as a per-expert loop of cuBLASLt GEMMs
-across multiple CUDA streams"): one cuBLASLt call per expert, spread over the side
-streams with an event record and wait per stream. Its cost per
-GEMM when the GEMMs themselves are negligible was measured on a Blackwell (SM100) card by
-Transformer Engine's developers (NVIDIA/TransformerEngine pull request 3134,
-``benchmarks/linear/benchmark_grouped_linear.py``, "PURE" row — operands pre-swizzled,
-only the GEMM calls timed): 8 experts × 128 tokens, N = K = 2,048, NVFP4, 0.267 ms
-through the multi-stream path, i.e. 33.4 µs per expert GEMM for 1.07 GFLOP each (0.1 µs
-at the FP4 peak); one single-launch grouped kernel does all eight in 0.069 ms. It is
-priced as the issue cost of each expert GEMM in the host-bound segment, so it counts
-only where it exceeds the GPU's own time. **Assumptions**: the same per-GEMM cost on
-every card and GEMM dtype (the path is host- and stream-bound, not tensor-core bound;
-no Hopper or FP8 measurement of it was found), and the casts and the other kernels at
-:data:`HOST_OP_S`. Qwen3-30B-A3B on EP 8, MXFP8: 32 expert GEMMs forward, 64 backward,
-(104 − 32)·8 + 32·33.4 = 1.64 ms forward and (145 − 64)·8 + 64·33.4 = 2.78 ms backward
-of host time per layer and micro-batch (the bare 8 µs per kernel gave 2.0 ms for both).
+(NVIDIA/TransformerEngine pull request 853, "Grouped GEMM via multi-stream cuBLAS";
+``transformer_engine/common/gemm/cublaslt_gemm.cu``: one ``nvte_cublas_gemm`` per expert
+on ``compute_streams[i % num_streams]``, an event record and wait per stream; pull request
+3134, 2026: it "currently runs as a per-expert loop of cuBLASLt GEMMs across multiple CUDA
+streams"), and around those calls the module runs PyTorch ops per expert: "the CPU
+overheads of PyTorch ops, such as ``torch.split()``, and ``torch.empty()`` (2x
+``num_gemms`` calls)" (a Transformer Engine maintainer, NVIDIA/TransformerEngine issue
+1499, on why a ``TERowParallelGroupedLinear`` forward lasts far longer than its
+``nvte_multi_stream_cublas_gemm``). The whole module's host cost per expert GEMM is
+measured in a published Megatron-Core profile of this very layer
+(yanring/Megatron-MoE-ModelZoo issue 7, 2025-08-18: Qwen3-30B-A3B on 8 B200, EP 8, BF16,
+micro-batch 1, all-to-all dispatcher, ``nsys`` NVTX summary): the ``MOE_EXPERTS_COMP``
+range — ``TEGroupedMLP``'s forward, after the dispatcher's synchronisation, with no
+blocking call in it (the tokens per expert are already a host list) — has a median of
+2,187,257 ns over 6,144 instances for 16 local experts: 32 expert GEMMs and the weighted
+activation, so (2.187 ms − 8 µs) / 32 = 68.1 µs per expert GEMM. In the same profile the
+``nvte_cublas_gemm`` range alone (the cuBLASLt call) has a median of 13.7 µs: the rest is
+the module's PyTorch-side work the maintainer names. Cross-checks, not fitted:
+Transformer Engine pull request 3134's "PURE" row times the GEMM calls alone, operands
+pre-swizzled (8 experts × 128 tokens, N = K = 2,048, NVFP4, SM100: 0.267 ms, 33.4 µs a
+GEMM), below the module's figure as it should be; issue 1499's H800 FP8 run (Megatron-Core
+0.10, 8 local experts) reports a ``TEGroupedLinear`` forward of "about 1ms" — the model
+prices one at 8 × (68.1 + 8 µs cast) = 0.61 ms, below it. It is priced as the issue cost
+of each expert GEMM in the host-bound segment, so it counts only where it exceeds the
+GPU's own time. **Assumptions**: the same per-GEMM cost on every card, host CPU and GEMM
+dtype (the path is host-bound, not tensor-core bound; the figure is a B200 host's, with
+``nsys`` tracing on, whose per-CUDA-call cost it includes), the backward's data- and
+weight-gradient GEMMs at the forward's figure (no backward range was published), and the
+casts and the other kernels at :data:`HOST_OP_S`. The profile's router and dispatch ranges
+(``MOE_ROUTER_AND_PRE`` 1.87 ms, ``MOE_DISPATCH`` 2.62 ms median) are not used: they hold
+the dispatcher's device-to-host synchronisation, i.e. waits for the GPU, not host cost.
+Qwen3-30B-A3B on EP 8, MXFP8: 32 expert GEMMs forward, 64 backward, (104 − 32)·8 +
+32·68.1 = 2.76 ms forward and (145 − 64)·8 + 64·68.1 = 5.01 ms backward of host time per
+layer and micro-batch (the bare 8 µs per kernel gave 2.0 ms for both).
 
 ``Execution.moe_dispatcher``: ``alltoall`` (the default: the
 ``moe_token_dispatcher_type`` Megatron-Bridge's H100, B200 and B300 Qwen3 235B
@@ -98,6 +114,7 @@ import numpy.typing as npt
 
 __all__ = [
     "ATTENTION_KERNELS_FWD",
+    "EXPERTS_COMP_MEDIAN_S",
     "HOST_EXPERT_GEMM_S",
     "HOST_OP_S",
     "MOE_DISPATCHERS",
@@ -112,10 +129,14 @@ F64 = npt.NDArray[np.float64]
 
 HOST_OP_S = 8e-6
 """Host cost of one eager op issued back to back (module docstring)."""
-HOST_EXPERT_GEMM_S = 0.267e-3 / 8
-"""Cost of issuing one expert GEMM through Transformer Engine's multi-stream cuBLASLt
-grouped GEMM: 0.267 ms for 8 negligible GEMMs on SM100 (TransformerEngine pull request
-3134; module docstring)."""
+EXPERTS_COMP_MEDIAN_S = 2_187_257e-9
+"""Median host time of ``TEGroupedMLP``'s forward for 16 local experts (32 expert GEMMs and
+the weighted activation), Qwen3-30B-A3B on 8 B200, BF16, EP 8: the ``MOE_EXPERTS_COMP``
+NVTX range of yanring/Megatron-MoE-ModelZoo issue 7 (module docstring)."""
+HOST_EXPERT_GEMM_S = (EXPERTS_COMP_MEDIAN_S - HOST_OP_S) / 32
+"""Host cost of one expert GEMM of Transformer Engine's ``GroupedLinear`` (its cuBLASLt call
+and the module's per-expert PyTorch ops): :data:`EXPERTS_COMP_MEDIAN_S` less the activation's
+:data:`HOST_OP_S`, over its 32 GEMMs — 68.1 µs (module docstring)."""
 MOE_DISPATCHERS = ("alltoall", "flex", "device")
 """``Execution.moe_dispatcher``: host-synchronised with the received tokens sorted by local
 expert (Megatron-Core's all-to-all dispatcher), host-synchronised without that sort
@@ -178,7 +199,7 @@ def moe_layer_host_s(
 
     >>> f, b = moe_layer_host_s(16.0, True, 2.0)
     >>> round(float(f) * 1e6, 1), round(float(b) * 1e6, 1)
-    (1644.0, 2784.0)
+    (2755.3, 5006.5)
     >>> f, b = moe_layer_host_s(16.0, True, 2.0, expert_gemm_s=HOST_OP_S)  # all at 8 µs
     >>> round(float(f + b) * 1e6)
     1992

@@ -32,9 +32,13 @@ def test_the_rows_their_publisher_calls_a_regression_are_marked_and_kept() -> No
         assert 1.9 < before[r.accelerator] / r.tokens_per_gpu < 2.0  # "2X slower"
     rows = [t for t in TABLE if t["regression"] and "qwen3-30b" in t["run"]]
     assert len(rows) == 2 and len(TABLE) == 56
-    # they are the two worst-predicted MoE rows but for one (GPT-OSS on B200 at EP 8)
+    # the H100 one is the worst-predicted MoE row; the B200 one (micro-batch 1: host-bound
+    # after the dispatcher's synchronisation) is +16.1 % since the expert GEMMs' issue cost
+    # is the GroupedLinear module's (dispatch.HOST_EXPERT_GEMM_S; +100.8 % before)
     moe = sorted((t for t in TABLE if t["moe"]), key=lambda t: -abs(t["error"]))
-    assert {t["run"] for t in moe[:4]} >= {t["run"] for t in rows}
+    assert moe[0]["run"] in {t["run"] for t in rows} and "H100" in moe[0]["run"]
+    b200 = next(t for t in rows if "B200" in t["run"])
+    assert 0.155 < b200["error"] < 0.167
     rest = [abs(t["error"]) for t in TABLE if not t["regression"]]
     assert statistics.mean(rest) < statistics.mean(abs(t["error"]) for t in TABLE)
 
@@ -53,9 +57,11 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
     assert run.regression == QWEN3_B200_REGRESSION
     row = next(t for t in TABLE if t["run"] == run.name)
     assert row["regression"] and row["fits"]
-    # the model hides the all-to-all the publisher found slower to overlap: +141 % (+148 %
-    # before the all-to-all dispatcher's sorts by local expert were priced)
-    assert 1.38 < row["error"] < 1.43
+    # the model hides the all-to-all the publisher found slower to overlap: +57.6 % since the
+    # expert GEMMs' issue cost is the GroupedLinear module's (micro-batch 1: the layer is
+    # host-bound; dispatch.HOST_EXPERT_GEMM_S), +141 % before, +148 % before the all-to-all
+    # dispatcher's sorts by local expert were priced
+    assert 0.57 < row["error"] < 0.58
     without = 1024 * 4096 / 64 / 16.9  # the fixed recipe, overlap and VP off
     assert without / run.tokens_per_gpu == pytest.approx(1.19, abs=0.01)
 
@@ -76,6 +82,9 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
         return (r.model, r.accelerator, r.gpus, r.precision, r.gbs, r.mbs, r.pp, r.vp, r.ep)
 
     assert not {key(r) for r in MODERN_RUNS} & {key(r) for r in MOE_2602_RUNS}
-    assert all(0.16 < r["error"] <= 2.04 for r in rows)
+    # 2.04 → 0.99, 0.578 → 0.441: the expert GEMMs' issue cost measured on the GroupedLinear
+    # module (dispatch.HOST_EXPERT_GEMM_S): H100 Qwen3 30B-A3B (MBS 1) +191.0 → +98.4 %,
+    # B200 Qwen3 235B (MBS 1) +79.8 → +34.9 %
+    assert all(0.16 < r["error"] <= 0.99 for r in rows)
     # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.578
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.441
