@@ -183,6 +183,35 @@ QWEN3_B200_REGRESSION = (
     "is a \"performance regression from 25.09\" (25.09, same layout, MXFP8: 4,275 "
     "tokens/s/GPU); 16.9 s with the all-to-all overlap and VP off")
 """The publisher's statement that the 25.11 B200 Qwen3 235B figure is a regression."""
+NO_RECOMPUTE: tuple[tuple[str, Any], ...] = (("recompute", "none"),)
+"""Presets that state no recomputation: Megatron-Bridge's Qwen3 performance configs
+(``scripts/performance/configs/qwen3/qwen3_llm_pretrain.py`` ``set_qwen3_common_configs``:
+``recompute_granularity = None``, tag ``v0.2.1``, the first to carry the 25.11 summary;
+``configs/qwen/qwen3_llm_pretrain.py`` at ``v0.3.0`` for 26.02) and every preset that sets
+no ``recompute_modules`` / ``recompute_num_layers`` on a recipe without recomputation
+(GPT-OSS on GB300; the Llama 3 / 3.1 presets without CPU offloading)."""
+DEEPSEEK_GB300_2511: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("recompute_modules", ("moe_act",)))
+"""Megatron-Bridge ``v0.2.1`` ``scripts/performance/configs/deepseek/workload_base_configs.py``
+``DEEPSEEK_V3_GB300_BASE_CONFIG``: ``recompute_modules=["moe_act"]`` with
+``recompute_granularity = "selective"`` (``deepseek_llm_pretrain.py``
+``set_deepseek_v3_common_configs``). The preset's layout (PP 4, VP 4, EP 64, GBS 2048) is not
+the table's (PP 2, VP 4, EP 32, GBS 4096): the table's own is priced, with the preset's
+modules."""
+DEEPSEEK_GB200_2511: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("recompute_modules", ("mla_up_proj",)))
+"""Megatron-Bridge ``v0.2.1`` ``DEEPSEEK_V3_GB200_BASE_CONFIG``: ``recompute_modules=
+["mla_up_proj"]``, selective (as :data:`DEEPSEEK_GB300_2511`; every later GB200 DeepSeek-V3
+preset, ``v0.3.0`` V1 / V2, keeps it)."""
+GPT_OSS_RECOMPUTE: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("recompute_modules", ("layernorm", "moe_act")))
+"""Megatron-Bridge's GPT-OSS 120B H100, B200 and GB200 presets (``v0.2.1``
+``scripts/performance/configs/gpt_oss/workload_base_configs.py``; ``v0.3.0``
+``gpt_oss_workload_base_configs.py``, V1 and V2): ``recompute_modules=["layernorm",
+"moe_act"]``, which ``set_recompute_overrides`` (``scripts/performance/utils/helpers.py``)
+turns into ``recompute_granularity = "selective"`` (Megatron-Bridge pull request 1653,
+in ``v0.2.1``; at ``v0.2.0`` the modules were set without the granularity, inert). The GB300
+preset sets none (:data:`NO_RECOMPUTE`)."""
 H800: tuple[tuple[str, Any], ...] = (("scaleup_gbps", 400.0),)
 """H800 SXM: the H100 SXM die, clocks and HBM with NVLink cut to 400 GB/s (NVIDIA H800
 product brief); the report's 160 GB/s NVLink / 50 GB/s IB (§3.2.2) are achieved
@@ -323,57 +352,58 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 4, 8, 1, 4,
               tokens_per_gpu=988, release="26.02", system="GB300"),
     # mixture of experts (the tables: token distribution force-balanced, dropless)
-    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8,
+    # recomputation as each preset states it (NO_RECOMPUTE, GPT_OSS_RECOMPUTE, DEEPSEEK_*)
+    _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8, settings=NO_RECOMPUTE,
        regression=DROPLESS_REGRESSION.format(before=10494)),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 512, 4, pp=4, ep=8,
-              tokens_per_gpu=5630),
+              tokens_per_gpu=5630, settings=GPT_OSS_RECOMPUTE),
     ModernRun("gpt-oss-120b", "h100-sxm5-80gb", 64, "BF16", 1280, 1, pp=4, ep=8,
-              tokens_per_gpu=5993, release="26.02"),
+              tokens_per_gpu=5993, release="26.02", settings=GPT_OSS_RECOMPUTE),
     ModernRun("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 512, 4, ep=8,
-              tokens_per_gpu=8213, system="DGX-B200"),
+              tokens_per_gpu=8213, system="DGX-B200", settings=GPT_OSS_RECOMPUTE),
     ModernRun("qwen3-30b-a3b", "b200-sxm-180gb", 8, "FP8-MX", 512, 1, ep=8,
-              tokens_per_gpu=9299, system="DGX-B200",
+              tokens_per_gpu=9299, system="DGX-B200", settings=NO_RECOMPUTE,
               regression=DROPLESS_REGRESSION.format(before=18066)),
     ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
-              tokens_per_gpu=3269, system="DGX-B200", settings=QWEN3_B200_2511,
+              tokens_per_gpu=3269, system="DGX-B200", settings=QWEN3_B200_2511 + NO_RECOMPUTE,
               regression=QWEN3_B200_REGRESSION),
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
-              tokens_per_gpu=15876, system="GB200"),
+              tokens_per_gpu=15876, system="GB200", settings=GPT_OSS_RECOMPUTE),
     ModernRun("qwen3-30b-a3b", "gb200-186gb", 8, "FP8-MX", 512, 4, ep=8,
               tokens_per_gpu=23766, system="GB200",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + NO_RECOMPUTE),
     ModernRun("qwen3-235b-a22b", "gb200-186gb", 256, "BF16", 8192, 1, pp=8, vp=3, ep=32,
               tokens_per_gpu=4916, system="GB200",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + NO_RECOMPUTE),
     ModernRun("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 4, ep=8,
               tokens_per_gpu=28934, system="GB300",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + NO_RECOMPUTE),
     ModernRun("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 2, ep=64, seq=8192,
-              tokens_per_gpu=18347, system="GB300"),
+              tokens_per_gpu=18347, system="GB300", settings=NO_RECOMPUTE),
     ModernRun("qwen3-235b-a22b", "gb300-288gb", 256, "BF16", 8192, 2, pp=4, vp=12, ep=16,
               tokens_per_gpu=6131, system="GB300",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + NO_RECOMPUTE),
     # expert TP: EP 32 over TP 2 × DP 16, each expert whole on its card (etp 1, the
     # recipes' expert_tensor_parallel_size); the GBS-8192 ("V2") H100 recipe also sets
     # moe_a2a_overlap (:data:`QWEN3_H100_V2`), the GBS-2048 preset of before did not
     _h("qwen3-235b-a22b", 256, 2048, 1, 1575, tp=2, pp=8, vp=4, ep=32,
-       settings=(("etp", 1),)),
+       settings=(("etp", 1),) + NO_RECOMPUTE),
     _h("qwen3-235b-a22b", 256, 8192, 1, 1633, "26.02", tp=2, pp=8, vp=4, ep=32,
-       settings=QWEN3_H100_V2),
+       settings=QWEN3_H100_V2 + NO_RECOMPUTE),
     # DeepSeek-V3 without its multi-token-prediction module (the 25.11 "w/o MTP" rows;
     # multi-head latent attention, 1 shared + 256 routed experts)
     ModernRun("deepseek-v3", "gb300-288gb", 256, "BF16", 4096, 1, pp=2, vp=4, ep=32,
               tokens_per_gpu=3848, system="GB300",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + DEEPSEEK_GB300_2511),
     ModernRun("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 1, pp=2, vp=4, ep=32,
               tokens_per_gpu=4357, system="GB300",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + DEEPSEEK_GB300_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "BF16", 4096, 1, pp=4, vp=4, ep=64,
               tokens_per_gpu=3139, system="GB200",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + DEEPSEEK_GB200_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, pp=8, vp=4, ep=32,
               tokens_per_gpu=4018, system="GB200",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + DEEPSEEK_GB200_2511),
     # DeepSeek-V3's own pre-training: 10^12 tokens / (180,000 GPU-hours × 3,600 s)
     ModernRun("deepseek-v3", "h100-sxm5-80gb", 2048, "FP8-block", 15360, 1, pp=16, ep=64,
               tokens_per_gpu=1e12 / (180e3 * 3600), release="report", system="H800",

@@ -48,7 +48,9 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
     run = next(r for r in MODERN_RUNS
                if r.model == "qwen3-235b-a22b" and r.accelerator == "b200-sxm-180gb")
     assert abs(1024 * 4096 / 64 / 20.1 / run.tokens_per_gpu - 1) < 0.005
-    assert dict(run.settings) == dict(QWEN3_B200_2511) == {"ep_overlap": True}
+    assert dict(QWEN3_B200_2511) == {"ep_overlap": True}
+    # and the Qwen3 presets' stated recomputation: none (validation.NO_RECOMPUTE)
+    assert dict(run.settings) == {"ep_overlap": True, "recompute": "none"}
     assert run.layout()["ep_overlap"] is True
     assert run.regression == QWEN3_B200_REGRESSION
     row = next(t for t in TABLE if t["run"] == run.name)
