@@ -43,6 +43,7 @@ from simulation.training.execution import (
     EP_OVERLAP_SCHEDULES,
     MAX_SCALE_UP_DOMAIN,
     RECOMPUTE,
+    RECOMPUTE_MODULES,
     SCHEDULES,
 )
 from simulation.training.recipes import FP8_RECIPES
@@ -144,6 +145,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "launch-bound where the host is slower) and which sorts the received "
                        "tokens by local expert; flex: DeepEP / HybridEP, the same wait, no "
                        "sort; device: sizes stay on the GPU (CUDA-graphed MoE)."),
+    "recompute_modules": ("Recomputed modules", "With selective recomputation, Megatron-Core's "
+                          "recompute_modules: core_attn (the default when empty), moe_act, "
+                          "layernorm, mla_up_proj, mlp, moe, shared_experts."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
     "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
@@ -160,6 +164,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRE
                                         "schedule": SCHEDULES, "fp8_recipe": FP8_RECIPES,
                                         "moe_dispatcher": MOE_DISPATCHERS,
                                         "ep_overlap_schedule": EP_OVERLAP_SCHEDULES}
+_CHOICE_LISTS: dict[str, tuple[str, ...]] = {"recompute_modules": RECOMPUTE_MODULES}
+"""Execution fields that take several of their choices (a list)."""
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
@@ -169,6 +175,8 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
 
 
 def _field_type(name: str, annotation: Any) -> str:
+    if name in _CHOICE_LISTS:
+        return "choice_list"
     if name in _CHOICES:
         return "choice"
     text = str(annotation)
@@ -190,7 +198,8 @@ def execution_fields() -> tuple[FieldSpec, ...]:
         out.append(FieldSpec(f.name, _field_type(f.name, f.type), label, text,
                              required=f.name == "global_batch",
                              default=None if f.name == "global_batch" else default,
-                             choices=_CHOICES.get(f.name), min=low, max=high))
+                             choices=_CHOICES.get(f.name, _CHOICE_LISTS.get(f.name)),
+                             min=low, max=high))
         if f.name == "zero":
             label, text = _EXECUTION_TEXT["distributed_optimizer"]
             out.append(FieldSpec("distributed_optimizer", "boolean", label, text, default=False))
