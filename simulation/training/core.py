@@ -201,6 +201,8 @@ class Batch:
     """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
     domain: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Cards per NVLink domain (``Execution.nvlink_domain``); 0 = the system's."""
+    offload: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Layers whose activations go to host memory (``Execution.cpu_offload_layers``)."""
     rc_modules: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Selective recomputation's modules (:func:`.execution.recompute_module_mask`); 0 with
     ``recompute`` selective = the attention core only (Megatron-Core's default)."""
@@ -233,6 +235,8 @@ class Batch:
             self.connections = np.full(self.tp.size, 8, dtype=np.int64)
         if self.domain.size != self.tp.size:
             self.domain = np.zeros(self.tp.size, dtype=np.int64)
+        if self.offload.size != self.tp.size:
+            self.offload = np.zeros(self.tp.size, dtype=np.int64)
         if self.rc_modules.size != self.tp.size:
             self.rc_modules = np.zeros(self.tp.size, dtype=np.int64)
 
@@ -242,6 +246,25 @@ class Batch:
     def take(self, idx: I64) -> Batch:
         """The configurations at ``idx``."""
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
+
+
+def offload_exposed(layer_bytes: F64, link_bps: float, fwd: F64, bwd: F64) -> tuple[F64, F64]:
+    """(forward, backward) seconds one offloaded layer's host copies stay exposed.
+
+    Transformer Engine's CPU offloading (``get_cpu_offload_context``, driven by
+    Megatron-Core's ``cpu_offloading_num_layers``) copies a layer's saved activations to
+    the host on a side stream while the next layer's forward runs, and prefetches them back
+    while the following layer's backward runs: each copy of ``layer_bytes`` over the host
+    link (``SystemSpec.host_link_gbps``, each way) hides under one layer's compute.
+
+    >>> f, b = offload_exposed(np.array([4.5e9]), 450e9, np.array([0.004]), np.array([0.012]))
+    >>> round(float(f[0]), 6), round(float(b[0]), 6)
+    (0.006, 0.0)
+    """
+    copy = layer_bytes / link_bps
+    out_f: F64 = np.maximum(copy - fwd, 0.0)
+    out_b: F64 = np.maximum(copy - bwd, 0.0)
+    return out_f, out_b
 
 
 def selective_modules(rc: I64, mask: I64) -> I64:
@@ -651,8 +674,15 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         L_mid = np.where(b.balance, S, L_stage)
         L_stage = np.where(b.balance, np.where(mid_critical, S, S - 1), L_stage)
         w_logit = np.where(b.balance & mid_critical, 0.0, 1.0)
-    stage_f = L_stage * fwd + w_logit * logit_f
-    stage_b = L_stage * bwd + w_logit * logit_b + accum
+    # CPU offloading (Transformer Engine's ``get_cpu_offload_context``, which Megatron-Core's
+    # ``cpu_offloading_num_layers`` drives): an offloaded layer's saved activations are
+    # copied to the host while the next layer computes its forward, and back while the
+    # layer after it computes its backward; the copy's excess over that compute is exposed
+    off_f, off_b = offload_exposed(mem["act_layer_bytes"], system.host_link_gbps * 1e9,
+                                   fwd + ex_f, bwd + ex_b)
+    n_off = np.minimum(b.offload.astype(np.float64), L_stage)
+    stage_f = L_stage * fwd + w_logit * logit_f + n_off * off_f
+    stage_b = L_stage * bwd + w_logit * logit_b + accum + n_off * off_b
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
@@ -886,11 +916,16 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
         short = np.where(b.gpipe, m, first_chunk_share(pp, m, v, in_flight))
         layers_held = np.where(b.balance, np.where(b.gpipe, m * (S - 1),
                                                    in_flight * S / v - short), layers_held)
-    acts = layers_held * per_layer + np.where(pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
+    # CPU offloading (Megatron-Core ``cpu_offloading_num_layers``, pp 1 only): that many
+    # layers' activations wait in host memory, not in HBM
+    offloaded = np.minimum(b.offload.astype(np.float64), layers_held)
+    acts = (layers_held - offloaded) * per_layer + np.where(
+        pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
     total = weights + grads + optimizer + acts + reserve_gib * GIB
     return {
         "p_dense": p_dense, "p_expert": p_expert,
         "mem_weights": weights / GIB, "mem_gradients": grads / GIB,
         "mem_optimizer": optimizer / GIB, "mem_activations": acts / GIB,
+        "act_layer_bytes": per_layer,
         "mem_total": total / GIB,
     }

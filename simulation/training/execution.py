@@ -160,6 +160,13 @@ class Execution:
     ``("core_attn",)``, the attention core). Megatron-Bridge's performance presets set them
     per model and system (e.g. DeepSeek-V3 on GB200 ``["mla_up_proj"]``). Ignored by the
     other settings of ``recompute``."""
+    cpu_offload_layers: int = 0
+    """Layers whose saved activations are offloaded to host memory (Megatron-Core's
+    ``cpu_offloading`` / ``cpu_offloading_num_layers``, activations only, as
+    Megatron-Bridge's presets set it): out of HBM, copied over the host link under the
+    neighbouring layers' compute (:func:`.core.offload_exposed`). As Megatron-Core
+    (``transformer_config.py``): fewer than the model's layers, no pipeline parallelism,
+    no recomputation."""
     etp: int = 0
     """Expert tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``): each
     expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'
@@ -306,11 +313,20 @@ def execution_from_params(
     domain = data.get("nvlink_domain")
     nvlink_domain = 0 if domain is None or (type(domain) is int and domain == 0) else integer(
         domain, f"{path}nvlink_domain", high=MAX_SCALE_UP_DOMAIN)
+    offload = integer(data.get("cpu_offload_layers", 0), f"{path}cpu_offload_layers", low=0,
+                      high=1 << 16)
+    if offload and pp > 1:
+        raise TrainingInputError(f"{path}cpu_offload_layers",
+                                 "no CPU offloading with pipeline parallelism (Megatron-Core)")
+    if offload and recompute != "none":
+        raise TrainingInputError(f"{path}cpu_offload_layers",
+                                 "no CPU offloading with recomputation (Megatron-Core)")
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
                    nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
-                   cuda_max_connections=connections, recompute_modules=modules, **flags)
+                   cuda_max_connections=connections, recompute_modules=modules,
+                   cpu_offload_layers=offload, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:
@@ -333,6 +349,9 @@ def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
             " (+ embedding and output slots)" if slots > model.layers else "")
     if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
         return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
+    if ex.cpu_offload_layers >= model.layers:
+        return "cpu_offload_layers", (f"offloads fewer than the model's {model.layers} "
+                                      f"layers (Megatron-Core)")
     if ex.etp and (not model.moe or model.ffn % ex.etp):
         return "etp", f"etp ({ex.etp}) must divide the experts' FFN width ({model.ffn})"
     if ex.vpp > 1 and ex.micro_batches % ex.pp:

@@ -70,6 +70,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         ep=col("ep", np.int64), vpp=col("vpp", np.int64), mb=col("micro_batch", np.int64),
         gb=col("global_batch", np.int64),
         recompute=np.array([RECOMPUTE_CODES.index(e.recompute) for e in executions]),
+        offload=col("cpu_offload_layers", np.int64),
         rc_modules=np.array([recompute_module_mask(e.recompute, e.recompute_modules)
                              for e in executions], dtype=np.int64),
         zero=col("zero", np.int64),

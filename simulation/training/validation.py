@@ -190,6 +190,13 @@ NO_RECOMPUTE: tuple[tuple[str, Any], ...] = (("recompute", "none"),)
 ``configs/qwen/qwen3_llm_pretrain.py`` at ``v0.3.0`` for 26.02) and every preset that sets
 no ``recompute_modules`` / ``recompute_num_layers`` on a recipe without recomputation
 (GPT-OSS on GB300; the Llama 3 / 3.1 presets without CPU offloading)."""
+LLAMA3_OFFLOAD = (
+    "Megatron-Bridge v0.2.1 scripts/performance/configs/llama3/workload_base_configs.py: "
+    "LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG (micro-batch 2, Megatron-FSDP, "
+    "cpu_offloading_num_layers=40) and LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG (the same, 20 "
+    "layers); set_recompute_overrides (utils/helpers.py) turns them into cpu_offloading=True, "
+    "activations only; no recomputation (Megatron-Core refuses it with CPU offloading)")
+"""The 25.11 Llama 3 70B FP8-CS FSDP rows' activation offloading (``cpu_offload_layers``)."""
 DEEPSEEK_GB300_2511: tuple[tuple[str, Any], ...] = (
     ("recompute", "selective"), ("recompute_modules", ("moe_act",)))
 """Megatron-Bridge ``v0.2.1`` ``scripts/performance/configs/deepseek/workload_base_configs.py``
@@ -308,49 +315,51 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     _h("llama3-70b", 64, 256, 1, 1621, "26.02", tp=4, pp=8, vp=5),
     _h("llama3-405b", 1024, 1536, 1, 311, "26.02", tp=8, pp=8, cp=2, vp=8),
     ModernRun("llama3-8b", "b200-sxm-180gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=30624,
-              system="DGX-B200"),
+              system="DGX-B200", settings=NO_RECOMPUTE),
     ModernRun("llama3-8b", "b200-sxm-180gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=29521,
-              system="DGX-B200"),
+              system="DGX-B200", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-CS", 64, 1, 4, 8, 2, 8,
-              tokens_per_gpu=661, system="DGX-B200"),
+              tokens_per_gpu=661, system="DGX-B200", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-MX", 64, 1, 4, 8, 2, 8,
-              tokens_per_gpu=624, system="DGX-B200"),
+              tokens_per_gpu=624, system="DGX-B200", settings=NO_RECOMPUTE),
     ModernRun("llama3-8b", "gb200-186gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=31508,
-              system="GB200"),
+              system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-70b", "gb200-186gb", 64, "FP8-CS", 256, 2, fsdp=True,
-              tokens_per_gpu=4312, system="GB200"),
+              tokens_per_gpu=4312, system="GB200",
+              settings=NO_RECOMPUTE + (("cpu_offload_layers", 40),)),  # LLAMA3_OFFLOAD
     ModernRun("llama3-405b", "gb200-186gb", 256, "FP8-CS", 1536, 1, 4, 16, 1, 4,
-              tokens_per_gpu=813, system="GB200"),
+              tokens_per_gpu=813, system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-70b", "gb200-186gb", 64, "NVFP4", 256, 1, 2, 4, 1, 5,
-              tokens_per_gpu=4458, release="26.02", system="GB200"),
+              tokens_per_gpu=4458, release="26.02", system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-70b", "gb200-186gb", 64, "FP8-MX", 256, 1, 2, 4, 1, 5,
-              tokens_per_gpu=3613, release="26.02", system="GB200"),
+              tokens_per_gpu=3613, release="26.02", system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "gb200-186gb", 256, "NVFP4", 1536, 1, 4, 16, 1, 8,
-              tokens_per_gpu=1076, release="26.02", system="GB200"),
+              tokens_per_gpu=1076, release="26.02", system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-8b", "gb300-288gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=37556,
-              system="GB300"),
+              system="GB300", settings=NO_RECOMPUTE),
     ModernRun("llama3-70b", "gb300-288gb", 64, "NVFP4", 256, 1, 1, 4, 1, 5,
-              tokens_per_gpu=6798, release="26.02", system="GB300"),
+              tokens_per_gpu=6798, release="26.02", system="GB300", settings=NO_RECOMPUTE),
     # the rest of the 25.11 Llama rows (the FP8-MX figures in parentheses, GB300 70B, 405B)
     ModernRun("llama3-8b", "gb200-186gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=29789,
-              system="GB200"),
+              system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-8b", "gb300-288gb", 8, "FP8-MX", 128, 2, tokens_per_gpu=36108,
-              system="GB300"),
+              system="GB300", settings=NO_RECOMPUTE),
     ModernRun("llama3-70b", "gb300-288gb", 64, "FP8-CS", 256, 2, fsdp=True,
-              tokens_per_gpu=4520, system="GB300"),
+              tokens_per_gpu=4520, system="GB300",
+              settings=NO_RECOMPUTE + (("cpu_offload_layers", 20),)),  # LLAMA3_OFFLOAD
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 2, 8, 2, 4,
-              tokens_per_gpu=999, system="GB300"),
+              tokens_per_gpu=999, system="GB300", settings=NO_RECOMPUTE),
     # and the 26.02 rows whose layout or precision the 25.11 table does not have
     ModernRun("llama3-70b", "gb300-288gb", 64, "FP8-MX", 256, 1, 1, 4, 1, 5,
-              tokens_per_gpu=4596, release="26.02", system="GB300"),
+              tokens_per_gpu=4596, release="26.02", system="GB300", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "gb200-186gb", 256, "FP8-MX", 1536, 1, 4, 16, 1, 8,
-              tokens_per_gpu=786, release="26.02", system="GB200"),
+              tokens_per_gpu=786, release="26.02", system="GB200", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "gb300-288gb", 256, "NVFP4", 1536, 1, 4, 8, 1, 4,
-              tokens_per_gpu=1333, release="26.02", system="GB300"),
+              tokens_per_gpu=1333, release="26.02", system="GB300", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-MX", 1536, 1, 2, 8, 2, 4,
-              tokens_per_gpu=931, release="26.02", system="GB300"),
+              tokens_per_gpu=931, release="26.02", system="GB300", settings=NO_RECOMPUTE),
     ModernRun("llama3-405b", "gb300-288gb", 256, "FP8-CS", 1536, 1, 4, 8, 1, 4,
-              tokens_per_gpu=988, release="26.02", system="GB300"),
+              tokens_per_gpu=988, release="26.02", system="GB300", settings=NO_RECOMPUTE),
     # mixture of experts (the tables: token distribution force-balanced, dropless)
     # recomputation as each preset states it (NO_RECOMPUTE, GPT_OSS_RECOMPUTE, DEEPSEEK_*)
     _h("qwen3-30b-a3b", 16, 512, 2, 5275, pp=2, vp=24, ep=8, settings=NO_RECOMPUTE,

@@ -164,3 +164,72 @@ def test_the_rows_carry_their_presets_recomputation() -> None:
             assert (lay["recompute"], tuple(lay.get("recompute_modules", ()))) == (rc, mods)
             seen += 1
     assert seen == 18  # 9 Qwen3, 5 GPT-OSS, 4 DeepSeek-V3 rows
+
+
+# ---------------------------------------------------------------- CPU activation offloading
+def test_offloading_is_refused_where_megatron_core_refuses_it() -> None:
+    """``transformer_config.py``: "no support for Pipeline parallelism with CPU offloading",
+    "CPU offloading does not work when activation recomputation is enabled", "CPU offloading
+    can be done only for layers less than num_layers"."""
+    model = MODELS["llama3-70b"]
+    base = {"global_batch": 64, "cpu_offload_layers": 10}
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "pp": 2}, 64, model)
+    assert err.value.field == "cpu_offload_layers"
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "recompute": "selective"}, 64, model)
+    assert err.value.field == "cpu_offload_layers"
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "cpu_offload_layers": model.layers}, 64, model)
+    assert err.value.field == "cpu_offload_layers"
+
+
+def test_the_host_links() -> None:
+    """Grace-Blackwell: 900 GB/s NVLink-C2C, bidirectional, between one Grace and two GPUs:
+    225 GB/s per card and direction; HGX H100 / B200: PCIe Gen 5 x16, 64; A100: Gen 4, 32."""
+    gb200 = system_for_accelerator(ACCELERATORS["gb200-186gb"], 8)
+    assert gb200.host_link_gbps == 900 / 2 / 2
+    assert system_for_accelerator(ACCELERATORS["b200-sxm-180gb"], 8).host_link_gbps == 64.0
+    assert system_for_accelerator(ACCELERATORS["h100-sxm5-80gb"], 8).host_link_gbps == 64.0
+
+
+def test_offloaded_layers_leave_hbm_and_their_copies_hide_under_one_layer() -> None:
+    """N offloaded layers: N layers' saved activations fewer in HBM; each forward copy (one
+    layer's bytes at the host link's rate) shows only where it outlasts the next layer's
+    forward, the reload where it outlasts a layer's backward (Transformer Engine's
+    ``get_cpu_offload_context``): step(N) − step(0) = m·N·(max(0, c − f) + max(0, c − b))."""
+    run = next(r for r in MODERN_RUNS if r.model == "llama3-70b" and r.fsdp
+               and r.accelerator == "gb200-186gb")
+    model = MODELS["llama3-70b"]
+    system = system_for_accelerator(ACCELERATORS["gb200-186gb"], run.gpus)
+    lay = {**run.layout(), "cpu_offload_layers": 0}
+    v0 = evaluate(model, system, execution_from_params(lay, run.gpus, model)).values
+    v40 = evaluate(model, system, execution_from_params(
+        {**lay, "cpu_offload_layers": 40}, run.gpus, model)).values
+    # one layer's saved activations (micro-batch 2, tp 1, FP8 recipe: 16-bit activations)
+    layer_bytes = float(saved_activation_bytes(
+        model, np.array([float(run.mbs)]), tp=ONE, sp=NO_SP, recompute=np.array([0]),
+        flash=FLASH)[0])
+    drop = v0["memory"]["activations"] - v40["memory"]["activations"]
+    assert drop == pytest.approx(40 * layer_bytes / 2**30)
+    copy = layer_bytes / (system.host_link_gbps * 1e9)
+    m = run.gbs // (run.gpus * run.mbs)
+    f, b = v0["layer"]["forward"], v0["layer"]["backward"]
+    assert f < copy < b  # the forward copy shows, the reload hides
+    assert v0["exposed_comm"]["tp"] == 0.0  # tp 1: the forward is the layer's kernels
+    assert v40["step_time_s"] - v0["step_time_s"] == pytest.approx(m * 40 * (copy - f),
+                                                                   rel=1e-6)
+    assert v40["memory_gib_per_card"] < v0["memory_gib_per_card"] - 150
+
+
+def test_the_fsdp_rows_offload_as_their_presets_state() -> None:
+    """Megatron-Bridge v0.2.1 ``LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG`` (40 layers) and
+    ``LLAMA3_70B_GB300_FP8_CS_BASE_CONFIG`` (20), no recomputation; every other Blackwell
+    dense row's preset states no recomputation and no offloading."""
+    for run in MODERN_RUNS:
+        if run.model.startswith("llama3") and run.accelerator in (
+                "b200-sxm-180gb", "gb200-186gb", "gb300-288gb"):
+            lay = run.layout()
+            want = ({"gb200-186gb": 40, "gb300-288gb": 20}[run.accelerator]
+                    if run.fsdp and run.model == "llama3-70b" else 0)
+            assert (lay["recompute"], lay.get("cpu_offload_layers", 0)) == ("none", want)

@@ -148,6 +148,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "recompute_modules": ("Recomputed modules", "With selective recomputation, Megatron-Core's "
                           "recompute_modules: core_attn (the default when empty), moe_act, "
                           "layernorm, mla_up_proj, mlp, moe, shared_experts."),
+    "cpu_offload_layers": ("CPU-offloaded layers", "Layers whose saved activations wait in "
+                           "host memory (Megatron-Core's cpu_offloading_num_layers): out of HBM, "
+                           "copied over the host link; no PP, no recomputation."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
     "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
@@ -170,7 +173,7 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
     "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
-    "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN),
+    "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN), "cpu_offload_layers": (0, None),
 }
 
 
