@@ -494,20 +494,31 @@ def release_table() -> list[dict[str, Any]]:
 
 
 def _m26(model: str, acc: str, gpus: int, precision: str, gbs: int, mbs: int, tok: float,
-         system: str, ep: int, pp: int = 1, vp: int = 1, flex: bool = False) -> ModernRun:
+         system: str, ep: int, pp: int = 1, vp: int = 1, flex: bool = False,
+         rc: tuple[tuple[str, Any], ...] = NO_RECOMPUTE) -> ModernRun:
     return ModernRun(model, acc, gpus, precision, gbs, mbs, pp=pp, vp=vp, ep=ep,
                      tokens_per_gpu=tok, release="26.02", system=system,
-                     settings=(("moe_dispatcher", "flex"),) if flex else ())
+                     settings=((("moe_dispatcher", "flex"),) if flex else ()) + rc)
+
+
+DEEPSEEK_2602: tuple[tuple[str, Any], ...] = (
+    ("recompute", "selective"), ("recompute_modules", ("mla_up_proj",)))
+"""Megatron-Bridge ``v0.3.0`` ``scripts/performance/configs/deepseek/
+deepseek_workload_base_configs.py``: ``DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V2`` (PP 2, VP 8,
+MBS 2, EP 32, GBS 4096: the 26.02 GB300 row's layout) and ``..._GB200_V2`` (PP 4, VP 4, EP 64:
+the GB200 row's) both set ``recompute_modules=["mla_up_proj"]``, selective."""
 
 
 MOE_2602_RUNS: tuple[ModernRun, ...] = (
     _m26("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 2, 4612, "GB300", 32, pp=2, vp=8,
-         flex=True),
+         flex=True, rc=DEEPSEEK_2602),
     _m26("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, 3955, "GB200", 64, pp=4, vp=4,
-         flex=True),
+         flex=True, rc=DEEPSEEK_2602),
     _m26("gpt-oss-120b", "gb300-288gb", 64, "BF16", 1280, 4, 19412, "GB300", 64),
-    _m26("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 4, 15784, "GB200", 64),
-    _m26("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 1280, 4, 8047, "DGX-B200", 64),
+    _m26("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 4, 15784, "GB200", 64,
+         rc=GPT_OSS_RECOMPUTE),
+    _m26("gpt-oss-120b", "b200-sxm-180gb", 64, "BF16", 1280, 4, 8047, "DGX-B200", 64,
+         rc=GPT_OSS_RECOMPUTE),
     _m26("qwen3-30b-a3b", "gb300-288gb", 8, "FP8-MX", 512, 8, 30376, "GB300", 8,
          flex=True),
     _m26("qwen3-30b-a3b", "h100-sxm5-80gb", 16, "FP8-CS", 1024, 1, 5113, "DGX-H100", 8, pp=2,
@@ -525,8 +536,10 @@ MOE_2602_RUNS: tuple[ModernRun, ...] = (
 parts :data:`ACCELERATORS` holds (the DGX-B300 rows and the B200 DeepSeek-V3 row, whose
 multi-token-prediction module the table does not state, are left out); the two already
 in :data:`MODERN_RUNS` (H100 GPT-OSS, H100 Qwen3 235B) are not repeated. The recipes'
-settings for these rows were not checked beyond the dispatcher: priced with the defaults
-(no all-to-all overlap, recomputation by the fidelity rule) and the all-to-all dispatcher,
+settings for these rows were checked for the dispatcher and recomputation (the ``v0.3.0``
+presets: :data:`DEEPSEEK_2602`, :data:`GPT_OSS_RECOMPUTE` on GB200 / B200, none for Qwen3 and
+GPT-OSS on GB300, :data:`NO_RECOMPUTE`); otherwise priced with the defaults (no all-to-all
+overlap) and the all-to-all dispatcher,
 except where Megatron-Bridge's 26.02 presets (tag ``v0.3.0``, 2026-02-26,
 ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` and
 ``deepseek/deepseek_workload_base_configs.py``) set a flex backend — HybridEP for the GB200
