@@ -98,6 +98,7 @@ import numpy.typing as npt
 from .comm import CommModel, group_split
 from .dispatch import moe_layer_host_s
 from .energy import clock_for_cap, hbm_power_w, op_mix_power
+from .execution import RECOMPUTE_MODULES
 from .flops import step_flops
 from .layer import CAST_TENSORS, cast_elements, layer_kernels, logit_kernels
 from .memory import STATE_BYTES, chunks_in_flight, first_chunk_share, saved_activation_bytes
@@ -214,6 +215,11 @@ class Batch:
     adam: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Adam implementation code (``Execution.optimizer``, :data:`ADAM_IMPL_BYTES`);
     0 (fused) where not given."""
+    offload: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Layers whose activations go to host memory (``Execution.cpu_offload_layers``)."""
+    rc_modules: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Selective recomputation's modules (:func:`.execution.recompute_module_mask`); 0 with
+    ``recompute`` selective = the attention core only (Megatron-Core's default)."""
     """Cast recipe codes (:data:`CAST_RECIPES`); default: FP8 delayed, FP4 NVFP4."""
 
     def __post_init__(self) -> None:
@@ -245,6 +251,10 @@ class Batch:
             self.adam = np.zeros(self.tp.size, dtype=np.int64)
         if self.domain.size != self.tp.size:
             self.domain = np.zeros(self.tp.size, dtype=np.int64)
+        if self.offload.size != self.tp.size:
+            self.offload = np.zeros(self.tp.size, dtype=np.int64)
+        if self.rc_modules.size != self.tp.size:
+            self.rc_modules = np.zeros(self.tp.size, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.tp.size)
@@ -252,6 +262,87 @@ class Batch:
     def take(self, idx: I64) -> Batch:
         """The configurations at ``idx``."""
         return Batch(**{k: v[idx] for k, v in self.__dict__.items()})
+
+
+def offload_exposed(layer_bytes: F64, link_bps: float, fwd: F64, bwd: F64) -> tuple[F64, F64]:
+    """(forward, backward) seconds one offloaded layer's host copies stay exposed.
+
+    Transformer Engine's CPU offloading (``get_cpu_offload_context``, driven by
+    Megatron-Core's ``cpu_offloading_num_layers``) copies a layer's saved activations to
+    the host on a side stream while the next layer's forward runs, and prefetches them back
+    while the following layer's backward runs: each copy of ``layer_bytes`` over the host
+    link (``SystemSpec.host_link_gbps``, each way) hides under one layer's compute.
+
+    >>> f, b = offload_exposed(np.array([4.5e9]), 450e9, np.array([0.004]), np.array([0.012]))
+    >>> round(float(f[0]), 6), round(float(b[0]), 6)
+    (0.006, 0.0)
+    """
+    copy = layer_bytes / link_bps
+    out_f: F64 = np.maximum(copy - fwd, 0.0)
+    out_b: F64 = np.maximum(copy - bwd, 0.0)
+    return out_f, out_b
+
+
+def selective_modules(rc: I64, mask: I64) -> I64:
+    """The module mask selective recomputation runs (:data:`.execution.RECOMPUTE_MODULES`):
+    0 unless ``rc`` is 1 (selective); an empty mask is Megatron-Core's default, the
+    attention core (bit 0).
+
+    >>> selective_modules(np.array([0, 1, 1, 2]), np.array([0, 0, 6, 6])).tolist()
+    [0, 1, 6, 0]
+    """
+    out: I64 = np.where(rc == 1, np.where(mask == 0, 1, mask), 0).astype(np.int64)
+    return out
+
+
+def _has(mods: I64, name: str) -> B8:
+    """Whether module ``name`` is in the masks ``mods``."""
+    out: B8 = (mods >> RECOMPUTE_MODULES.index(name)) & 1 == 1
+    return out
+
+
+RC_MODULE_KERNELS = {"core_attn": 4.0, "layernorm": 2.0, "moe_act": 1.0, "mla_up_proj": 4.0,
+                     "mlp": 3.0, "moe": 8.0, "shared_experts": 3.0}
+"""Forward kernels each recompute module re-launches (``core_attn`` with flash: 1): the
+scores, softmax, dropout and context of the unfused core; the two norms; the experts'
+activation; MLA's Q and KV up-projection GEMMs and the two rotary passes
+(``multi_latent_attention.py`` ``qkv_up_proj_and_rope_apply``); fc1, activation, fc2; the
+MoE layer's router GEMM, its softmax / top-k, permute, fc1, activation, fc2, unpermute and
+the shared experts' fc1 (the three shared-expert kernels when alone)."""
+
+
+def selective_parts(k: dict[str, F64], mods: I64, flash: B8) -> tuple[F64, F64, F64, F64]:
+    """(GEMM, attention-core, memory-bound seconds, kernels) the modules ``mods`` re-run.
+
+    Megatron-Core (``transformer_layer.py``, ``moe/moe_layer.py``, ``moe/experts.py``,
+    ``multi_latent_attention.py``): ``core_attn`` the attention core; ``layernorm`` the
+    input and pre-MLP norms; ``moe_act`` the routed experts' activation; ``mla_up_proj``
+    MLA's Q / KV up-projections and rotary; ``mlp`` a dense layer's MLP (not an MoE
+    layer's); ``moe`` the whole MoE layer (router, permute, routed and shared experts,
+    which it includes: ``moe_act`` and ``shared_experts`` then add nothing);
+    ``shared_experts`` the shared experts. Keys of :func:`.layer.layer_kernels`.
+    """
+    has = {n: _has(mods, n) for n in RECOMPUTE_MODULES}
+    moe = has["moe"]
+
+    def part(name: str, key: str, inside_moe: bool = False) -> F64:
+        on = has[name] & ~moe if inside_moe else has[name]
+        out: F64 = np.where(on, k[key], 0.0)
+        return out
+
+    gemm = (part("mla_up_proj", "rc_mla_up_proj_gemm") + part("mlp", "rc_mlp_gemm")
+            + part("moe", "rc_moe_gemm") + part("shared_experts", "rc_shared_experts_gemm", True))
+    core = part("core_attn", "fwd_core")
+    mem = (part("core_attn", "core_mem") + part("layernorm", "rc_layernorm_mem")
+           + part("moe_act", "rc_moe_act_mem", True) + part("mla_up_proj", "rc_mla_up_proj_mem")
+           + part("mlp", "rc_mlp_mem") + part("moe", "rc_moe_mem")
+           + part("shared_experts", "rc_shared_experts_mem", True))
+    kernels = np.zeros_like(gemm)
+    for n, c in RC_MODULE_KERNELS.items():
+        on = has[n] & ~moe if n in ("moe_act", "shared_experts") else has[n]
+        c_ = np.where(flash, 1.0, c) if n == "core_attn" else c
+        kernels = kernels + np.where(on, c_, 0.0)
+    return gemm, core, mem, kernels
 
 
 def ep_overlap_exposed(a2a: F64, fwd: F64, bwd: F64, mlp_f: F64, mlp_b: F64,
@@ -444,9 +535,13 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     fwd = fwd_comp + fwd_fixed
     bwd = bwd_comp + bwd_fixed
     rc = b.recompute
-    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, k["fwd_core"],
+    # selective recomputation by module (Megatron-Core ``recompute_modules``): each re-runs
+    # its forward in the backward (:func:`selective_parts`)
+    mods = selective_modules(rc, b.rc_modules)
+    sel_gemm, sel_core, sel_mem, sel_kernels = selective_parts(k, mods, b.flash)
+    rc_comp = np.where(rc == 2, fwd_comp, np.where(rc == 1, sel_gemm + sel_core,
                                                    np.where(rc == 3, k["op_rc_gemm"], 0.0)))
-    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, k["core_mem"],
+    rc_fixed = np.where(rc == 2, fwd_fixed, np.where(rc == 1, sel_mem,
                                                      np.where(rc == 3, fwd_fixed, 0.0)))
     t_rc = rc_comp + rc_fixed
 
@@ -455,8 +550,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     k_cast = CAST_TENSORS * _CAST_K[b.recipe]  # cast kernels, forward and backward each
     gap_f = (k_fwd + k_cast) * KERNEL_GAP_S
     gap_b = (2.0 * k_fwd + k_cast + np.where(b.grad_fusion, 0.0, PARAM_TENSORS)) * KERNEL_GAP_S
-    gap_rc = np.where(rc >= 2, gap_f, np.where(rc == 1, np.where(b.flash, 1.0, 4.0)
-                                               * KERNEL_GAP_S, 0.0))
+    gap_rc = np.where(rc >= 2, gap_f, np.where(rc == 1, sel_kernels * KERNEL_GAP_S, 0.0))
     fwd = fwd + gap_f
     bwd = bwd + gap_b
     t_rc = t_rc + gap_rc
@@ -473,7 +567,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     n_coll_f = 2.0
     tp_f = n_coll_f * per_coll
     tp_b = 2.0 * per_coll
-    tp_rc = np.where(rc == 2, tp_f, 0.0)
+    # full recomputation re-runs both forward collective pairs; the ``mlp`` module the dense
+    # MLP's (one pair on the dense layers), ``moe`` the MoE layer's (its expert-TP pair below)
+    tp_rc = np.where(rc == 2, tp_f, np.where(_has(mods, "mlp"), (1.0 - moe_share) * per_coll,
+                                             0.0))
     ex_f = np.where(b.overlap_tp, np.maximum(tp_f - t_gemm, 0.0), tp_f)
     # Megatron's async backward (overlap_tp_bwd): without SP the column-parallel
     # layers' input-gradient AllReduces run under their weight-gradient GEMMs;
@@ -498,6 +595,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         d_moe = moe_share * (moe_coll - per_coll)
         ex_f = ex_f + np.where(b.overlap_tp, 0.0, d_moe)
         ex_b = ex_b + np.where(b.overlap_tp, 0.0, d_moe)
+        ex_rc = ex_rc + np.where(b.overlap_tp | ~_has(mods, "moe"), 0.0, moe_share * moe_coll)
     tp_layer = ex_f + ex_b + ex_rc
 
     # ---- EP all-to-all per MoE layer
@@ -508,7 +606,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         # the slowest rank's: routing skew beyond the capacity (ModelSpec.rank_load)
         a2a_bytes = local_tokens * model.top_k * model.rank_load * h * 2.0
         k_ep, n_ep = group_split(b.ep, b.etp, dom)  # EP strides etp
-        a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
+        a2a_one = comm.time("alltoall", k_ep, n_ep, a2a_bytes)
+        a2a = 4.0 * a2a_one
         if np.any(b.ep_overlap):
             # Megatron-Core's EP all-to-all overlap (``overlap_moe_expert_parallel_comm``):
             # a forward and a backward micro-batch paired in three phases, each as long as
@@ -532,7 +631,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 c = float(system.comm_sms)
                 exposed = exposed + (a2a - exposed) * c / (system.sm_count - c)
             a2a = np.where(b.ep > 1, exposed, a2a)
-        ep_layer = a2a * moe_share
+        # the ``moe`` module's recomputed forward dispatches and combines again, alone in
+        # the backward (no partner micro-batch to hide under)
+        ep_layer = a2a * moe_share + np.where(_has(mods, "moe") & (b.ep > 1),
+                                              2.0 * a2a_one * moe_share, 0.0)
     else:
         ep_layer = np.zeros_like(fwd)
 
@@ -589,8 +691,15 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         L_mid = np.where(b.balance, S, L_stage)
         L_stage = np.where(b.balance, np.where(mid_critical, S, S - 1), L_stage)
         w_logit = np.where(b.balance & mid_critical, 0.0, 1.0)
-    stage_f = L_stage * fwd + w_logit * logit_f
-    stage_b = L_stage * bwd + w_logit * logit_b + accum
+    # CPU offloading (Transformer Engine's ``get_cpu_offload_context``, which Megatron-Core's
+    # ``cpu_offloading_num_layers`` drives): an offloaded layer's saved activations are
+    # copied to the host while the next layer computes its forward, and back while the
+    # layer after it computes its backward; the copy's excess over that compute is exposed
+    off_f, off_b = offload_exposed(mem["act_layer_bytes"], system.host_link_gbps * 1e9,
+                                   fwd + ex_f, bwd + ex_b)
+    n_off = np.minimum(b.offload.astype(np.float64), L_stage)
+    stage_f = L_stage * fwd + w_logit * logit_f + n_off * off_f
+    stage_b = L_stage * bwd + w_logit * logit_b + accum + n_off * off_b
     stage_rc = L_stage * t_rc
     stage_comm = L_stage * (tp_layer + ep_layer + cp_layer)
     stage_mb = stage_f + stage_b + stage_rc + stage_comm
@@ -666,10 +775,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     step = m * stage_mb + bubble + pp_p2p + dp_exposed + comp + optim
 
     # ---- the critical stage's busy time by class of op (:mod:`.recipes`): per step
-    rc_gemm = np.where(rc == 2, k["fwd_gemm"], np.where(rc == 3, k["op_rc_gemm"], 0.0))
-    rc_core = np.where((rc == 1) | (rc == 2), k["fwd_core"], 0.0)
-    rc_mem = np.where(rc >= 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, k["core_mem"],
-                                                                      0.0))
+    rc_gemm = np.where(rc == 2, k["fwd_gemm"], np.where(rc == 3, k["op_rc_gemm"],
+                                                        np.where(rc == 1, sel_gemm, 0.0)))
+    rc_core = np.where(rc == 2, k["fwd_core"], np.where(rc == 1, sel_core, 0.0))
+    rc_mem = np.where(rc >= 2, k["fwd_mem"] + k["core_mem"], np.where(rc == 1, sel_mem, 0.0))
     rc_cast = np.where(rc >= 2, cast_f, 0.0)
     per_step = m * L_stage
     op_cast_w = p_card * cast_b / hbm
@@ -678,7 +787,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     _, hf_sel = step_flops(model, 1.0, "selective")
     _, hf_full = step_flops(model, 1.0, "full")
     _, hf_op = step_flops(model, 1.0, "op")
-    hw_per_seq = np.where(rc == 2, hf_full, np.where(rc == 1, hf_sel,
+    hw_per_seq = np.where(rc == 2, hf_full, np.where(_has(mods, "core_attn"), hf_sel,
                                                      np.where(rc == 3, hf_op, hflops)))
     dense_peak = np.array([system.peak(p) for p in PRECISIONS])[b.precision] * 1e12
     model_flops = mflops * b.gb
@@ -813,7 +922,8 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
     grads = sharded(2, np.where(b.fp32_grads, 4.0, wgo[:, 1]))
     optimizer = sharded(1, wgo[:, 2])
     per_layer = act_scale * saved_activation_bytes(
-        model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp)
+        model, mb, tp=tp, sp=b.sp, recompute=b.recompute, flash=b.flash, cp=cp,
+        modules=selective_modules(b.recompute, b.rc_modules))
     v = b.vpp.astype(np.float64)
     in_flight = chunks_in_flight(pp, m, v)
     layers_held = np.where(b.gpipe, m * L_stage, in_flight * L_stage / v)
@@ -824,11 +934,16 @@ def memory_arrays(model: ModelSpec, system: SystemSpec, b: Batch,
         short = np.where(b.gpipe, m, first_chunk_share(pp, m, v, in_flight))
         layers_held = np.where(b.balance, np.where(b.gpipe, m * (S - 1),
                                                    in_flight * S / v - short), layers_held)
-    acts = layers_held * per_layer + np.where(pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
+    # CPU offloading (Megatron-Core ``cpu_offloading_num_layers``, pp 1 only): that many
+    # layers' activations wait in host memory, not in HBM
+    offloaded = np.minimum(b.offload.astype(np.float64), layers_held)
+    acts = (layers_held - offloaded) * per_layer + np.where(
+        pp == 1, 4.0 * s * mb * V / (tp * cp), 0.0)
     total = weights + grads + optimizer + acts + reserve_gib * GIB
     return {
         "p_dense": p_dense, "p_expert": p_expert,
         "mem_weights": weights / GIB, "mem_gradients": grads / GIB,
         "mem_optimizer": optimizer / GIB, "mem_activations": acts / GIB,
+        "act_layer_bytes": per_layer,
         "mem_total": total / GIB,
     }

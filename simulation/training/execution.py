@@ -21,10 +21,35 @@ from ._check import check_keys, choice, flag, integer, number
 from .errors import TrainingInputError
 from .models import ModelSpec
 
-__all__ = ["EP_OVERLAP_SCHEDULES", "MAX_SCALE_UP_DOMAIN", "OPTIMIZERS", "RECOMPUTE", "SCHEDULES",
-           "Execution", "execution_from_params"]
+__all__ = ["EP_OVERLAP_SCHEDULES", "MAX_SCALE_UP_DOMAIN", "OPTIMIZERS", "RECOMPUTE",
+           "RECOMPUTE_MODULES", "SCHEDULES", "Execution", "execution_from_params",
+           "recompute_module_mask"]
 
 RECOMPUTE = ("none", "selective", "full", "op")
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
+"""Megatron-Core's fine-grained recomputation modules (``TransformerConfig.recompute_modules``,
+``megatron/core/transformer/transformer_config.py``): ``core_attn`` the attention core,
+``moe_act`` the MoE experts' activation, ``layernorm`` the input and pre-MLP norms,
+``mla_up_proj`` MLA's up-projections and rotary, ``mlp`` the dense MLP, ``moe`` the whole MoE
+layer, ``shared_experts`` the shared experts; bit i of :func:`recompute_module_mask` is the
+i-th. What each re-runs and drops: :func:`.layer.layer_kernels` (``rc_*`` keys) and
+:func:`.memory.saved_activation_bytes`."""
+
+
+def recompute_module_mask(recompute: str, modules: tuple[str, ...]) -> int:
+    """Bit mask of the modules a ``selective`` recomputation re-runs (0 otherwise).
+
+    Megatron-Core's default module list is ``["core_attn"]``; a list given replaces it.
+
+    >>> recompute_module_mask("selective", ()), recompute_module_mask("selective", ("moe_act",))
+    (1, 2)
+    >>> recompute_module_mask("full", ("moe_act",))
+    0
+    """
+    if recompute != "selective":
+        return 0
+    return sum(1 << RECOMPUTE_MODULES.index(m) for m in (modules or ("core_attn",)))
 MAX_SCALE_UP_DOMAIN = 65536
 """The largest NVLink domain a run may ask for (the catalogue's bound on
 ``nvlink_domain_cards``)."""
@@ -139,6 +164,19 @@ class Execution:
     ``loop`` a Python loop of per-parameter ops (Composer's ``DecoupledAdamW``,
     llm-foundry's ``decoupled_adamw``); each moves the bytes of
     :data:`.core.ADAM_IMPL_BYTES`."""
+    recompute_modules: tuple[str, ...] = ()
+    """With ``recompute`` ``selective``: the modules re-run in the backward
+    (:data:`RECOMPUTE_MODULES`, Megatron-Core's ``recompute_modules``; empty = its default
+    ``("core_attn",)``, the attention core). Megatron-Bridge's performance presets set them
+    per model and system (e.g. DeepSeek-V3 on GB200 ``["mla_up_proj"]``). Ignored by the
+    other settings of ``recompute``."""
+    cpu_offload_layers: int = 0
+    """Layers whose saved activations are offloaded to host memory (Megatron-Core's
+    ``cpu_offloading`` / ``cpu_offloading_num_layers``, activations only, as
+    Megatron-Bridge's presets set it): out of HBM, copied over the host link under the
+    neighbouring layers' compute (:func:`.core.offload_exposed`). As Megatron-Core
+    (``transformer_config.py``): fewer than the model's layers, no pipeline parallelism,
+    no recomputation."""
     etp: int = 0
     """Expert tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``): each
     expert's MLP split over etp cards; 0 = tp (Megatron-Core's default). The experts'
@@ -167,8 +205,11 @@ class Execution:
         return self.global_batch // (self.dp * self.micro_batch)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (round-trips through :func:`execution_from_params`)."""
-        return asdict(self)
+        """JSON-ready dict (round-trips through :func:`execution_from_params`; the module
+        tuple as a list, as JSON gives it back)."""
+        out = asdict(self)
+        out["recompute_modules"] = list(self.recompute_modules)
+        return out
 
 
 _NAMES = {f.name for f in fields(Execution)} | {"distributed_optimizer"}
@@ -238,6 +279,19 @@ def execution_from_params(
     if sp and tp == 1:
         sp = False  # nothing to split
     recompute = choice(data.get("recompute", "none"), f"{path}recompute", RECOMPUTE)
+    raw_modules = data.get("recompute_modules", ())
+    if raw_modules is None:
+        raw_modules = ()
+    if isinstance(raw_modules, str) or not isinstance(raw_modules, list | tuple):
+        raise TrainingInputError(f"{path}recompute_modules",
+                                 f"a list of modules ({', '.join(RECOMPUTE_MODULES)}), "
+                                 f"got {raw_modules!r}")
+    modules = tuple(dict.fromkeys(
+        choice(m, f"{path}recompute_modules[{i}]", RECOMPUTE_MODULES)
+        for i, m in enumerate(raw_modules)))
+    if modules and recompute != "selective":
+        raise TrainingInputError(f"{path}recompute_modules",
+                                 f"only with recompute 'selective' (got {recompute!r})")
     zero = integer(data.get("zero", 0), f"{path}zero", low=0, high=3)
     if flag(data.get("distributed_optimizer", False), f"{path}distributed_optimizer"):
         zero = max(zero, 1)
@@ -270,11 +324,20 @@ def execution_from_params(
     domain = data.get("nvlink_domain")
     nvlink_domain = 0 if domain is None or (type(domain) is int and domain == 0) else integer(
         domain, f"{path}nvlink_domain", high=MAX_SCALE_UP_DOMAIN)
+    offload = integer(data.get("cpu_offload_layers", 0), f"{path}cpu_offload_layers", low=0,
+                      high=1 << 16)
+    if offload and pp > 1:
+        raise TrainingInputError(f"{path}cpu_offload_layers",
+                                 "no CPU offloading with pipeline parallelism (Megatron-Core)")
+    if offload and recompute != "none":
+        raise TrainingInputError(f"{path}cpu_offload_layers",
+                                 "no CPU offloading with recomputation (Megatron-Core)")
     ex = Execution(tp, pp, dp, gb, mb, ep, vpp, sp, recompute, zero, precision, compression,
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
                    nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
-                   cuda_max_connections=connections, optimizer=optimizer, **flags)
+                   cuda_max_connections=connections, optimizer=optimizer,
+                   recompute_modules=modules, cpu_offload_layers=offload, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:
@@ -297,6 +360,9 @@ def shape_problem(model: ModelSpec, ex: Execution) -> tuple[str, str] | None:
             " (+ embedding and output slots)" if slots > model.layers else "")
     if ex.ep > 1 and (not model.moe or model.experts % ex.ep):
         return "ep", f"ep ({ex.ep}) must divide the experts ({model.experts})"
+    if ex.cpu_offload_layers >= model.layers:
+        return "cpu_offload_layers", (f"offloads fewer than the model's {model.layers} "
+                                      f"layers (Megatron-Core)")
     if ex.etp and (not model.moe or model.ffn % ex.etp):
         return "etp", f"etp ({ex.etp}) must divide the experts' FFN width ({model.ffn})"
     if ex.vpp > 1 and ex.micro_batches % ex.pp:

@@ -373,10 +373,13 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     # replicated over TP): column-parallel ones are what the TP backward overlaps
     qkv_f, qkv_d, qkv_w = (np.zeros_like(T) for _ in range(3))
     prj_f, prj_b = np.zeros_like(T), np.zeros_like(T)
-    for _, n_, k_, split in model.attention_projections():
+    up_proj_f = np.zeros_like(T)  # MLA's up-projections (recompute module ``mla_up_proj``)
+    for name, n_, k_, split in model.attention_projections():
         nn = n_ / tp if split == "col" else n_ * one
         kk = k_ / tp if split == "row" else k_ * one
         pf, pd, pw = _fwd_dgrad_wgrad(T, nn, kk, one, elem, flops, hbm, sms, st)
+        if model.mla and name in ("Q up", "Q", "KV up"):
+            up_proj_f = up_proj_f + pf
         if split == "row":
             prj_f, prj_b = prj_f + pf, prj_b + pd + pw
         else:
@@ -393,7 +396,9 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         return up_f + dn_f, up_d + up_w + dn_b, up_d, up_w
 
     mlp_f, mlp_b, up_d, up_w = mlp(T, 1.0, float(model.dense_width))
+    dense_mlp_f = mlp_f  # recompute module ``mlp`` (dense layers only)
     moe_mlp_f, moe_mlp_b = np.zeros_like(T), np.zeros_like(T)
+    moe_f, shared_f = np.zeros_like(T), np.zeros_like(T)
     routed = 1.0
     if model.moe:
         share = model.moe_layers / model.layers
@@ -409,7 +414,10 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         if model.shared_width:  # the shared experts: a dense MLP every token runs
             s_f, s_b, s_d, s_w = mlp(T, 1.0, float(model.shared_width))
             e_f, e_b, e_d, e_w = e_f + s_f, e_b + s_b, e_d + s_d, e_w + s_w
+            shared_f = share * s_f
         moe_mlp_f, moe_mlp_b = e_f, e_b
+        moe_f = share * (e_f + router)
+        dense_mlp_f = (1 - share) * dense_mlp_f
         mlp_f = (1 - share) * mlp_f + share * (e_f + router)
         mlp_b = (1 - share) * mlp_b + share * (e_b + 2 * router)
         up_d = (1 - share) * up_d + share * e_d
@@ -460,6 +468,17 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     fwd_mem = (per_h + act + rope + moe + rkv) * act_bytes / hbm
     # backward: the fused kernels' 1.5× or autograd's eager kernels, op by op
     bwd_el = per_h_b + act_bw + rope_bw + BWD_TRAFFIC * moe + rkv
+    # the forward memory passes each recompute module re-runs (averaged over the layers as
+    # the rest): the two norms; the activation of the dense MLPs, of the routed experts
+    # and of the shared experts; MLA's rotary; the MoE layer's permute / unpermute and router
+    sh = model.moe_layers / model.layers if model.moe else 0.0
+    kc_ = model.top_k * model.capacity_factor if model.moe else 0.0
+    per_el = act_bytes / hbm
+    norms_mem = 2 * norm_el * T * h * r * per_el
+    act_dense = act_el * T * (1 - sh) * model.dense_width / tp * per_el
+    act_routed = act_el * T * sh * kc_ * model.ffn / tp * per_el
+    act_shared = act_el * T * sh * model.shared_width / tp * per_el
+    rope_mem = (rope if model.mla else 0.0) * per_el
     core_mem = soft * act_bytes / hbm
     # the all-to-all dispatcher's sorts by local expert: as many bytes backward as forward
     sort = np.where(moe_sort, moe_sort_elements(model, T, tp, etp, ep), 0.0) * act_bytes / hbm
@@ -476,6 +495,19 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
         "op_rc_gemm": op_rc,
         "moe_mlp_f": moe_mlp_f,
         "moe_mlp_b": moe_mlp_b,
+        # selective recomputation's modules (Megatron-Core ``recompute_modules``,
+        # :data:`.execution.RECOMPUTE_MODULES`): the forward GEMM and memory-bound seconds
+        # each re-runs in the backward (``core_attn``: ``fwd_core`` + ``core_mem``)
+        "rc_layernorm_mem": norms_mem * one,
+        "rc_moe_act_mem": act_routed * one,
+        "rc_mla_up_proj_gemm": up_proj_f,
+        "rc_mla_up_proj_mem": rope_mem * one,
+        "rc_mlp_gemm": dense_mlp_f,
+        "rc_mlp_mem": act_dense * one,
+        "rc_moe_gemm": moe_f,
+        "rc_moe_mem": (moe * per_el + act_routed + act_shared) * one + sort,
+        "rc_shared_experts_gemm": shared_f,
+        "rc_shared_experts_mem": act_shared * one,
     }
 
 

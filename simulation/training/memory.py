@@ -147,7 +147,8 @@ F64 = npt.NDArray[np.float64]
 
 def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArray[np.bool_],
                            recompute: npt.NDArray[np.int64], flash: npt.NDArray[np.bool_],
-                           cp: F64 | float = 1.0) -> F64:
+                           cp: F64 | float = 1.0,
+                           modules: npt.NDArray[np.int64] | None = None) -> F64:
     """Bytes one layer keeps for backward, one micro-batch of ``mb`` sequences, per card.
 
     Tensor by tensor (module docstring); ``recompute`` codes 0 none, 1
@@ -160,6 +161,17 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
     ``dense_width``; MLA keeps its up-projected Q, K, V and output (split by t) and
     its latents c_Q, c_KV + the rotary key (replicated). 16-bit elements; the caller
     doubles them for FP32.
+
+    ``modules``: with selective recomputation (code 1), the module mask of
+    :data:`.execution.RECOMPUTE_MODULES` (None or 0: the attention core, Megatron-Core's
+    default); each drops what its recomputation rebuilds (Megatron-Core's
+    ``CheckpointWithoutOutput`` discards a module's output, a plain checkpoint keeps only
+    its input): ``core_attn`` the core term; ``layernorm`` the two norm outputs
+    (2·2h, ÷t with SP); ``moe_act`` the routed experts' activation output (the fc2 input,
+    2·k·c·f per routed token ÷t); ``mla_up_proj`` the up-projected Q, K, V
+    (2·(a·d_qk + K + V widths)/t); ``mlp`` a dense layer's fc1 and activation outputs;
+    ``moe`` every tensor inside the MoE layer (routed and shared); ``shared_experts`` the
+    shared experts' (all averaged over the layers, as the rest).
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     n_up = 2.0 if model.activation == "swiglu" else 1.0
@@ -174,7 +186,26 @@ def saved_activation_bytes(model: ModelSpec, mb: F64, *, tp: F64, sp: npt.NDArra
     latents = 4.0 * model.latent_width + 2.0 * model.qk_rope_dim if model.mla else 0.0
     split = (qkvo + (2.0 * n_up + 2.0) * model.mlp_width_per_token()) / tp + latents
     core = np.where(flash, 4.0 * a / tp, (2.0 + 3.0 * drop) * a * s / tp)
-    per_token = boundary + split + np.where(recompute == 1, 0.0, core)
+    mods = np.where(recompute == 1, 1, 0) if modules is None else np.where(
+        recompute == 1, np.where(modules == 0, 1, modules), 0)
+
+    def has(i: int) -> npt.NDArray[np.bool_]:
+        return (mods >> i) & 1 == 1  # type: ignore[no-any-return]
+
+    sh = model.moe_layers / model.layers if model.moe else 0.0
+    kc = model.top_k * model.capacity_factor if model.moe else 0.0
+    routed, shared = sh * kc * model.ffn, sh * model.shared_width
+    dense = (1.0 - sh) * model.dense_width
+    # RECOMPUTE_MODULES order: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared
+    in_moe = ~has(5)
+    dropped = (np.where(has(2), 4.0 * h / np.where(sp, tp, 1.0), 0.0)
+               + np.where(has(1) & in_moe, 2.0 * routed / tp, 0.0)
+               + np.where(has(3) & model.mla,
+                          2.0 * (a * model.qk_dim + model.kv_gather_width) / tp, 0.0)
+               + np.where(has(4), (2.0 * n_up + 2.0) * dense / tp, 0.0)
+               + np.where(has(5), (2.0 * n_up + 2.0) * (routed + shared) / tp, 0.0)
+               + np.where(has(6) & in_moe, (2.0 * n_up + 2.0) * shared / tp, 0.0))
+    per_token = boundary + split - dropped + np.where(has(0), 0.0, core)
     full = 2.0 * h / np.where(sp, tp, 1.0)
     # op-level SAC (:func:`.layer.op_sac_mms`): the layer input, the saved mms' outputs,
     # the attention output and its FP32 log-sum-exp (flash: SDPA's outputs are saved)

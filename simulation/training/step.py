@@ -16,7 +16,7 @@ from .comm import CommModel
 from .core import CAST_RECIPES, RECOMPUTE_CODES, Batch, step_arrays
 from .energy import hbm_power_w, op_mix_power, plan_stage_clocks
 from .errors import TrainingInputError
-from .execution import OPTIMIZERS, Execution, shape_problem
+from .execution import OPTIMIZERS, Execution, recompute_module_mask, shape_problem
 from .models import ModelSpec
 from .ops import layer_ops
 from .pipeline import articles_utilisation
@@ -70,6 +70,9 @@ def batch_of(executions: list[Execution]) -> Batch:
         ep=col("ep", np.int64), vpp=col("vpp", np.int64), mb=col("micro_batch", np.int64),
         gb=col("global_batch", np.int64),
         recompute=np.array([RECOMPUTE_CODES.index(e.recompute) for e in executions]),
+        offload=col("cpu_offload_layers", np.int64),
+        rc_modules=np.array([recompute_module_mask(e.recompute, e.recompute_modules)
+                             for e in executions], dtype=np.int64),
         zero=col("zero", np.int64),
         precision=np.array([PRECISIONS.index(e.precision) for e in executions]),
         sp=col("sequence_parallel", np.bool_), compression=col("compression", np.float64),

@@ -44,6 +44,7 @@ from .gemm import mma_efficiency
 from .recipes import FP4_OVER_FP8
 
 __all__ = [
+    "HOST_LINK_GBPS",
     "FLASH_BWD_SMEM_BOUND",
     "FLASH_BWD_TFLOPS_PER_SM",
     "FLASH_EFFICIENCY",
@@ -281,6 +282,24 @@ compute/accelerator/README.md before commit e695968, "CUDA-12.1"; H200 and H800 
 measured on an H100), H100 FP8 1,402.6 at 1,024 × 9,216 × 14,336, H200 FP8 1,453.4 at
 1,280 × 4,096 × 12,032 (``_MAMF``)."""
 
+HOST_LINK_GBPS: dict[str, float] = {
+    "a100-sxm-80gb": 32.0,
+    "a100-sxm-40gb": 32.0,
+    "gb200-186gb": 225.0,
+    "gb300-288gb": 225.0,
+}
+"""GB/s per direction between one card and host memory when every card of a server streams
+at once (``SystemSpec.host_link_gbps``, what CPU activation offloading copies over; under
+data parallelism all cards offload in step). Grace-Blackwell: one Grace CPU serves two
+GPUs over NVLink-C2C, "900 GB/s" bidirectional (NVIDIA Blackwell architecture technical
+brief; GB200 NVL72 and GB300 NVL72 datasheets), 450 GB/s each way shared by the two: 225
+per card (the Grace's LPDDR5X, "up to 512 GB/s" per the Grace datasheets, would allow
+256). A100: PCIe Gen 4 x16, "64 GB/s" bidirectional (NVIDIA A100 datasheet), 32 each
+way; every other card PCIe Gen 5 x16, 64 GB/s each way (NVIDIA H100 and HGX B200
+datasheets, "128 GB/s"): :data:`DEFAULT_HOST_LINK_GBPS`. Peak figures: no measured copy
+rate found."""
+DEFAULT_HOST_LINK_GBPS = 64.0
+
 SM_COUNT: dict[str, int] = {
     "a100-sxm-80gb": 108,
     "a100-sxm-40gb": 108,
@@ -383,6 +402,9 @@ class SystemSpec:
     comm_activity: float = 0.2
     """Share of the dynamic range drawn during exposed communication (links, copy
     engines, polling SMs). **Assumption** (:mod:`.energy`)."""
+    host_link_gbps: float = DEFAULT_HOST_LINK_GBPS
+    """GB/s per direction between a card and host memory (:data:`HOST_LINK_GBPS`): what
+    CPU activation offloading (``Execution.cpu_offload_layers``) copies over."""
     comm_sms: int = 20
     """SMs a scale-out collective's kernels hold while it overlaps compute: the
     overlapped compute runs on the other ``sm_count − comm_sms`` (DeepSeek-V3
@@ -601,6 +623,8 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "block_scaled_mma": BLOCK_SCALED_MMA.get(slug, "fp4" in peaks),
         "scale_up_domain": int(figures.get("nvlink_domain_cards") or 8),
         "server_static_w": 1500.0 if float(figures["tdp_w"]) <= 500 else 2500.0,
+        "host_link_gbps": float(figures.get("host_link_gbps")
+                                or HOST_LINK_GBPS.get(slug, DEFAULT_HOST_LINK_GBPS)),
     }
     data.update(overrides)
     if "clock_power" in data:

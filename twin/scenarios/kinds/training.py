@@ -44,6 +44,7 @@ from simulation.training.execution import (
     MAX_SCALE_UP_DOMAIN,
     OPTIMIZERS,
     RECOMPUTE,
+    RECOMPUTE_MODULES,
     SCHEDULES,
 )
 from simulation.training.recipes import FP8_RECIPES
@@ -148,6 +149,12 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "optimizer": ("Adam implementation", "fused: one kernel (Megatron / Apex FusedAdam); "
                   "foreach: PyTorch's multi-tensor AdamW (torchtitan's default); loop: "
                   "per-parameter ops (Composer's DecoupledAdamW, llm-foundry)."),
+    "recompute_modules": ("Recomputed modules", "With selective recomputation, Megatron-Core's "
+                          "recompute_modules: core_attn (the default when empty), moe_act, "
+                          "layernorm, mla_up_proj, mlp, moe, shared_experts."),
+    "cpu_offload_layers": ("CPU-offloaded layers", "Layers whose saved activations wait in "
+                           "host memory (Megatron-Core's cpu_offloading_num_layers): out of HBM, "
+                           "copied over the host link; no PP, no recomputation."),
     "etp": ("Expert tensor parallel (ETP)", "Cards splitting each expert (empty or 0: TP); "
             "EP × ETP divides TP × CP × DP, so ETP 1 lets EP span the TP ranks."),
     "ep_overlap": ("Overlap EP all-to-alls", "Dispatch and combine under the paired "
@@ -168,15 +175,20 @@ _CHOICES: dict[str, tuple[str, ...]] = {"recompute": RECOMPUTE, "precision": PRE
                                         "moe_dispatcher": MOE_DISPATCHERS,
                                         "ep_overlap_schedule": EP_OVERLAP_SCHEDULES,
                                         "optimizer": OPTIMIZERS}
+_CHOICE_LISTS: dict[str, tuple[str, ...]] = {"recompute_modules": RECOMPUTE_MODULES}
+"""Execution fields that take several of their choices (a list)."""
 _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "tp": (1, 4096), "pp": (1, 4096), "dp": (1, None), "global_batch": (1, None),
     "micro_batch": (1, None), "ep": (1, 4096), "vpp": (1, 1024), "zero": (0, 3),
     "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
     "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN), "cuda_max_connections": (1, 32),
+    "cpu_offload_layers": (0, None),
 }
 
 
 def _field_type(name: str, annotation: Any) -> str:
+    if name in _CHOICE_LISTS:
+        return "choice_list"
     if name in _CHOICES:
         return "choice"
     text = str(annotation)
@@ -198,7 +210,8 @@ def execution_fields() -> tuple[FieldSpec, ...]:
         out.append(FieldSpec(f.name, _field_type(f.name, f.type), label, text,
                              required=f.name == "global_batch",
                              default=None if f.name == "global_batch" else default,
-                             choices=_CHOICES.get(f.name), min=low, max=high))
+                             choices=_CHOICES.get(f.name, _CHOICE_LISTS.get(f.name)),
+                             min=low, max=high))
         if f.name == "zero":
             label, text = _EXECUTION_TEXT["distributed_optimizer"]
             out.append(FieldSpec("distributed_optimizer", "boolean", label, text, default=False))
