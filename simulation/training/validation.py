@@ -187,8 +187,7 @@ synchronously after the optimizer step (``Execution.overlap_param_gather``). Its
 8B and Qwen3 30B-A3B recipes keep it on, and v0.3.0 (26.02) drops the override (it turns
 off only ``overlap_param_gather_with_optimizer_step`` for MXFP8,
 ``scripts/performance/utils/overrides.py``)."""
-QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (
-    ("ep_overlap", True),) + MXFP8_PARAM_GATHER_2511
+QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (("ep_overlap", True),)
 """The 25.11 B200 Qwen3 235B MXFP8 run had the all-to-all overlap on: Megatron-Bridge pull
 request 1760 (merged 2025-12-17), "Update Qwen3 235B A22B B200 performance recipe to
 address performance regression from 25.09. MXFP8 step time improved from 20.1s to 16.9s
@@ -353,7 +352,8 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=9299, system="DGX-B200",
               regression=DROPLESS_REGRESSION.format(before=18066)),
     ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
-              tokens_per_gpu=3269, system="DGX-B200", settings=QWEN3_B200_2511,
+              tokens_per_gpu=3269, system="DGX-B200",
+              settings=QWEN3_B200_2511 + MXFP8_PARAM_GATHER_2511,
               regression=QWEN3_B200_REGRESSION),
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
               tokens_per_gpu=15876, system="GB200"),
