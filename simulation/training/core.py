@@ -49,7 +49,9 @@ hundreds of thousands. Formulas (each in its module's docstring):
   AllGathered (ZeRO ≥ 1, same volume), ZeRO-3 also gathers weights for the
   forward and backward of every micro-batch; bytes ÷ compression; overlap
   with the last micro-batch's backward (gradients of a stage are final only
-  then) and the parameter gather with the first forward; compression costs a
+  then) and the parameter gather with the first forward (not without
+  ``overlap_param_gather``: then synchronous after the optimizer step, exposed whole,
+  Megatron-Core's ``DistributedOptimizer.step_with_ready_grads``); compression costs a
   memory-bound pass (2 + 2/r)·bytes / HBM; with ``dp_every_microbatch``
   (sharded gradients, ZeRO-2 / Llama 3's FSDP) m reductions a step, which can
   run from the first backward's end (after half the bubble) to the step's end,
@@ -190,6 +192,9 @@ class Batch:
     overlap_tp_bwd: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     balance: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     dp_every_mb: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    param_overlap: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
+    """The parameter all-gather under the first forward (``Execution.overlap_param_gather``);
+    True where not given."""
     recipe: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     ep_overlap: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """EP all-to-alls hidden under the paired micro-batch's compute (``Execution.ep_overlap``)."""
@@ -239,6 +244,8 @@ class Batch:
                      "ep_dualpipe"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
+        if self.param_overlap.size != self.tp.size:
+            self.param_overlap = np.ones(self.tp.size, dtype=np.bool_)
         if self.moe_sync.size != self.tp.size:
             self.moe_sync = np.ones(self.tp.size, dtype=np.bool_)
         if self.moe_sort.size != self.tp.size:
@@ -735,8 +742,12 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     gather = np.where(z >= 1, gather, 0.0)
     mb_bwd = L_stage * bwd
     mb_fwd = L_stage * fwd
+    # the parameter all-gather hides under the first forward only with
+    # ``overlap_param_gather``; without it Megatron-Core runs it synchronously after the
+    # optimizer step (``Execution.overlap_param_gather``)
+    gather_hide = np.where(b.overlap_dp & b.param_overlap, mb_fwd, 0.0)
     dp_exposed = np.maximum(grad_t - np.where(b.overlap_dp, mb_bwd, 0.0), 0.0) + np.maximum(
-        gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0)
+        gather - gather_hide, 0.0)
     dp_total = grad_t + gather
     z3 = np.where(z >= 3, np.maximum(2 * m * gather - (stage_f + stage_b) * m, 0.0), 0.0)
     dp_exposed = dp_exposed + z3
@@ -751,7 +762,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                               every - window)
         dp_exposed = np.where(
             b.dp_every_mb, np.maximum(dp_every, 0.0) + np.maximum(
-                gather - np.where(b.overlap_dp, mb_fwd, 0.0), 0.0) + z3, dp_exposed)
+                gather - gather_hide, 0.0) + z3, dp_exposed)
         dp_total = np.where(b.dp_every_mb, every + gather, dp_total)
     # the hidden part of the DP collectives holds ``comm_sms`` SMs: the compute it
     # overlaps runs on the rest (SystemSpec.comm_sms), i.e. takes sm/(sm − c) as long

@@ -120,6 +120,18 @@ class Execution:
     overlap_tp_bwd: bool = False
     pp_balance: bool = False
     dp_every_microbatch: bool = False
+    overlap_param_gather: bool = True
+    """With the distributed optimizer (ZeRO ≥ 1) and ``overlap_dp``, the step's parameter
+    all-gather runs under the first micro-batch's forward (Megatron-Core's
+    ``overlap_param_gather``: dispatched from the forward pre-hooks, bucket by bucket);
+    False: it runs synchronously after the optimizer step, fully exposed
+    (``megatron/core/optimizer/distrib_optimizer.py``, ``step_with_ready_grads``: "If not
+    overlapping all-gather for parameters, launch synchronous all-gather communication
+    calls here"). Megatron-Bridge v0.2.0 (the 25.11 container) turns it off in every MXFP8
+    performance recipe: "keeping this enabled causes NaN grad norm"
+    (``scripts/performance/configs/llama3/llama3_llm_pretrain.py``,
+    ``llama31/llama31_llm_pretrain.py``, ``qwen3/qwen3_llm_pretrain.py``,
+    ``deepseek/deepseek_llm_pretrain.py``)."""
     fused_elementwise: bool = True
     """Norms, rotary and the activation run as fused kernels (Megatron-LM, Transformer
     Engine); False: as eager PyTorch ops, one HBM pass each (:data:`.layer.EAGER_ELEMENTS`,
@@ -303,7 +315,8 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap",
+                  "overlap_param_gather")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     ep_schedule = choice(data.get("ep_overlap_schedule", "megatron"),

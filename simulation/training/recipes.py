@@ -61,8 +61,9 @@ loop) gives 24 layers in 163.493 ms with per-tensor FP8 (``FP8Current``), 171.86
 MXFP8 and 90.337 ms with NVFP4. So an MXFP8 GEMM runs at 163.493 / 171.869 = 0.951 of a
 per-tensor FP8 one (the block-scaled MMA and its scale loads), and NVFP4 at 163.493 /
 90.337 = 1.81× per-tensor FP8 — not the 2× (B200, GB200) or 3× (B300) of the datasheets'
-peaks. Measured on a B300 only: applied to B200 and GB200 as well (an assumption,
-docs/training.md). (:data:`MX_GEMM_RATE`, :data:`FP4_OVER_FP8`.)
+peaks. Measured on a B300 only: the MXFP8 ratio is applied to B200 and GB200 as well (an
+assumption, docs/training.md); the NVFP4 one is transferred to their 2× peak ratio by
+:func:`fp4_over_fp8`. (:data:`MX_GEMM_RATE`, :data:`FP4_OVER_FP8`.)
 
 >>> round(MX_GEMM_RATE, 3), round(FP4_OVER_FP8, 2)
 (0.951, 1.81)
@@ -75,7 +76,8 @@ docs/training.md). (:data:`MX_GEMM_RATE`, :data:`FP4_OVER_FP8`.)
 from __future__ import annotations
 
 __all__ = ["CAST_BYTES", "CAST_KERNELS", "FP4_OVER_FP8", "FP8_RECIPES", "GEMM_RATE",
-           "LOW_PRECISIONS", "MX_GEMM_RATE", "cast_bytes", "gemm_dtype", "recipe_name"]
+           "LOW_PRECISIONS", "MX_GEMM_RATE", "cast_bytes", "fp4_over_fp8", "gemm_dtype",
+           "recipe_name"]
 
 FP8_RECIPES = ("delayed", "current", "block", "mx")
 """Ways to find FP8 scaling factors (``Execution.fp8_recipe``); FP4 is NVFP4 only."""
@@ -101,8 +103,44 @@ milliseconds per recipe (module docstring, "GEMM rate by recipe")."""
 MX_GEMM_RATE = _TE_B300_MS["fp8_current"] / _TE_B300_MS["mxfp8"]
 """An MXFP8 GEMM's rate over a per-tensor FP8 GEMM's of the same shape (0.951)."""
 FP4_OVER_FP8 = _TE_B300_MS["fp8_current"] / _TE_B300_MS["nvfp4"]
-"""An NVFP4 GEMM's rate over a per-tensor FP8 GEMM's (1.81; B300, applied to every
-Blackwell part: an assumption)."""
+"""An NVFP4 GEMM's rate over a per-tensor FP8 GEMM's on the B300 (1.81); other parts take it
+through their FP4 / FP8 peak ratio (:func:`fp4_over_fp8`)."""
+_TE_B300_FP8_EFFICIENCY = 3353.3 / 4500
+"""The FP8 GEMM's achieved fraction of the B300's dense FP8 peak: MAMF's B300 SXM row,
+3,353.3 of 4,500 TFLOP/s (``system.MATMUL_EFFICIENCY_BY_PRECISION``, the GB300 entry)."""
+_B300_FP4_OVER_FP8_PEAK = 3.0
+"""The B300's dense NVFP4 peak over its dense FP8 peak: 13.5 / 4.5 PFLOP/s (NVIDIA HGX
+B300 datasheet; GB300 NVL72: 15 / 5)."""
+
+
+def fp4_over_fp8(fp8_efficiency: float, peak_ratio: float) -> float:
+    """An NVFP4 GEMM's rate over an FP8 GEMM's of the same shape, on a card whose FP8 GEMM
+    reaches ``fp8_efficiency`` of its FP8 peak and whose FP4 peak is ``peak_ratio`` × it.
+
+    Why not 1.81 everywhere: the B300 measurement (:data:`FP4_OVER_FP8`) is of a card with
+    a 3× FP4 peak; B200 / GB200 have 2× (datasheets) with the same SM design otherwise.
+    A GEMM's time, in units of its FLOPs at the FP8 peak, is the tensor cores' main loop
+    (1 at FP8, 1/r at FP4) plus the rest — prologue, epilogue, scale-factor loads, stalls:
+    1/e − 1 at FP8 (MAMF's efficiency e). On the B300 the measured 1.81× gives the FP4
+    GEMM's rest as k = (t8/1.81 − 1/3)/(t8 − 1) times the FP8 one's (t8 = 1/e, e = 0.745):
+    1.19 (NVFP4's scale per 16 elements, against none for per-tensor FP8). Taking that k
+    (and each card's own e and r), an NVFP4 GEMM runs at t8 / (1/r + k·(t8 − 1)) times the
+    FP8 one: the measured 1.81 where r = 3 and e = 0.745 (GB300), 1.445 on a GB200 (r = 2,
+    e = 0.723), instead of 1.81 for both.
+
+    >>> round(fp4_over_fp8(_TE_B300_FP8_EFFICIENCY, 3.0), 4) == round(FP4_OVER_FP8, 4)
+    True
+    >>> round(fp4_over_fp8(3615.6 / 5000, 2.0), 3)   # GB200 (MAMF FP8; 10 / 5 PFLOP/s)
+    1.445
+    >>> fp4_over_fp8(1.0, 2.0)   # a GEMM that is all main loop runs at the peak ratio
+    2.0
+    """
+    t8_ref = 1.0 / _TE_B300_FP8_EFFICIENCY
+    k = (t8_ref / FP4_OVER_FP8 - 1.0 / _B300_FP4_OVER_FP8_PEAK) / (t8_ref - 1.0)
+    t8 = 1.0 / fp8_efficiency
+    return t8 / (1.0 / peak_ratio + k * (t8 - 1.0))
+
+
 GEMM_RATE: dict[str, float] = {"mx": MX_GEMM_RATE}
 """Rate of a recipe's GEMM kernel over its precision's measured rate (others 1)."""
 

@@ -305,6 +305,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         grad_accum_fusion=bool(batch.grad_fusion[i]), fp32_grads=bool(batch.fp32_grads[i]),
         overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
+        overlap_param_gather=bool(batch.param_overlap[i]),
         fused_elementwise=not bool(batch.eager[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
         ep_overlap_schedule="dualpipe" if batch.ep_dualpipe[i] else "megatron",

@@ -87,6 +87,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         overlap_tp_bwd=col("overlap_tp_bwd", np.bool_),
         balance=col("pp_balance", np.bool_) & (col("pp", np.int64) > 1),
         dp_every_mb=col("dp_every_microbatch", np.bool_),
+        param_overlap=col("overlap_param_gather", np.bool_),
         recipe=np.array([CAST_RECIPES.index(recipe_name(e.precision, e.fp8_recipe))
                          for e in executions], dtype=np.int64),
         eager=~col("fused_elementwise", np.bool_),

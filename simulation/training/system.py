@@ -41,7 +41,7 @@ from typing import Any
 from ._check import check_keys, choice, integer, number
 from .errors import TrainingInputError
 from .gemm import mma_efficiency
-from .recipes import FP4_OVER_FP8
+from .recipes import fp4_over_fp8
 
 __all__ = [
     "HOST_LINK_GBPS",
@@ -115,8 +115,10 @@ accelerator and dtype (``_MAMF``): H100 SXM FP8 1,402.6 of 1,979 (0.709, below B
 3,615.6 of 5,000; GB300 the table's B300 SXM row (1,769 / 3,353.3 of 2,250 / 4,500,
 "same as B200, newer torch/cuda"). FP4: no MAMF measurement is published; an NVFP4 GEMM
 runs at :data:`~simulation.training.recipes.FP4_OVER_FP8` = 1.81× the card's FP8 rate
-(Transformer Engine's GEMM profiling tutorial, measured on a B300; an assumption for the
-other Blackwell parts, docs/training.md), set by :func:`system_for_accelerator`."""
+on a card with the B300's 3× FP4 / FP8 peak ratio (Transformer Engine's GEMM profiling
+tutorial, measured on a B300), transferred to the others' peak ratio and FP8 efficiency
+by :func:`~simulation.training.recipes.fp4_over_fp8` (GB200: 1.445×; docs/training.md),
+set by :func:`system_for_accelerator`."""
 
 FLASH_EFFICIENCY: dict[str, float] = {
     "a100-sxm-80gb": 0.73,
@@ -588,8 +590,10 @@ def system_for_accelerator(figures: Mapping[str, Any], cards: int, **overrides: 
         "bf16", DEFAULT_MATMUL_EFFICIENCY))
     precision_eff = dict(MATMUL_EFFICIENCY_BY_PRECISION.get(slug, {}))
     if "fp4" in peaks and "fp8" in peaks and "fp4" not in precision_eff:
-        # NVFP4 at 1.81x the FP8 rate (:data:`MATMUL_EFFICIENCY_BY_PRECISION`)
-        precision_eff["fp4"] = (FP4_OVER_FP8 * precision_eff.get("fp8", bf16_eff)
+        # NVFP4 at the B300's measured 1.81x the FP8 rate, transferred to this card's FP4
+        # / FP8 peak ratio (:func:`~simulation.training.recipes.fp4_over_fp8`)
+        e8 = precision_eff.get("fp8", bf16_eff)
+        precision_eff["fp4"] = (fp4_over_fp8(e8, peaks["fp4"] / peaks["fp8"]) * e8
                                 * peaks["fp8"] / peaks["fp4"])
     overlap = GEMM_STORE_OVERLAP.get(slug, False)
     hbm_eff = 0.90  # SystemSpec.memory_efficiency's default

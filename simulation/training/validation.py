@@ -175,6 +175,18 @@ Megatron-Core's flex dispatcher (``moe_dispatcher`` ``flex``), whose HybridEP di
 writes the received tokens expert-major, so the all-to-all dispatcher's sort by local
 expert (:func:`.layer.moe_sort_elements`) is not run. Their B200 and H100 presets and
 every GPT-OSS preset set no flex backend (the ``alltoall`` default)."""
+MXFP8_PARAM_GATHER_2511: tuple[tuple[str, Any], ...] = (("overlap_param_gather", False),)
+"""Megatron-Bridge v0.2.0 (the 25.11 container) turns the parameter all-gather's overlap off
+in its MXFP8 recipes of Llama 3 70B and Llama 3.1 405B (GB300, GB200, B200), DeepSeek-V3
+(GB300, GB200) and Qwen3 235B-A22B (B200): ``if precision == "fp8_mx":  # keeping this
+eanbled causes NaN grad norm`` → ``cfg.ddp.overlap_param_gather = False``
+(``scripts/performance/configs/llama31/llama31_llm_pretrain.py``,
+``llama3/llama3_llm_pretrain.py``, ``deepseek/deepseek_llm_pretrain.py``,
+``qwen3/qwen3_llm_pretrain.py``); Megatron-Core then all-gathers the parameters
+synchronously after the optimizer step (``Execution.overlap_param_gather``). Its Llama 3
+8B and Qwen3 30B-A3B recipes keep it on, and v0.3.0 (26.02) drops the override (it turns
+off only ``overlap_param_gather_with_optimizer_step`` for MXFP8,
+``scripts/performance/utils/overrides.py``)."""
 QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (("ep_overlap", True),)
 """The 25.11 B200 Qwen3 235B MXFP8 run had the all-to-all overlap on: Megatron-Bridge pull
 request 1760 (merged 2025-12-17), "Update Qwen3 235B A22B B200 performance recipe to
@@ -290,7 +302,7 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
     ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-CS", 64, 1, 4, 8, 2, 8,
               tokens_per_gpu=661, system="DGX-B200"),
     ModernRun("llama3-405b", "b200-sxm-180gb", 128, "FP8-MX", 64, 1, 4, 8, 2, 8,
-              tokens_per_gpu=624, system="DGX-B200"),
+              tokens_per_gpu=624, system="DGX-B200", settings=MXFP8_PARAM_GATHER_2511),
     ModernRun("llama3-8b", "gb200-186gb", 8, "FP8-CS", 128, 2, tokens_per_gpu=31508,
               system="GB200"),
     ModernRun("llama3-70b", "gb200-186gb", 64, "FP8-CS", 256, 2, fsdp=True,
@@ -340,7 +352,8 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               tokens_per_gpu=9299, system="DGX-B200",
               regression=DROPLESS_REGRESSION.format(before=18066)),
     ModernRun("qwen3-235b-a22b", "b200-sxm-180gb", 64, "FP8-MX", 1024, 1, pp=8, vp=2, ep=8,
-              tokens_per_gpu=3269, system="DGX-B200", settings=QWEN3_B200_2511,
+              tokens_per_gpu=3269, system="DGX-B200",
+              settings=QWEN3_B200_2511 + MXFP8_PARAM_GATHER_2511,
               regression=QWEN3_B200_REGRESSION),
     ModernRun("gpt-oss-120b", "gb200-186gb", 64, "BF16", 1280, 1, ep=64, seq=8192,
               tokens_per_gpu=15876, system="GB200"),
@@ -372,13 +385,13 @@ MODERN_RUNS: tuple[ModernRun, ...] = (
               settings=HYBRIDEP_2511),
     ModernRun("deepseek-v3", "gb300-288gb", 256, "FP8-MX", 4096, 1, pp=2, vp=4, ep=32,
               tokens_per_gpu=4357, system="GB300",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + MXFP8_PARAM_GATHER_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "BF16", 4096, 1, pp=4, vp=4, ep=64,
               tokens_per_gpu=3139, system="GB200",
               settings=HYBRIDEP_2511),
     ModernRun("deepseek-v3", "gb200-186gb", 256, "FP8-MX", 4096, 1, pp=8, vp=4, ep=32,
               tokens_per_gpu=4018, system="GB200",
-              settings=HYBRIDEP_2511),
+              settings=HYBRIDEP_2511 + MXFP8_PARAM_GATHER_2511),
     # DeepSeek-V3's own pre-training: 10^12 tokens / (180,000 GPU-hours × 3,600 s)
     ModernRun("deepseek-v3", "h100-sxm5-80gb", 2048, "FP8-block", 15360, 1, pp=16, ep=64,
               tokens_per_gpu=1e12 / (180e3 * 3600), release="report", system="H800",

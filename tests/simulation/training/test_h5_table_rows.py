@@ -9,6 +9,7 @@ import pytest
 from simulation.training.validation import (
     DROPLESS_REGRESSION,
     MODERN_RUNS,
+    MXFP8_PARAM_GATHER_2511,
     QWEN3_B200_2511,
     QWEN3_B200_REGRESSION,
     ModernRun,
@@ -52,7 +53,9 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
     run = next(r for r in MODERN_RUNS
                if r.model == "qwen3-235b-a22b" and r.accelerator == "b200-sxm-180gb")
     assert abs(1024 * 4096 / 64 / 20.1 / run.tokens_per_gpu - 1) < 0.005
-    assert dict(run.settings) == dict(QWEN3_B200_2511) == {"ep_overlap": True}
+    assert dict(QWEN3_B200_2511) == {"ep_overlap": True}
+    # and, as every v0.2.0 MXFP8 Qwen3 235B B200 recipe, no parameter-gather overlap
+    assert dict(run.settings) == {**dict(QWEN3_B200_2511), **dict(MXFP8_PARAM_GATHER_2511)}
     assert run.layout()["ep_overlap"] is True
     assert run.regression == QWEN3_B200_REGRESSION
     row = next(t for t in TABLE if t["run"] == run.name)

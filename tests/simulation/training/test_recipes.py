@@ -126,8 +126,12 @@ TABLE = validation_table()
 # system.FLASH_HEAD_DIM_RATE_FWD / _BWD): DENSE_MEAN 0.196 → 0.185, MOE_MEAN 0.559 →
 # 0.508, MOE_MAX 1.94 → 1.67 (Blackwell dense unchanged); the expert GEMMs' issue cost
 # measured on the GroupedLinear module (dispatch.HOST_EXPERT_GEMM_S, Megatron-MoE-ModelZoo
-# issue 7): MOE_MEAN 0.508 → 0.419
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.185, 0.419, 1.67
+# issue 7): MOE_MEAN 0.508 → 0.419; the NVFP4 GEMM rate transferred by FP4 / FP8 peak
+# ratio (recipes.fp4_over_fp8: 1.445× FP8 on GB200, not the B300's 1.81×) and MXFP8's
+# parameter gather not overlapped in the 25.11 recipes (validation.MXFP8_PARAM_GATHER_2511):
+# BW_MEAN 0.136 → 0.124, DENSE_MEAN 0.185 → 0.171, the Blackwell dense max 0.35 → 0.32
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.124, 0.171, 0.419, 1.67
+BW_MAX = 0.32
 
 
 def test_validation_table_sources_and_reached_error() -> None:
@@ -150,7 +154,7 @@ def test_validation_table_sources_and_reached_error() -> None:
     assert statistics.mean(hopper) <= 0.063 and max(hopper) <= 0.145
     blackwell = [abs(r["error"]) for r in dense if r["accelerator"] != "h100-sxm5-80gb"]
     assert len(blackwell) == 21
-    assert statistics.mean(blackwell) <= BW_MEAN and max(blackwell) <= 0.35
+    assert statistics.mean(blackwell) <= BW_MEAN and max(blackwell) <= BW_MAX
     assert statistics.mean(abs(r["error"]) for r in dense) <= DENSE_MEAN
     moe = [abs(r["error"]) for r in TABLE if r["moe"]]
     assert len(moe) >= 19 and statistics.mean(moe) <= MOE_MEAN and max(moe) <= MOE_MAX
@@ -164,8 +168,9 @@ def test_validation_row(row: int) -> None:
     dense on Hopper (Megatron) within −3 % and +12 % (the three small FP8 rows −0.5 to
     −0.3 % since the Hopper GEMMs' C store is priced, +1.8 to +2.0 % before; 405B
     +11.3 %); dense on Blackwell between −10 % (the 70B FSDP rows, whose recipes offload
-    activations to the CPU where the model recomputes, and GB300 8B) and +35 % (NVFP4 70B
-    on GB200); MoE at most the MOE_MAX reached (Qwen3 30B-A3B on 16 H100s), DeepSeek-V3's
+    activations to the CPU where the model recomputes, and GB300 8B) and +32 % (405B MXFP8
+    on B200; NVFP4 70B on GB200 was +35 % before the FP4 rate's transfer by peak ratio);
+    MoE at most the MOE_MAX reached (Qwen3 30B-A3B on 16 H100s), DeepSeek-V3's
     own run within 3 % either way, the 25.11 H100 Qwen3 235B row with expert TP 1 within
     5 % either way (−4.6 %; −0.5 % before the Hopper GEMMs' C store and the dispatcher's
     sorts, two cited mechanisms that move 30 other rows the right way and this one the
@@ -193,7 +198,7 @@ def test_validation_row(row: int) -> None:
     elif r["accelerator"] == "h100-sxm5-80gb":
         low, bound = -0.03, 0.12
     else:
-        low, bound = -0.10, 0.35
+        low, bound = -0.10, BW_MAX
     assert low < r["error"] <= bound
 
 

@@ -132,6 +132,9 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
     "compression": ("Gradient compression", "DP traffic divided by this (4 = 4:1)."),
     "overlap_dp": ("Overlap DP communication", "Gradient reduction behind the backward pass."),
     "overlap_tp": ("Overlap TP communication", "TP collectives behind the GEMMs."),
+    "overlap_param_gather": ("Overlap parameter all-gather", "With the distributed optimizer: "
+                             "the step's parameter all-gather behind the first forward "
+                             "(off: synchronous after the optimizer step)."),
     "overlap_pp": ("Overlap PP sends", "Stage-to-stage sends behind compute."),
     "flash_attention": ("Flash attention", "No s² attention scores kept."),
     "schedule": ("Pipeline schedule", "1F1B or GPipe."),
