@@ -306,6 +306,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         overlap_tp_bwd=bool(batch.overlap_tp_bwd[i]), pp_balance=bool(batch.balance[i]),
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         fused_elementwise=not bool(batch.eager[i]),
+        fsdp1_flat_grads=bool(batch.fsdp1[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
         ep_overlap_schedule="dualpipe" if batch.ep_dualpipe[i] else "megatron",
         cuda_max_connections=int(batch.connections[i]),
