@@ -126,8 +126,9 @@ TABLE = validation_table()
 # system.FLASH_HEAD_DIM_RATE_FWD / _BWD): DENSE_MEAN 0.196 → 0.185, MOE_MEAN 0.559 →
 # 0.508, MOE_MAX 1.94 → 1.67 (Blackwell dense unchanged); the expert GEMMs' issue cost
 # measured on the GroupedLinear module (dispatch.HOST_EXPERT_GEMM_S, Megatron-MoE-ModelZoo
-# issue 7): MOE_MEAN 0.508 → 0.419
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.185, 0.419, 1.67
+# issue 7): MOE_MEAN 0.508 → 0.419; FSDP1's gradient passes and Composer's reduce-scatter
+# after every micro-batch on the MPT rows (core.FSDP1_GRAD_BYTES): DENSE_MEAN 0.185 → 0.172
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.136, 0.172, 0.419, 1.67
 
 
 def test_validation_table_sources_and_reached_error() -> None:
@@ -171,7 +172,7 @@ def test_validation_row(row: int) -> None:
     sorts, two cited mechanisms that move 30 other rows the right way and this one the
     wrong way: docs/training.md, "Not done"); torchtitan's eager FSDP rows (op-level SAC,
     autograd's eager kernels, foreach AdamW) at most +19 % (+18.0 %); llm-foundry's MPT
-    rows at most +61 % (MPT 760M)."""
+    rows at most +60 % (MPT 760M, +59.6 %)."""
     r = TABLE[row]
     assert r["fits"]
     low = 0.0
@@ -189,7 +190,7 @@ def test_validation_row(row: int) -> None:
     elif r["eager"]:
         bound = 0.19
     elif r["pytorch_fsdp"]:
-        bound = 0.61
+        bound = 0.60
     elif r["accelerator"] == "h100-sxm5-80gb":
         low, bound = -0.03, 0.12
     else:
