@@ -158,8 +158,9 @@ FSDP1_GRAD_BYTES = {"cat": 4.0, "cast": 6.0, "predivide": 8.0}
   facebookresearch/fairscale pull request 1184, which removes it for all but the last
   micro-batch; PyTorch pull request 90248 makes that flat gradient padded so no further
   copy is needed);
-* ``cast``: with an FP32 ``reduce_dtype`` (Composer's ``DEFAULT`` mixed precision, the
-  MPT rows' ``MP Mode``) ``_post_backward_hook`` runs ``flat_param.grad.to(reduce_dtype)``
+* ``cast``: with an FP32 ``reduce_dtype`` (``fp32_grads``; Composer's ``DEFAULT`` mixed
+  precision from v0.16.4, Composer pull request 2628) ``_post_backward_hook`` runs
+  ``flat_param.grad.to(reduce_dtype)``
   over the unsharded gradient (``torch/distributed/fsdp/_runtime_utils.py`` of torch 2.0),
   read 2 + write 4 B; none with a 16-bit ``reduce_dtype``;
 * ``predivide``: the default ``reduce_scatter_hook`` (``torch/distributed/algorithms/
