@@ -115,8 +115,9 @@ from .system import (
     flash_head_dim_factor,
 )
 
-__all__ = ["ADAM_IMPL_BYTES", "Batch", "CAST_RECIPES", "RECOMPUTE_CODES", "ep_overlap_exposed",
-           "ep_unpaired_share", "kernel_rates", "memory_arrays", "step_arrays"]
+__all__ = ["ADAM_IMPL_BYTES", "Batch", "CAST_RECIPES", "FSDP1_GRAD_BYTES", "RECOMPUTE_CODES",
+           "ep_overlap_exposed", "ep_unpaired_share", "fsdp1_grad_bytes", "kernel_rates",
+           "memory_arrays", "step_arrays"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -148,6 +149,33 @@ ZERO_GRAD_BYTES = 4.0
 ACCUM_BYTES = 2.0
 """Unfused accumulation: read the 16-bit gradient (2 B), then read + write the
 accumulator (2 × its bytes: 4 FP32, or the gradient's own width)."""
+FSDP1_GRAD_BYTES = {"cat": 4.0, "cast": 6.0, "predivide": 8.0}
+"""Bytes per parameter of a card's FSDP units (unsharded) that PyTorch FSDP1 (torch 2.0,
+``use_orig_params=False``: one ``FlatParameter`` per unit, its parameters views made by
+``torch.split``) moves after every micro-batch's backward, one HBM pass each, with a
+16-bit ``param_dtype`` (``Execution.fsdp1_flat_grads``):
+
+* ``cat``: autograd's backward of the views' ``split`` concatenates the parameters'
+  16-bit gradients into the flat gradient, read 2 + write 2 B (the
+  ``SplitWithSizesBackward`` per FSDP unit and micro-batch in FSDP1's traces:
+  facebookresearch/fairscale pull request 1184, which removes it for all but the last
+  micro-batch; PyTorch pull request 90248 makes that flat gradient padded so no further
+  copy is needed);
+* ``cast``: with an FP32 ``reduce_dtype`` (``fp32_grads``; Composer's ``DEFAULT`` mixed
+  precision from v0.16.4, Composer pull request 2628) ``_post_backward_hook`` runs
+  ``flat_param.grad.to(reduce_dtype)``
+  over the unsharded gradient (``torch/distributed/fsdp/_runtime_utils.py`` of torch 2.0),
+  read 2 + write 4 B; none with a 16-bit ``reduce_dtype``;
+* ``predivide``: the default ``reduce_scatter_hook`` (``torch/distributed/algorithms/
+  _comm_hooks/default_hooks.py``) divides the unsharded gradient in place by
+  ``gradient_predivide_factor`` (> 1 for any world size ≥ 2: 4 on 8 ranks) before the
+  reduce-scatter, read + write of the reduce dtype (8 B FP32, 4 B 16-bit).
+
+Per card shard parameter (:func:`fsdp1_grad_bytes`): the post-division of the reduced
+shard (read + write), the FP32 → 16-bit cast of the shard before each all-gather
+(``MixedPrecision(param_dtype)``, forward and backward: 2 × (4 + 2) B, one of which the
+optimizer's master → 16-bit copy already counts), and from the second micro-batch on the
+``_saved_grad_shard += new_sharded_grad`` accumulation (read 2 × 4, write 4 B)."""
 KERNEL_GAP_S = 1e-6
 """Back-to-back kernel gap on one stream (Gray 2019, NVIDIA blog: 3.8 − 2.9 µs ≈ 1 µs)."""
 KERNELS_FWD = 16.0
@@ -206,6 +234,8 @@ class Batch:
     1 the overlap's kernels start in launch order (:func:`ep_overlap_exposed`)."""
     eager: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     """Unfused element-wise ops (``Execution.fused_elementwise`` off)."""
+    fsdp1: B8 = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """FSDP1's unsharded gradient passes (``Execution.fsdp1_flat_grads``)."""
     moe_sync: B8 = field(default_factory=lambda: np.ones(0, dtype=np.bool_))
     """MoE dispatch synchronises the host (``Execution.moe_dispatcher`` ``alltoall`` or
     ``flex``, ``alltoall`` the default where not given; :mod:`.dispatch`)."""
@@ -241,7 +271,7 @@ class Batch:
         if self.fp32_grads.size != self.tp.size:
             self.fp32_grads = np.zeros(self.tp.size, dtype=np.bool_)
         for name in ("overlap_tp_bwd", "balance", "dp_every_mb", "eager", "ep_overlap",
-                     "ep_dualpipe"):
+                     "ep_dualpipe", "fsdp1"):
             if getattr(self, name).size != self.tp.size:
                 setattr(self, name, np.zeros(self.tp.size, dtype=np.bool_))
         if self.param_overlap.size != self.tp.size:
@@ -499,6 +529,35 @@ def kernel_rates(model: ModelSpec, system: SystemSpec, b: Batch) -> dict[str, F6
     }
 
 
+def fsdp1_grad_bytes(fp32_reduce: B8 | bool, dp: F64 | float, m: F64 | float
+                     ) -> tuple[F64, F64]:
+    """HBM bytes per parameter of the card's FSDP units, per micro-batch, of FSDP1's
+    gradient handling (:data:`FSDP1_GRAD_BYTES`) over ``dp`` ranks, ``m`` micro-batches a
+    step, as (on the compute stream, on FSDP's side streams).
+
+    The compute stream runs autograd's ``cat``. The rest runs on FSDP1's
+    ``post_backward`` stream (``_post_backward_hook``: ``with
+    torch.cuda.stream(state._streams["post_backward"])``), ahead of the reduce-scatter it
+    feeds, or on its ``pre_unshard`` stream (the 16-bit shard casts): the cast to the reduce
+    dtype and the pre-division of the unsharded gradient, and per shard parameter (÷
+    ``dp``) the post-division, the two 16-bit casts less the one the optimizer counts, and
+    the accumulation after the first micro-batch.
+
+    >>> [float(x) for x in fsdp1_grad_bytes(True, 8.0, 1.0)]   # 6 + 8 + (8 + 12 − 6) / 8
+    [4.0, 15.75]
+    >>> [float(x) for x in fsdp1_grad_bytes(False, 8.0, 1.0)]  # 16-bit: 4 + (4 + 6) / 8
+    [4.0, 5.25]
+    """
+    g = np.where(fp32_reduce, 4.0, 2.0)
+    mm = np.asarray(m, dtype=np.float64)
+    unsharded = (np.where(fp32_reduce, FSDP1_GRAD_BYTES["cast"], 0.0)
+                 + FSDP1_GRAD_BYTES["predivide"] * g / 4.0)
+    casts = 2.0 * (4.0 + 2.0) - 6.0 / mm  # one a step is the optimizer's master copy
+    shard = 2.0 * g + casts + 12.0 * (1.0 - 1.0 / mm)
+    side = unsharded + shard / np.asarray(dp, dtype=np.float64)
+    return (np.full_like(side, FSDP1_GRAD_BYTES["cat"]), np.asarray(side, dtype=np.float64))
+
+
 def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                 reserve_gib: float) -> dict[str, F64]:
     """Every output of the step model for every configuration (arrays of N)."""
@@ -686,6 +745,16 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
                                      eager=b.eager if np.any(b.eager) else False)
     acc_w = np.where(b.fp32_grads, 4.0, wb)
     accum = np.where(b.grad_fusion, 0.0, (ACCUM_BYTES + 2.0 * acc_w) * p_card / hbm)
+    # FSDP1's gradient passes after every micro-batch's backward (:data:`FSDP1_GRAD_BYTES`):
+    # autograd's cat on the compute stream (serial, like ``accum``)
+    fsdp1 = b.fsdp1 & (b.zero >= 3) & (dp * cp > 1)
+    fsdp1_side = np.zeros_like(tp)
+    if np.any(fsdp1):
+        on_compute, on_side = fsdp1_grad_bytes(b.fp32_grads, dp * cp, m)
+        accum = accum + np.where(fsdp1, on_compute * p_card / hbm, 0.0)
+        # the side streams' passes run ahead of each unit's reduce-scatter: on the DP
+        # chain, hidden under the backward as it is (below)
+        fsdp1_side = np.where(fsdp1, on_side * p_card / hbm, 0.0)
     # Llama 3's balanced stages (``pp_balance``): S = ⌈(L + 2)/p⌉ slots a stage, the
     # last holds S − 1 layers + the output layer, the middle ones S layers; the
     # slower of the two is the critical stage
@@ -732,7 +801,7 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     k_edp, n_edp = group_split(edp, b.etp * b.ep, dom)
     z = b.zero
     grad_t = np.where(z >= 1, comm.time("reduce_scatter", k_dp, n_dp, grad_bytes),
-                      comm.time("allreduce", k_dp, n_dp, grad_bytes))
+                      comm.time("allreduce", k_dp, n_dp, grad_bytes)) + fsdp1_side
     if model.moe:
         grad_t = grad_t + np.where(
             z >= 1, comm.time("reduce_scatter", k_edp, n_edp, egrad_bytes),

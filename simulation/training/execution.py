@@ -132,6 +132,12 @@ class Execution:
     (``scripts/performance/configs/llama3/llama3_llm_pretrain.py``,
     ``llama31/llama31_llm_pretrain.py``, ``qwen3/qwen3_llm_pretrain.py``,
     ``deepseek/deepseek_llm_pretrain.py``)."""
+    fsdp1_flat_grads: bool = False
+    """PyTorch FSDP1 (``FullyShardedDataParallel`` with ``FlatParameter`` s, torch 2.0,
+    Composer's FSDP) handles each unit's gradient unsharded on every card after every
+    micro-batch's backward: the flat gradient's ``cat`` (autograd's split backward), the
+    cast to the reduce dtype and the reduce-scatter's pre-division, one HBM pass each
+    (:data:`.core.FSDP1_GRAD_BYTES`); only with ZeRO 3 over more than one card."""
     fused_elementwise: bool = True
     """Norms, rotary and the activation run as fused kernels (Megatron-LM, Transformer
     Engine); False: as eager PyTorch ops, one HBM pass each (:data:`.layer.EAGER_ELEMENTS`,
@@ -316,7 +322,7 @@ def execution_from_params(
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
                   "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap",
-                  "overlap_param_gather")
+                  "overlap_param_gather", "fsdp1_flat_grads")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     ep_schedule = choice(data.get("ep_overlap_schedule", "megatron"),

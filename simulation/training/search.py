@@ -307,6 +307,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         dp_every_microbatch=bool(batch.dp_every_mb[i]),
         overlap_param_gather=bool(batch.param_overlap[i]),
         fused_elementwise=not bool(batch.eager[i]),
+        fsdp1_flat_grads=bool(batch.fsdp1[i]),
         ep_overlap=bool(batch.ep_overlap[i]),
         ep_overlap_schedule="dualpipe" if batch.ep_dualpipe[i] else "megatron",
         cuda_max_connections=int(batch.connections[i]),

@@ -91,6 +91,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         recipe=np.array([CAST_RECIPES.index(recipe_name(e.precision, e.fp8_recipe))
                          for e in executions], dtype=np.int64),
         eager=~col("fused_elementwise", np.bool_),
+        fsdp1=col("fsdp1_flat_grads", np.bool_),
         ep_overlap=col("ep_overlap", np.bool_),
         ep_dualpipe=np.array([e.ep_overlap_schedule == "dualpipe" for e in executions],
                              dtype=np.bool_),

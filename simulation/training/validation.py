@@ -103,7 +103,8 @@ LLM_FOUNDRY_SOURCE = (
     "MosaicML llm-foundry, scripts/train/benchmarking/README.md (commit 061f2c7c), "
     "{release}: MPT, Composer FSDP FULL_SHARD, {system}")
 LLM_FOUNDRY: tuple[tuple[str, Any], ...] = (("fp32_grads", True), ("recompute", "none"),
-                                            ("optimizer", "loop"))
+                                            ("optimizer", "loop"), ("fsdp1_flat_grads", True),
+                                            ("dp_every_microbatch", True))
 """What llm-foundry's benchmark table states or its scripts set: FSDP ``FULL_SHARD``
 (ZeRO-3, prefetching), ``MP Mode`` DEFAULT (Composer's FSDP mixed precision: BF16
 compute, gradients reduced in FP32), activation checkpointing as the table's column
@@ -111,7 +112,12 @@ compute, gradients reduced in FP32), activation checkpointing as the table's col
 ``low_precision_layernorm`` and one-kernel GeLU (``submit_benchmarks.py``); ``amp_fp8``
 runs the linears in Transformer Engine with its default delayed scaling; the yamls'
 ``optimizer: name: decoupled_adamw``, Composer's ``DecoupledAdamW``, a Python loop of
-per-parameter ops (``optimizer`` ``loop``, :data:`.core.ADAM_IMPL_BYTES`)."""
+per-parameter ops (``optimizer`` ``loop``, :data:`.core.ADAM_IMPL_BYTES`). Composer 0.16's
+FSDP is PyTorch's FSDP1 (torch 2.0.1: ``fsdp1_flat_grads``, its gradient passes
+:data:`.core.FSDP1_GRAD_BYTES`), and its trainer enters ``no_sync`` only for
+``DistributedDataParallel`` models (``composer/trainer/trainer.py`` at v0.16.3,
+``_train_microbatches`` / ``_train_microbatch``), so an FSDP model reduce-scatters its
+gradients after every micro-batch (``dp_every_microbatch``)."""
 
 
 def _mpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:

@@ -129,8 +129,10 @@ TABLE = validation_table()
 # issue 7): MOE_MEAN 0.508 → 0.419; the NVFP4 GEMM rate transferred by FP4 / FP8 peak
 # ratio (recipes.fp4_over_fp8: 1.445× FP8 on GB200, not the B300's 1.81×) and MXFP8's
 # parameter gather not overlapped in the 25.11 recipes (validation.MXFP8_PARAM_GATHER_2511):
-# BW_MEAN 0.136 → 0.124, DENSE_MEAN 0.185 → 0.171, the Blackwell dense max 0.35 → 0.32
-BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.124, 0.171, 0.419, 1.67
+# BW_MEAN 0.136 → 0.124, the Blackwell dense max 0.35 → 0.32; FSDP1's gradient passes and
+# Composer's reduce-scatter after every micro-batch on the MPT rows (core.FSDP1_GRAD_BYTES):
+# DENSE_MEAN 0.185 → 0.165
+BW_MEAN, DENSE_MEAN, MOE_MEAN, MOE_MAX = 0.124, 0.165, 0.419, 1.67
 BW_MAX = 0.32
 
 
@@ -176,7 +178,7 @@ def test_validation_row(row: int) -> None:
     sorts, two cited mechanisms that move 30 other rows the right way and this one the
     wrong way: docs/training.md, "Not done"); torchtitan's eager FSDP rows (op-level SAC,
     autograd's eager kernels, foreach AdamW) at most +19 % (+18.0 %); llm-foundry's MPT
-    rows at most +61 % (MPT 760M)."""
+    rows at most +60 % (MPT 760M, +59.6 %)."""
     r = TABLE[row]
     assert r["fits"]
     low = 0.0
@@ -194,7 +196,7 @@ def test_validation_row(row: int) -> None:
     elif r["eager"]:
         bound = 0.19
     elif r["pytorch_fsdp"]:
-        bound = 0.61
+        bound = 0.60
     elif r["accelerator"] == "h100-sxm5-80gb":
         low, bound = -0.03, 0.12
     else:
