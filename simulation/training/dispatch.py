@@ -120,9 +120,14 @@ __all__ = [
     "MOE_DISPATCHERS",
     "MOE_KERNELS_BWD",
     "MOE_KERNELS_FWD",
+    "HYBRIDEP_B200",
+    "HYBRIDEP_GB200",
+    "HYBRIDEP_NUM_SMS",
     "host_bound_excess",
+    "hybridep_layer_s",
     "moe_layer_host_s",
     "moe_layer_kernels",
+    "ranks_hit_fraction",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -144,6 +149,21 @@ expert (Megatron-Core's all-to-all dispatcher), host-synchronised without that s
 to size the permuted buffer, ``tokens_per_expert.sum().item()`` in ``_DeepepManager``,
 ``num_permuted_tokens`` in ``_HybridEPManager``), or device-side sizes (no synchronisation,
 no sort: e.g. HybridEP with the MoE layer CUDA-graphed)."""
+HYBRIDEP_NUM_SMS = 16
+"""SMs HybridEP's dispatch and combine hold: Megatron-Core's ``moe_hybridep_num_sms``
+default (``transformer_config.py``, core_dev_r0.15.0), not set by the 25.11 presets."""
+HYBRIDEP_GB200: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] = (
+    (8.0, 16.0, 24.0, 32.0, 36.0),
+    (550.10e9, 472.84e9, 441.89e9, 485.50e9, 469.96e9),
+    (538.44e9, 474.48e9, 444.40e9, 423.19e9, 418.27e9))
+"""(ranks, dispatch BF16 B/s, combine B/s): HybridEP's "Torch API" algorithm bandwidth on
+GB200 NVL72 at 16 SMs, DeepEP ``hybrid-ep`` pull request 428 (module docstring)."""
+HYBRIDEP_B200: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] = (
+    (8.0,), (535.94e9,), (530.86e9,))
+"""The same document's B200 row (8 ranks, 16 SMs, Torch API)."""
+_HYBRIDEP_TABLES = {"gb200-186gb": HYBRIDEP_GB200, "gb300-288gb": HYBRIDEP_GB200,
+                    "b200-sxm-180gb": HYBRIDEP_B200}
+
 ATTENTION_KERNELS_FWD = 8.0
 MOE_KERNELS_FWD = 30.0
 MOE_KERNELS_BWD = 31.0
@@ -210,3 +230,52 @@ def moe_layer_host_s(
     fwd: F64 = (n_f - g_f) * host_op_s + g_f * expert_gemm_s
     bwd: F64 = (n_b - g_b) * host_op_s + g_b * expert_gemm_s
     return fwd, bwd
+
+
+def ranks_hit_fraction(experts: float, ep: F64 | float, top_k: float) -> F64:
+    """Chance that a token's top-k experts (k distinct of E, uniformly drawn) include one of
+    a given rank's E/ep: 1 − C(E − E/ep, k) / C(E, k).
+
+    >>> from math import comb
+    >>> f = float(ranks_hit_fraction(64, 8.0, 8))            # HybridEP's benchmark, 8 ranks
+    >>> round(f, 4), round(f - (1 - comb(56, 8) / comb(64, 8)), 12)
+    (0.6791, 0.0)
+    >>> float(ranks_hit_fraction(128, 1.0, 8))               # every token stays on the rank
+    1.0
+    >>> round(float(ranks_hit_fraction(256, 256.0, 8)), 6) == 8 / 256   # one expert a rank
+    True
+    """
+    ep_a = np.asarray(ep, dtype=np.float64)
+    miss = np.ones_like(ep_a)
+    other = experts - experts / ep_a
+    for i in range(int(top_k)):
+        miss = miss * np.maximum(other - i, 0.0) / (experts - i)
+    out: F64 = 1.0 - miss
+    return out
+
+
+def hybridep_layer_s(accelerator: str, tokens: F64, ep: F64, experts: float, top_k: float,
+                     hidden: float) -> F64 | None:
+    """Seconds of one MoE layer's HybridEP dispatch and combine, forward and backward, for
+    ``tokens`` a rank (module docstring): 2·B/dispatch + 2·B/combine, B = T·ep·f·h·2 bytes a
+    rank receives; None where no measurement covers ``accelerator``.
+
+    The benchmark's own shape on GB200 at 8 ranks reproduces its bandwidths:
+
+    >>> T, one = np.array([4096.0]), np.array([8.0])
+    >>> t = float(hybridep_layer_s("gb200-186gb", T, one, 64, 8, 7168)[0])
+    >>> B = 4096 * 8 * float(ranks_hit_fraction(64, 8.0, 8)) * 7168 * 2
+    >>> round(t / (2 * B / 550.10e9 + 2 * B / 538.44e9), 12)
+    1.0
+    >>> hybridep_layer_s("h100-sxm5-80gb", T, one, 64, 8, 7168) is None
+    True
+    """
+    table = _HYBRIDEP_TABLES.get(accelerator)
+    if table is None:
+        return None
+    ranks, disp, comb = (np.asarray(x, dtype=np.float64) for x in table)
+    ep_a = np.asarray(ep, dtype=np.float64)
+    recv = tokens * ep_a * ranks_hit_fraction(experts, ep_a, top_k) * hidden * 2.0
+    out: F64 = 2.0 * recv / np.interp(ep_a, ranks, disp) + 2.0 * recv / np.interp(
+        ep_a, ranks, comb)
+    return out

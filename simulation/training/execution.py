@@ -132,6 +132,12 @@ class Execution:
     (:func:`.layer.moe_sort_elements`); ``flex``, Megatron-Core's flex dispatcher (DeepEP,
     HybridEP), synchronises likewise but does not sort; ``device``: the sizes stay on the
     GPU (CUDA-graphed MoE, device-initiated grouped GEMMs), no synchronisation, no sort."""
+    hybridep: bool = False
+    """The EP all-to-alls run as HybridEP's dispatch and combine kernels (Megatron-Core's
+    ``moe_flex_dispatcher_backend = "hybridep"``): each token sent once per destination
+    rank, at HybridEP's measured bandwidth inside an NVLink domain, on 16 SMs
+    (:func:`.dispatch.hybridep_layer_s`); elsewhere, or on a card without a measurement,
+    the model's all-to-all price."""
     optimizer: str = "fused"
     """How the Adam(W) step runs over the card's parameter shard: ``fused`` one kernel
     (Megatron-LM / Apex ``FusedAdam``, PyTorch ``fused=True``), ``foreach`` PyTorch's
@@ -249,7 +255,8 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap",
+                  "hybridep")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     ep_schedule = choice(data.get("ep_overlap_schedule", "megatron"),

@@ -145,6 +145,10 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "launch-bound where the host is slower) and which sorts the received "
                        "tokens by local expert; flex: DeepEP / HybridEP, the same wait, no "
                        "sort; device: sizes stay on the GPU (CUDA-graphed MoE)."),
+    "hybridep": ("HybridEP all-to-all", "The EP dispatch and combine are HybridEP's kernels "
+                 "(Megatron-Core's flex dispatcher, hybridep backend): each token sent once "
+                 "per destination rank, at HybridEP's measured GB200 / B200 bandwidth inside "
+                 "an NVLink domain; elsewhere the NCCL-style all-to-all price."),
     "optimizer": ("Adam implementation", "fused: one kernel (Megatron / Apex FusedAdam); "
                   "foreach: PyTorch's multi-tensor AdamW (torchtitan's default); loop: "
                   "per-parameter ops (Composer's DecoupledAdamW, llm-foundry)."),
