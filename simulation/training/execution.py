@@ -132,12 +132,13 @@ class Execution:
     (:func:`.layer.moe_sort_elements`); ``flex``, Megatron-Core's flex dispatcher (DeepEP,
     HybridEP), synchronises likewise but does not sort; ``device``: the sizes stay on the
     GPU (CUDA-graphed MoE, device-initiated grouped GEMMs), no synchronisation, no sort."""
-    hybridep: bool = False
-    """The EP all-to-alls run as HybridEP's dispatch and combine kernels (Megatron-Core's
-    ``moe_flex_dispatcher_backend = "hybridep"``): each token sent once per destination
-    rank, at HybridEP's measured bandwidth inside an NVLink domain, on 16 SMs
-    (:func:`.dispatch.hybridep_layer_s`); elsewhere, or on a card without a measurement,
-    the model's all-to-all price."""
+    hybridep_sms: int = 0
+    """Non-zero: the EP all-to-alls run as HybridEP's dispatch and combine kernels on this many
+    SMs (Megatron-Core's ``moe_flex_dispatcher_backend = "hybridep"``,
+    ``moe_hybridep_num_sms``; 16 or 32, :data:`.dispatch.HYBRIDEP_SMS`): each token sent once
+    per destination rank, at HybridEP's measured bandwidth inside an NVLink domain
+    (:func:`.dispatch.hybridep_layer_s`); elsewhere, or on a card without a measurement at
+    that SM count, the model's all-to-all price. 0: the model's all-to-all."""
     optimizer: str = "fused"
     """How the Adam(W) step runs over the card's parameter shard: ``fused`` one kernel
     (Megatron-LM / Apex ``FusedAdam``, PyTorch ``fused=True``), ``foreach`` PyTorch's
@@ -255,8 +256,7 @@ def execution_from_params(
         k: flag(data.get(k, getattr(Execution, k)), f"{path}{k}")
         for k in ("overlap_dp", "overlap_tp", "overlap_pp", "flash_attention",
                   "grad_accum_fusion", "fp32_grads", "overlap_tp_bwd",
-                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap",
-                  "hybridep")
+                  "pp_balance", "dp_every_microbatch", "fused_elementwise", "ep_overlap")
     }
     schedule = choice(data.get("schedule", "1f1b"), f"{path}schedule", SCHEDULES)
     ep_schedule = choice(data.get("ep_overlap_schedule", "megatron"),
@@ -267,11 +267,17 @@ def execution_from_params(
     from .recipes import FP8_RECIPES
 
     fp8_recipe = choice(data.get("fp8_recipe", "delayed"), f"{path}fp8_recipe", FP8_RECIPES)
-    from .dispatch import MOE_DISPATCHERS
+    from .dispatch import HYBRIDEP_SMS, MOE_DISPATCHERS
 
     dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
                         MOE_DISPATCHERS)
     optimizer = choice(data.get("optimizer", "fused"), f"{path}optimizer", OPTIMIZERS)
+    hybridep_sms = integer(data.get("hybridep_sms", 0), f"{path}hybridep_sms", low=0,
+                           high=max(HYBRIDEP_SMS))
+    if hybridep_sms not in HYBRIDEP_SMS:
+        raise TrainingInputError(f"{path}hybridep_sms", f"{hybridep_sms}: HybridEP is measured "
+                                 f"at {' or '.join(str(n) for n in HYBRIDEP_SMS[1:])} SMs "
+                                 "(0: the model's all-to-all)")
     connections = integer(data.get("cuda_max_connections", 8), f"{path}cuda_max_connections",
                           high=32)
     domain = data.get("nvlink_domain")
@@ -281,7 +287,8 @@ def execution_from_params(
                    clock=clock, power_cap_w=cap_w, schedule=schedule, cp=cp,
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
                    nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
-                   cuda_max_connections=connections, optimizer=optimizer, **flags)
+                   cuda_max_connections=connections, optimizer=optimizer,
+                   hybridep_sms=hybridep_sms, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

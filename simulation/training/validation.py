@@ -165,7 +165,7 @@ QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
 ``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
 other micro-batch's compute: ``ep_overlap``). The earlier preset file
 (``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
-HYBRIDEP_2511: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "flex"), ("hybridep", True))
+HYBRIDEP_2511: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "flex"), ("hybridep_sms", 16))
 """Megatron-Bridge's 25.11 GB200 and GB300 Qwen3 (30B-A3B, 235B-A22B) and DeepSeek-V3 presets
 set ``moe_flex_dispatcher_backend="hybridep"`` (``scripts/performance/configs/qwen/
 qwen3_workload_base_configs.py`` and ``deepseek/deepseek_workload_base_configs.py`` at
@@ -174,9 +174,10 @@ which ``apply_flex_dispatcher_backend`` turns into ``moe_token_dispatcher_type =
 Megatron-Core's flex dispatcher (``moe_dispatcher`` ``flex``), whose HybridEP dispatch
 writes the received tokens expert-major, so the all-to-all dispatcher's sort by local
 expert (:func:`.layer.moe_sort_elements`) is not run, and whose all-to-alls are HybridEP's
-kernels (``hybridep``: each token sent once per destination rank, at HybridEP's measured
-GB200 bandwidth, :func:`.dispatch.hybridep_layer_s`). Their B200 and H100 presets and
-every GPT-OSS preset set no flex backend (the ``alltoall`` default)."""
+kernels on Megatron-Core's default 16 SMs (``hybridep_sms``: each token sent once per
+destination rank, at HybridEP's measured GB200 bandwidth,
+:func:`.dispatch.hybridep_layer_s`). Their B200 and H100 presets and every GPT-OSS preset
+set no flex backend (the ``alltoall`` default)."""
 QWEN3_B200_2511: tuple[tuple[str, Any], ...] = (("ep_overlap", True),)
 """The 25.11 B200 Qwen3 235B MXFP8 run had the all-to-all overlap on: Megatron-Bridge pull
 request 1760 (merged 2025-12-17), "Update Qwen3 235B A22B B200 performance recipe to

@@ -317,6 +317,13 @@ def test_hybridep_reproduces_its_published_bandwidths() -> None:
     b64 = 64 * float(ranks_hit_fraction(256, 64.0, 8)) * 2
     assert t64 is not None
     assert float(t64[0]) == pytest.approx(2 * b64 / 469.96e9 + 2 * b64 / 418.27e9, rel=1e-12)
+    # the 32-SM columns: 545.71 / 568.94 GB/s at 8 ranks, 479.02 / 447.89 at 36
+    for ranks, disp, comb in ((8, 545.71e9, 568.94e9), (36, 479.02e9, 447.89e9)):
+        t32 = hybridep_layer_s("gb200-186gb", np.array([1.0]), np.array([float(ranks)]),
+                               8 * ranks, 8, 1.0, 32)
+        b32 = ranks * float(ranks_hit_fraction(8 * ranks, float(ranks), 8)) * 2
+        assert t32 is not None
+        assert float(t32[0]) == pytest.approx(2 * b32 / disp + 2 * b32 / comb, rel=1e-12)
     t8 = hybridep_layer_s("b200-sxm-180gb", np.array([1.0]), np.array([8.0]), 64, 8, 1.0)
     b8 = 8 * float(ranks_hit_fraction(64, 8.0, 8)) * 2
     assert t8 is not None
@@ -334,12 +341,12 @@ def test_ranks_hit_fraction_is_the_hypergeometric_miss() -> None:
 
 def test_hybridep_prices_the_steps_all_to_all_inside_the_nvlink_domain() -> None:
     """Qwen3-30B-A3B on 8 GB200s, EP 8, one micro-batch of one sequence, no host bound
-    (``device``): with ``hybridep`` the step's exposed EP time is the layers × one layer's
+    (``device``): with ``hybridep_sms`` 16 the step's exposed EP time is the layers × one layer's
     HybridEP dispatch and combine (closed form above, the slowest rank's load); the flag
-    round-trips through the parameters, and a card with no measurement (H100) keeps the
-    model's all-to-all price."""
+    round-trips through the parameters (16 or 32, the measured SM counts), and a card with no
+    measurement (H100) keeps the model's all-to-all price."""
     lay = dict(ep=8, global_batch=8, micro_batch=1, precision="bf16", moe_dispatcher="device")
-    hy = _run(GB200, 8, hybridep=True, **lay)
+    hy = _run(GB200, 8, hybridep_sms=16, **lay)
     nccl = _run(GB200, 8, **lay)
     per_layer = hybridep_layer_s("gb200-186gb", np.array([float(QWEN.seq_len)]),
                                  np.array([8.0]), QWEN.experts, QWEN.top_k, QWEN.hidden)
@@ -347,7 +354,10 @@ def test_hybridep_prices_the_steps_all_to_all_inside_the_nvlink_domain() -> None
     want = QWEN.layers * float(per_layer[0]) * QWEN.rank_load
     assert hy["exposed_comm"]["ep"] == pytest.approx(want, rel=1e-9)
     assert hy["exposed_comm"]["ep"] != pytest.approx(nccl["exposed_comm"]["ep"], rel=1e-3)
-    ex = execution_from_params({"global_batch": 8, "ep": 8, "hybridep": True}, 8, QWEN)
-    assert ex.hybridep and execution_at(batch_of([ex]), 0) == ex
-    assert _run(H100, 8, hybridep=True, **lay)["exposed_comm"]["ep"] == pytest.approx(
+    ex = execution_from_params({"global_batch": 8, "ep": 8, "hybridep_sms": 32}, 8, QWEN)
+    assert ex.hybridep_sms == 32 and execution_at(batch_of([ex]), 0) == ex
+    with pytest.raises(TrainingInputError) as exc:
+        execution_from_params({"global_batch": 8, "ep": 8, "hybridep_sms": 24}, 8, QWEN)
+    assert exc.value.field == "hybridep_sms"
+    assert _run(H100, 8, hybridep_sms=16, **lay)["exposed_comm"]["ep"] == pytest.approx(
         _run(H100, 8, **lay)["exposed_comm"]["ep"], rel=1e-12)
