@@ -464,9 +464,11 @@ def release_table() -> list[dict[str, Any]]:
 
 def _m26(model: str, acc: str, gpus: int, precision: str, gbs: int, mbs: int, tok: float,
          system: str, ep: int, pp: int = 1, vp: int = 1, flex: bool = False) -> ModernRun:
+    # the GB200 / GB300 flex presets are HybridEP's, on the 32 SMs the 26.02 overrides set
+    hybrid = (("hybridep_sms", 32),) if flex and system.startswith("GB") else ()
     return ModernRun(model, acc, gpus, precision, gbs, mbs, pp=pp, vp=vp, ep=ep,
                      tokens_per_gpu=tok, release="26.02", system=system,
-                     settings=(("moe_dispatcher", "flex"),) if flex else ())
+                     settings=(("moe_dispatcher", "flex"),) + hybrid if flex else ())
 
 
 MOE_2602_RUNS: tuple[ModernRun, ...] = (
@@ -500,8 +502,9 @@ except where Megatron-Bridge's 26.02 presets (tag ``v0.3.0``, 2026-02-26,
 ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` and
 ``deepseek/deepseek_workload_base_configs.py``) set a flex backend — HybridEP for the GB200
 / GB300 Qwen3 and DeepSeek-V3 presets, DeepEP for the H100 Qwen3 30B-A3B ones
-(``moe_dispatcher`` ``flex``, ``flex=True`` here); its B200 Qwen3 235B and GPT-OSS presets
-set none. Kept out of
+(``moe_dispatcher`` ``flex``, ``flex=True`` here; HybridEP's all-to-all on the 32 SMs that
+``scripts/performance/utils/overrides.py`` sets for it, ``hybridep_sms`` 32); its B200
+Qwen3 235B and GPT-OSS presets set none. Kept out of
 :func:`validation_table` and its means — a check on layouts the table was not built on."""
 
 
