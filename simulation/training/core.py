@@ -98,7 +98,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .comm import CommModel, group_split
-from .dispatch import moe_layer_host_s
+from .dispatch import HYBRIDEP_SMS, hybridep_layer_s, moe_layer_host_s
 from .energy import clock_for_cap, hbm_power_w, op_mix_power
 from .execution import RECOMPUTE_MODULES
 from .flops import step_flops
@@ -243,6 +243,9 @@ class Batch:
     """The dispatcher sorts the received tokens by local expert and back
     (``moe_dispatcher`` ``alltoall`` only; :func:`.layer.moe_sort_elements`); where not
     given, as ``moe_sync``."""
+    hybridep_sms: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """SMs of HybridEP's all-to-all kernels, 0 for the model's all-to-all
+    (``Execution.hybridep_sms``, :func:`.dispatch.hybridep_layer_s`); 0 where not given."""
     etp: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Expert tensor parallelism (``Execution.expert_tp``; tp where not given)."""
     domain: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -286,6 +289,8 @@ class Batch:
             self.connections = np.full(self.tp.size, 8, dtype=np.int64)
         if self.adam.size != self.tp.size:
             self.adam = np.zeros(self.tp.size, dtype=np.int64)
+        if self.hybridep_sms.size != self.tp.size:
+            self.hybridep_sms = np.zeros(self.tp.size, dtype=np.int64)
         if self.domain.size != self.tp.size:
             self.domain = np.zeros(self.tp.size, dtype=np.int64)
         if self.offload.size != self.tp.size:
@@ -672,8 +677,19 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
         # the slowest rank's: routing skew beyond the capacity (ModelSpec.rank_load)
         a2a_bytes = local_tokens * model.top_k * model.rank_load * h * 2.0
         k_ep, n_ep = group_split(b.ep, b.etp, dom)  # EP strides etp
-        a2a_one = comm.time("alltoall", k_ep, n_ep, a2a_bytes)
-        a2a = 4.0 * a2a_one
+        a2a = 4.0 * comm.time("alltoall", k_ep, n_ep, a2a_bytes)
+        for sms in HYBRIDEP_SMS[1:]:
+            # HybridEP (``Execution.hybridep_sms``): each token sent once per destination
+            # rank, at the measured dispatch / combine bandwidth (DeepEP hybrid-ep pull
+            # request 428), inside one NVLink domain on a card with a measurement
+            use = (b.hybridep_sms == sms) & (n_ep == 1)
+            if not np.any(use):
+                continue
+            hy = hybridep_layer_s(system.accelerator, local_tokens, b.ep.astype(np.float64),
+                                  float(model.experts), float(model.top_k), h, sms)
+            if hy is not None:
+                a2a = np.where(use, hy * model.rank_load, a2a)
+        a2a_one = a2a / 4.0
         if np.any(b.ep_overlap):
             # Megatron-Core's EP all-to-all overlap (``overlap_moe_expert_parallel_comm``):
             # a forward and a backward micro-batch paired in three phases, each as long as
@@ -693,8 +709,10 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
             exposed = np.where(b.ep_overlap, (1.0 - u) * phased + u * a2a, a2a)
             # the hidden part holds ``comm_sms`` SMs (DeepSeek-V3 §3.2.2: 20 of 132 SMs run
             # the dispatch and combine): the compute under it takes sm/(sm − c) as long
+            # (HybridEP's kernels hold their own: ``Execution.hybridep_sms``)
             if 0 < system.comm_sms < system.sm_count:
-                c = float(system.comm_sms)
+                c = np.where(b.hybridep_sms > 0, b.hybridep_sms, system.comm_sms).astype(
+                    np.float64)
                 exposed = exposed + (a2a - exposed) * c / (system.sm_count - c)
             a2a = np.where(b.ep > 1, exposed, a2a)
         # the ``moe`` module's recomputed forward dispatches and combines again, alone in

@@ -105,6 +105,58 @@ checked) price this, ``flex`` with the same kernel count (its own is not counted
 without the sort by local expert (:func:`.layer.moe_sort_elements`); ``device`` is a
 dispatch whose sizes stay on the GPU (a CUDA-graphed MoE layer, device-initiated grouped
 GEMMs), where the host runs ahead as in a dense layer.
+
+**HybridEP's all-to-all** (``Execution.hybridep_sms``, :func:`hybridep_layer_s`).
+Megatron-Core's flex dispatcher with ``moe_flex_dispatcher_backend = "hybridep"``
+(``_HybridEPManager``, ``megatron/core/transformer/moe/token_dispatcher.py`` and
+``fused_a2a.py`` at the commit Megatron-Bridge ``v0.2.0`` pins, 0d8e0714,
+``core_dev_r0.15.0``) runs each dispatch as HybridEP's ``dispatch_with_permute``
+(deepseek-ai/DeepEP branch ``hybrid-ep``): the routing map all-gathered over the EP group, a
+metadata-preprocessing kernel, the received-token count copied to the host
+(``use_host_meta``: Megatron passes no ``num_permuted_tokens`` in dropless training, "which
+causes a D2H synchronization" — the host wait the model already prices for ``flex``; still so
+at the commit Megatron-Bridge ``v0.3.0`` pins, b0cc2706: ``non_blocking`` only with
+``num_permuted_tokens`` given), one TMA dispatch kernel on ``moe_hybridep_num_sms`` SMs (16
+by default, ``transformer_config.py``: "In pure NVL scenarios, 16 SMs can generally achieve
+good bandwidth"; the 25.11 presets leave it, the 26.02 ones set 32) and a local permute
+(priced with the layer's permute, :func:`.layer.layer_kernels`); the combine is
+``combine_with_unpermute``; their backwards swap them. Each token is sent **once per
+destination rank**, not once per expert (the receiving rank permutes it to its experts), and
+the time is the one measured for HybridEP: DeepEP ``hybrid-ep`` pull request 428
+(``Hybrid-EP_Intra-node_Implementation.md``, 2025-09-25, now ``docs/README_Hybrid-EP.md``),
+GB200 NVL72, 4,096 tokens a rank, hidden 7,168, top-8, 8 local experts, random uniform
+routing, "Torch API" columns (the Python call: the routing-map all-gather, the
+preprocessing, the host copy and the kernel — the path Megatron takes), "algorithm
+bandwidth" = the BF16 bytes of the tokens a rank receives (``dispatched_hidden.numel() * 2``
+in the pull request's ``tests/test_mnnvlink_hybridep.py``) over the call's time, GB/s:
+
+=====  ==================  ==================
+ranks  16 SMs: dispatch /  32 SMs: dispatch /
+       combine             combine
+=====  ==================  ==================
+8      550.10 / 538.44     545.71 / 568.94
+16     472.84 / 474.48     523.48 / 521.55
+24     441.89 / 444.40     507.32 / 483.76
+32     485.50 / 423.19     484.22 / 464.54
+36     469.96 / 418.27     479.02 / 447.89
+=====  ==================  ==================
+
+(:data:`HYBRIDEP_GB200`; the B200 row of the same document, 8 ranks, 16 SMs: 535.94 /
+530.86, :data:`HYBRIDEP_B200`). A rank receives T·ep·f tokens of its peers' T each, f the
+chance a token's top-k experts touch it (:func:`ranks_hit_fraction`, uniform top-k as the
+benchmark's random router and the force-balanced router of the published runs); one layer's
+four (dispatch and combine, forward and backward) take 2·B/dispatch + 2·B/combine,
+B = T·ep·f·h·2 bytes (BF16: the 25.11 dispatcher asserts "HybridEP dispatcher does not
+support fp8 dispatch now"). **Assumptions**: the rank count read linearly between the
+measured ones and held at the nearest outside them (no figure past 36 ranks: EP 64 at 36's);
+GB300 at GB200's figures (the same NVLink-5 switch tray, not measured); the backward's
+dispatch at the forward's figure though it reuses the handle (no all-gather or
+preprocessing again: an upper bound); the message size of the measured runs (58.7 MB a rank
+in) for every run; uniform top-k (DeepSeek-V3's group-limited routing, 4 of 8 groups, makes
+f ≤ 10 % smaller: not priced); only inside one NVLink domain (across domains the model's
+all-to-all price stays: HybridEP's RDMA path was not measured here); other cards, and B200
+at 32 SMs, keep the model's price. Under ``ep_overlap`` the hidden part holds HybridEP's SMs,
+not ``SystemSpec.comm_sms``.
 """
 
 from __future__ import annotations
@@ -120,9 +172,14 @@ __all__ = [
     "MOE_DISPATCHERS",
     "MOE_KERNELS_BWD",
     "MOE_KERNELS_FWD",
+    "HYBRIDEP_B200",
+    "HYBRIDEP_GB200",
+    "HYBRIDEP_SMS",
     "host_bound_excess",
+    "hybridep_layer_s",
     "moe_layer_host_s",
     "moe_layer_kernels",
+    "ranks_hit_fraction",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -144,6 +201,27 @@ expert (Megatron-Core's all-to-all dispatcher), host-synchronised without that s
 to size the permuted buffer, ``tokens_per_expert.sum().item()`` in ``_DeepepManager``,
 ``num_permuted_tokens`` in ``_HybridEPManager``), or device-side sizes (no synchronisation,
 no sort: e.g. HybridEP with the MoE layer CUDA-graphed)."""
+HYBRIDEP_SMS = (0, 16, 32)
+"""``Execution.hybridep_sms``: 0, the model's all-to-all; 16 or 32, HybridEP on that many SMs
+(the SM counts HybridEP was measured at). Megatron-Core's ``moe_hybridep_num_sms`` default is
+16 (``transformer_config.py``, core_dev_r0.15.0), which the 25.11 presets leave; the 26.02
+presets set 32 (Megatron-Bridge v0.3.0 ``scripts/performance/utils/overrides.py``)."""
+_Table = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+HYBRIDEP_GB200: dict[int, _Table] = {
+    16: ((8.0, 16.0, 24.0, 32.0, 36.0),
+         (550.10e9, 472.84e9, 441.89e9, 485.50e9, 469.96e9),
+         (538.44e9, 474.48e9, 444.40e9, 423.19e9, 418.27e9)),
+    32: ((8.0, 16.0, 24.0, 32.0, 36.0),
+         (545.71e9, 523.48e9, 507.32e9, 484.22e9, 479.02e9),
+         (568.94e9, 521.55e9, 483.76e9, 464.54e9, 447.89e9)),
+}
+"""SMs → (ranks, dispatch BF16 B/s, combine B/s): HybridEP's "Torch API" algorithm bandwidth on
+GB200 NVL72, DeepEP ``hybrid-ep`` pull request 428 (module docstring)."""
+HYBRIDEP_B200: dict[int, _Table] = {16: ((8.0,), (535.94e9,), (530.86e9,))}
+"""The same document's B200 row (8 ranks, 16 SMs, Torch API; no 32-SM figure)."""
+_HYBRIDEP_TABLES = {"gb200-186gb": HYBRIDEP_GB200, "gb300-288gb": HYBRIDEP_GB200,
+                    "b200-sxm-180gb": HYBRIDEP_B200}
+
 ATTENTION_KERNELS_FWD = 8.0
 MOE_KERNELS_FWD = 30.0
 MOE_KERNELS_BWD = 31.0
@@ -210,3 +288,55 @@ def moe_layer_host_s(
     fwd: F64 = (n_f - g_f) * host_op_s + g_f * expert_gemm_s
     bwd: F64 = (n_b - g_b) * host_op_s + g_b * expert_gemm_s
     return fwd, bwd
+
+
+def ranks_hit_fraction(experts: float, ep: F64 | float, top_k: float) -> F64:
+    """Chance that a token's top-k experts (k distinct of E, uniformly drawn) include one of
+    a given rank's E/ep: 1 − C(E − E/ep, k) / C(E, k).
+
+    >>> from math import comb
+    >>> f = float(ranks_hit_fraction(64, 8.0, 8))            # HybridEP's benchmark, 8 ranks
+    >>> round(f, 4), round(f - (1 - comb(56, 8) / comb(64, 8)), 12)
+    (0.6791, 0.0)
+    >>> float(ranks_hit_fraction(128, 1.0, 8))               # every token stays on the rank
+    1.0
+    >>> round(float(ranks_hit_fraction(256, 256.0, 8)), 6) == 8 / 256   # one expert a rank
+    True
+    """
+    ep_a = np.asarray(ep, dtype=np.float64)
+    miss = np.ones_like(ep_a)
+    other = experts - experts / ep_a
+    for i in range(int(top_k)):
+        miss = miss * np.maximum(other - i, 0.0) / (experts - i)
+    out: F64 = 1.0 - miss
+    return out
+
+
+def hybridep_layer_s(accelerator: str, tokens: F64, ep: F64, experts: float, top_k: float,
+                     hidden: float, sms: int = 16) -> F64 | None:
+    """Seconds of one MoE layer's HybridEP dispatch and combine, forward and backward, for
+    ``tokens`` a rank on ``sms`` SMs (module docstring): 2·B/dispatch + 2·B/combine,
+    B = T·ep·f·h·2 bytes a rank receives; None where no measurement covers ``accelerator``
+    at ``sms``.
+
+    The benchmark's own shape on GB200 at 8 ranks reproduces its bandwidths:
+
+    >>> T, one = np.array([4096.0]), np.array([8.0])
+    >>> t = float(hybridep_layer_s("gb200-186gb", T, one, 64, 8, 7168)[0])
+    >>> B = 4096 * 8 * float(ranks_hit_fraction(64, 8.0, 8)) * 7168 * 2
+    >>> round(t / (2 * B / 550.10e9 + 2 * B / 538.44e9), 12)
+    1.0
+    >>> hybridep_layer_s("h100-sxm5-80gb", T, one, 64, 8, 7168) is None
+    True
+    >>> hybridep_layer_s("b200-sxm-180gb", T, one, 64, 8, 7168, 32) is None
+    True
+    """
+    table = _HYBRIDEP_TABLES.get(accelerator, {}).get(sms)
+    if table is None:
+        return None
+    ranks, disp, comb = (np.asarray(x, dtype=np.float64) for x in table)
+    ep_a = np.asarray(ep, dtype=np.float64)
+    recv = tokens * ep_a * ranks_hit_fraction(experts, ep_a, top_k) * hidden * 2.0
+    out: F64 = 2.0 * recv / np.interp(ep_a, ranks, disp) + 2.0 * recv / np.interp(
+        ep_a, ranks, comb)
+    return out

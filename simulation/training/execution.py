@@ -175,6 +175,13 @@ class Execution:
     (:func:`.layer.moe_sort_elements`); ``flex``, Megatron-Core's flex dispatcher (DeepEP,
     HybridEP), synchronises likewise but does not sort; ``device``: the sizes stay on the
     GPU (CUDA-graphed MoE, device-initiated grouped GEMMs), no synchronisation, no sort."""
+    hybridep_sms: int = 0
+    """Non-zero: the EP all-to-alls run as HybridEP's dispatch and combine kernels on this many
+    SMs (Megatron-Core's ``moe_flex_dispatcher_backend = "hybridep"``,
+    ``moe_hybridep_num_sms``; 16 or 32, :data:`.dispatch.HYBRIDEP_SMS`): each token sent once
+    per destination rank, at HybridEP's measured bandwidth inside an NVLink domain
+    (:func:`.dispatch.hybridep_layer_s`); elsewhere, or on a card without a measurement at
+    that SM count, the model's all-to-all price. 0: the model's all-to-all."""
     optimizer: str = "fused"
     """How the Adam(W) step runs over the card's parameter shard: ``fused`` one kernel
     (Megatron-LM / Apex ``FusedAdam``, PyTorch ``fused=True``), ``foreach`` PyTorch's
@@ -333,11 +340,17 @@ def execution_from_params(
     from .recipes import FP8_RECIPES
 
     fp8_recipe = choice(data.get("fp8_recipe", "delayed"), f"{path}fp8_recipe", FP8_RECIPES)
-    from .dispatch import MOE_DISPATCHERS
+    from .dispatch import HYBRIDEP_SMS, MOE_DISPATCHERS
 
     dispatcher = choice(data.get("moe_dispatcher", "alltoall"), f"{path}moe_dispatcher",
                         MOE_DISPATCHERS)
     optimizer = choice(data.get("optimizer", "fused"), f"{path}optimizer", OPTIMIZERS)
+    hybridep_sms = integer(data.get("hybridep_sms", 0), f"{path}hybridep_sms", low=0,
+                           high=max(HYBRIDEP_SMS))
+    if hybridep_sms not in HYBRIDEP_SMS:
+        raise TrainingInputError(f"{path}hybridep_sms", f"{hybridep_sms}: HybridEP is measured "
+                                 f"at {' or '.join(str(n) for n in HYBRIDEP_SMS[1:])} SMs "
+                                 "(0: the model's all-to-all)")
     connections = integer(data.get("cuda_max_connections", 8), f"{path}cuda_max_connections",
                           high=32)
     domain = data.get("nvlink_domain")
@@ -356,7 +369,8 @@ def execution_from_params(
                    fp8_recipe=fp8_recipe, moe_dispatcher=dispatcher, etp=etp,
                    nvlink_domain=nvlink_domain, ep_overlap_schedule=ep_schedule,
                    cuda_max_connections=connections, optimizer=optimizer,
-                   recompute_modules=modules, cpu_offload_layers=offload, **flags)
+                   recompute_modules=modules, cpu_offload_layers=offload,
+                   hybridep_sms=hybridep_sms, **flags)
     if model is not None:
         reason = shape_problem(model, ex)
         if reason is not None:

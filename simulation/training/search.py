@@ -313,6 +313,7 @@ def execution_at(batch: Batch, i: int) -> Execution:
         cuda_max_connections=int(batch.connections[i]),
         moe_dispatcher=("alltoall" if batch.moe_sort[i] else
                         "flex" if batch.moe_sync[i] else "device"),
+        hybridep_sms=int(batch.hybridep_sms[i]),
         etp=0 if int(batch.etp[i]) == int(batch.tp[i]) else int(batch.etp[i]),
         fp8_recipe=(CAST_RECIPES[int(batch.recipe[i])]
                     if CAST_RECIPES[int(batch.recipe[i])] in FP8_RECIPES else "delayed"),

@@ -99,6 +99,7 @@ def batch_of(executions: list[Execution]) -> Batch:
         moe_sync=np.array([e.moe_dispatcher in ("alltoall", "flex") for e in executions],
                           dtype=np.bool_),
         moe_sort=np.array([e.moe_dispatcher == "alltoall" for e in executions], dtype=np.bool_),
+        hybridep_sms=col("hybridep_sms", np.int64),
         etp=np.array([e.expert_tp for e in executions], dtype=np.int64),
         domain=col("nvlink_domain", np.int64),
         adam=np.array([OPTIMIZERS.index(e.optimizer) for e in executions], dtype=np.int64),

@@ -171,7 +171,7 @@ QWEN3_H100_V2: tuple[tuple[str, Any], ...] = (("etp", 1), ("ep_overlap", True))
 ``alltoall`` dispatcher and ``moe_a2a_overlap=True`` (the all-to-all hidden under the
 other micro-batch's compute: ``ep_overlap``). The earlier preset file
 (``configs/qwen3/workload_base_configs.py``, GBS 2048) sets expert TP 1 and no overlap."""
-HYBRIDEP_2511: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "flex"),)
+HYBRIDEP_2511: tuple[tuple[str, Any], ...] = (("moe_dispatcher", "flex"), ("hybridep_sms", 16))
 """Megatron-Bridge's 25.11 GB200 and GB300 Qwen3 (30B-A3B, 235B-A22B) and DeepSeek-V3 presets
 set ``moe_flex_dispatcher_backend="hybridep"`` (``scripts/performance/configs/qwen/
 qwen3_workload_base_configs.py`` and ``deepseek/deepseek_workload_base_configs.py`` at
@@ -179,8 +179,11 @@ commit 267f8bb, 2025-12-03; ``configs/qwen3/`` and ``configs/deepseek/`` at tag 
 which ``apply_flex_dispatcher_backend`` turns into ``moe_token_dispatcher_type = "flex"``:
 Megatron-Core's flex dispatcher (``moe_dispatcher`` ``flex``), whose HybridEP dispatch
 writes the received tokens expert-major, so the all-to-all dispatcher's sort by local
-expert (:func:`.layer.moe_sort_elements`) is not run. Their B200 and H100 presets and
-every GPT-OSS preset set no flex backend (the ``alltoall`` default)."""
+expert (:func:`.layer.moe_sort_elements`) is not run, and whose all-to-alls are HybridEP's
+kernels on Megatron-Core's default 16 SMs (``hybridep_sms``: each token sent once per
+destination rank, at HybridEP's measured GB200 bandwidth,
+:func:`.dispatch.hybridep_layer_s`). Their B200 and H100 presets and every GPT-OSS preset
+set no flex backend (the ``alltoall`` default)."""
 MXFP8_PARAM_GATHER_2511: tuple[tuple[str, Any], ...] = (("overlap_param_gather", False),)
 """Megatron-Bridge v0.2.0 (the 25.11 container) turns the parameter all-gather's overlap off
 in its MXFP8 recipes of Llama 3 70B and Llama 3.1 405B (GB300, GB200, B200), DeepSeek-V3
@@ -480,9 +483,11 @@ def release_table() -> list[dict[str, Any]]:
 
 def _m26(model: str, acc: str, gpus: int, precision: str, gbs: int, mbs: int, tok: float,
          system: str, ep: int, pp: int = 1, vp: int = 1, flex: bool = False) -> ModernRun:
+    # the GB200 / GB300 flex presets are HybridEP's, on the 32 SMs the 26.02 overrides set
+    hybrid = (("hybridep_sms", 32),) if flex and system.startswith("GB") else ()
     return ModernRun(model, acc, gpus, precision, gbs, mbs, pp=pp, vp=vp, ep=ep,
                      tokens_per_gpu=tok, release="26.02", system=system,
-                     settings=(("moe_dispatcher", "flex"),) if flex else ())
+                     settings=(("moe_dispatcher", "flex"),) + hybrid if flex else ())
 
 
 MOE_2602_RUNS: tuple[ModernRun, ...] = (
@@ -516,8 +521,9 @@ except where Megatron-Bridge's 26.02 presets (tag ``v0.3.0``, 2026-02-26,
 ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` and
 ``deepseek/deepseek_workload_base_configs.py``) set a flex backend — HybridEP for the GB200
 / GB300 Qwen3 and DeepSeek-V3 presets, DeepEP for the H100 Qwen3 30B-A3B ones
-(``moe_dispatcher`` ``flex``, ``flex=True`` here); its B200 Qwen3 235B and GPT-OSS presets
-set none. Kept out of
+(``moe_dispatcher`` ``flex``, ``flex=True`` here; HybridEP's all-to-all on the 32 SMs that
+``scripts/performance/utils/overrides.py`` sets for it, ``hybridep_sms`` 32); its B200
+Qwen3 235B and GPT-OSS presets set none. Kept out of
 :func:`validation_table` and its means — a check on layouts the table was not built on."""
 
 

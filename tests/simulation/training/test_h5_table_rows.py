@@ -72,10 +72,10 @@ def test_the_b200_qwen3_235b_row_is_priced_as_its_run_was() -> None:
 def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
     """Megatron-Bridge's 26.02 MoE rows in layouts the 25.11 table lacks (ten, on parts the
     model has), priced with the defaults but for the dispatcher (the flex one where the 26.02
-    presets set it): every one fits and is optimistic, +17 to +204 %, mean 60.7 % (62.8 %
-    before the all-to-all dispatcher's sorts by local expert were priced) — the MoE gap of
-    the 56-row table (53.6 %) is not an artefact of its rows. The bounds are the figures
-    reached."""
+    presets set it): every one fits and is optimistic, +4 to +98 %, mean 39.2 % (62.8 %
+    at this session's start, before the dispatcher's sorts, the expert GEMMs' host cost and
+    HybridEP's measured all-to-all) — the MoE gap of the 56-row table is not an artefact of
+    its rows. The bounds are the figures reached."""
     from simulation.training.validation import MOE_2602_RUNS, moe_2602_table
 
     rows = moe_2602_table()
@@ -88,6 +88,10 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
     # 2.04 → 0.99, 0.578 → 0.441: the expert GEMMs' issue cost measured on the GroupedLinear
     # module (dispatch.HOST_EXPERT_GEMM_S): H100 Qwen3 30B-A3B (MBS 1) +191.0 → +98.4 %,
     # B200 Qwen3 235B (MBS 1) +79.8 → +34.9 %
-    assert all(0.16 < r["error"] <= 0.99 for r in rows)
-    # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.441
+    # floor 0.16 → 0.03: HybridEP's measured all-to-all takes the GB300 Qwen3 235B row
+    # +16.6 → +4.1 %
+    assert all(0.03 < r["error"] <= 0.99 for r in rows)
+    # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64; 0.441 →
+    # 0.393: HybridEP's all-to-all at 32 SMs on the GB200 / GB300 flex rows
+    # (dispatch.hybridep_layer_s)
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.393

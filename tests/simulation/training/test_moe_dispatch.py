@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -13,10 +14,14 @@ from simulation.training.dispatch import (
     EXPERTS_COMP_MEDIAN_S,
     HOST_EXPERT_GEMM_S,
     HOST_OP_S,
+    hybridep_layer_s,
     moe_layer_host_s,
     moe_layer_kernels,
+    ranks_hit_fraction,
 )
 from simulation.training.errors import TrainingInputError
+from simulation.training.search import execution_at
+from simulation.training.step import batch_of
 from simulation.training.validation import ACCELERATORS
 
 H100 = ACCELERATORS["h100-sxm5-80gb"]
@@ -288,3 +293,71 @@ def test_deepseek_v3_report_row_is_derived_from_its_gpu_hours() -> None:
         1,
     )
     assert dict(run.figures) == {"scaleup_gbps": 400.0} and run.accelerator == "h100-sxm5-80gb"
+
+
+GB200 = ACCELERATORS["gb200-186gb"]
+
+
+def test_hybridep_reproduces_its_published_bandwidths() -> None:
+    """The benchmark's own shape (4,096 tokens a rank, hidden 7,168, top-8, 8 local
+    experts, BF16) at every measured rank count on GB200 takes 2·B/dispatch + 2·B/combine
+    with the "Torch API" 16-SM figures of DeepEP's hybrid-ep pull request 428 and B the
+    bytes of the tokens a rank receives (each token once per destination rank)."""
+    published = {8: (550.10, 538.44), 16: (472.84, 474.48), 24: (441.89, 444.40),
+                 32: (485.50, 423.19), 36: (469.96, 418.27)}
+    for ranks, (disp, comb) in published.items():
+        b = 4096 * 7168 * 2 * ranks * (1 - math.comb(8 * ranks - 8, 8) / math.comb(8 * ranks, 8))
+        t = hybridep_layer_s("gb200-186gb", np.array([4096.0]), np.array([float(ranks)]),
+                             8 * ranks, 8, 7168)
+        assert t is not None
+        assert float(t[0]) == pytest.approx(2 * b / (disp * 1e9) + 2 * b / (comb * 1e9),
+                                            rel=1e-12)
+    # outside the measured ranks the nearest figure holds (EP 64 at 36's); B200's one row
+    t64 = hybridep_layer_s("gb200-186gb", np.array([1.0]), np.array([64.0]), 256, 8, 1.0)
+    b64 = 64 * float(ranks_hit_fraction(256, 64.0, 8)) * 2
+    assert t64 is not None
+    assert float(t64[0]) == pytest.approx(2 * b64 / 469.96e9 + 2 * b64 / 418.27e9, rel=1e-12)
+    # the 32-SM columns: 545.71 / 568.94 GB/s at 8 ranks, 479.02 / 447.89 at 36
+    for ranks, disp, comb in ((8, 545.71e9, 568.94e9), (36, 479.02e9, 447.89e9)):
+        t32 = hybridep_layer_s("gb200-186gb", np.array([1.0]), np.array([float(ranks)]),
+                               8 * ranks, 8, 1.0, 32)
+        b32 = ranks * float(ranks_hit_fraction(8 * ranks, float(ranks), 8)) * 2
+        assert t32 is not None
+        assert float(t32[0]) == pytest.approx(2 * b32 / disp + 2 * b32 / comb, rel=1e-12)
+    t8 = hybridep_layer_s("b200-sxm-180gb", np.array([1.0]), np.array([8.0]), 64, 8, 1.0)
+    b8 = 8 * float(ranks_hit_fraction(64, 8.0, 8)) * 2
+    assert t8 is not None
+    assert float(t8[0]) == pytest.approx(2 * b8 / 535.94e9 + 2 * b8 / 530.86e9, rel=1e-12)
+    assert hybridep_layer_s("h100-sxm5-80gb", np.array([1.0]), np.array([8.0]), 64, 8, 1.0) \
+        is None
+
+
+def test_ranks_hit_fraction_is_the_hypergeometric_miss() -> None:
+    """A token's k distinct experts of E miss a rank's E/ep with C(E − E/ep, k)/C(E, k)."""
+    for e, ep, k in ((128, 8, 8), (128, 32, 8), (256, 64, 8), (64, 2, 4)):
+        want = 1 - math.comb(e - e // ep, k) / math.comb(e, k)
+        assert float(ranks_hit_fraction(e, float(ep), k)) == pytest.approx(want, rel=1e-12)
+
+
+def test_hybridep_prices_the_steps_all_to_all_inside_the_nvlink_domain() -> None:
+    """Qwen3-30B-A3B on 8 GB200s, EP 8, one micro-batch of one sequence, no host bound
+    (``device``): with ``hybridep_sms`` 16 the step's exposed EP time is the layers × one layer's
+    HybridEP dispatch and combine (closed form above, the slowest rank's load); the flag
+    round-trips through the parameters (16 or 32, the measured SM counts), and a card with no
+    measurement (H100) keeps the model's all-to-all price."""
+    lay = dict(ep=8, global_batch=8, micro_batch=1, precision="bf16", moe_dispatcher="device")
+    hy = _run(GB200, 8, hybridep_sms=16, **lay)
+    nccl = _run(GB200, 8, **lay)
+    per_layer = hybridep_layer_s("gb200-186gb", np.array([float(QWEN.seq_len)]),
+                                 np.array([8.0]), QWEN.experts, QWEN.top_k, QWEN.hidden)
+    assert per_layer is not None
+    want = QWEN.layers * float(per_layer[0]) * QWEN.rank_load
+    assert hy["exposed_comm"]["ep"] == pytest.approx(want, rel=1e-9)
+    assert hy["exposed_comm"]["ep"] != pytest.approx(nccl["exposed_comm"]["ep"], rel=1e-3)
+    ex = execution_from_params({"global_batch": 8, "ep": 8, "hybridep_sms": 32}, 8, QWEN)
+    assert ex.hybridep_sms == 32 and execution_at(batch_of([ex]), 0) == ex
+    with pytest.raises(TrainingInputError) as exc:
+        execution_from_params({"global_batch": 8, "ep": 8, "hybridep_sms": 24}, 8, QWEN)
+    assert exc.value.field == "hybridep_sms"
+    assert _run(H100, 8, hybridep_sms=16, **lay)["exposed_comm"]["ep"] == pytest.approx(
+        _run(H100, 8, **lay)["exposed_comm"]["ep"], rel=1e-12)

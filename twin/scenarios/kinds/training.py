@@ -149,6 +149,11 @@ _EXECUTION_TEXT: dict[str, tuple[str, str]] = {
                        "launch-bound where the host is slower) and which sorts the received "
                        "tokens by local expert; flex: DeepEP / HybridEP, the same wait, no "
                        "sort; device: sizes stay on the GPU (CUDA-graphed MoE)."),
+    "hybridep_sms": ("HybridEP SMs", "0: the model's all-to-all; 16 or 32: the EP dispatch "
+                     "and combine are HybridEP's kernels on that many SMs (Megatron-Core's "
+                     "flex dispatcher, hybridep backend): each token sent once per "
+                     "destination rank, at HybridEP's measured GB200 / B200 bandwidth inside "
+                     "an NVLink domain; elsewhere the model's all-to-all price."),
     "optimizer": ("Adam implementation", "fused: one kernel (Megatron / Apex FusedAdam); "
                   "foreach: PyTorch's multi-tensor AdamW (torchtitan's default); loop: "
                   "per-parameter ops (Composer's DecoupledAdamW, llm-foundry)."),
@@ -186,6 +191,7 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "compression": (1, 10_000), "clock": (0.1, 1), "etp": (0, 4096),
     "nvlink_domain": (0, MAX_SCALE_UP_DOMAIN), "cuda_max_connections": (1, 32),
     "cpu_offload_layers": (0, None),
+    "hybridep_sms": (0, 32),
 }
 
 
