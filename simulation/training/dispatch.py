@@ -150,12 +150,17 @@ ATTENTION_KERNELS_FWD = 8.0
 MOE_KERNELS_FWD = 30.0
 MOE_KERNELS_BWD = 31.0
 _EXPERT_FWD, _EXPERT_BWD, _EXPERT_CASTS = 2.0, 4.0, 2.0
-EXPERT_BIAS_KERNELS = ((2.0, 1.0), (4.0, 2.0))
-"""Kernels of Megatron-Core's eager expert bias (``TEGroupedMLP._apply_bias``,
-:data:`.layer.EXPERT_BIAS_ELEMENTS`), (per local expert, per layer), forward and backward:
-``b * p`` and ``t + …`` per expert, then one ``cat``; backward the product's two gradients
-and their two reductions per expert, and the ``cat`` of each ``torch.split``'s gradients
-(the rows', the probabilities')."""
+EXPERT_BIAS_KERNELS = ((2.0, 1.0), (6.0, 2.0))
+"""Kernels the experts' biases add, (per local expert, per layer), forward and backward.
+Megatron-Core's eager bias of the down projection (``TEGroupedMLP._apply_bias``,
+:data:`.layer.EXPERT_BIAS_ELEMENTS`): ``b * p`` and ``t + …`` per expert, then one ``cat``;
+backward the product's two gradients and their two reductions per expert, and the ``cat``
+of each ``torch.split``'s gradients (the rows', the probabilities'). And per expert the
+``main_grad.add_`` of its two biases' gradients (up and down projection) in the data-parallel
+wrapper's backward hook (``megatron/core/distributed/distributed_data_parallel.py``
+``_make_backward_post_hook``: a parameter whose gradient Transformer Engine did not add to
+``main_grad`` itself — the weights' fused accumulation, not the biases' — is added there):
+2 + 4 + 2 per expert."""
 
 
 def moe_layer_kernels(
@@ -175,8 +180,8 @@ def moe_layer_kernels(
     (102.0, 143.0)
     >>> [float(x) for x in moe_layer_kernels(2.0, False)]
     [42.0, 55.0]
-    >>> [float(x) for x in moe_layer_kernels(2.0, False, bias=True)]   # + 2·2 + 1, 4·2 + 2
-    [47.0, 65.0]
+    >>> [float(x) for x in moe_layer_kernels(2.0, False, bias=True)]   # + 2·2 + 1, 6·2 + 2
+    [47.0, 69.0]
     """
     e = np.asarray(experts_per_card, dtype=np.float64)
     casts = np.where(low, _EXPERT_CASTS, 0.0)

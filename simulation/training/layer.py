@@ -164,7 +164,7 @@ the rows, the probabilities' over h — 3 + 3; ``torch.split``'s backward, a ``c
 row gradients (r 1, w 1) 2 = 8. A packed, one-kernel path (``_apply_packed_bias``) came in
 Megatron-LM pull request 6000 (2026-08-14), after the runs. Its kernels (2 per local expert
 and the ``cat`` forward, 4 per local expert and 2 ``cat`` backward) are issued from the
-host: :func:`.dispatch.moe_layer_kernels`."""
+host: :data:`.dispatch.EXPERT_BIAS_KERNELS`."""
 
 
 MOE_SORT_PASSES = 4.0

@@ -79,17 +79,18 @@ def test_expert_bias_moves_six_and_eight_passes_over_the_routed_rows() -> None:
 
 
 def test_expert_bias_kernels_are_issued_by_the_host() -> None:
-    """Per local expert 2 kernels forward (b·p, t + bp) and 4 backward, + 1 cat forward and
-    2 backward, each at the 8 µs host cost: 16 local experts (EP 8) add 33 · 8 µs forward
-    and 66 · 8 µs backward of host time; the expert GEMMs keep their 68.1 µs."""
-    assert EXPERT_BIAS_KERNELS == ((2.0, 1.0), (4.0, 2.0))
+    """Per local expert 2 kernels forward (b·p, t + bp) and 6 backward (the product's two
+    gradients and reductions, the DDP hook's ``main_grad.add_`` of the two biases), + 1 cat
+    forward and 2 backward, each at the 8 µs host cost: 16 local experts (EP 8) add 33 · 8 µs
+    forward and 98 · 8 µs backward of host time; the expert GEMMs keep their 68.1 µs."""
+    assert EXPERT_BIAS_KERNELS == ((2.0, 1.0), (2.0 + 2.0 + 2.0, 2.0))
     f0, b0 = moe_layer_kernels(16.0, False)
     f1, b1 = moe_layer_kernels(16.0, False, bias=True)
-    assert (float(f1 - f0), float(b1 - b0)) == (33.0, 66.0)
+    assert (float(f1 - f0), float(b1 - b0)) == (33.0, 98.0)
     h0 = moe_layer_host_s(16.0, False)
     h1 = moe_layer_host_s(16.0, False, bias=True)
     assert float(h1[0] - h0[0]) == pytest.approx(33 * HOST_OP_S)
-    assert float(h1[1] - h0[1]) == pytest.approx(66 * HOST_OP_S)
+    assert float(h1[1] - h0[1]) == pytest.approx(98 * HOST_OP_S)
     assert float(h0[0]) == pytest.approx((8 + 30) * HOST_OP_S + 32 * HOST_EXPERT_GEMM_S)
 
 
