@@ -86,5 +86,7 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
     # module (dispatch.HOST_EXPERT_GEMM_S): H100 Qwen3 30B-A3B (MBS 1) +191.0 → +98.4 %,
     # B200 Qwen3 235B (MBS 1) +79.8 → +34.9 %
     assert all(0.16 < r["error"] <= 0.99 for r in rows)
-    # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.441
+    # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64; 0.441 →
+    # 0.413: GPT-OSS's eager expert bias and unfused YaRN rotary (layer.EXPERT_BIAS_ELEMENTS,
+    # layer.YARN_ROPE_ELEMENTS)
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.413
