@@ -122,7 +122,7 @@ w 4) and ``float()``'s (r 4, w 2) = 22 — where the fused FP32 cross-entropy of
 :func:`logit_kernels` moves 8 and 12."""
 
 
-YARN_ROPE_ELEMENTS = (12.0, 13.0)
+YARN_ROPE_ELEMENTS = (12.0, 14.0)
 """16-bit elements moved per rotated element by Megatron-Core's unfused rotary embedding,
 (forward, backward), where Transformer Engine's fused kernel moves 2 and 3 (1.5×). YaRN
 rotary (``position_embedding_type = "yarn"``, :attr:`.models.ModelSpec.yarn`: GPT-OSS) never
@@ -139,11 +139,11 @@ one HBM pass per op, elements per rotated element: ``t * cos_`` (r 1, w 1) 2,
 w 1) 2 = 12 (cos and sin of the [s, 1, 1, d] frequencies are negligible). Backward, by
 PyTorch's derivative formulas (``tools/autograd/derivatives.yaml``): the cats' gradients
 are views; ``grad * sin_`` 2, the negation's 1, ``chunk``'s ``split_backward`` (a cat, r 1,
-w 1) 2, ``grad * cos_`` 2, the two gradients of ``t`` summed (r 2, w 1) 3, and the
-``t[..., :rot_dim]`` slice's ``slice_backward`` (a zero-filled tensor, w 1, and the copy
-into it, r 1, w 1) 3 = 13. Not counted: the empty ``t_pass`` slice's own zero-filled
-gradient and its accumulation (whether autograd runs them for an empty gradient was not
-checked)."""
+w 1) 2, ``grad * cos_`` 2; ``t[..., :rot_dim]`` spans the whole head, so PyTorch's indexing
+returns ``t`` itself (ATen ``TensorIndexing.h`` ``applySlice``: ``start == 0 && stop ==
+length`` returns ``self``), while the empty ``t_pass = t[..., rot_dim:]`` is a real slice
+whose ``slice_backward`` writes a zero-filled full-size gradient (w 1); the three gradients
+of the input summed by autograd (r 2, w 1, twice) 6 = 14."""
 
 
 EXPERT_BIAS_ELEMENTS = (6.0, 8.0)
@@ -309,7 +309,7 @@ def eager_backward_elements(model: ModelSpec, eager: B8 | bool) -> tuple[
     >>> eager_backward_elements(m, False), eager_backward_elements(m, True)
     ((3.0, 3.0, 4.5), (46.0, 10.0, 9.0))
     >>> eager_backward_elements(MODELS["gpt-oss-120b"], False)[1]   # unfused YaRN rotary
-    13.0
+    14.0
     """
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     fused = (BWD_TRAFFIC * 2.0, YARN_ROPE_ELEMENTS[1] if model.yarn else BWD_TRAFFIC * 2.0,

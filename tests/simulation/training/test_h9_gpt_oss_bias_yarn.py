@@ -36,25 +36,25 @@ def _kernels(model: object, ep: float = 8.0) -> dict[str, np.ndarray]:
 def test_op_passes_of_the_unfused_rotary_and_the_expert_bias() -> None:
     """Each constant is the sum of its ops' HBM passes (elements read + written per
     element): rotary forward t·cos 2, −x2 1, cat 2, ·sin 2, + 3, cat with the empty
-    pass-through 2; backward grad·sin 2, −grad 1, chunk's cat 2, grad·cos 2, the two
-    gradients summed 3, the slice's zero-fill + copy 3. Bias forward b·p 1, t + bp 3,
-    cat 2; backward (grad·p, Σ rows) 3, (grad·b, Σ h) 3, split's cat 2. Against the
-    fused kernels' 2 and 3 (:data:`BWD_TRAFFIC` × 2)."""
-    assert YARN_ROPE_ELEMENTS == (2 + 1 + 2 + 2 + 3 + 2, 2 + 1 + 2 + 2 + 3 + 3)
+    pass-through 2; backward grad·sin 2, −grad 1, chunk's cat 2, grad·cos 2, the empty
+    pass-through slice's zero-filled gradient 1, the input's three gradients summed 3 + 3.
+    Bias forward b·p 1, t + bp 3, cat 2; backward (grad·p, Σ rows) 3, (grad·b, Σ h) 3,
+    split's cat 2. Against the fused kernels' 2 and 3 (:data:`BWD_TRAFFIC` × 2)."""
+    assert YARN_ROPE_ELEMENTS == (2 + 1 + 2 + 2 + 3 + 2, 2 + 1 + 2 + 2 + 1 + 3 + 3)
     assert EXPERT_BIAS_ELEMENTS == (1 + 3 + 2, 3 + 3 + 2)
     assert BWD_TRAFFIC * 2.0 == 3.0
 
 
 def test_yarn_rotary_adds_the_unfused_passes_on_q_and_k() -> None:
     """GPT-OSS with and without YaRN: the layer's memory time differs by (12 − 2) forward and
-    (13 − 3) backward 2-byte passes over T·(q + kv) = T·(64·64 + 8·64) rotated elements."""
+    (14 − 3) backward 2-byte passes over T·(q + kv) = T·(64·64 + 8·64) rotated elements."""
     rot = T * (OSS.q_dim + OSS.kv_heads * OSS.head_dim)
     assert rot == T * 4608
     with_y, without = _kernels(OSS), _kernels(replace(OSS, yarn=False))
     d_f = float(with_y["fwd_mem"][0] - without["fwd_mem"][0])
     d_b = float(with_y["bwd_mem"][0] - without["bwd_mem"][0])
     assert d_f == pytest.approx((12 - 2) * rot * 2.0 / HBM, rel=1e-12)
-    assert d_b == pytest.approx((13 - 3) * rot * 2.0 / HBM, rel=1e-12)
+    assert d_b == pytest.approx((14 - 3) * rot * 2.0 / HBM, rel=1e-12)
     # the GEMMs and attention do not move
     for key in ("fwd_gemm", "bwd_gemm", "fwd_core", "bwd_core"):
         assert float(with_y[key][0]) == float(without[key][0])
