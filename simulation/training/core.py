@@ -730,7 +730,8 @@ def step_arrays(model: ModelSpec, system: SystemSpec, b: Batch, comm: CommModel,
     host_f = np.zeros_like(fwd)
     host_b = np.zeros_like(fwd)
     if model.moe and np.any(b.moe_sync):
-        h_f, h_b = moe_layer_host_s(model.experts / ep, low, 2.0 * _CAST_K[b.recipe])
+        h_f, h_b = moe_layer_host_s(model.experts / ep, low, 2.0 * _CAST_K[b.recipe],
+                                    bias=model.bias)
         seg_a2a = 0.5 * ep_layer / moe_share
         host_f = np.where(b.moe_sync, moe_share * np.maximum(
             h_f - (fwd + ex_f + seg_a2a), 0.0), 0.0)

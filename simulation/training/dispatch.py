@@ -46,7 +46,8 @@ code (``moe_layer.py``, ``router.py``, ``token_dispatcher.py``, ``moe_utils.py``
   splits, their all-gather over TP × EP, the local slice, the per-rank and per-TP sums
   and the local-expert sum, three device-to-host copies (11); permute 1 (tokens and
   probs, 2); the two dispatch all-to-alls (tokens, probs: 2); sort by local expert
-  (1); the weighted activation (1); unsort, combine all-to-all, unpermute (3);
+  (1); the weighted activation (1); unsort, combine all-to-all, unpermute (3); with
+  expert biases (GPT-OSS) the eager bias of the down projection (:data:`EXPERT_BIAS_KERNELS`);
   backward :data:`MOE_KERNELS_BWD` = 31: the differentiable ones twice (router 8 →
   16 minus the no-grad counts, permutes, all-to-alls, sorts, activation);
 * the experts (``TEGroupedMLP``: Transformer Engine's ``GroupedLinear`` issues one GEMM
@@ -167,6 +168,7 @@ import numpy.typing as npt
 __all__ = [
     "ATTENTION_KERNELS_FWD",
     "EXPERTS_COMP_MEDIAN_S",
+    "EXPERT_BIAS_KERNELS",
     "HOST_EXPERT_GEMM_S",
     "HOST_OP_S",
     "MOE_DISPATCHERS",
@@ -226,28 +228,46 @@ ATTENTION_KERNELS_FWD = 8.0
 MOE_KERNELS_FWD = 30.0
 MOE_KERNELS_BWD = 31.0
 _EXPERT_FWD, _EXPERT_BWD, _EXPERT_CASTS = 2.0, 4.0, 2.0
+EXPERT_BIAS_KERNELS = ((2.0, 1.0), (6.0, 2.0))
+"""Kernels the experts' biases add, (per local expert, per layer), forward and backward.
+Megatron-Core's eager bias of the down projection (``TEGroupedMLP._apply_bias``,
+:data:`.layer.EXPERT_BIAS_ELEMENTS`): ``b * p`` and ``t + …`` per expert, then one ``cat``;
+backward the product's two gradients and their two reductions per expert, and the ``cat``
+of each ``torch.split``'s gradients (the rows', the probabilities'). And per expert the
+``main_grad.add_`` of its two biases' gradients (up and down projection) in the data-parallel
+wrapper's backward hook (``megatron/core/distributed/distributed_data_parallel.py``
+``_make_backward_post_hook``: a parameter whose gradient Transformer Engine did not add to
+``main_grad`` itself — the weights' fused accumulation, not the biases' — is added there):
+2 + 4 + 2 per expert."""
 
 
 def moe_layer_kernels(
     experts_per_card: F64 | float,
     low: npt.NDArray[np.bool_] | bool,
     cast_kernels: F64 | float = 0.0,
+    bias: bool = False,
 ) -> tuple[F64, F64]:
     """Kernels the host launches for one MoE layer and micro-batch: (forward, backward).
 
     ``experts_per_card`` = E/ep; ``low``: FP8/FP4 GEMM inputs (one cast per expert GEMM
-    and direction); ``cast_kernels``: the attention GEMMs' cast kernels per direction.
+    and direction); ``cast_kernels``: the attention GEMMs' cast kernels per direction;
+    ``bias``: the experts have biases (:data:`EXPERT_BIAS_KERNELS`).
 
     >>> f, b = moe_layer_kernels(16.0, True)
     >>> float(f), float(b)
     (102.0, 143.0)
     >>> [float(x) for x in moe_layer_kernels(2.0, False)]
     [42.0, 55.0]
+    >>> [float(x) for x in moe_layer_kernels(2.0, False, bias=True)]   # + 2·2 + 1, 6·2 + 2
+    [47.0, 69.0]
     """
     e = np.asarray(experts_per_card, dtype=np.float64)
     casts = np.where(low, _EXPERT_CASTS, 0.0)
-    fwd = ATTENTION_KERNELS_FWD + MOE_KERNELS_FWD + e * (_EXPERT_FWD + casts) + cast_kernels
-    bwd = 2 * ATTENTION_KERNELS_FWD + MOE_KERNELS_BWD + e * (_EXPERT_BWD + casts) + cast_kernels
+    (bf_e, bf_l), (bb_e, bb_l) = EXPERT_BIAS_KERNELS if bias else ((0.0, 0.0), (0.0, 0.0))
+    fwd = (ATTENTION_KERNELS_FWD + MOE_KERNELS_FWD + e * (_EXPERT_FWD + casts + bf_e)
+           + bf_l + cast_kernels)
+    bwd = (2 * ATTENTION_KERNELS_FWD + MOE_KERNELS_BWD + e * (_EXPERT_BWD + casts + bb_e)
+           + bb_l + cast_kernels)
     return fwd, bwd
 
 
@@ -268,6 +288,7 @@ def moe_layer_host_s(
     cast_kernels: F64 | float = 0.0,
     host_op_s: float = HOST_OP_S,
     expert_gemm_s: float = HOST_EXPERT_GEMM_S,
+    bias: bool = False,
 ) -> tuple[F64, F64]:
     """Host seconds to issue one MoE layer's kernels for one micro-batch: (forward, backward).
 
@@ -282,7 +303,7 @@ def moe_layer_host_s(
     >>> round(float(f + b) * 1e6)
     1992
     """
-    n_f, n_b = moe_layer_kernels(experts_per_card, low, cast_kernels)
+    n_f, n_b = moe_layer_kernels(experts_per_card, low, cast_kernels, bias)
     e = np.asarray(experts_per_card, dtype=np.float64)
     g_f, g_b = e * _EXPERT_FWD, e * _EXPERT_BWD
     fwd: F64 = (n_f - g_f) * host_op_s + g_f * expert_gemm_s

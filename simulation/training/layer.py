@@ -60,8 +60,8 @@ from .gemm import gemm_time
 from .models import ModelSpec
 
 __all__ = ["CAST_TENSORS", "EAGER_BWD_ELEMENTS", "EAGER_ELEMENTS", "EAGER_LOSS_BYTES",
-           "EAGER_REPEAT_KV", "MOE_SORT_PASSES", "cast_elements", "eager_backward_elements",
-           "eager_elements",
+           "EAGER_REPEAT_KV", "EXPERT_BIAS_ELEMENTS", "MOE_SORT_PASSES", "YARN_ROPE_ELEMENTS",
+           "cast_elements", "eager_backward_elements", "eager_elements", "expert_bias_elements",
            "layer_kernels", "logit_kernels", "moe_sort_elements", "op_sac_mms",
            "repeat_kv_elements"]
 
@@ -122,6 +122,51 @@ w 4) and ``float()``'s (r 4, w 2) = 22 — where the fused FP32 cross-entropy of
 :func:`logit_kernels` moves 8 and 12."""
 
 
+YARN_ROPE_ELEMENTS = (12.0, 14.0)
+"""16-bit elements moved per rotated element by Megatron-Core's unfused rotary embedding,
+(forward, backward), where Transformer Engine's fused kernel moves 2 and 3 (1.5×). YaRN
+rotary (``position_embedding_type = "yarn"``, :attr:`.models.ModelSpec.yarn`: GPT-OSS) never
+runs the fused kernel: Megatron-Bridge's ``validate_rope_fusion_compatibility``
+(``src/megatron/bridge/utils/fusions.py``, tag ``v0.2.2``) turns ``apply_rope_fusion`` off for
+any type but ``"rope"`` (the performance scripts' ``set_common_perf_overrides`` sets it on,
+``scripts/performance/utils/helpers.py``), and Megatron-Core's ``apply_rotary_pos_emb``
+(``megatron/core/models/common/embeddings/rope_utils.py``, the 25.11 and 26.02 containers'
+commits cba6b0e and b0cc270) falls back to the unfused path whenever YaRN's attention factor
+``mscale`` ≠ 1 (0.1·ln 32 + 1 = 1.35 for GPT-OSS's factor 32). ``_apply_rotary_pos_emb_bshd``,
+one HBM pass per op, elements per rotated element: ``t * cos_`` (r 1, w 1) 2,
+``_rotate_half``'s ``-x2`` (r ½, w ½) 1 and ``torch.cat((-x2, x1))`` (r 1, w 1) 2, ``* sin_``
+2, the sum (r 2, w 1) 3, ``torch.cat((t, t_pass))`` with an empty ``t_pass`` (a copy, r 1,
+w 1) 2 = 12 (cos and sin of the [s, 1, 1, d] frequencies are negligible). Backward, by
+PyTorch's derivative formulas (``tools/autograd/derivatives.yaml``): the cats' gradients
+are views; ``grad * sin_`` 2, the negation's 1, ``chunk``'s ``split_backward`` (a cat, r 1,
+w 1) 2, ``grad * cos_`` 2; ``t[..., :rot_dim]`` spans the whole head, so PyTorch's indexing
+returns ``t`` itself (ATen ``TensorIndexing.h`` ``applySlice``: ``start == 0 && stop ==
+length`` returns ``self``), while the empty ``t_pass = t[..., rot_dim:]`` is a real slice
+whose ``slice_backward`` writes a zero-filled full-size gradient (w 1); the three gradients
+of the input summed by autograd (r 2, w 1, twice) 6 = 14."""
+
+
+EXPERT_BIAS_ELEMENTS = (6.0, 8.0)
+"""16-bit elements moved per routed row and hidden unit by Megatron-Core's eager bias of
+the experts' down projection, (forward, backward). ``TEGroupedMLP`` (``megatron/core/
+transformer/moe/experts.py``, "Enable bias in expert mlp [gpt-oss 5/5]", Megatron-LM commit
+a329dd6, 2025-09-22; the same code at the 25.11 and 26.02 containers' commits cba6b0e and
+b0cc270) builds its ``linear_fc2`` with ``skip_bias_add=True`` and adds the bias weighted by
+each row's routing probability in ``_apply_bias``: ``torch.cat([t + b * p for t, b, p in
+zip(torch.split(output, tokens_per_expert), biases, torch.split(probs, tokens_per_expert))])``
+— per local expert ``b * p`` (a [n_e, h] product written, w 1) and ``t + …`` (r 2, w 1),
+then the ``cat`` of all experts (r 1, w 1) = 6 (``.to`` is a no-op: the router's
+probabilities are BF16, GPT-OSS's provider leaves ``moe_router_dtype`` unset and Transformer
+Engine's fused top-k returns "probs in the same dtype as the logits"). Backward: the
+``cat``'s and the sum's gradients are views; the product's two gradients, each an
+element-wise product (r 1, w 1) reduced over its broadcast dimension (r 1) — the bias's over
+the rows, the probabilities' over h — 3 + 3; ``torch.split``'s backward, a ``cat`` of the
+row gradients (r 1, w 1) 2 = 8. A packed, one-kernel path (``_apply_packed_bias``) came in
+Megatron-LM pull request 6000 (2026-08-14), after the runs. Its kernels (2 per local expert
+and the ``cat`` forward, 4 per local expert and 2 ``cat`` backward) are issued from the
+host: :data:`.dispatch.EXPERT_BIAS_KERNELS`."""
+
+
 MOE_SORT_PASSES = 4.0
 """Elements moved per received routed token and hidden unit by Megatron-Core's all-to-all
 dispatcher's two sorts, forward (and again backward). ``MoEAlltoAllTokenDispatcher``
@@ -169,6 +214,32 @@ def moe_sort_elements(model: ModelSpec, tokens: F64, tp: F64, etp: F64 | float |
     return out
 
 
+def expert_bias_elements(model: ModelSpec, tokens: F64, tp: F64, etp: F64 | float | None,
+                         ep: F64 | float) -> tuple[F64, F64]:
+    """Elements Megatron-Core's eager expert bias moves per layer and micro-batch, (forward,
+    backward): :data:`EXPERT_BIAS_ELEMENTS` × R·h on the MoE layers' share, R the routed rows
+    a card's experts receive (as :func:`moe_sort_elements`); none without biases or experts.
+
+    >>> from simulation.training.models import MODELS
+    >>> m = MODELS["gpt-oss-120b"]                      # 128 experts, top-4, h 2,880
+    >>> one = np.array([1.0])
+    >>> f, b = expert_bias_elements(m, 16384 * one, one, 1.0, 64 * one)
+    >>> float(f[0]) == 6 * 16384 * 4 * 2880, float(b[0]) == 8 * 16384 * 4 * 2880
+    (True, True)
+    >>> float(expert_bias_elements(MODELS["qwen3-30b-a3b"], 4096 * one, one, 1.0, one)[0][0])
+    0.0
+    """
+    one = np.ones_like(np.asarray(tokens, dtype=np.float64))
+    if not (model.moe and model.bias):
+        return 0.0 * one, 0.0 * one
+    et = tp if etp is None else etp * one
+    rows = tokens * model.top_k * model.capacity_factor * et / tp
+    el = model.moe_layers / model.layers * rows * model.hidden
+    f: F64 = EXPERT_BIAS_ELEMENTS[0] * el * one
+    b: F64 = EXPERT_BIAS_ELEMENTS[1] * el * one
+    return f, b
+
+
 def op_sac_mms(model: ModelSpec) -> tuple[tuple[int, int, str, bool], ...]:
     """The layer's matmuls in the order they run, (n, k, split, saved), under op-level SAC.
 
@@ -205,20 +276,24 @@ def op_sac_mms(model: ModelSpec) -> tuple[tuple[int, int, str, bool], ...]:
 
 def eager_elements(model: ModelSpec, eager: B8 | bool) -> tuple[F64 | float, F64 | float,
                                                                  F64 | float]:
-    """Elements per element of (each norm, rotary, the activation), fused or eager.
+    """Elements per element of (each norm, rotary, the activation), fused or eager; a YaRN
+    model's rotary is Megatron-Core's unfused one (:data:`YARN_ROPE_ELEMENTS`).
 
     >>> from simulation.training.models import MODELS
     >>> eager_elements(MODELS["llama3-8b"], False), eager_elements(MODELS["llama3-8b"], True)
     ((2.0, 2.0, 3.0), (18.0, 10.0, 5.0))
+    >>> eager_elements(MODELS["gpt-oss-120b"], False)[1]
+    12.0
     """
     n_up = 2.0 if model.activation == "swiglu" else 1.0
     fused_act = n_up + 1
     eager_act = EAGER_ELEMENTS["swiglu"] if model.activation == "swiglu" else fused_act
+    rope = YARN_ROPE_ELEMENTS[0] if model.yarn else 2.0  # Megatron-Core's unfused YaRN
     if isinstance(eager, bool | np.bool_):
         return ((EAGER_ELEMENTS["norm"], EAGER_ELEMENTS["rope"], eager_act) if eager
-                else (2.0, 2.0, fused_act))
+                else (2.0, rope, fused_act))
     return (np.where(eager, EAGER_ELEMENTS["norm"], 2.0),
-            np.where(eager, EAGER_ELEMENTS["rope"], 2.0),
+            np.where(eager, EAGER_ELEMENTS["rope"], rope),
             np.where(eager, eager_act, fused_act))
 
 
@@ -226,15 +301,19 @@ def eager_backward_elements(model: ModelSpec, eager: B8 | bool) -> tuple[
         F64 | float, F64 | float, F64 | float]:
     """Elements per element of the backward of (each norm, rotary, the activation): the
     fused kernels' :data:`BWD_TRAFFIC` × their forward, or autograd's eager kernels
-    (:data:`EAGER_BWD_ELEMENTS`; a GeLU stays one kernel each way).
+    (:data:`EAGER_BWD_ELEMENTS`; a GeLU stays one kernel each way); a YaRN model's rotary
+    :data:`YARN_ROPE_ELEMENTS`.
 
     >>> from simulation.training.models import MODELS
     >>> m = MODELS["llama3-8b"]
     >>> eager_backward_elements(m, False), eager_backward_elements(m, True)
     ((3.0, 3.0, 4.5), (46.0, 10.0, 9.0))
+    >>> eager_backward_elements(MODELS["gpt-oss-120b"], False)[1]   # unfused YaRN rotary
+    14.0
     """
     n_up = 2.0 if model.activation == "swiglu" else 1.0
-    fused = (BWD_TRAFFIC * 2.0, BWD_TRAFFIC * 2.0, BWD_TRAFFIC * (n_up + 1))
+    fused = (BWD_TRAFFIC * 2.0, YARN_ROPE_ELEMENTS[1] if model.yarn else BWD_TRAFFIC * 2.0,
+             BWD_TRAFFIC * (n_up + 1))
     e_act = EAGER_BWD_ELEMENTS["swiglu"] if model.activation == "swiglu" else fused[2]
     eag = (EAGER_BWD_ELEMENTS["norm"], EAGER_BWD_ELEMENTS["rope"], e_act)
     if isinstance(eager, bool | np.bool_):
@@ -355,7 +434,8 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     a dense model), the compute the EP all-to-all overlap pairs with the dispatch
     (:mod:`.core`, ``ep_overlap``). ``moe_sort``: the all-to-all dispatcher's sorts of
     the received tokens by local expert and back (:func:`moe_sort_elements`), in
-    ``fwd_mem`` and once more (not 1.5×) in ``bwd_mem``.
+    ``fwd_mem`` and once more (not 1.5×) in ``bwd_mem``. A model with biases pays
+    Megatron-Core's eager expert bias (:func:`expert_bias_elements`) in both.
     """
     s, h, a = float(model.seq_len), float(model.hidden), float(model.heads)
     d, kv, f = float(model.head_dim), float(model.kv_heads * model.head_dim), float(model.ffn)
@@ -482,14 +562,18 @@ def layer_kernels(model: ModelSpec, tokens: F64, tp: F64, sp: B8, flash: B8,
     core_mem = soft * act_bytes / hbm
     # the all-to-all dispatcher's sorts by local expert: as many bytes backward as forward
     sort = np.where(moe_sort, moe_sort_elements(model, T, tp, etp, ep), 0.0) * act_bytes / hbm
+    # Megatron-Core's eager per-expert bias of the experts' down projection
+    xb_f, xb_b = expert_bias_elements(model, T, tp, etp, ep)
+    sort_f = sort + xb_f * act_bytes / hbm
+    sort_b = sort + xb_b * act_bytes / hbm
     return {
         "fwd_gemm": qkv_f + prj_f + mlp_f,
         "fwd_core": core_f,
-        "fwd_mem": fwd_mem + sort,
+        "fwd_mem": fwd_mem + sort_f,
         "core_mem": core_mem,
         "bwd_gemm": qkv_b + prj_b + mlp_b,
         "bwd_core": core_b,
-        "bwd_mem": bwd_el * act_bytes / hbm + BWD_TRAFFIC * core_mem + sort,
+        "bwd_mem": bwd_el * act_bytes / hbm + BWD_TRAFFIC * core_mem + sort_b,
         "col_dgrad": qkv_d + up_d,
         "col_wgrad": qkv_w + up_w,
         "op_rc_gemm": op_rc,

@@ -102,6 +102,11 @@ class ModelSpec:
     """MLA: the non-rotary part of each query/key head."""
     v_head_dim: int = 0
     """MLA: each value head's size (0: ``qk_nope_dim``)."""
+    yarn: bool = False
+    """Rotary embedding with YaRN's scaling (Peng et al. 2023, arXiv 2309.00071; GPT-OSS:
+    Megatron-Bridge's ``GPTOSSProvider``, ``src/megatron/bridge/models/gpt_oss/
+    gpt_oss_provider.py``: ``position_embedding_type = "yarn"``, factor 32): Megatron-Core
+    then runs its unfused rotary (:data:`.layer.YARN_ROPE_ELEMENTS`)."""
 
     @property
     def head_dim(self) -> int:
@@ -358,7 +363,7 @@ MODELS: dict[str, ModelSpec] = {
                   "sequence 4,096 as pre-trained"),
         ModelSpec("gpt-oss-120b", 36, 2880, 64, 8, 2880, "swiglu", 4096, 201088, experts=128,
                   top_k=4, bias=True, tied_embeddings=False, learned_positions=False,
-                  dropout=False, head_size=64,
+                  dropout=False, head_size=64, yarn=True,
                   source="OpenAI 2025, gpt-oss-120b & gpt-oss-20b Model Card, Table 1 and §2 "
                   "(36 layers, residual width 2,880, 64 query / 8 KV heads of 64, 128 experts "
                   "top-4, o200k vocabulary; its alternating 128-token sliding-window "
@@ -425,7 +430,7 @@ def model_from_params(data: Mapping[str, Any] | str, path: str = "model.") -> Mo
         raise TrainingInputError(f"{path}qk_nope_dim", "required with kv_lora_rank (MLA)")
     flags = {
         k: flag(merged.get(k, getattr(ModelSpec, k)), f"{path}{k}")
-        for k in ("bias", "tied_embeddings", "learned_positions", "dropout")
+        for k in ("bias", "tied_embeddings", "learned_positions", "dropout", "yarn")
     }
     name = merged.get("name", "custom")
     if not isinstance(name, str) or len(name) > 100:

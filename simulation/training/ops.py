@@ -17,7 +17,9 @@ agree), one row each, so a user sees where a layer's time goes:
 * the memory-bound ops (norms, bias-dropout-residual adds, activation, RoPE, MoE token
   permute / unpermute and router softmax) at HBM speed, backward 1.5× their bytes;
   with the all-to-all dispatcher the expert sort + unsort
-  (:func:`~simulation.training.layer.moe_sort_elements`), backward 1× its bytes;
+  (:func:`~simulation.training.layer.moe_sort_elements`), backward 1× its bytes; with
+  expert biases Megatron-Core's eager bias of the experts' down projection
+  (:func:`~simulation.training.layer.expert_bias_elements`);
 * the FP8 / FP4 casts of :mod:`.recipes`;
 * the launch floor: the back-to-back kernel gaps of the layer (:data:`.core.KERNEL_GAP_S`).
 
@@ -47,6 +49,7 @@ from .layer import (
     cast_elements,
     eager_backward_elements,
     eager_elements,
+    expert_bias_elements,
     moe_sort_elements,
     repeat_kv_elements,
 )
@@ -192,6 +195,12 @@ def layer_ops(model: ModelSpec, system: SystemSpec, b: Batch, i: int = 0,
         mem("experts activation", act_el * T * kc * f / tp, share,
             backward=act_b * T * kc * f / tp)
         gemm("experts down (grouped)", tok, h, f / et, E / ep, elem, g_rate, dtype, share)
+        xb_f, xb_b = (float(x[0]) for x in expert_bias_elements(
+            model, np.array([T]), np.array([tp]), et, ep))
+        if xb_f:  # Megatron-Core's eager per-expert bias (layer.EXPERT_BIAS_ELEMENTS)
+            for phase, sfx, el in (("forward", "", xb_f), ("backward", " (backward)", xb_b)):
+                add("experts down bias (eager, per expert)" + sfx, phase, "memory", "bf16",
+                    0.0, el * act, el * act / hbm, "memory")
         fs = float(model.shared_width)
         if fs:
             gemm("shared experts up", T, n_up * fs / tp, h, 1.0, elem, g_rate, dtype, share)

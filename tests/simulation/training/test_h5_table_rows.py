@@ -93,5 +93,6 @@ def test_the_2602_moe_layouts_are_a_check_the_table_was_not_built_on() -> None:
     assert all(0.03 < r["error"] <= 0.99 for r in rows)
     # 0.628 → 0.578: the dispatcher's sorts, GPT-OSS's attention at head dim 64; 0.441 →
     # 0.393: HybridEP's all-to-all at 32 SMs on the GB200 / GB300 flex rows
-    # (dispatch.hybridep_layer_s)
-    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.393
+    # (dispatch.hybridep_layer_s); 0.393 → 0.365: GPT-OSS's eager expert bias and
+    # unfused YaRN rotary (layer.EXPERT_BIAS_ELEMENTS, layer.YARN_ROPE_ELEMENTS)
+    assert statistics.mean(abs(r["error"]) for r in rows) <= 0.365

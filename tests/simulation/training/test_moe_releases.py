@@ -17,7 +17,9 @@ from simulation.training.validation import (
 
 TABLE = release_table()
 #: The figures reached (a change that makes them worse fails).
-MEAN, LOW, HIGH = 0.163, 0.0, 0.27
+# 0.163 → 0.138: GPT-OSS's eager expert bias and unfused YaRN rotary (its two rows +22.9 →
+# +12.7 %, +12.0 → +2.3 %)
+MEAN, LOW, HIGH = 0.138, 0.0, 0.27
 
 
 def test_release_rows_fit_and_stay_within_the_error_reached() -> None:
