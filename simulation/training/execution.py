@@ -193,8 +193,8 @@ class Execution:
     """With ``recompute`` ``selective``: the modules re-run in the backward
     (:data:`RECOMPUTE_MODULES`, Megatron-Core's ``recompute_modules``; empty = its default
     ``("core_attn",)``, the attention core). Megatron-Bridge's performance presets set them
-    per model and system (e.g. DeepSeek-V3 on GB200 ``["mla_up_proj"]``). Ignored by the
-    other settings of ``recompute``."""
+    per model and system (e.g. DeepSeek-V3 on GB200 ``["mla_up_proj"]``). Given without
+    ``recompute`` they mean ``selective``; with another ``recompute`` they are refused."""
     cpu_offload_layers: int = 0
     """Layers whose saved activations are offloaded to host memory (Megatron-Core's
     ``cpu_offloading`` / ``cpu_offloading_num_layers``, activations only, as
@@ -307,13 +307,18 @@ def execution_from_params(
     raw_modules = data.get("recompute_modules", ())
     if raw_modules is None:
         raw_modules = ()
-    if isinstance(raw_modules, str) or not isinstance(raw_modules, list | tuple):
+    if isinstance(raw_modules, str):  # "layernorm,moe_act" (the API's and the CLI's form)
+        raw_modules = [m.strip() for m in raw_modules.split(",") if m.strip()]
+    if not isinstance(raw_modules, list | tuple):
         raise TrainingInputError(f"{path}recompute_modules",
                                  f"a list of modules ({', '.join(RECOMPUTE_MODULES)}), "
                                  f"got {raw_modules!r}")
     modules = tuple(dict.fromkeys(
         choice(m, f"{path}recompute_modules[{i}]", RECOMPUTE_MODULES)
         for i, m in enumerate(raw_modules)))
+    if modules and data.get("recompute") is None:
+        recompute = "selective"  # the modules name selective recomputation (as Megatron-Bridge's
+        # set_recompute_overrides turns a preset's recompute_modules into granularity selective)
     if modules and recompute != "selective":
         raise TrainingInputError(f"{path}recompute_modules",
                                  f"only with recompute 'selective' (got {recompute!r})")

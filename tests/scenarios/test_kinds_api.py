@@ -241,7 +241,8 @@ def test_a_value_below_the_minimum_is_refused_on_that_field(kind, field, db):
 def test_a_value_above_the_maximum_is_refused_on_that_field():
     bounded = {f.name: f for k, f in family_fields() if f.max is not None}
     training = [("training", name) for name in ("tp", "pp", "ep", "vpp", "zero", "compression",
-                                                 "clock", "etp", "nvlink_domain")]
+                                                 "clock", "cuda_max_connections",
+                                                 "hybridep_sms", "etp", "nvlink_domain")]
     assert [(k, f.name) for k, f in family_fields() if f.max is not None] == [
         ("topology", "samples"), ("failure", "samples"), ("collective", "sizes"),
         ("collective", "scale_up_efficiency"), ("collective", "scale_out_efficiency"),
@@ -271,6 +272,7 @@ def test_a_value_above_the_maximum_is_refused_on_that_field():
 def test_a_value_above_a_training_maximum_is_refused_on_that_field(db):
     for kind, name in [("training", n) for n in ("tp", "pp", "ep", "vpp", "zero",
                                                    "compression", "clock", "etp",
+                                                   "cuda_max_connections", "hybridep_sms",
                                                    "nvlink_domain")] + \
             [("training_search", "global_batch"), ("training_search", "top"),
              ("capacity", "top")]:

@@ -52,9 +52,18 @@ def test_an_unknown_module_is_refused_naming_the_field_and_the_choices() -> None
         execution_from_params({**base, "recompute_modules": ["moe_act", "attn"]}, 8)
     assert err.value.field == "recompute_modules[1]"
     assert all(m in err.value.reason for m in RECOMPUTE_MODULES)
+    # one comma-separated string, as every choice list of the API and the command line
+    assert execution_from_params({**base, "recompute_modules": "moe_act, layernorm"},
+                                 8).recompute_modules == ("moe_act", "layernorm")
     with pytest.raises(TrainingInputError) as err:
-        execution_from_params({**base, "recompute_modules": "moe_act"}, 8)
+        execution_from_params({**base, "recompute_modules": "moe_act,attn"}, 8)
+    assert err.value.field == "recompute_modules[1]"
+    with pytest.raises(TrainingInputError) as err:
+        execution_from_params({**base, "recompute_modules": 5}, 8)
     assert err.value.field == "recompute_modules"
+    # given alone, the modules mean selective recomputation
+    assert execution_from_params({"global_batch": 8, "recompute_modules": ["mlp"]},
+                                 8).recompute == "selective"
     with pytest.raises(TrainingInputError) as err:  # only read with selective
         execution_from_params({**base, "recompute": "full", "recompute_modules": ["mlp"]}, 8)
     assert err.value.field == "recompute_modules"
